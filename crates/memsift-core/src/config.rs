@@ -1,0 +1,395 @@
+//! Typed configuration: the defaults in `config/memsift.toml`, overlaid by the operator's file.
+//!
+//! Option names are snake_case nouns with their unit as a suffix (`idle_timeout_secs`). Unknown
+//! keys are errors, so a typo is reported at start-up rather than silently ignored. Runtime-only
+//! knobs (log level, "run until idle") are CLI flags, not configuration.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use chrono::Duration;
+use serde::{Deserialize, Serialize};
+
+use crate::status::Purpose;
+
+/// The documented default configuration, compiled in so the binary runs from any directory.
+pub const DEFAULT_CONFIG_TOML: &str = include_str!("../../../config/memsift.toml");
+
+/// A configuration problem, worded so the operator knows what to change.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML or has a wrong or unknown key.
+    #[error("config file {origin} is invalid: {message}")]
+    Parse {
+        /// Where the text came from.
+        origin: String,
+        /// The parser's message, which names the key and line.
+        message: String,
+    },
+    /// A value is out of range.
+    #[error("config: {key} = {value} is invalid: {fix}")]
+    Invalid {
+        /// The dotted key.
+        key: String,
+        /// The offending value.
+        value: String,
+        /// What would be valid.
+        fix: String,
+    },
+    /// A tier can reach a purpose whose `{purpose}_{tier}` section does not exist.
+    #[error(
+        "config: no [llm.{key}] section, but tier `{tier}` reaches purpose `{purpose}`; add [llm.{key}] or remove `{tier}` from billing.tiers"
+    )]
+    MissingLlmKey {
+        /// The missing key.
+        key: String,
+        /// The tier that reaches it.
+        tier: String,
+        /// The purpose that needs it.
+        purpose: String,
+    },
+}
+
+/// The whole configuration.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Where memsift keeps its state.
+    pub database: DatabaseConfig,
+    /// How conversations are cut into segments.
+    pub segments: SegmentsConfig,
+    /// Extraction scheduling.
+    pub extraction: ExtractionConfig,
+    /// Billing tiers.
+    pub billing: BillingConfig,
+    /// Prompt files.
+    pub prompts: PromptsConfig,
+    /// One internal LLM config per `{purpose}_{tier}` key.
+    pub llm: BTreeMap<String, LlmConfig>,
+}
+
+/// Database settings.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DatabaseConfig {
+    /// `sqlite://PATH` or `postgres://…`. Unset: a SQLite file in the data directory.
+    pub url: Option<String>,
+    /// SQLite `synchronous` pragma: `full` (default; a committed intent survives power loss) or `normal`.
+    pub sqlite_synchronous: String,
+    /// Pool size.
+    pub max_connections: u32,
+}
+
+/// Segment settings.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SegmentsConfig {
+    /// Silence after which an open segment closes.
+    pub idle_timeout_secs: u64,
+}
+
+/// Extraction settings.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExtractionConfig {
+    /// Attempts per segment before it goes `dead`.
+    pub max_attempts: u32,
+    /// How long a claim on a segment holds before another worker may take it over.
+    pub claim_lease_secs: u64,
+}
+
+/// Billing settings.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BillingConfig {
+    /// The tier of a user whose row names none.
+    pub default_tier: String,
+    /// Every tier a user can be on; each must resolve every reachable `{purpose}_{tier}`.
+    pub tiers: Vec<String>,
+}
+
+/// Prompt settings.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PromptsConfig {
+    /// A directory whose `<name>.md` files replace the built-in prompts of the same name.
+    pub dir: Option<PathBuf>,
+}
+
+/// Which provider answers a `{purpose}_{tier}` key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProviderKind {
+    /// Offline rules; no key, no spend.
+    Heuristic,
+    /// Anthropic Messages and Message Batches.
+    Anthropic,
+    /// OpenAI chat completions, Files and Batches.
+    Openai,
+    /// Any OpenAI-compatible chat endpoint (Ollama, vLLM, llama.cpp); no batch lane.
+    OpenaiCompatible,
+}
+
+/// How the lane is chosen for a key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LanePolicy {
+    /// The batch lane when the provider has one and is healthy, else immediate.
+    Auto,
+    /// Always the batch lane.
+    Batch,
+    /// Always one call per request.
+    Immediate,
+}
+
+/// One internal LLM config.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LlmConfig {
+    /// The provider.
+    pub provider: ProviderKind,
+    /// Base URL; unset means the provider's public endpoint.
+    #[serde(default)]
+    pub endpoint: Option<String>,
+    /// Model name.
+    #[serde(default)]
+    pub model: Option<String>,
+    /// Environment variable holding the API key.
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+    /// File holding the API key (read at start-up, never logged).
+    #[serde(default)]
+    pub api_key_file: Option<PathBuf>,
+    /// Lane policy.
+    #[serde(default = "default_lane")]
+    pub lane: LanePolicy,
+    /// Sampling temperature; must be unset when thinking is on.
+    #[serde(default)]
+    pub temperature: Option<f64>,
+    /// Output token cap.
+    #[serde(default = "default_max_tokens")]
+    pub max_tokens: u32,
+    /// Extended-thinking budget; must be at least 1024 and below `max_tokens`.
+    #[serde(default)]
+    pub thinking_budget_tokens: Option<u32>,
+    /// Prompt-cache TTL for the system prompt: `5m` or `1h`.
+    #[serde(default = "default_cache_ttl")]
+    pub cache_ttl: String,
+}
+
+fn default_lane() -> LanePolicy {
+    LanePolicy::Auto
+}
+
+fn default_max_tokens() -> u32 {
+    8192
+}
+
+fn default_cache_ttl() -> String {
+    "1h".to_owned()
+}
+
+impl Config {
+    /// The built-in defaults alone.
+    pub fn defaults() -> Config {
+        Config::from_layers(None).expect("the built-in config/memsift.toml is valid: a unit test parses it")
+    }
+
+    /// The defaults overlaid by an operator's TOML text (`origin` names it in errors).
+    pub fn from_layers(overlay: Option<(&str, &str)>) -> Result<Config, ConfigError> {
+        let mut merged: toml::Table = toml::from_str(DEFAULT_CONFIG_TOML).map_err(|error| ConfigError::Parse {
+            origin: "built-in defaults".to_owned(),
+            message: error.to_string(),
+        })?;
+        if let Some((origin, text)) = overlay {
+            let user: toml::Table = toml::from_str(text).map_err(|error| ConfigError::Parse {
+                origin: origin.to_owned(),
+                message: error.to_string(),
+            })?;
+            merge_tables(&mut merged, user);
+        }
+        let origin = overlay.map(|(origin, _)| origin).unwrap_or("built-in defaults");
+        let config: Config = toml::Value::Table(merged)
+            .try_into()
+            .map_err(|error: toml::de::Error| ConfigError::Parse {
+                origin: origin.to_owned(),
+                message: error.to_string(),
+            })?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Reads the defaults overlaid by the file at `path`.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Config::from_layers(Some((&path.display().to_string(), &text)))
+    }
+
+    /// The purposes a user of any tier can reach with this configuration.
+    pub fn reachable_purposes(&self) -> Vec<Purpose> {
+        vec![Purpose::Extraction]
+    }
+
+    /// The `{purpose}_{tier}` config for a purpose and tier.
+    pub fn llm_for(&self, purpose: Purpose, tier: &str) -> Result<&LlmConfig, ConfigError> {
+        let key = format!("{}_{}", purpose.as_str(), tier);
+        self.llm.get(&key).ok_or_else(|| ConfigError::MissingLlmKey {
+            key,
+            tier: tier.to_owned(),
+            purpose: purpose.as_str().to_owned(),
+        })
+    }
+
+    /// The idle timeout as a duration.
+    pub fn idle_timeout(&self) -> Duration {
+        Duration::seconds(self.segments.idle_timeout_secs as i64)
+    }
+
+    /// Checks every value and every reachable `{purpose}_{tier}` key (invariant 15).
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.segments.idle_timeout_secs == 0 {
+            return Err(invalid(
+                "segments.idle_timeout_secs",
+                0,
+                "use a positive number of seconds, e.g. 3600",
+            ));
+        }
+        if self.extraction.max_attempts == 0 {
+            return Err(invalid("extraction.max_attempts", 0, "use at least 1 (default 3)"));
+        }
+        if !matches!(self.database.sqlite_synchronous.as_str(), "full" | "normal") {
+            return Err(invalid(
+                "database.sqlite_synchronous",
+                &self.database.sqlite_synchronous,
+                "use \"full\" or \"normal\"",
+            ));
+        }
+        if self.billing.tiers.is_empty() {
+            return Err(invalid(
+                "billing.tiers",
+                "[]",
+                "list at least one tier, e.g. [\"standard\"]",
+            ));
+        }
+        if !self.billing.tiers.contains(&self.billing.default_tier) {
+            return Err(invalid(
+                "billing.default_tier",
+                &self.billing.default_tier,
+                &format!("use one of billing.tiers {:?}", self.billing.tiers),
+            ));
+        }
+        for tier in &self.billing.tiers {
+            for purpose in self.reachable_purposes() {
+                self.llm_for(purpose, tier)?;
+            }
+        }
+        for (key, llm) in &self.llm {
+            if !matches!(llm.cache_ttl.as_str(), "5m" | "1h") {
+                return Err(invalid(
+                    &format!("llm.{key}.cache_ttl"),
+                    &llm.cache_ttl,
+                    "use \"5m\" or \"1h\"",
+                ));
+            }
+            if llm.max_tokens == 0 {
+                return Err(invalid(&format!("llm.{key}.max_tokens"), 0, "use at least 1"));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn invalid(key: &str, value: impl ToString, fix: &str) -> ConfigError {
+    ConfigError::Invalid {
+        key: key.to_owned(),
+        value: value.to_string(),
+        fix: fix.to_owned(),
+    }
+}
+
+/// Overlays `over` on `base`: tables merge key by key, anything else replaces.
+fn merge_tables(base: &mut toml::Table, over: toml::Table) {
+    for (key, value) in over {
+        match (base.get_mut(&key), value) {
+            (Some(toml::Value::Table(base_table)), toml::Value::Table(over_table)) => {
+                merge_tables(base_table, over_table)
+            }
+            (_, value) => {
+                base.insert(key, value);
+            }
+        }
+    }
+}
+
+/// The directory for the default SQLite file and the demo database.
+///
+/// systemd's `$STATE_DIRECTORY` first, then `$XDG_DATA_HOME/memsift`, then `~/.local/share/memsift`,
+/// then `./.memsift` when no home is known.
+pub fn default_data_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("STATE_DIRECTORY").filter(|dir| !dir.is_empty()) {
+        // systemd may pass several colon-separated directories; the first is ours.
+        let first = dir.to_string_lossy().split(':').next().unwrap_or_default().to_owned();
+        return PathBuf::from(first);
+    }
+    if let Some(dir) = std::env::var_os("XDG_DATA_HOME").filter(|dir| !dir.is_empty()) {
+        return PathBuf::from(dir).join("memsift");
+    }
+    if let Some(home) = std::env::var_os("HOME").filter(|home| !home.is_empty()) {
+        return PathBuf::from(home).join(".local/share/memsift");
+    }
+    PathBuf::from(".memsift")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_built_in_defaults_parse_and_validate() {
+        let config = Config::defaults();
+        assert_eq!(config.segments.idle_timeout_secs, 3600);
+        assert_eq!(config.extraction.max_attempts, 3);
+        assert_eq!(
+            config.llm_for(Purpose::Extraction, "standard").unwrap().provider,
+            ProviderKind::Heuristic
+        );
+    }
+
+    #[test]
+    fn an_overlay_changes_only_what_it_names() {
+        let config = Config::from_layers(Some(("test.toml", "[segments]\nidle_timeout_secs = 120\n"))).unwrap();
+        assert_eq!(config.segments.idle_timeout_secs, 120);
+        assert_eq!(config.extraction.max_attempts, 3);
+    }
+
+    #[test]
+    fn a_typo_is_an_error_that_names_the_key() {
+        let err = Config::from_layers(Some(("test.toml", "[segments]\nidle_timeout_sec = 120\n")))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("test.toml"), "{err}");
+        assert!(err.contains("idle_timeout_sec"), "{err}");
+    }
+
+    #[test]
+    fn a_tier_without_its_llm_section_is_refused_at_load() {
+        let err = Config::from_layers(Some(("test.toml", "[billing]\ntiers = [\"standard\", \"premium\"]\n")))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "config: no [llm.extraction_premium] section, but tier `premium` reaches purpose `extraction`; add [llm.extraction_premium] or remove `premium` from billing.tiers"
+        );
+    }
+}

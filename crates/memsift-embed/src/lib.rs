@@ -1,0 +1,3 @@
+//! The `Embedder` trait and its implementations. Filled by the processor and embeddings issue.
+
+#![deny(missing_docs)]

@@ -1,0 +1,3 @@
+//! Post-processing stages. Filled by the post-processing issue.
+
+#![deny(missing_docs)]

@@ -1,0 +1,3 @@
+//! Execution strategies and tier-aware routing. Filled by the extraction-lanes issue.
+
+#![deny(missing_docs)]

@@ -1,0 +1,3 @@
+//! The protocol-faithful local provider. Filled by the provider-clients issue.
+
+#![deny(missing_docs)]
