@@ -13,6 +13,7 @@ pub mod prompt;
 pub mod segment;
 pub mod status;
 pub mod text;
+pub mod transcript;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use ids::{BatchId, EntityId, MemoryId, MessageId, RequestId, SegmentId, UserId};
