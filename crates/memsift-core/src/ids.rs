@@ -56,6 +56,13 @@ macro_rules! define_id {
             }
         }
 
+        impl TryFrom<String> for $name {
+            type Error = IdParseError;
+            fn try_from(input: String) -> Result<Self, Self::Error> {
+                Self::parse(&input)
+            }
+        }
+
         impl FromStr for $name {
             type Err = IdParseError;
             fn from_str(input: &str) -> Result<Self, Self::Err> {

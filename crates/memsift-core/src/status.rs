@@ -61,6 +61,13 @@ macro_rules! string_enum {
             }
         }
 
+        impl TryFrom<String> for $name {
+            type Error = UnknownValue;
+            fn try_from(input: String) -> Result<Self, Self::Error> {
+                Self::parse(&input)
+            }
+        }
+
         impl std::str::FromStr for $name {
             type Err = UnknownValue;
             fn from_str(input: &str) -> Result<Self, Self::Err> {

@@ -1,0 +1,465 @@
+//! Extraction state: claiming segments, planning requests, recording outputs, and the apply path.
+//!
+//! `apply` is the one place that writes memories from lane output (DESIGN §2). In a single
+//! transaction it checks-and-sets the request's `applied` status (invariant 2), writes memories,
+//! evidence and entities, and marks the segment `extracted` once every planned chunk is applied
+//! (invariant 1). Replaying the same result finds the request already applied and writes nothing.
+
+use std::collections::HashSet;
+
+use chrono::{DateTime, Duration, Utc};
+use memsift_core::contract::Turn;
+use memsift_core::status::{Lane, Purpose, RequestStatus, Role};
+use memsift_core::text::collapse_whitespace;
+use memsift_core::{EntityId, MemoryId, MessageId, RequestId, SegmentId, UserId};
+use memsift_processor::ValidItem;
+use serde_json::Value;
+use sqlx::types::Json;
+
+use crate::{BackendKind, Result, Store, StoreError, corrupt, in_write_tx, on_pool};
+
+/// A segment a worker now holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClaimedSegment {
+    /// The segment.
+    pub id: SegmentId,
+    /// Its user.
+    pub user_id: UserId,
+    /// This attempt's number (1 for the first).
+    pub attempt: i64,
+}
+
+/// One turn of a segment with the message it came from.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SegmentTurn {
+    /// The message row.
+    pub message_id: MessageId,
+    /// The turn as lanes see it.
+    pub turn: Turn,
+}
+
+/// A request attempt to record.
+#[derive(Clone, Debug)]
+pub struct NewRequest {
+    /// Its id; also the provider `custom_id`.
+    pub id: RequestId,
+    /// What it is for.
+    pub purpose: Purpose,
+    /// Whose data it carries.
+    pub user_id: UserId,
+    /// The segment, for extraction.
+    pub segment_id: Option<SegmentId>,
+    /// Which chunk of the segment.
+    pub chunk_index: i64,
+    /// Attempt number of this chunk.
+    pub attempt: i64,
+    /// The lane it goes through.
+    pub lane: Lane,
+    /// The `{purpose}_{tier}` key that configured it.
+    pub config_key: String,
+    /// Provider kind (`heuristic`, `anthropic`, …).
+    pub provider: String,
+    /// Model name.
+    pub model: Option<String>,
+    /// Prompt (or rule set) version.
+    pub prompt_version: String,
+    /// The context snapshot the processor needs later: short ids, memory texts, turn labels.
+    pub context: Value,
+}
+
+/// What the apply path writes for one request.
+#[derive(Clone, Debug)]
+pub struct ApplyInput {
+    /// The request whose output this is.
+    pub request_id: RequestId,
+    /// Its user.
+    pub user_id: UserId,
+    /// Its segment, for extraction.
+    pub segment_id: Option<SegmentId>,
+    /// Recorded on each memory.
+    pub prompt_version: String,
+    /// Recorded on the segment.
+    pub model: Option<String>,
+    /// Items that survived processing.
+    pub items: Vec<ValidItem>,
+    /// The processor's drop records, stored with the request.
+    pub drops: Value,
+    /// How many items the processor dropped.
+    pub n_dropped: i64,
+    /// The clock reading.
+    pub now: DateTime<Utc>,
+}
+
+/// What `apply` did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ApplyOutcome {
+    /// Written now.
+    Applied {
+        /// The memories created, in item order (duplicates omitted).
+        memory_ids: Vec<MemoryId>,
+        /// Items that matched an active memory written since processing (a concurrent writer).
+        n_duplicates_at_write: u64,
+        /// The segment became `extracted` in this transaction.
+        segment_extracted: bool,
+    },
+    /// Applied before; nothing written (invariant 2).
+    AlreadyApplied,
+}
+
+impl Store {
+    /// Claims up to `limit` closed (or failed and due) segments for `worker`, one atomic statement.
+    pub async fn claim_segments(
+        &self,
+        worker: &str,
+        now: DateTime<Utc>,
+        lease: Duration,
+        limit: i64,
+    ) -> Result<Vec<ClaimedSegment>> {
+        // SQLite has one writer, so a single UPDATE … RETURNING is already atomic; PostgreSQL
+        // needs SKIP LOCKED so two daemons take disjoint rows instead of waiting on each other.
+        let sql = match self.kind() {
+            BackendKind::Sqlite => {
+                "UPDATE segments SET status = 'extracting', claimed_by = $1, claimed_until = $2, attempts = attempts + 1
+                 WHERE id IN (SELECT id FROM segments
+                              WHERE status IN ('closed', 'failed') AND (next_attempt_at IS NULL OR next_attempt_at <= $3)
+                              ORDER BY closed_at, id LIMIT $4)
+                 RETURNING id, user_id, attempts"
+            }
+            BackendKind::Postgres => {
+                "UPDATE segments SET status = 'extracting', claimed_by = $1, claimed_until = $2, attempts = attempts + 1
+                 WHERE id IN (SELECT id FROM segments
+                              WHERE status IN ('closed', 'failed') AND (next_attempt_at IS NULL OR next_attempt_at <= $3)
+                              ORDER BY closed_at, id LIMIT $4 FOR UPDATE SKIP LOCKED)
+                 RETURNING id, user_id, attempts"
+            }
+        };
+        let rows: Vec<(String, String, i64)> = on_pool!(self, |pool| {
+            sqlx::query_as(sql).bind(worker).bind(now + lease).bind(now).bind(limit).fetch_all(pool).await?
+        });
+        rows.into_iter()
+            .map(|(id, user_id, attempt)| {
+                Ok(ClaimedSegment {
+                    id: SegmentId::parse(&id).map_err(|error| corrupt("segments", error))?,
+                    user_id: UserId::parse(&user_id).map_err(|error| corrupt("segments", error))?,
+                    attempt,
+                })
+            })
+            .collect()
+    }
+
+    /// The turns of a segment in order. Labels are the message's external id, else `t<seq>`.
+    pub async fn segment_turns(&self, segment_id: SegmentId) -> Result<Vec<SegmentTurn>> {
+        let rows: Vec<(String, i64, String, Option<String>, String, DateTime<Utc>, Option<String>)> = on_pool!(self, |pool| {
+            sqlx::query_as(
+                "SELECT id, seq, role, speaker, content, created_at, external_id FROM messages
+                 WHERE segment_id = $1 ORDER BY seq",
+            )
+            .bind(segment_id.to_string())
+            .fetch_all(pool)
+            .await?
+        });
+        rows.into_iter()
+            .map(|(id, seq, role, speaker, content, at, external_id)| {
+                Ok(SegmentTurn {
+                    message_id: MessageId::parse(&id).map_err(|error| corrupt("messages", error))?,
+                    turn: Turn {
+                        label: external_id.unwrap_or_else(|| format!("t{seq}")),
+                        role: Role::parse(&role).map_err(|error| corrupt("messages", error))?,
+                        speaker,
+                        content,
+                        at,
+                    },
+                })
+            })
+            .collect()
+    }
+
+    /// Records the requests planned for a segment's extraction and how many chunks it has.
+    pub async fn plan_segment_requests(&self, segment_id: SegmentId, requests: &[NewRequest], now: DateTime<Utc>) -> Result<()> {
+        in_write_tx!(self, |tx| {
+            for request in requests {
+                sqlx::query(
+                    "INSERT INTO llm_requests (id, purpose, user_id, segment_id, chunk_index, attempt, lane, config_key,
+                                               provider, model, prompt_version, context, status, created_at)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'planned', $13)",
+                )
+                .bind(request.id.to_string())
+                .bind(request.purpose.as_str())
+                .bind(request.user_id.to_string())
+                .bind(request.segment_id.map(|id| id.to_string()))
+                .bind(request.chunk_index)
+                .bind(request.attempt)
+                .bind(request.lane.as_str())
+                .bind(&request.config_key)
+                .bind(&request.provider)
+                .bind(&request.model)
+                .bind(&request.prompt_version)
+                .bind(Json(&request.context))
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+            }
+            sqlx::query("UPDATE segments SET planned_chunks = $2 WHERE id = $1")
+                .bind(segment_id.to_string())
+                .bind(requests.len() as i64)
+                .execute(&mut *tx)
+                .await?;
+        });
+        Ok(())
+    }
+
+    /// Stores a lane's raw output (kept for `memsift replay`) and marks the request `succeeded`.
+    pub async fn record_output(
+        &self,
+        request_id: RequestId,
+        raw_output: &str,
+        stop_reason: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> Result<()> {
+        let updated = on_pool!(self, |pool| {
+            sqlx::query(
+                "UPDATE llm_requests SET status = 'succeeded', raw_output = $2, stop_reason = $3, completed_at = $4
+                 WHERE id = $1 AND status IN ('planned', 'submitted')",
+            )
+            .bind(request_id.to_string())
+            .bind(raw_output)
+            .bind(stop_reason)
+            .bind(now)
+            .execute(pool)
+            .await?
+            .rows_affected()
+        });
+        if updated == 0 {
+            return Err(StoreError::NotFound(format!("request {request_id} is not waiting for output")));
+        }
+        Ok(())
+    }
+
+    /// The context snapshot stored with a request.
+    pub async fn request_context(&self, request_id: RequestId) -> Result<Value> {
+        let context: Option<Json<Value>> = on_pool!(self, |pool| {
+            sqlx::query_scalar("SELECT context FROM llm_requests WHERE id = $1")
+                .bind(request_id.to_string())
+                .fetch_optional(pool)
+                .await?
+        });
+        context.map(|Json(value)| value).ok_or_else(|| StoreError::NotFound(format!("no request {request_id}")))
+    }
+
+    /// The normalised keys of a user's active memories (the exact dedupe stage against the store).
+    pub async fn active_dedupe_keys(&self, user_id: UserId) -> Result<HashSet<String>> {
+        let keys: Vec<String> = on_pool!(self, |pool| {
+            sqlx::query_scalar("SELECT dedupe_key FROM memories WHERE user_id = $1 AND archived_at IS NULL")
+                .bind(user_id.to_string())
+                .fetch_all(pool)
+                .await?
+        });
+        Ok(keys.into_iter().collect())
+    }
+
+    /// Writes one request's processed output, exactly once (invariants 1 and 2).
+    pub async fn apply(&self, input: &ApplyInput) -> Result<ApplyOutcome> {
+        let outcome = in_write_tx!(self, |tx| {
+            let claimed = sqlx::query(
+                "UPDATE llm_requests SET status = 'applied', applied_at = $2, n_items = $3, n_dropped = $4, drops = $5
+                 WHERE id = $1 AND status = 'succeeded'",
+            )
+            .bind(input.request_id.to_string())
+            .bind(input.now)
+            .bind(input.items.len() as i64)
+            .bind(input.n_dropped)
+            .bind(Json(&input.drops))
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            if claimed == 0 {
+                let status: Option<String> = sqlx::query_scalar("SELECT status FROM llm_requests WHERE id = $1")
+                    .bind(input.request_id.to_string())
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                match status.as_deref().map(RequestStatus::parse) {
+                    Some(Ok(RequestStatus::Applied)) => Ok(ApplyOutcome::AlreadyApplied),
+                    Some(Ok(other)) => Err(StoreError::NotFound(format!(
+                        "request {} is `{other}`, not `succeeded`: there is no output to apply",
+                        input.request_id
+                    ))),
+                    Some(Err(error)) => Err(corrupt("llm_requests", error)),
+                    None => Err(StoreError::NotFound(format!("no request {}", input.request_id))),
+                }
+            } else {
+                let mut memory_ids = Vec::with_capacity(input.items.len());
+                let mut n_duplicates_at_write = 0;
+                for item in &input.items {
+                    let memory_id = MemoryId::new_v7();
+                    let inserted: Option<String> = sqlx::query_scalar(
+                        "INSERT INTO memories (id, user_id, text, dedupe_key, confidence, happens_at, expires_at, sensitive,
+                                               temporal, source_segment_id, source_request_id, prompt_version,
+                                               created_at, updated_at)
+                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13)
+                         ON CONFLICT (user_id, dedupe_key) WHERE archived_at IS NULL DO NOTHING
+                         RETURNING id",
+                    )
+                    .bind(memory_id.to_string())
+                    .bind(input.user_id.to_string())
+                    .bind(&item.text)
+                    .bind(&item.dedupe_key)
+                    .bind(item.confidence)
+                    .bind(item.happens_at)
+                    .bind(item.expires_at)
+                    .bind(item.sensitive)
+                    .bind(item.temporal.as_str())
+                    .bind(input.segment_id.map(|id| id.to_string()))
+                    .bind(input.request_id.to_string())
+                    .bind(&input.prompt_version)
+                    .bind(input.now)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                    if inserted.is_none() {
+                        n_duplicates_at_write += 1;
+                        continue;
+                    }
+                    for message_id in &item.evidence {
+                        sqlx::query(
+                            "INSERT INTO memory_evidence (memory_id, message_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+                        )
+                        .bind(memory_id.to_string())
+                        .bind(message_id.to_string())
+                        .execute(&mut *tx)
+                        .await?;
+                    }
+                    for (name, kind) in &item.entities {
+                        let normalized_name = collapse_whitespace(name).to_lowercase();
+                        // Re-linking un-archives: an entity named again is alive again (the
+                        // reference kept linking new memories to archived entities).
+                        let entity_id: String = sqlx::query_scalar(
+                            "INSERT INTO entities (id, user_id, name, normalized_name, kind, link_count, last_linked_at, created_at)
+                             VALUES ($1, $2, $3, $4, $5, 1, $6, $6)
+                             ON CONFLICT (user_id, normalized_name, kind)
+                             DO UPDATE SET link_count = entities.link_count + 1, last_linked_at = $6, archived_at = NULL
+                             RETURNING id",
+                        )
+                        .bind(EntityId::new_v7().to_string())
+                        .bind(input.user_id.to_string())
+                        .bind(name)
+                        .bind(&normalized_name)
+                        .bind(kind)
+                        .bind(input.now)
+                        .fetch_one(&mut *tx)
+                        .await?;
+                        sqlx::query(
+                            "INSERT INTO memory_entities (memory_id, entity_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+                        )
+                        .bind(memory_id.to_string())
+                        .bind(&entity_id)
+                        .execute(&mut *tx)
+                        .await?;
+                    }
+                    memory_ids.push(memory_id);
+                }
+                let mut segment_extracted = false;
+                if let Some(segment_id) = input.segment_id {
+                    segment_extracted = sqlx::query(
+                        "UPDATE segments SET status = 'extracted', extracted_at = $2, prompt_version = $3, model = $4,
+                                             claimed_by = NULL, claimed_until = NULL, last_error = NULL
+                         WHERE id = $1 AND status <> 'extracted'
+                           AND planned_chunks IS NOT NULL
+                           AND planned_chunks <= (SELECT COUNT(DISTINCT chunk_index) FROM llm_requests
+                                                  WHERE segment_id = $1 AND purpose = 'extraction' AND status = 'applied')",
+                    )
+                    .bind(segment_id.to_string())
+                    .bind(input.now)
+                    .bind(&input.prompt_version)
+                    .bind(&input.model)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected()
+                        == 1;
+                }
+                Ok(ApplyOutcome::Applied { memory_ids, n_duplicates_at_write, segment_extracted })
+            }
+        });
+        outcome
+    }
+
+    /// Records a failed attempt: the segment is due again after `retry_after`, or `dead` when out of attempts.
+    pub async fn fail_segment(
+        &self,
+        segment_id: SegmentId,
+        error: &str,
+        max_attempts: i64,
+        retry_after: Duration,
+        now: DateTime<Utc>,
+    ) -> Result<()> {
+        on_pool!(self, |pool| {
+            sqlx::query(
+                "UPDATE segments SET
+                     status = CASE WHEN attempts >= $3 THEN 'dead' ELSE 'failed' END,
+                     next_attempt_at = CASE WHEN attempts >= $3 THEN NULL ELSE $4 END,
+                     last_error = $2, claimed_by = NULL, claimed_until = NULL
+                 WHERE id = $1",
+            )
+            .bind(segment_id.to_string())
+            .bind(error)
+            .bind(max_attempts)
+            .bind(now + retry_after)
+            .execute(pool)
+            .await?;
+        });
+        Ok(())
+    }
+}
+
+/// A request's stored output and the snapshot needed to process it.
+#[derive(Clone, Debug)]
+pub struct StoredOutput {
+    /// The request.
+    pub request_id: RequestId,
+    /// Its user.
+    pub user_id: UserId,
+    /// Its segment, for extraction.
+    pub segment_id: Option<SegmentId>,
+    /// Its status.
+    pub status: RequestStatus,
+    /// Prompt version.
+    pub prompt_version: String,
+    /// Model.
+    pub model: Option<String>,
+    /// Raw text, when an output was recorded.
+    pub raw_output: Option<String>,
+    /// Stop reason as the provider reported it.
+    pub stop_reason: Option<String>,
+    /// The context snapshot.
+    pub context: Value,
+}
+
+impl Store {
+    /// Loads what the apply path needs for one request.
+    pub async fn stored_output(&self, request_id: RequestId) -> Result<StoredOutput> {
+        type Row = (String, Option<String>, String, String, Option<String>, Option<String>, Option<String>, Json<Value>);
+        let row: Option<Row> = on_pool!(self, |pool| {
+            sqlx::query_as(
+                "SELECT user_id, segment_id, status, prompt_version, model, raw_output, stop_reason, context
+                 FROM llm_requests WHERE id = $1",
+            )
+            .bind(request_id.to_string())
+            .fetch_optional(pool)
+            .await?
+        });
+        let (user_id, segment_id, status, prompt_version, model, raw_output, stop_reason, Json(context)) =
+            row.ok_or_else(|| StoreError::NotFound(format!("no request {request_id}")))?;
+        Ok(StoredOutput {
+            request_id,
+            user_id: UserId::parse(&user_id).map_err(|error| corrupt("llm_requests", error))?,
+            segment_id: segment_id
+                .map(|id| SegmentId::parse(&id))
+                .transpose()
+                .map_err(|error| corrupt("llm_requests", error))?,
+            status: RequestStatus::parse(&status).map_err(|error| corrupt("llm_requests", error))?,
+            prompt_version,
+            model,
+            raw_output,
+            stop_reason,
+            context,
+        })
+    }
+}

@@ -1,0 +1,266 @@
+//! Ingest: messages into segments, one transaction per call, idempotent by message key.
+//!
+//! A message joins its conversation's open segment, or starts a new one when the open segment
+//! went idle (the rule in `memsift_core::segment`). Membership is written on the message row and
+//! never inferred later. A message whose key is already stored is skipped, so re-importing a
+//! file adds nothing; a failure anywhere rolls the whole call back.
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Duration, Utc};
+use memsift_core::segment::{Placement, place_message};
+use memsift_core::status::Role;
+use memsift_core::text::short_hash;
+use memsift_core::{MessageId, SegmentId, UserId};
+use serde::Serialize;
+
+use crate::{Result, Store, in_write_tx};
+
+/// One message to ingest.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NewMessage {
+    /// The host application's id for the user.
+    pub user_external_id: String,
+    /// The conversation (session) key; segments never span two conversations.
+    pub conversation_key: String,
+    /// A name for the segment this message starts, if the source has one (a LoCoMo session).
+    pub segment_name: Option<String>,
+    /// Who spoke.
+    pub role: Role,
+    /// The speaker's name, when the source names speakers.
+    pub speaker: Option<String>,
+    /// The text.
+    pub content: String,
+    /// When it was said.
+    pub at: DateTime<Utc>,
+    /// The source's id for the message (a LoCoMo `dia_id`), kept so memories can cite it.
+    pub external_id: Option<String>,
+    /// Close the segment after this message.
+    pub boundary_after: bool,
+}
+
+impl NewMessage {
+    /// The idempotency key: the source id when there is one, else a hash of what was said when.
+    pub fn dedupe_key(&self) -> String {
+        match &self.external_id {
+            Some(external_id) => format!("id:{}\u{1f}{}", self.conversation_key, external_id),
+            None => {
+                let material = format!(
+                    "{}\u{1f}{}\u{1f}{}\u{1f}{}",
+                    self.conversation_key,
+                    self.at.timestamp_millis(),
+                    self.role.as_str(),
+                    self.content
+                );
+                format!("h:{}", short_hash(material.as_bytes(), 32))
+            }
+        }
+    }
+}
+
+/// What an ingest call did.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct IngestReport {
+    /// Messages offered.
+    pub n_offered: u64,
+    /// Messages stored.
+    pub n_added: u64,
+    /// Messages already stored (skipped).
+    pub n_already_stored: u64,
+    /// Users created.
+    pub n_users_created: u64,
+    /// Segments started.
+    pub n_segments_started: u64,
+    /// Segments closed (by a boundary or an idle gap inside the input).
+    pub n_segments_closed: u64,
+}
+
+#[derive(Clone, Copy)]
+struct OpenSegment {
+    id: SegmentId,
+    last_at: DateTime<Utc>,
+    n_messages: i64,
+}
+
+impl Store {
+    /// Stores `messages` in one transaction, assigning each to a segment; `progress` is called after each.
+    pub async fn ingest(
+        &self,
+        messages: &[NewMessage],
+        idle_timeout: Duration,
+        now: DateTime<Utc>,
+        progress: &(dyn Fn(u64) + Sync),
+    ) -> Result<IngestReport> {
+        let mut report = IngestReport { n_offered: messages.len() as u64, ..IngestReport::default() };
+        in_write_tx!(self, |tx| {
+            let mut users: HashMap<&str, UserId> = HashMap::new();
+            let mut open_segments: HashMap<(UserId, &str), Option<OpenSegment>> = HashMap::new();
+            for (message_idx, message) in messages.iter().enumerate() {
+                let user_id = match users.get(message.user_external_id.as_str()) {
+                    Some(user_id) => *user_id,
+                    None => {
+                        let created: Option<String> = sqlx::query_scalar(
+                            "INSERT INTO users (id, external_id, created_at) VALUES ($1, $2, $3)
+                             ON CONFLICT (external_id) DO NOTHING RETURNING id",
+                        )
+                        .bind(UserId::new_v7().to_string())
+                        .bind(&message.user_external_id)
+                        .bind(now)
+                        .fetch_optional(&mut *tx)
+                        .await?;
+                        let id_text = match created {
+                            Some(id_text) => {
+                                report.n_users_created += 1;
+                                id_text
+                            }
+                            None => {
+                                sqlx::query_scalar("SELECT id FROM users WHERE external_id = $1")
+                                    .bind(&message.user_external_id)
+                                    .fetch_one(&mut *tx)
+                                    .await?
+                            }
+                        };
+                        let user_id = UserId::parse(&id_text).map_err(|error| crate::corrupt("users", error))?;
+                        users.insert(message.user_external_id.as_str(), user_id);
+                        user_id
+                    }
+                };
+
+                let dedupe_key = message.dedupe_key();
+                let already: Option<String> = sqlx::query_scalar("SELECT id FROM messages WHERE user_id = $1 AND dedupe_key = $2")
+                    .bind(user_id.to_string())
+                    .bind(&dedupe_key)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                if already.is_some() {
+                    report.n_already_stored += 1;
+                    progress(message_idx as u64 + 1);
+                    continue;
+                }
+
+                let conversation_slot = (user_id, message.conversation_key.as_str());
+                if !open_segments.contains_key(&conversation_slot) {
+                    let row: Option<(String, DateTime<Utc>, i64)> = sqlx::query_as(
+                        "SELECT id, last_message_at, n_messages FROM segments
+                         WHERE user_id = $1 AND conversation_key = $2 AND status = 'open'",
+                    )
+                    .bind(user_id.to_string())
+                    .bind(&message.conversation_key)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                    let open = match row {
+                        Some((id_text, last_at, n_messages)) => Some(OpenSegment {
+                            id: SegmentId::parse(&id_text).map_err(|error| crate::corrupt("segments", error))?,
+                            last_at,
+                            n_messages,
+                        }),
+                        None => None,
+                    };
+                    open_segments.insert(conversation_slot, open);
+                }
+                let open = open_segments.get(&conversation_slot).copied().flatten();
+                let placement = place_message(open.map(|segment| segment.last_at), message.at, idle_timeout);
+                if let (Placement::CloseAndStart, Some(idle_segment)) = (placement, open) {
+                    sqlx::query(
+                        "UPDATE segments SET status = 'closed', close_reason = 'idle', closed_at = $2 WHERE id = $1",
+                    )
+                    .bind(idle_segment.id.to_string())
+                    .bind(idle_segment.last_at + idle_timeout)
+                    .execute(&mut *tx)
+                    .await?;
+                    report.n_segments_closed += 1;
+                }
+                let mut segment = match (placement, open) {
+                    (Placement::Join, Some(open)) => open,
+                    _ => {
+                        let segment_id = SegmentId::new_v7();
+                        sqlx::query(
+                            "INSERT INTO segments (id, user_id, conversation_key, external_id, status,
+                                                   first_message_at, last_message_at, n_messages, created_at)
+                             VALUES ($1, $2, $3, $4, 'open', $5, $5, 0, $6)",
+                        )
+                        .bind(segment_id.to_string())
+                        .bind(user_id.to_string())
+                        .bind(&message.conversation_key)
+                        .bind(&message.segment_name)
+                        .bind(message.at)
+                        .bind(now)
+                        .execute(&mut *tx)
+                        .await?;
+                        report.n_segments_started += 1;
+                        OpenSegment { id: segment_id, last_at: message.at, n_messages: 0 }
+                    }
+                };
+
+                sqlx::query(
+                    "INSERT INTO messages (id, user_id, segment_id, seq, role, speaker, content, created_at, external_id, dedupe_key)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+                )
+                .bind(MessageId::new_v7().to_string())
+                .bind(user_id.to_string())
+                .bind(segment.id.to_string())
+                .bind(segment.n_messages)
+                .bind(message.role.as_str())
+                .bind(&message.speaker)
+                .bind(&message.content)
+                .bind(message.at)
+                .bind(&message.external_id)
+                .bind(&dedupe_key)
+                .execute(&mut *tx)
+                .await?;
+                report.n_added += 1;
+                segment.n_messages += 1;
+                segment.last_at = segment.last_at.max(message.at);
+
+                if message.boundary_after {
+                    sqlx::query(
+                        "UPDATE segments SET last_message_at = $2, n_messages = $3, status = 'closed',
+                                             close_reason = 'boundary', closed_at = $2,
+                                             first_message_at = CASE WHEN first_message_at > $4 THEN $4 ELSE first_message_at END
+                         WHERE id = $1",
+                    )
+                    .bind(segment.id.to_string())
+                    .bind(segment.last_at)
+                    .bind(segment.n_messages)
+                    .bind(message.at)
+                    .execute(&mut *tx)
+                    .await?;
+                    report.n_segments_closed += 1;
+                    open_segments.insert(conversation_slot, None);
+                } else {
+                    sqlx::query(
+                        "UPDATE segments SET last_message_at = $2, n_messages = $3,
+                                             first_message_at = CASE WHEN first_message_at > $4 THEN $4 ELSE first_message_at END
+                         WHERE id = $1",
+                    )
+                    .bind(segment.id.to_string())
+                    .bind(segment.last_at)
+                    .bind(segment.n_messages)
+                    .bind(message.at)
+                    .execute(&mut *tx)
+                    .await?;
+                    open_segments.insert(conversation_slot, Some(segment));
+                }
+                progress(message_idx as u64 + 1);
+            }
+        });
+        Ok(report)
+    }
+
+    /// Closes every open segment whose last message is at least `idle_timeout` before `now`.
+    pub async fn close_idle_segments(&self, now: DateTime<Utc>, idle_timeout: Duration) -> Result<u64> {
+        let cutoff = now - idle_timeout;
+        let closed = crate::on_pool!(self, |pool| {
+            sqlx::query(
+                "UPDATE segments SET status = 'closed', close_reason = 'idle', closed_at = $2
+                 WHERE status = 'open' AND last_message_at <= $1",
+            )
+            .bind(cutoff)
+            .bind(now)
+            .execute(pool)
+            .await?
+            .rows_affected()
+        });
+        Ok(closed)
+    }
+}

@@ -1,0 +1,239 @@
+//! Read-only listings for the admin tables (`memsift segments`, `memories`, `requests`).
+//!
+//! Every user-facing listing is scoped by user (invariant 9); the admin listings take an optional
+//! user filter and say so in their names.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use crate::{Result, Store, on_pool};
+
+/// One row of `memsift segments`.
+#[derive(Clone, Debug, PartialEq, Serialize, sqlx::FromRow)]
+pub struct SegmentRow {
+    /// Segment id.
+    pub id: String,
+    /// The user's external id.
+    pub user: String,
+    /// Conversation key.
+    pub conversation_key: String,
+    /// The source's name for it (a LoCoMo session).
+    pub name: Option<String>,
+    /// Status.
+    pub status: String,
+    /// Messages in it.
+    pub n_messages: i64,
+    /// First message time.
+    pub first_message_at: DateTime<Utc>,
+    /// Last message time.
+    pub last_message_at: DateTime<Utc>,
+    /// Why it closed.
+    pub close_reason: Option<String>,
+    /// Extraction attempts so far.
+    pub attempts: i64,
+    /// Memories whose source is this segment.
+    pub n_memories: i64,
+    /// The last failure.
+    pub last_error: Option<String>,
+}
+
+/// One row of `memsift memories`.
+#[derive(Clone, Debug, PartialEq, Serialize, sqlx::FromRow)]
+pub struct MemoryRow {
+    /// Memory id.
+    pub id: String,
+    /// Text.
+    pub text: String,
+    /// 0–1.
+    pub confidence: f64,
+    /// Private fact.
+    pub sensitive: bool,
+    /// one_off, recurring, durable, unknown.
+    pub temporal: String,
+    /// Event time.
+    pub happens_at: Option<DateTime<Utc>>,
+    /// Labels of the evidence turns, comma separated, in message order.
+    pub evidence: String,
+    /// Entity names, comma separated.
+    pub entities: String,
+    /// Prompt or rule-set version that produced it.
+    pub prompt_version: String,
+    /// Created.
+    pub created_at: DateTime<Utc>,
+}
+
+/// One row of `memsift requests`.
+#[derive(Clone, Debug, PartialEq, Serialize, sqlx::FromRow)]
+pub struct RequestRow {
+    /// Request id (the provider custom_id).
+    pub id: String,
+    /// Purpose.
+    pub purpose: String,
+    /// The user's external id.
+    pub user: String,
+    /// Segment, for extraction.
+    pub segment_id: Option<String>,
+    /// Chunk index.
+    pub chunk_index: i64,
+    /// Attempt.
+    pub attempt: i64,
+    /// Lane.
+    pub lane: String,
+    /// Status.
+    pub status: String,
+    /// Prompt version.
+    pub prompt_version: String,
+    /// Items applied.
+    pub n_items: i64,
+    /// Items dropped by the processor.
+    pub n_dropped: i64,
+    /// Input tokens.
+    pub input_tokens: i64,
+    /// Output tokens.
+    pub output_tokens: i64,
+    /// Cost in USD.
+    pub cost_usd: f64,
+    /// Created.
+    pub created_at: DateTime<Utc>,
+}
+
+/// Totals for a one-line summary.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Counts {
+    /// Users.
+    pub users: i64,
+    /// Messages.
+    pub messages: i64,
+    /// Segments.
+    pub segments: i64,
+    /// Segments per status, as (status, count).
+    pub segments_by_status: Vec<(String, i64)>,
+    /// Active memories.
+    pub memories: i64,
+    /// Requests.
+    pub requests: i64,
+}
+
+/// The LIMIT used when a listing is asked for "everything".
+const NO_LIMIT: i64 = i64::MAX;
+
+impl Store {
+    /// Segments, newest first, optionally of one user and one status (admin listing).
+    pub async fn list_segments(&self, user: Option<&str>, status: Option<&str>, limit: Option<i64>) -> Result<Vec<SegmentRow>> {
+        Ok(on_pool!(self, |pool| {
+            sqlx::query_as(
+                "SELECT s.id, u.external_id AS user, s.conversation_key, s.external_id AS name, s.status, s.n_messages,
+                        s.first_message_at, s.last_message_at, s.close_reason, s.attempts,
+                        (SELECT COUNT(*) FROM memories m WHERE m.source_segment_id = s.id) AS n_memories,
+                        s.last_error
+                 FROM segments s JOIN users u ON u.id = s.user_id
+                 WHERE ($1 IS NULL OR u.external_id = $1) AND ($2 IS NULL OR s.status = $2)
+                 ORDER BY s.first_message_at, s.id
+                 LIMIT $3",
+            )
+            .bind(user)
+            .bind(status)
+            .bind(limit.unwrap_or(NO_LIMIT))
+            .fetch_all(pool)
+            .await?
+        }))
+    }
+
+    /// A user's active memories, oldest first (user-scoped).
+    pub async fn list_memories(&self, user: &str, limit: Option<i64>) -> Result<Vec<MemoryRow>> {
+        // Evidence and entity lists are gathered with correlated subqueries rather than
+        // GROUP_CONCAT / STRING_AGG, whose names differ between the two backends.
+        let mut rows: Vec<MemoryRow> = on_pool!(self, |pool| {
+            sqlx::query_as(
+                "SELECT m.id, m.text, m.confidence, m.sensitive, m.temporal, m.happens_at,
+                        '' AS evidence, '' AS entities, m.prompt_version, m.created_at
+                 FROM memories m JOIN users u ON u.id = m.user_id
+                 WHERE u.external_id = $1 AND m.archived_at IS NULL
+                 ORDER BY m.created_at, m.id
+                 LIMIT $2",
+            )
+            .bind(user)
+            .bind(limit.unwrap_or(NO_LIMIT))
+            .fetch_all(pool)
+            .await?
+        });
+        for row in &mut rows {
+            let (evidence, entities): (Vec<(Option<String>, i64)>, Vec<String>) = on_pool!(self, |pool| {
+                let evidence = sqlx::query_as(
+                    "SELECT msg.external_id, msg.seq FROM memory_evidence e JOIN messages msg ON msg.id = e.message_id
+                     WHERE e.memory_id = $1 ORDER BY msg.created_at, msg.seq",
+                )
+                .bind(&row.id)
+                .fetch_all(pool)
+                .await?;
+                let entities = sqlx::query_scalar(
+                    "SELECT en.name FROM memory_entities me JOIN entities en ON en.id = me.entity_id
+                     WHERE me.memory_id = $1 ORDER BY en.name",
+                )
+                .bind(&row.id)
+                .fetch_all(pool)
+                .await?;
+                (evidence, entities)
+            });
+            row.evidence = evidence
+                .into_iter()
+                .map(|(external_id, seq)| external_id.unwrap_or_else(|| format!("t{seq}")))
+                .collect::<Vec<_>>()
+                .join(",");
+            row.entities = entities.join(",");
+        }
+        Ok(rows)
+    }
+
+    /// Requests, newest first, optionally of one user and one status (admin listing).
+    pub async fn list_requests(&self, user: Option<&str>, status: Option<&str>, limit: Option<i64>) -> Result<Vec<RequestRow>> {
+        Ok(on_pool!(self, |pool| {
+            sqlx::query_as(
+                "SELECT r.id, r.purpose, u.external_id AS user, r.segment_id, r.chunk_index, r.attempt, r.lane, r.status,
+                        r.prompt_version, r.n_items, r.n_dropped, r.input_tokens, r.output_tokens, r.cost_usd, r.created_at
+                 FROM llm_requests r JOIN users u ON u.id = r.user_id
+                 WHERE ($1 IS NULL OR u.external_id = $1) AND ($2 IS NULL OR r.status = $2)
+                 ORDER BY r.created_at DESC, r.id DESC
+                 LIMIT $3",
+            )
+            .bind(user)
+            .bind(status)
+            .bind(limit.unwrap_or(NO_LIMIT))
+            .fetch_all(pool)
+            .await?
+        }))
+    }
+
+    /// Totals across the store.
+    pub async fn counts(&self) -> Result<Counts> {
+        Ok(on_pool!(self, |pool| {
+            let users: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM users").fetch_one(pool).await?;
+            let messages: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM messages").fetch_one(pool).await?;
+            let segments: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM segments").fetch_one(pool).await?;
+            let segments_by_status: Vec<(String, i64)> =
+                sqlx::query_as("SELECT status, COUNT(*) FROM segments GROUP BY status ORDER BY status")
+                    .fetch_all(pool)
+                    .await?;
+            let memories: i64 =
+                sqlx::query_scalar("SELECT COUNT(*) FROM memories WHERE archived_at IS NULL").fetch_one(pool).await?;
+            let requests: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM llm_requests").fetch_one(pool).await?;
+            Counts { users, messages, segments, segments_by_status, memories, requests }
+        }))
+    }
+}
+
+impl Store {
+    /// Rows in one of the data model's tables (for tests and `memsift status`).
+    pub async fn count_rows(&self, table: &str) -> Result<i64> {
+        const TABLES: &[&str] = &[
+            "users", "segments", "messages", "batches", "llm_requests", "memories", "memory_evidence", "memory_links",
+            "entities", "memory_entities", "operations", "schedules", "tombstones",
+        ];
+        let table = TABLES
+            .iter()
+            .find(|known| **known == table)
+            .ok_or_else(|| crate::StoreError::NotFound(format!("no table `{table}`; tables are {}", TABLES.join(", "))))?;
+        let sql = format!("SELECT COUNT(*) FROM {table}");
+        Ok(on_pool!(self, |pool| sqlx::query_scalar(&sql).fetch_one(pool).await?))
+    }
+}

@@ -1,0 +1,49 @@
+//! The store conformance suite: every case runs on a fresh SQLite file and a fresh PostgreSQL database.
+//!
+//! PostgreSQL is real (never mocked). Its admin URL comes from `MEMSIFT_TEST_PG_URL`, default
+//! `postgres://postgres@127.0.0.1:5432/postgres`; each test creates and drops its own database.
+//! If the server is unreachable the PostgreSQL tests fail: they never skip.
+
+mod cases;
+mod helpers;
+
+macro_rules! store_suite {
+    ($($case:ident),+ $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test]
+                async fn $case() {
+                    let db = crate::helpers::TestDb::sqlite().await;
+                    crate::cases::$case(&db.store).await;
+                    db.finish().await;
+                }
+            )+
+        }
+        mod postgres {
+            $(
+                #[tokio::test]
+                async fn $case() {
+                    let db = crate::helpers::TestDb::postgres().await;
+                    crate::cases::$case(&db.store).await;
+                    db.finish().await;
+                }
+            )+
+        }
+    };
+}
+
+store_suite!(
+    migrations_create_the_whole_data_model,
+    ingest_gives_each_message_one_segment_and_closes_on_boundary,
+    an_idle_gap_inside_the_input_starts_a_new_segment,
+    reimporting_the_same_messages_adds_nothing,
+    a_failed_ingest_leaves_the_store_as_it_was,
+    idle_segments_close_by_the_injected_clock,
+    concurrent_claims_take_disjoint_segments,
+    apply_writes_a_result_exactly_once,
+    a_segment_is_extracted_only_when_every_chunk_is_applied,
+    the_same_fact_from_two_segments_is_stored_once,
+    a_segment_goes_dead_after_max_attempts,
+    entities_are_upserted_and_joined,
+    memory_listings_are_scoped_by_user,
+);
