@@ -164,6 +164,8 @@ fn captured_values(regex: &Regex, caps: &Captures<'_>) -> Option<HashMap<String,
         let raw = group.as_str();
         let value = if raw.trim().is_empty() {
             String::new()
+        } else if rules::VERBATIM_GROUPS.contains(&name) {
+            raw.trim().to_owned()
         } else {
             let cleaned = text::clean_capture(raw)?;
             if !rules::plausible(name, &cleaned) {

@@ -282,10 +282,10 @@ pub(crate) const RULES: &[Rule] = &[
     rule!(Preference, r"^<IM>\s+learning\s+(?P<x>(?:to\s+)?[\p{L}-]+(?:\s+[\p{L}-]+){0,2})\s*$",
         "{S} is learning {x}.", sensitive: false, Durable, 0.75),
     // Routines: a first-person habit with an explicit repetition.
-    rule!(Routine, r"^i\s+(?:(?P<adv>usually|always|normally|often|still)\s+)?(?P<verb>\p{L}+)\s+(?P<x>(?:\S+\s+){0,6}?)(?P<every><RECUR>)\s*$",
-        "{S} [{adv} ]{v:verb} {x} {every}.", sensitive: true, Recurring, 0.8),
-    rule!(Routine, r"^(?P<every><RECUR>),?\s+i\s+(?P<verb>\p{L}+)\s+(?P<x>.+)$",
-        "{S} {v:verb} {x} {every}.", sensitive: true, Recurring, 0.8),
+    rule!(Routine, r"^i\s+(?:(?P<adv>usually|always|normally|often|still)\s+)?(?P<habit>\p{L}+)\s+(?P<x>(?:\S+\s+){0,6}?)(?P<every><RECUR>)\s*$",
+        "{S} [{adv} ]{v:habit} {x} {every}.", sensitive: true, Recurring, 0.8),
+    rule!(Routine, r"^(?P<every><RECUR>),?\s+i\s+(?P<habit>\p{L}+)\s+(?P<x>.+)$",
+        "{S} {v:habit} {x} {every}.", sensitive: true, Recurring, 0.8),
 ];
 
 /// Phrases that make any memory sensitive whatever rule produced it: the rule categories miss
@@ -314,7 +314,7 @@ const NOT_NAMES: &[&str] = &[
     "saturday", "sunday", "january", "february", "march", "april", "june", "july", "august", "september",
     "october", "november", "december", "christmas", "easter", "everyone", "nobody", "someone", "anyway", "and",
     "but", "or", "because", "what", "when", "where", "why", "how", "who", "afraid", "alright", "curious", "confused",
-    "lost", "bored", "new", "old", "all", "in", "on", "out", "off", "up", "down", "over", "now", "always", "never",
+    "lost", "bored", "all", "in", "on", "out", "off", "up", "down", "over", "now", "always", "never",
 ];
 
 /// Verbs a routine may not start with: they describe feelings or states, not habits.
@@ -324,6 +324,9 @@ const NOT_ROUTINE_VERBS: &[&str] = &[
     "hate", "enjoy",
 ];
 
+/// Groups captured verbatim: their patterns already pin them to a literal shape, and words like
+/// "they/them" must not be mistaken for a reference to the conversation.
+pub(crate) const VERBATIM_GROUPS: &[&str] = &["pronouns", "age", "year", "count", "langs"];
 /// Group names whose captured words must all be plausible names.
 const NAME_GROUPS: &[&str] = &["name", "nick"];
 /// Group names whose first word must be a plausible name.
@@ -378,9 +381,11 @@ pub(crate) fn plausible(group: &str, value: &str) -> bool {
             Some(word) if word.eq_ignore_ascii_case("the") => words.next(),
             other => other,
         };
-        return first.is_some_and(|word| !is_not_name(word));
+        // Lowercase openings ("a small startup") come from the generic alternative, not a name.
+        let capitalised = first.and_then(|word| word.chars().next()).is_some_and(char::is_uppercase);
+        return !capitalised || first.is_some_and(|word| !is_not_name(word));
     }
-    if group == "verb" {
+    if group == "habit" {
         return !NOT_ROUTINE_VERBS.contains(&value.to_lowercase().as_str());
     }
     if group == "age" {

@@ -16,7 +16,7 @@ const MAX_CAPTURE_CHARS: usize = 90;
 const ABBREVIATIONS: &[&str] = &["dr", "mr", "mrs", "ms", "st", "jr", "sr", "vs", "etc", "e.g", "i.e", "prof", "mt"];
 
 static EMOJI: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"[\p{So}\p{Cs}\p{Co}\u{FE0F}\u{200D}\u{20E3}\u{1F3FB}-\u{1F3FF}]")
+    Regex::new(r"[\p{So}\p{Co}\u{FE0F}\u{200D}\u{20E3}\u{1F3FB}-\u{1F3FF}]")
         .expect("the emoji class is a fixed literal covered by the odd-input tests")
 });
 
@@ -38,6 +38,10 @@ static PREAMBLE: LazyLock<Regex> = LazyLock::new(|| {
 static CLAUSE_BREAK: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?i)(?:,\s*(?:and|but|so|plus)?|\s+(?:and|but|so|plus))\s+(?P<next>i|i'm|im|i've|i'll|my)\b")
         .expect("the clause pattern is a fixed literal covered by the clause tests")
+});
+
+static FIRST_PERSON_SUBJECT: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)\b(?:i|i'm|im|i've|i'll|my)\b").expect("the subject pattern is a fixed literal covered by the clause tests")
 });
 
 /// Sentence openings that make the whole sentence conditional or hypothetical.
@@ -182,9 +186,13 @@ pub(crate) fn clauses(sentence: &str) -> Vec<String> {
     let sentence = strip_preamble(sentence);
     let mut starts = vec![0];
     for caps in CLAUSE_BREAK.captures_iter(sentence) {
-        if let Some(next) = caps.name("next") {
-            starts.push(next.start());
+        let (Some(whole), Some(next)) = (caps.get(0), caps.name("next")) else { continue };
+        let previous_start = starts.last().copied().unwrap_or(0);
+        // An opener without a subject of its own ("Every morning, I …") belongs to the clause it introduces.
+        if !FIRST_PERSON_SUBJECT.is_match(&sentence[previous_start..whole.start()]) {
+            continue;
         }
+        starts.push(next.start());
     }
     let mut found = Vec::new();
     for (index, &start) in starts.iter().enumerate() {
@@ -292,12 +300,19 @@ mod tests {
     }
 
     #[test]
+    fn normalising_plain_quotes_and_emoji() {
+        assert_eq!(normalise("I\u{2019}m \u{201C}ok\u{201D} 🙂👍🏽"), "I'm \"ok\"    ");
+    }
+
+    #[test]
     fn clauses_split_on_a_new_first_person_subject_and_drop_preambles() {
         assert_eq!(
             clauses("Oh, btw, I live in Boston and I work at Acme, my wife is Ann."),
             vec!["I live in Boston", "I work at Acme", "my wife is Ann"]
         );
         assert_eq!(clauses("Hey Mel! I love hiking and camping."), vec!["I love hiking and camping"]);
+        assert_eq!(clauses("Every morning, I walk my dog"), vec!["Every morning, I walk my dog"]);
+        assert_eq!(clauses("I love jazz and I hate cilantro"), vec!["I love jazz", "I hate cilantro"]);
     }
 
     #[test]
