@@ -165,18 +165,26 @@ fn captured_values(regex: &Regex, caps: &Captures<'_>) -> Option<HashMap<String,
         let value = if raw.trim().is_empty() {
             String::new()
         } else if rules::VERBATIM_GROUPS.contains(&name) {
-            raw.trim().to_owned()
-        } else {
-            let cleaned = text::clean_capture(raw)?;
-            if !rules::plausible(name, &cleaned) {
-                return None;
-            }
             // A repetition phrase may open the clause ("Every Monday, I …") but sits mid-sentence here.
-            if name == "every" { cleaned.to_lowercase() } else { cleaned }
+            let squashed = raw.split_whitespace().collect::<Vec<_>>().join(" ");
+            if name == "every" { lowercase_first(&squashed) } else { squashed }
+        } else {
+            text::clean_capture(raw)?
         };
+        if !rules::plausible(name, &value) {
+            return None;
+        }
         values.insert(name.to_owned(), value);
     }
     Some(values)
+}
+
+fn lowercase_first(text: &str) -> String {
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(first) => first.to_lowercase().chain(chars).collect(),
+        None => String::new(),
+    }
 }
 
 /// Fills a template; `None` when a required group is missing.

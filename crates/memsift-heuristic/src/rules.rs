@@ -97,11 +97,11 @@ const FRAGMENTS: &[(&str, &str)] = &[
     ),
     (
         "<ASSIST>",
-        r"use|add|include|call\s+me|show|suggest|recommend|reply|respond|answer|write|start|end|format|ask|remind|share|bring\s+up|talk\s+about|explain|apologi[sz]e|summari[sz]e|translate|sign|assume|mention|correct|speak|address\s+me|refer\s+to|offer|list|quote|interrupt|curse|swear|sugarcoat|lecture|repeat|guess|make\s+up|give\s+me|be\s+(?:so\s+|too\s+|overly\s+|more\s+|less\s+)?(?:concise|brief|short|verbose|formal|informal|polite|casual|honest|direct|blunt|wordy|long-winded|technical|detailed|sarcastic|chatty|pushy|preachy|condescending)",
+        r"use|add|include|call\s+me|show|suggest|recommend|reply|respond|answer|write|start|end|format|ask|remind|share|bring\s+up|explain|apologi[sz]e|summari[sz]e|translate|sign|assume|mention|correct|speak|address\s+me|refer\s+to|offer|list|quote|interrupt|curse|swear|sugarcoat|lecture|repeat|guess|make\s+up|give\s+me|be\s+(?:so\s+|too\s+|overly\s+|more\s+|less\s+)?(?:concise|brief|short|verbose|formal|informal|polite|casual|honest|direct|blunt|wordy|long-winded|technical|detailed|sarcastic|chatty|pushy|preachy|condescending)",
     ),
     (
         "<ASSIST_ING>",
-        r"using|adding|including|calling\s+me|showing|suggesting|recommending|replying|responding|answering|writing|starting|ending|formatting|asking|reminding|sharing|bringing\s+up|talking\s+about|explaining|apologi[sz]ing|summari[sz]ing|translating|signing|assuming|mentioning|correcting|offering|listing|quoting|interrupting|cursing|swearing|sugarcoating|lecturing|repeating|guessing|making\s+up|giving\s+me|being\s+so\s+\p{L}+",
+        r"using|adding|including|calling\s+me|showing|suggesting|recommending|replying|responding|answering|writing|starting|ending|formatting|asking|reminding|sharing|bringing\s+up|explaining|apologi[sz]ing|summari[sz]ing|translating|signing|assuming|mentioning|correcting|offering|listing|quoting|interrupting|cursing|swearing|sugarcoating|lecturing|repeating|guessing|making\s+up|giving\s+me|being\s+so\s+\p{L}+",
     ),
 ];
 
@@ -209,7 +209,10 @@ pub(crate) const RULES: &[Rule] = &[
     rule!(Work, r"^i\s+(?:go\s+to|attend)\s+(?P<org>(?-i:(?:\p{Lu}[\p{L}.'&-]*\s+){0,4}(?:University|College|School|Academy|Institute|Polytechnic)(?:\s+of(?:\s+\p{Lu}[\p{L}.'&-]*){1,3})?))",
         "{S} attends {org}.", sensitive: true, Durable, 0.85, entities: &[("org", "organization")]),
     // Family and partners, with names wherever they are mentioned.
-    rule!(Family, r"\bmy\s+(?P<rel><REL>)(?:'s\s+name\s+is|\s+is\s+(?:called|named)|,)?\s+(?P<name><NAME>)\b",
+    rule!(Family, r"\bmy\s+(?P<rel><REL>)(?:'s\s+name\s+is|\s+is\s+(?:called|named))?\s+(?P<name><NAME>)\b",
+        "{S} has {a:rel} named {name}.", sensitive: true, Durable, 0.9, entities: &[("name", "person")]),
+    // After a comma the name must be closed off too, or "my girlfriend, Toby and I" would pair them.
+    rule!(Family, r"\bmy\s+(?P<rel><REL>),\s+(?P<name><NAME>)(?:,|\s*$)",
         "{S} has {a:rel} named {name}.", sensitive: true, Durable, 0.9, entities: &[("name", "person")]),
     rule!(Family, r"^<IM>\s+(?P<status>married|engaged)\s+to\s+(?P<name><NAME>)\b",
         "{S} is {status} to {name}.", sensitive: true, Durable, 0.9, entities: &[("name", "person")]),
@@ -226,7 +229,9 @@ pub(crate) const RULES: &[Rule] = &[
     rule!(Family, r"^<IM>\s+an?\s+(?P<role>(?:single\s+|proud\s+|new\s+)?(?:mom|mum|mother|dad|father|parent|grandmother|grandfather|grandma|grandpa|stepmom|stepdad))(?:\s+of\s+(?P<count><COUNT>))?\s*$",
         "{S} is {a:role}[ of {count}].", sensitive: true, Durable, 0.85),
     // Pets.
-    rule!(Pet, r"\bmy\s+(?P<kind><PET>)(?:'s\s+name\s+is|\s+is\s+(?:called|named)|,)?\s+(?P<name><NAME>)\b",
+    rule!(Pet, r"\bmy\s+(?P<kind><PET>)(?:'s\s+name\s+is|\s+is\s+(?:called|named))?\s+(?P<name><NAME>)\b",
+        "{S} has {a:kind} named {name}.", sensitive: false, Durable, 0.9, entities: &[("name", "pet")]),
+    rule!(Pet, r"\bmy\s+(?P<kind><PET>),\s+(?P<name><NAME>)(?:,|\s*$)",
         "{S} has {a:kind} named {name}.", sensitive: false, Durable, 0.9, entities: &[("name", "pet")]),
     rule!(Pet, r"^i\s+have\s+an?\s+(?P<kind>(?:[\p{L}-]+\s+)?(?:<PET>))\s+(?:named|called)\s+(?P<name><NAME>)\b",
         "{S} has {a:kind} named {name}.", sensitive: false, Durable, 0.9, entities: &[("name", "pet")]),
@@ -256,21 +261,21 @@ pub(crate) const RULES: &[Rule] = &[
         "{S} plans to {x} on {date}.", sensitive: true, OneOff, 0.85, needs_date: true),
     rule!(Plan, r"^i(?:'ve|\s+have)?(?:\s+got)?\s+(?P<x>(?:an?|my)\s+(?:[\p{L}'-]+\s+){0,3}?(?:appointment|meeting|interview|exam|test|flight|surgery|operation|check-?up|party|wedding|concert|game|match|recital|presentation|deadline|date|trip|class|lesson|session|shift|conference|race|marathon|audition|hearing)\b.*)$",
         "{S} has {x} on {date}.", sensitive: true, OneOff, 0.85, needs_date: true),
-    rule!(Plan, r"^<IM>\s+(?P<x>(?:visiting|seeing|meeting|hosting|attending|starting|getting\s+married|moving|running|celebrating|graduating|giving\s+birth)\b.*)$",
+    rule!(Plan, r"^<IM>\s+(?P<x>(?:visiting|seeing|meeting|hosting|attending|starting|getting\s+married|moving|running|celebrating|graduating|giving\s+birth)\s+\S.*)$",
         "{S} is {x} on {date}.", sensitive: true, OneOff, 0.8, needs_date: true),
     rule!(Plan, r"^my\s+(?P<thing>(?:[\p{L}'-]+\s+){0,2}?(?:appointment|meeting|interview|exam|flight|surgery|operation|wedding|party|concert|graduation|trip|due\s+date|deadline|first\s+day|move))\s+is(?:\s+(?:scheduled|set)\s+for)?\s*$",
         "{P} {thing} is on {date}.", sensitive: true, OneOff, 0.85, needs_date: true),
     // Preferences and dislikes.
-    rule!(Preference, r"^i\s+(?:(?P<adv>really|absolutely|totally|truly|genuinely|also|especially|still)\s+)?(?P<verb>love|like|enjoy|adore|prefer)\s+(?P<x>.+)$",
-        "{S} [{adv} ]{v:verb} {x}.", sensitive: false, Durable, 0.8),
-    rule!(Preference, r"^i\s+(?:(?P<adv>really|absolutely|totally|truly|just|honestly)\s+)?(?P<verb>hate|dislike|detest|loathe|can't\s+stand|cannot\s+stand|don't\s+like|do\s+not\s+like|don't\s+enjoy|do\s+not\s+enjoy)\s+(?P<x>.+)$",
-        "{S} [{adv} ]{v:verb} {x}.", sensitive: false, Durable, 0.8),
-    rule!(Preference, r"^<IM>\s+not\s+(?:a\s+(?:big\s+|huge\s+)?fan\s+of|into)\s+(?P<x>.+)$",
-        "{S} is not a fan of {x}.", sensitive: false, Durable, 0.8),
-    rule!(Preference, r"^<IM>\s+(?:a\s+)?(?:(?:big|huge|massive|great|real|lifelong)\s+)?fan\s+of\s+(?P<x>.+)$",
-        "{S} is a fan of {x}.", sensitive: false, Durable, 0.8),
-    rule!(Preference, r"^<IM>\s+(?:really\s+|so\s+|very\s+|super\s+)?(?P<rel>into|passionate\s+about|obsessed\s+with)\s+(?P<x>.+)$",
-        "{S} is {rel} {x}.", sensitive: false, Durable, 0.8),
+    rule!(Preference, r"^i\s+(?:(?P<adv>really|absolutely|totally|truly|genuinely|also|especially|still)\s+)?(?P<verb>love|like|enjoy|adore|prefer)\s+(?:also\s+|still\s+)?(?P<liked>.+)$",
+        "{S} [{adv} ]{v:verb} {liked}.", sensitive: false, Durable, 0.8),
+    rule!(Preference, r"^i\s+(?:(?P<adv>really|absolutely|totally|truly|just|honestly)\s+)?(?P<verb>hate|dislike|detest|loathe|can't\s+stand|cannot\s+stand|don't\s+like|do\s+not\s+like|don't\s+enjoy|do\s+not\s+enjoy)\s+(?P<liked>.+)$",
+        "{S} [{adv} ]{v:verb} {liked}.", sensitive: false, Durable, 0.8),
+    rule!(Preference, r"^<IM>\s+not\s+(?:a\s+(?:big\s+|huge\s+)?fan\s+of|into)\s+(?P<liked>.+)$",
+        "{S} is not a fan of {liked}.", sensitive: false, Durable, 0.8),
+    rule!(Preference, r"^<IM>\s+(?:a\s+)?(?:(?:big|huge|massive|great|real|lifelong)\s+)?fan\s+of\s+(?P<liked>.+)$",
+        "{S} is a fan of {liked}.", sensitive: false, Durable, 0.8),
+    rule!(Preference, r"^<IM>\s+(?:really\s+|so\s+|very\s+|super\s+)?(?P<rel>into|passionate\s+about|obsessed\s+with)\s+(?P<liked>.+)$",
+        "{S} is {rel} {liked}.", sensitive: false, Durable, 0.8),
     rule!(Preference, r"^my\s+(?:all[\s-]time\s+)?(?:favou?rite|fave)\s+(?P<thing>[\p{L} -]{2,30}?)\s+(?P<be>is|are)\s+(?P<x>.+)$",
         "{P} favorite {thing} {be} {x}.", sensitive: false, Durable, 0.85),
     rule!(Preference, r"^my\s+hobbies\s+(?:are|include)\s+(?P<x>.+)$",
@@ -324,9 +329,12 @@ const NOT_ROUTINE_VERBS: &[&str] = &[
     "hate", "enjoy",
 ];
 
-/// Groups captured verbatim: their patterns already pin them to a literal shape, and words like
-/// "they/them" must not be mistaken for a reference to the conversation.
-pub(crate) const VERBATIM_GROUPS: &[&str] = &["pronouns", "age", "year", "count", "langs"];
+/// Groups captured verbatim: their patterns pin them to a few literal words ("at", "don't like",
+/// "they/them"), which the free-text checks would wrongly read as cut-off or deictic.
+pub(crate) const VERBATIM_GROUPS: &[&str] = &[
+    "pronouns", "age", "year", "count", "langs", "prep", "verb", "habit", "adv", "rel", "kind", "status", "be", "which",
+    "every",
+];
 /// Group names whose captured words must all be plausible names.
 const NAME_GROUPS: &[&str] = &["name", "nick"];
 /// Group names whose first word must be a plausible name.
@@ -385,6 +393,9 @@ pub(crate) fn plausible(group: &str, value: &str) -> bool {
         let capitalised = first.and_then(|word| word.chars().next()).is_some_and(char::is_uppercase);
         return !capitalised || first.is_some_and(|word| !is_not_name(word));
     }
+    if group == "liked" {
+        return plausible_liking(value);
+    }
     if group == "habit" {
         return !NOT_ROUTINE_VERBS.contains(&value.to_lowercase().as_str());
     }
@@ -392,6 +403,21 @@ pub(crate) fn plausible(group: &str, value: &str) -> bool {
         return value.parse::<u32>().is_ok_and(|age| (1..=120).contains(&age));
     }
     true
+}
+
+/// Whether a liked or disliked thing is a lasting kind of thing rather than one item in view:
+/// "the ocean" or "a mousse" usually point at what is being discussed, "the Beatles" and
+/// "jazz" do not.
+fn plausible_liking(value: &str) -> bool {
+    let mut words = value.split_whitespace();
+    let first = words.next().unwrap_or("").to_lowercase();
+    let second_is_capitalised = words.next().and_then(|word| word.chars().next()).is_some_and(char::is_uppercase);
+    match first.as_str() {
+        "the" => second_is_capitalised,
+        "a" | "an" | "all" | "both" | "such" | "so" | "how" | "what" | "seeing" | "hearing" | "reading" | "talking"
+        | "chatting" => false,
+        _ => true,
+    }
 }
 
 #[cfg(test)]
@@ -424,5 +450,8 @@ mod tests {
         assert!(!plausible("place", "Monday"));
         assert!(plausible("place", "the Netherlands"));
         assert!(!plausible("age", "400"));
+        assert!(plausible("liked", "the Beatles"));
+        assert!(!plausible("liked", "the energy"));
+        assert!(!plausible("liked", "a chocolate mousse"));
     }
 }

@@ -36,7 +36,7 @@ static PREAMBLE: LazyLock<Regex> = LazyLock::new(|| {
 /// Where a sentence splits into independent clauses: a conjunction or comma followed by a new
 /// first-person subject ("… and I work at …", "…, my wife is …").
 static CLAUSE_BREAK: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)(?:,\s*(?:and|but|so|plus)?|\s+(?:and|but|so|plus))\s+(?P<next>i|i'm|im|i've|i'll|my)\b")
+    Regex::new(r"(?i)(?:,\s*(?:and|but|so|plus)?|\s+(?:and|but|so|plus))\s+(?P<next>i|i'm|im|i've|i'll|my)\b(?:\s+(?P<verb>are|were|both|together)\b)?")
         .expect("the clause pattern is a fixed literal covered by the clause tests")
 });
 
@@ -94,6 +94,12 @@ static DEICTIC: LazyLock<Regex> = LazyLock::new(|| {
             |yesterday|tomorrow|yet|right\s+now|at\s+the\s+moment|currently\s+reading|anything|everything|something|stuff)\b",
     )
     .expect("the deictic pattern is a fixed literal covered by the rewrite tests")
+});
+
+/// A fragment that stops on a function word was cut mid-phrase ("loves to").
+static DANGLING: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)(?:^|\s)(?:to|and|or|the|a|an|of|with|for|in|on|at|by|from|about|like|than|as)$")
+        .expect("the dangling pattern is a fixed literal covered by the rewrite tests")
 });
 
 /// Replaces typographic quotes and emoji so the rules see plain text.
@@ -187,6 +193,10 @@ pub(crate) fn clauses(sentence: &str) -> Vec<String> {
     let mut starts = vec![0];
     for caps in CLAUSE_BREAK.captures_iter(sentence) {
         let (Some(whole), Some(next)) = (caps.get(0), caps.name("next")) else { continue };
+        // "My girlfriend, Toby and I are …" is one compound subject, not two clauses.
+        if caps.name("verb").is_some() {
+            continue;
+        }
         let previous_start = starts.last().copied().unwrap_or(0);
         // An opener without a subject of its own ("Every morning, I …") belongs to the clause it introduces.
         if !FIRST_PERSON_SUBJECT.is_match(&sentence[previous_start..whole.start()]) {
@@ -227,7 +237,7 @@ pub(crate) fn clean_capture(raw: &str) -> Option<String> {
     if trimmed.is_empty() || trimmed.chars().count() > MAX_CAPTURE_CHARS || trimmed.split_whitespace().count() > 12 {
         return None;
     }
-    if SECOND_PERSON.is_match(trimmed) || DEICTIC.is_match(trimmed) {
+    if SECOND_PERSON.is_match(trimmed) || DEICTIC.is_match(trimmed) || DANGLING.is_match(trimmed) {
         return None;
     }
     third_person_pronouns(trimmed)
@@ -313,6 +323,7 @@ mod tests {
         assert_eq!(clauses("Hey Mel! I love hiking and camping."), vec!["I love hiking and camping"]);
         assert_eq!(clauses("Every morning, I walk my dog"), vec!["Every morning, I walk my dog"]);
         assert_eq!(clauses("I love jazz and I hate cilantro"), vec!["I love jazz", "I hate cilantro"]);
+        assert_eq!(clauses("My wife, Ann and I are going"), vec!["My wife, Ann and I are going"]);
     }
 
     #[test]
@@ -323,6 +334,7 @@ mod tests {
         assert_eq!(clean_capture("your idea"), None);
         assert_eq!(clean_capture("when I cook"), None);
         assert_eq!(clean_capture("jazz too").as_deref(), Some("jazz"));
+        assert_eq!(clean_capture("to, you know"), None);
     }
 
     #[test]

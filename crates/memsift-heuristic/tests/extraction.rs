@@ -144,7 +144,7 @@ fn plans_resolve_relative_and_explicit_dates() {
 
 #[test]
 fn routines_are_recurring() {
-    check(None, "I go to yoga every Monday.", &[("The user goes to yoga every monday.", true, Recurring)]);
+    check(None, "I go to yoga every Monday.", &[("The user goes to yoga every Monday.", true, Recurring)]);
     check(None, "Every morning, I walk my dog.", &[("The user walks their dog every morning.", true, Recurring)]);
 }
 
@@ -183,6 +183,13 @@ fn small_talk_moods_commands_questions_and_hypotheticals_give_nothing() {
         "I'm Sorry",
         "I love how you explained it.",
         "I went to a support group yesterday and it was so powerful.",
+        "My girlfriend, Toby and I are going camping.",
+        "I love the energy.",
+        "I also love a dairy-free chocolate mousse.",
+        "I'd love to.",
+        "I love to.",
+        "Stop talking about me!",
+        "I'm starting next week.",
     ];
     for content in nothing {
         let items = extract(&[user(content)]);
