@@ -50,7 +50,11 @@ pub(crate) fn find_date(clause: &str, today: NaiveDate) -> Option<DateHit> {
             continue;
         }
         if let Some(date) = resolve(&caps, today) {
-            return Some(DateHit { date, start: whole.start(), end: whole.end() });
+            return Some(DateHit {
+                date,
+                start: whole.start(),
+                end: whole.end(),
+            });
         }
     }
     None
@@ -58,7 +62,11 @@ pub(crate) fn find_date(clause: &str, today: NaiveDate) -> Option<DateHit> {
 
 fn resolve(caps: &Captures<'_>, today: NaiveDate) -> Option<NaiveDate> {
     if let (Some(y), Some(m), Some(d)) = (caps.name("iso_y"), caps.name("iso_m"), caps.name("iso_d")) {
-        return NaiveDate::from_ymd_opt(y.as_str().parse().ok()?, m.as_str().parse().ok()?, d.as_str().parse().ok()?);
+        return NaiveDate::from_ymd_opt(
+            y.as_str().parse().ok()?,
+            m.as_str().parse().ok()?,
+            d.as_str().parse().ok()?,
+        );
     }
     if let (Some(m), Some(d)) = (caps.name("dm_m"), caps.name("dm_d")) {
         return calendar_day(today, m.as_str(), d.as_str(), caps.name("dm_y").map(|y| y.as_str()));
@@ -71,7 +79,11 @@ fn resolve(caps: &Captures<'_>, today: NaiveDate) -> Option<NaiveDate> {
     }
     if let (Some(count), Some(unit)) = (caps.name("count"), caps.name("unit")) {
         let count = number_word(&count.as_str().to_ascii_lowercase())?;
-        let days = if unit.as_str().to_ascii_lowercase().starts_with("week") { count * 7 } else { count };
+        let days = if unit.as_str().to_ascii_lowercase().starts_with("week") {
+            count * 7
+        } else {
+            count
+        };
         return today.checked_add_days(Days::new(days));
     }
     if let Some(weekday) = caps.name("wd") {
@@ -84,7 +96,10 @@ fn resolve(caps: &Captures<'_>, today: NaiveDate) -> Option<NaiveDate> {
 
 /// Lowercases and collapses inner whitespace so phrase matching does not depend on spacing.
 fn squash(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ").to_ascii_lowercase()
+    text.split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .to_ascii_lowercase()
 }
 
 fn number_word(word: &str) -> Option<u64> {
@@ -173,7 +188,11 @@ fn weekday_day(today: NaiveDate, weekday: Weekday, modifier: Option<&str>) -> Op
         return monday_of_next_week(today)?.checked_add_days(Days::new(u64::from(weekday.num_days_from_monday())));
     }
     let ahead = (7 + i64::from(weekday.num_days_from_monday()) - i64::from(today.weekday().num_days_from_monday())) % 7;
-    let ahead = if ahead == 0 && modifier != Some("this") { 7 } else { ahead };
+    let ahead = if ahead == 0 && modifier != Some("this") {
+        7
+    } else {
+        ahead
+    };
     today.checked_add_days(Days::new(ahead.unsigned_abs()))
 }
 
@@ -231,7 +250,15 @@ mod tests {
 
     #[test]
     fn routines_impossible_dates_and_vague_words_are_not_dates() {
-        for clause in ["every Monday", "each friday", "February 30", "2026-13-01", "soon", "someday", "I may 3x"] {
+        for clause in [
+            "every Monday",
+            "each friday",
+            "February 30",
+            "2026-13-01",
+            "soon",
+            "someday",
+            "I may 3x",
+        ] {
             assert_eq!(resolved(clause), None, "{clause}");
         }
     }

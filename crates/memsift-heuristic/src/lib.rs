@@ -74,8 +74,14 @@ struct Subject {
 impl Subject {
     fn for_turn(turn: &Turn) -> Self {
         match turn.speaker.as_deref().map(str::trim).filter(|name| !name.is_empty()) {
-            Some(name) => Subject { name: name.to_owned(), possessive: format!("{name}'s") },
-            None => Subject { name: "The user".to_owned(), possessive: "The user's".to_owned() },
+            Some(name) => Subject {
+                name: name.to_owned(),
+                possessive: format!("{name}'s"),
+            },
+            None => Subject {
+                name: "The user".to_owned(),
+                possessive: "The user's".to_owned(),
+            },
         }
     }
 }
@@ -115,9 +121,15 @@ fn apply_rules(clause: &str, subject: &Subject, today: NaiveDate, label: &str) -
             (true, Some(dateless), Some(hit)) => (dateless.as_str(), Some(hit)),
             (true, _, _) => continue,
         };
-        let Some(caps) = compiled.regex.captures(haystack) else { continue };
-        let Some(values) = captured_values(&compiled.regex, &caps) else { continue };
-        let Some(item) = build_item(rule, &values, subject, hit, clause, label) else { continue };
+        let Some(caps) = compiled.regex.captures(haystack) else {
+            continue;
+        };
+        let Some(values) = captured_values(&compiled.regex, &caps) else {
+            continue;
+        };
+        let Some(item) = build_item(rule, &values, subject, hit, clause, label) else {
+            continue;
+        };
         fired.push(rule.category);
         items.push(item);
     }
@@ -127,7 +139,12 @@ fn apply_rules(clause: &str, subject: &Subject, today: NaiveDate, label: &str) -
 /// The clause with its date phrase cut out, so plan rules see "I'm flying to Rome".
 fn without_span(clause: &str, hit: &DateHit) -> String {
     let joined = format!("{} {}", &clause[..hit.start], &clause[hit.end..]);
-    joined.split_whitespace().collect::<Vec<_>>().join(" ").trim_end_matches([',', '.', ' ']).to_owned()
+    joined
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .trim_end_matches([',', '.', ' '])
+        .to_owned()
 }
 
 fn build_item(
@@ -160,14 +177,20 @@ fn build_item(
 fn captured_values(regex: &Regex, caps: &Captures<'_>) -> Option<HashMap<String, String>> {
     let mut values = HashMap::new();
     for (index, name) in regex.capture_names().enumerate() {
-        let (Some(name), Some(group)) = (name, caps.get(index)) else { continue };
+        let (Some(name), Some(group)) = (name, caps.get(index)) else {
+            continue;
+        };
         let raw = group.as_str();
         let value = if raw.trim().is_empty() {
             String::new()
         } else if rules::VERBATIM_GROUPS.contains(&name) {
             // A repetition phrase may open the clause ("Every Monday, I …") but sits mid-sentence here.
             let squashed = raw.split_whitespace().collect::<Vec<_>>().join(" ");
-            if name == "every" { lowercase_first(&squashed) } else { squashed }
+            if name == "every" {
+                lowercase_first(&squashed)
+            } else {
+                squashed
+            }
         } else {
             text::clean_capture(raw)?
         };
@@ -188,7 +211,12 @@ fn lowercase_first(text: &str) -> String {
 }
 
 /// Fills a template; `None` when a required group is missing.
-fn render(template: &str, values: &HashMap<String, String>, subject: &Subject, hit: Option<&DateHit>) -> Option<String> {
+fn render(
+    template: &str,
+    values: &HashMap<String, String>,
+    subject: &Subject,
+    hit: Option<&DateHit>,
+) -> Option<String> {
     let mut out = String::new();
     let mut rest = template;
     while let Some(start) = rest.find(['[', '{']) {
@@ -210,7 +238,12 @@ fn render(template: &str, values: &HashMap<String, String>, subject: &Subject, h
     Some(out)
 }
 
-fn placeholder(key: &str, values: &HashMap<String, String>, subject: &Subject, hit: Option<&DateHit>) -> Option<String> {
+fn placeholder(
+    key: &str,
+    values: &HashMap<String, String>,
+    subject: &Subject,
+    hit: Option<&DateHit>,
+) -> Option<String> {
     let value = |name: &str| values.get(name).filter(|value| !value.is_empty()).cloned();
     match key {
         "S" => Some(subject.name.clone()),
@@ -227,7 +260,11 @@ fn placeholder(key: &str, values: &HashMap<String, String>, subject: &Subject, h
 
 /// Collapses spaces left by empty groups and makes the sentence start with a capital.
 fn tidy(rendered: &str) -> String {
-    let collapsed = rendered.split_whitespace().collect::<Vec<_>>().join(" ").replace(" .", ".");
+    let collapsed = rendered
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .replace(" .", ".");
     let mut chars = collapsed.chars();
     match chars.next() {
         Some(first) => first.to_uppercase().chain(chars).collect(),
@@ -239,12 +276,18 @@ fn entities(rule: &Rule, values: &HashMap<String, String>) -> Vec<ExtractedEntit
     let mut found: Vec<ExtractedEntity> = Vec::new();
     for (group, kind) in rule.entities {
         let Some(value) = values.get(*group) else { continue };
-        let name = value.strip_prefix("the ").or_else(|| value.strip_prefix("The ")).unwrap_or(value);
+        let name = value
+            .strip_prefix("the ")
+            .or_else(|| value.strip_prefix("The "))
+            .unwrap_or(value);
         // Only proper names become entities; "a small startup" is not one.
         if !name.chars().next().is_some_and(char::is_uppercase) {
             continue;
         }
-        let entity = ExtractedEntity { name: name.to_owned(), kind: (*kind).to_owned() };
+        let entity = ExtractedEntity {
+            name: name.to_owned(),
+            kind: (*kind).to_owned(),
+        };
         if !found.contains(&entity) {
             found.push(entity);
         }

@@ -78,7 +78,10 @@ const FRAGMENTS: &[(&str, &str)] = &[
         "<NAT>",
         r"american|canadian|mexican|brazilian|argentinian|argentine|chilean|colombian|peruvian|venezuelan|cuban|british|english|scottish|welsh|irish|french|german|italian|spanish|portuguese|dutch|belgian|swiss|austrian|swedish|norwegian|danish|finnish|icelandic|polish|czech|slovak|hungarian|romanian|bulgarian|serbian|croatian|ukrainian|russian|greek|turkish|israeli|egyptian|nigerian|kenyan|ethiopian|ghanaian|south\s+african|moroccan|indian|pakistani|bangladeshi|sri\s+lankan|nepali|chinese|taiwanese|japanese|korean|vietnamese|thai|filipino|filipina|indonesian|malaysian|singaporean|australian|new\s+zealander|iranian|iraqi|lebanese|syrian|jordanian|saudi|emirati",
     ),
-    ("<LANGS>", r"(?-i:\p{Lu}\p{L}+)(?:(?:\s*,\s*(?:and\s+)?|\s+and\s+|\s*&\s*)(?-i:\p{Lu}\p{L}+))*"),
+    (
+        "<LANGS>",
+        r"(?-i:\p{Lu}\p{L}+)(?:(?:\s*,\s*(?:and\s+)?|\s+and\s+|\s*&\s*)(?-i:\p{Lu}\p{L}+))*",
+    ),
     (
         "<CONDITION>",
         r"type\s+[12]\s+diabetes|diabetes|asthma|adhd|autism|anxiety|depression|epilepsy|migraines|celiac\s+disease|coeliac\s+disease|crohn's(?:\s+disease)?|ibs|arthritis|ptsd|ocd|bipolar(?:\s+disorder)?|high\s+blood\s+pressure|hypertension|a\s+heart\s+condition|chronic\s+pain|fibromyalgia|lupus|multiple\s+sclerosis|cancer|tinnitus|insomnia|sleep\s+apnea|eczema|psoriasis|dyslexia|long\s+covid|hypothyroidism|endometriosis|pcos|a\s+disability|a\s+bad\s+back",
@@ -296,11 +299,49 @@ pub(crate) const RULES: &[Rule] = &[
 /// Phrases that make any memory sensitive whatever rule produced it: the rule categories miss
 /// private details mentioned in passing ("I love cooking for my wife").
 const SENSITIVE_PHRASES: &[&str] = &[
-    "live in", "living in", "address", "allergic", "allergy", "diagnosed", "salary", "income", "i earn", "my wife",
-    "my husband", "my partner", "my boyfriend", "my girlfriend", "my son", "my daughter", "my kids", "my children",
-    "my mom", "my mum", "my dad", "my mother", "my father", "my family", "medication", "therapy", "therapist",
-    "pregnant", "surgery", "doctor", "hospital", "phone number", "email address", "password", "my boss",
-    "work at", "work for", "moving to", "born in", "birthday", "my ex", "divorce", "debt",
+    "live in",
+    "living in",
+    "address",
+    "allergic",
+    "allergy",
+    "diagnosed",
+    "salary",
+    "income",
+    "i earn",
+    "my wife",
+    "my husband",
+    "my partner",
+    "my boyfriend",
+    "my girlfriend",
+    "my son",
+    "my daughter",
+    "my kids",
+    "my children",
+    "my mom",
+    "my mum",
+    "my dad",
+    "my mother",
+    "my father",
+    "my family",
+    "medication",
+    "therapy",
+    "therapist",
+    "pregnant",
+    "surgery",
+    "doctor",
+    "hospital",
+    "phone number",
+    "email address",
+    "password",
+    "my boss",
+    "work at",
+    "work for",
+    "moving to",
+    "born in",
+    "birthday",
+    "my ex",
+    "divorce",
+    "debt",
 ];
 
 /// Whether a clause mentions something private regardless of the rule that matched it.
@@ -311,29 +352,134 @@ pub(crate) fn mentions_private_detail(clause: &str) -> bool {
 
 /// Words that look like names when capitalised but never are one.
 const NOT_NAMES: &[&str] = &[
-    "i", "i'm", "im", "the", "a", "an", "my", "me", "we", "you", "he", "she", "it", "they", "this", "that", "here",
-    "there", "so", "not", "just", "also", "still", "really", "very", "too", "sure", "sorry", "fine", "good", "great",
-    "glad", "happy", "excited", "okay", "ok", "back", "home", "done", "ready", "well", "busy", "tired", "going",
-    "gonna", "doing", "thanks", "thank", "lol", "haha", "yes", "no", "yeah", "hey", "hi", "hello", "god", "mom",
-    "mum", "dad", "today", "tomorrow", "yesterday", "monday", "tuesday", "wednesday", "thursday", "friday",
-    "saturday", "sunday", "january", "february", "march", "april", "june", "july", "august", "september",
-    "october", "november", "december", "christmas", "easter", "everyone", "nobody", "someone", "anyway", "and",
-    "but", "or", "because", "what", "when", "where", "why", "how", "who", "afraid", "alright", "curious", "confused",
-    "lost", "bored", "all", "in", "on", "out", "off", "up", "down", "over", "now", "always", "never",
+    "i",
+    "i'm",
+    "im",
+    "the",
+    "a",
+    "an",
+    "my",
+    "me",
+    "we",
+    "you",
+    "he",
+    "she",
+    "it",
+    "they",
+    "this",
+    "that",
+    "here",
+    "there",
+    "so",
+    "not",
+    "just",
+    "also",
+    "still",
+    "really",
+    "very",
+    "too",
+    "sure",
+    "sorry",
+    "fine",
+    "good",
+    "great",
+    "glad",
+    "happy",
+    "excited",
+    "okay",
+    "ok",
+    "back",
+    "home",
+    "done",
+    "ready",
+    "well",
+    "busy",
+    "tired",
+    "going",
+    "gonna",
+    "doing",
+    "thanks",
+    "thank",
+    "lol",
+    "haha",
+    "yes",
+    "no",
+    "yeah",
+    "hey",
+    "hi",
+    "hello",
+    "god",
+    "mom",
+    "mum",
+    "dad",
+    "today",
+    "tomorrow",
+    "yesterday",
+    "monday",
+    "tuesday",
+    "wednesday",
+    "thursday",
+    "friday",
+    "saturday",
+    "sunday",
+    "january",
+    "february",
+    "march",
+    "april",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+    "christmas",
+    "easter",
+    "everyone",
+    "nobody",
+    "someone",
+    "anyway",
+    "and",
+    "but",
+    "or",
+    "because",
+    "what",
+    "when",
+    "where",
+    "why",
+    "how",
+    "who",
+    "afraid",
+    "alright",
+    "curious",
+    "confused",
+    "lost",
+    "bored",
+    "all",
+    "in",
+    "on",
+    "out",
+    "off",
+    "up",
+    "down",
+    "over",
+    "now",
+    "always",
+    "never",
 ];
 
 /// Verbs a routine may not start with: they describe feelings or states, not habits.
 const NOT_ROUTINE_VERBS: &[&str] = &[
-    "am", "was", "feel", "felt", "think", "thought", "hope", "wish", "guess", "mean", "need", "want", "wanted",
-    "miss", "missed", "get", "got", "see", "saw", "say", "said", "know", "knew", "forget", "forgot", "love", "like",
-    "hate", "enjoy",
+    "am", "was", "feel", "felt", "think", "thought", "hope", "wish", "guess", "mean", "need", "want", "wanted", "miss",
+    "missed", "get", "got", "see", "saw", "say", "said", "know", "knew", "forget", "forgot", "love", "like", "hate",
+    "enjoy",
 ];
 
 /// Groups captured verbatim: their patterns pin them to a few literal words ("at", "don't like",
 /// "they/them"), which the free-text checks would wrongly read as cut-off or deictic.
 pub(crate) const VERBATIM_GROUPS: &[&str] = &[
-    "pronouns", "age", "year", "count", "langs", "prep", "verb", "habit", "adv", "rel", "kind", "status", "be", "which",
-    "every",
+    "pronouns", "age", "year", "count", "langs", "prep", "verb", "habit", "adv", "rel", "kind", "status", "be",
+    "which", "every",
 ];
 /// Group names whose captured words must all be plausible names.
 const NAME_GROUPS: &[&str] = &["name", "nick"];
@@ -365,7 +511,10 @@ pub(crate) static RECURRING: LazyLock<Regex> = LazyLock::new(|| {
 });
 
 fn fragment(key: &str) -> &'static str {
-    FRAGMENTS.iter().find(|(name, _)| *name == key).map_or("", |(_, value)| value)
+    FRAGMENTS
+        .iter()
+        .find(|(name, _)| *name == key)
+        .map_or("", |(_, value)| value)
 }
 
 /// Splices fragments into a pattern and makes it case-insensitive.
@@ -390,7 +539,9 @@ pub(crate) fn plausible(group: &str, value: &str) -> bool {
             other => other,
         };
         // Lowercase openings ("a small startup") come from the generic alternative, not a name.
-        let capitalised = first.and_then(|word| word.chars().next()).is_some_and(char::is_uppercase);
+        let capitalised = first
+            .and_then(|word| word.chars().next())
+            .is_some_and(char::is_uppercase);
         return !capitalised || first.is_some_and(|word| !is_not_name(word));
     }
     if group == "liked" {
@@ -411,7 +562,10 @@ pub(crate) fn plausible(group: &str, value: &str) -> bool {
 fn plausible_liking(value: &str) -> bool {
     let mut words = value.split_whitespace();
     let first = words.next().unwrap_or("").to_lowercase();
-    let second_is_capitalised = words.next().and_then(|word| word.chars().next()).is_some_and(char::is_uppercase);
+    let second_is_capitalised = words
+        .next()
+        .and_then(|word| word.chars().next())
+        .is_some_and(char::is_uppercase);
     match first.as_str() {
         "the" => second_is_capitalised,
         "a" | "an" | "all" | "both" | "such" | "so" | "how" | "what" | "seeing" | "hearing" | "reading" | "talking"

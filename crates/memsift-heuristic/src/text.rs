@@ -13,7 +13,9 @@ pub(crate) const MAX_SENTENCE_CHARS: usize = 400;
 const MAX_CAPTURE_CHARS: usize = 90;
 
 /// Abbreviations whose trailing dot does not end a sentence.
-const ABBREVIATIONS: &[&str] = &["dr", "mr", "mrs", "ms", "st", "jr", "sr", "vs", "etc", "e.g", "i.e", "prof", "mt"];
+const ABBREVIATIONS: &[&str] = &[
+    "dr", "mr", "mrs", "ms", "st", "jr", "sr", "vs", "etc", "e.g", "i.e", "prof", "mt",
+];
 
 static EMOJI: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"[\p{So}\p{Co}\u{FE0F}\u{200D}\u{20E3}\u{1F3FB}-\u{1F3FF}]")
@@ -41,7 +43,8 @@ static CLAUSE_BREAK: LazyLock<Regex> = LazyLock::new(|| {
 });
 
 static FIRST_PERSON_SUBJECT: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)\b(?:i|i'm|im|i've|i'll|my)\b").expect("the subject pattern is a fixed literal covered by the clause tests")
+    Regex::new(r"(?i)\b(?:i|i'm|im|i've|i'll|my)\b")
+        .expect("the subject pattern is a fixed literal covered by the clause tests")
 });
 
 /// Sentence openings that make the whole sentence conditional or hypothetical.
@@ -192,7 +195,9 @@ pub(crate) fn clauses(sentence: &str) -> Vec<String> {
     let sentence = strip_preamble(sentence);
     let mut starts = vec![0];
     for caps in CLAUSE_BREAK.captures_iter(sentence) {
-        let (Some(whole), Some(next)) = (caps.get(0), caps.name("next")) else { continue };
+        let (Some(whole), Some(next)) = (caps.get(0), caps.name("next")) else {
+            continue;
+        };
         // "My girlfriend, Toby and I are …" is one compound subject, not two clauses.
         if caps.name("verb").is_some() {
             continue;
@@ -214,7 +219,9 @@ pub(crate) fn clauses(sentence: &str) -> Vec<String> {
                 piece = piece.strip_suffix(joiner).unwrap_or(piece).trim_end();
             }
         }
-        let piece = strip_preamble(piece).trim_end_matches(['.', '!', ',', ' ', '"', '~']).trim();
+        let piece = strip_preamble(piece)
+            .trim_end_matches(['.', '!', ',', ' ', '"', '~'])
+            .trim();
         if !piece.is_empty() {
             found.push(piece.to_owned());
         }
@@ -294,7 +301,11 @@ pub(crate) fn third_person_verb(phrase: &str) -> String {
 /// "a" or "an" in front of a noun phrase, by its first letter (close enough for job titles and foods).
 pub(crate) fn with_article(noun_phrase: &str) -> String {
     let starts_with_vowel = noun_phrase.chars().next().is_some_and(|c| "aeiouAEIOU".contains(c));
-    if starts_with_vowel { format!("an {noun_phrase}") } else { format!("a {noun_phrase}") }
+    if starts_with_vowel {
+        format!("an {noun_phrase}")
+    } else {
+        format!("a {noun_phrase}")
+    }
 }
 
 #[cfg(test)]
@@ -305,7 +316,13 @@ mod tests {
     fn sentences_split_on_terminators_but_keep_versions_and_abbreviations() {
         assert_eq!(
             sentences("Hi! I use Python 3.12 daily. Dr. Smith is my doctor?! ok\nnew line"),
-            vec!["Hi!", "I use Python 3.12 daily.", "Dr. Smith is my doctor?!", "ok", "new line"]
+            vec![
+                "Hi!",
+                "I use Python 3.12 daily.",
+                "Dr. Smith is my doctor?!",
+                "ok",
+                "new line"
+            ]
         );
     }
 
@@ -320,15 +337,30 @@ mod tests {
             clauses("Oh, btw, I live in Boston and I work at Acme, my wife is Ann."),
             vec!["I live in Boston", "I work at Acme", "my wife is Ann"]
         );
-        assert_eq!(clauses("Hey Mel! I love hiking and camping."), vec!["I love hiking and camping"]);
-        assert_eq!(clauses("Every morning, I walk my dog"), vec!["Every morning, I walk my dog"]);
-        assert_eq!(clauses("I love jazz and I hate cilantro"), vec!["I love jazz", "I hate cilantro"]);
-        assert_eq!(clauses("My wife, Ann and I are going"), vec!["My wife, Ann and I are going"]);
+        assert_eq!(
+            clauses("Hey Mel! I love hiking and camping."),
+            vec!["I love hiking and camping"]
+        );
+        assert_eq!(
+            clauses("Every morning, I walk my dog"),
+            vec!["Every morning, I walk my dog"]
+        );
+        assert_eq!(
+            clauses("I love jazz and I hate cilantro"),
+            vec!["I love jazz", "I hate cilantro"]
+        );
+        assert_eq!(
+            clauses("My wife, Ann and I are going"),
+            vec!["My wife, Ann and I are going"]
+        );
     }
 
     #[test]
     fn captures_are_cut_rewritten_or_refused() {
-        assert_eq!(clean_capture("hiking with my dog, it relaxes me").as_deref(), Some("hiking with their dog"));
+        assert_eq!(
+            clean_capture("hiking with my dog, it relaxes me").as_deref(),
+            Some("hiking with their dog")
+        );
         assert_eq!(clean_capture("call me Sam").as_deref(), Some("call them Sam"));
         assert_eq!(clean_capture("it"), None);
         assert_eq!(clean_capture("your idea"), None);

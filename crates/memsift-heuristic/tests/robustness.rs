@@ -55,12 +55,84 @@ impl Generator {
 
 /// Fragments chosen to hit rule boundaries: pronouns, date words, punctuation, multi-byte text.
 const FRAGMENTS: &[&str] = &[
-    "I ", "I'm ", "my ", "me ", "live in ", "work at ", "love ", "hate ", "don't ", "never ", "always ", "call me ",
-    "allergic to ", "named ", "dog ", "sister ", "Boston", "São Paulo", "Anna", "Rex", "next Monday", "tomorrow",
-    "on Friday", "May 31", "February 30", "2026-02-29", "in 999 days", "every Monday", ".", "!", "?", ",", ";",
-    "\n", " and ", " but ", "'", "’", "\"", "(", ")", "[", "]", "{", "}", "-", "—", "🙂", "👍🏽", "👨‍👩‍👧", "\u{0}",
-    "\u{200B}", "\u{301}", "e\u{301}", "日本語", "עברית", "Ω", "ß", "İ", "  ", "\t", "3.12", "99999999999999999999",
-    "is ", "a ", "the ", "s", "'s ", "I", "i", "M", "Y", "{S}", "{P}", "[", "$1", "\\", "%s",
+    "I ",
+    "I'm ",
+    "my ",
+    "me ",
+    "live in ",
+    "work at ",
+    "love ",
+    "hate ",
+    "don't ",
+    "never ",
+    "always ",
+    "call me ",
+    "allergic to ",
+    "named ",
+    "dog ",
+    "sister ",
+    "Boston",
+    "São Paulo",
+    "Anna",
+    "Rex",
+    "next Monday",
+    "tomorrow",
+    "on Friday",
+    "May 31",
+    "February 30",
+    "2026-02-29",
+    "in 999 days",
+    "every Monday",
+    ".",
+    "!",
+    "?",
+    ",",
+    ";",
+    "\n",
+    " and ",
+    " but ",
+    "'",
+    "’",
+    "\"",
+    "(",
+    ")",
+    "[",
+    "]",
+    "{",
+    "}",
+    "-",
+    "—",
+    "🙂",
+    "👍🏽",
+    "👨‍👩‍👧",
+    "\u{0}",
+    "\u{200B}",
+    "\u{301}",
+    "e\u{301}",
+    "日本語",
+    "עברית",
+    "Ω",
+    "ß",
+    "İ",
+    "  ",
+    "\t",
+    "3.12",
+    "99999999999999999999",
+    "is ",
+    "a ",
+    "the ",
+    "s",
+    "'s ",
+    "I",
+    "i",
+    "M",
+    "Y",
+    "{S}",
+    "{P}",
+    "[",
+    "$1",
+    "\\",
+    "%s",
 ];
 
 #[test]
@@ -105,7 +177,9 @@ fn locomo_path() -> std::path::PathBuf {
 /// Parses LoCoMo session times such as `1:56 pm on 8 May, 2023`.
 fn locomo_time(text: &str) -> Option<DateTime<Utc>> {
     let normalised = text.trim().to_uppercase();
-    NaiveDateTime::parse_from_str(&normalised, "%I:%M %p ON %d %B, %Y").ok().map(|time| time.and_utc())
+    NaiveDateTime::parse_from_str(&normalised, "%I:%M %p ON %d %B, %Y")
+        .ok()
+        .map(|time| time.and_utc())
 }
 
 #[test]
@@ -118,9 +192,14 @@ fn real_locomo_conversations_extract_without_breaking_invariants() {
     let samples: Vec<serde_json::Value> = serde_json::from_str(&raw).expect("locomo8.json is a JSON list");
     let (mut turn_count, mut item_count, mut sessions) = (0_usize, 0_usize, 0_usize);
     for sample in &samples {
-        let Some(conversation) = sample.get("conversation").and_then(|c| c.as_object()) else { continue };
+        let Some(conversation) = sample.get("conversation").and_then(|c| c.as_object()) else {
+            continue;
+        };
         for session in 1..100 {
-            let Some(messages) = conversation.get(&format!("session_{session}")).and_then(|s| s.as_array()) else {
+            let Some(messages) = conversation
+                .get(&format!("session_{session}"))
+                .and_then(|s| s.as_array())
+            else {
                 continue;
             };
             let at = conversation
@@ -146,6 +225,9 @@ fn real_locomo_conversations_extract_without_breaking_invariants() {
             sessions += 1;
         }
     }
-    println!("LoCoMo: {} conversations, {sessions} sessions, {turn_count} turns -> {item_count} items", samples.len());
+    println!(
+        "LoCoMo: {} conversations, {sessions} sessions, {turn_count} turns -> {item_count} items",
+        samples.len()
+    );
     assert!(sessions > 0, "the file exists but no session was read");
 }
