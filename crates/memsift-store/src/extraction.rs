@@ -108,6 +108,9 @@ pub enum ApplyOutcome {
 
 impl Store {
     /// Claims up to `limit` closed (or failed and due) segments for `worker`, one atomic statement.
+    ///
+    /// A claim whose lease ran out (its worker died) is taken over; each claim counts an attempt,
+    /// so a segment that kills its worker every time still ends `dead` instead of looping.
     pub async fn claim_segments(
         &self,
         worker: &str,
@@ -121,14 +124,16 @@ impl Store {
             BackendKind::Sqlite => {
                 "UPDATE segments SET status = 'extracting', claimed_by = $1, claimed_until = $2, attempts = attempts + 1
                  WHERE id IN (SELECT id FROM segments
-                              WHERE status IN ('closed', 'failed') AND (next_attempt_at IS NULL OR next_attempt_at <= $3)
+                              WHERE (status IN ('closed', 'failed') AND (next_attempt_at IS NULL OR next_attempt_at <= $3))
+                                 OR (status = 'extracting' AND claimed_until < $3)
                               ORDER BY closed_at, id LIMIT $4)
                  RETURNING id, user_id, attempts"
             }
             BackendKind::Postgres => {
                 "UPDATE segments SET status = 'extracting', claimed_by = $1, claimed_until = $2, attempts = attempts + 1
                  WHERE id IN (SELECT id FROM segments
-                              WHERE status IN ('closed', 'failed') AND (next_attempt_at IS NULL OR next_attempt_at <= $3)
+                              WHERE (status IN ('closed', 'failed') AND (next_attempt_at IS NULL OR next_attempt_at <= $3))
+                                 OR (status = 'extracting' AND claimed_until < $3)
                               ORDER BY closed_at, id LIMIT $4 FOR UPDATE SKIP LOCKED)
                  RETURNING id, user_id, attempts"
             }
@@ -461,5 +466,52 @@ impl Store {
             stop_reason,
             context,
         })
+    }
+}
+
+impl Store {
+    /// Claims one segment by hand (`memsift extract --segment`): an open one is closed first, and a
+    /// failed or dead one is retried; one being extracted by a live claim, or already extracted, is refused.
+    pub async fn claim_segment(&self, segment_id: SegmentId, worker: &str, now: DateTime<Utc>) -> Result<ClaimedSegment> {
+        let lease_until = now + Duration::minutes(15);
+        let claimed: Option<(String, i64)> = in_write_tx!(self, |tx| {
+            sqlx::query("UPDATE segments SET status = 'closed', close_reason = 'manual', closed_at = $2 WHERE id = $1 AND status = 'open'")
+                .bind(segment_id.to_string())
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+            sqlx::query_as(
+                "UPDATE segments SET status = 'extracting', claimed_by = $2, claimed_until = $3, attempts = attempts + 1,
+                                     next_attempt_at = NULL
+                 WHERE id = $1 AND (status IN ('closed', 'failed', 'dead') OR (status = 'extracting' AND claimed_until < $4))
+                 RETURNING user_id, attempts",
+            )
+            .bind(segment_id.to_string())
+            .bind(worker)
+            .bind(lease_until)
+            .bind(now)
+            .fetch_optional(&mut *tx)
+            .await?
+        });
+        if let Some((user_id, attempt)) = claimed {
+            return Ok(ClaimedSegment {
+                id: segment_id,
+                user_id: UserId::parse(&user_id).map_err(|error| corrupt("segments", error))?,
+                attempt,
+            });
+        }
+        let status: Option<(String, Option<String>)> = on_pool!(self, |pool| {
+            sqlx::query_as("SELECT status, claimed_by FROM segments WHERE id = $1")
+                .bind(segment_id.to_string())
+                .fetch_optional(pool)
+                .await?
+        });
+        Err(StoreError::NotFound(match status {
+            None => format!("no segment {segment_id}; list them with `memsift segments`"),
+            Some((status, Some(worker))) if status == "extracting" => {
+                format!("segment {segment_id} is being extracted by {worker}; wait for its lease to end")
+            }
+            Some((status, _)) => format!("segment {segment_id} is `{status}`; there is nothing to extract"),
+        }))
     }
 }

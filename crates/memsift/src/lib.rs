@@ -1,0 +1,11 @@
+//! The memsift application: CLI commands, the extraction pipeline and the import formats.
+//!
+//! `main.rs` only parses arguments, installs telemetry and calls [`cli::run`]; everything else is
+//! here so tests drive the same code the binary runs.
+
+pub mod app;
+pub mod cli;
+pub mod demo;
+pub mod import;
+pub mod pipeline;
+pub mod render;

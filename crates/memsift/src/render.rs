@@ -1,0 +1,81 @@
+//! Human tables and `--json` output for the admin listings.
+
+use comfy_table::presets::UTF8_FULL_CONDENSED;
+use comfy_table::{ContentArrangement, Table};
+use memsift_store::{MemoryRow, RequestRow, SegmentRow};
+use serde::Serialize;
+
+/// Prints rows as pretty JSON (an array).
+pub fn print_json<T: Serialize>(rows: &T) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string_pretty(rows)?);
+    Ok(())
+}
+
+fn table(header: &[&str]) -> Table {
+    let mut table = Table::new();
+    table.load_style(UTF8_FULL_CONDENSED).set_content_arrangement(ContentArrangement::Dynamic).set_header(header);
+    table
+}
+
+fn short(id: &str) -> &str {
+    // The last 12 hex digits of a UUIDv7 are its random part; unique enough to read a table by.
+    id.get(id.len().saturating_sub(12)..).unwrap_or(id)
+}
+
+/// The segments table.
+pub fn segments_table(rows: &[SegmentRow]) -> String {
+    let mut table = table(&["segment", "user", "conversation", "name", "status", "msgs", "first message", "tries", "memories", "last error"]);
+    for row in rows {
+        table.add_row(vec![
+            short(&row.id).to_owned(),
+            row.user.clone(),
+            row.conversation_key.clone(),
+            row.name.clone().unwrap_or_default(),
+            row.status.clone(),
+            row.n_messages.to_string(),
+            row.first_message_at.format("%Y-%m-%d %H:%M").to_string(),
+            row.attempts.to_string(),
+            row.n_memories.to_string(),
+            row.last_error.clone().unwrap_or_default(),
+        ]);
+    }
+    table.to_string()
+}
+
+/// The memories table.
+pub fn memories_table(rows: &[MemoryRow]) -> String {
+    let mut table = table(&["memory", "text", "temporal", "sens.", "conf.", "evidence", "entities"]);
+    for row in rows {
+        table.add_row(vec![
+            short(&row.id).to_owned(),
+            row.text.clone(),
+            row.temporal.clone(),
+            if row.sensitive { "yes".to_owned() } else { String::new() },
+            format!("{:.2}", row.confidence),
+            row.evidence.clone(),
+            row.entities.clone(),
+        ]);
+    }
+    table.to_string()
+}
+
+/// The requests table.
+pub fn requests_table(rows: &[RequestRow]) -> String {
+    let mut table = table(&["request", "purpose", "user", "lane", "status", "try", "prompt", "items", "dropped", "tokens in/out", "cost $"]);
+    for row in rows {
+        table.add_row(vec![
+            short(&row.id).to_owned(),
+            row.purpose.clone(),
+            row.user.clone(),
+            row.lane.clone(),
+            row.status.clone(),
+            row.attempt.to_string(),
+            row.prompt_version.clone(),
+            row.n_items.to_string(),
+            row.n_dropped.to_string(),
+            format!("{}/{}", row.input_tokens, row.output_tokens),
+            format!("{:.4}", row.cost_usd),
+        ]);
+    }
+    table.to_string()
+}
