@@ -1,0 +1,254 @@
+//! Field-level cleaning of one item: text, dates, flags, labels and entity kinds.
+//!
+//! Each function turns a model's loosely typed value into our closed form and says when it had to repair or
+//! discard something, so the caller can count it; none of them can fail the item on its own.
+
+use chrono::{DateTime, FixedOffset, NaiveDate, NaiveDateTime, TimeZone, Utc};
+use serde_json::Value;
+
+/// Link kinds a memory may declare towards known memories (the link validator's vocabulary).
+pub const RELATIONSHIP_TYPES: [&str; 6] = [
+    "conflicts",
+    "supersedes",
+    "causes",
+    "instance_of",
+    "invalidated_by",
+    "motivated_by",
+];
+
+/// The closed set of entity kinds; anything else becomes `other`.
+pub const ENTITY_KINDS: [&str; 7] = ["person", "place", "organization", "pet", "product", "event", "other"];
+
+/// Shortest entity name kept, in characters.
+pub const MIN_ENTITY_CHARS: usize = 2;
+
+/// Phrases that make a memory private whatever the model said (address, health, family, money, contact).
+///
+/// The model labels categories; this list is the deterministic half for the phrasings we have seen, because
+/// marking a private fact public costs more than marking a public one private. Matched on lowercased text at a
+/// word start, so `live in` does not fire inside `alive in`.
+pub const SENSITIVE_PHRASES: &[&str] = &[
+    "home address",
+    "address is",
+    "street address",
+    "lives in",
+    "live in",
+    "living in",
+    "lives at",
+    "live at",
+    "moved to",
+    "zip code",
+    "postcode",
+    "allerg",
+    "diagnos",
+    "medication",
+    "prescri",
+    "therapy",
+    "therapist",
+    "surgery",
+    "pregnan",
+    "disorder",
+    "depress",
+    "anxiety",
+    "illness",
+    "salary",
+    "income",
+    "debt",
+    "bank account",
+    "credit card",
+    "my wife",
+    "my husband",
+    "my partner",
+    "my girlfriend",
+    "my boyfriend",
+    "divorc",
+    "phone number",
+    "email address",
+    "password",
+    "passport",
+    "social security",
+    "date of birth",
+    "birthday",
+    "real name",
+];
+
+/// A cleaned text and whether characters had to be removed.
+pub(crate) struct CleanText {
+    pub text: String,
+    pub stripped_controls: bool,
+}
+
+/// Trims, collapses whitespace and strips control and zero-width characters in one pass.
+///
+/// Controls are removed rather than turned into spaces (except real whitespace), because a stray NUL inside a word
+/// is an encoding accident, not a word break.
+pub(crate) fn clean_text(raw: &str) -> CleanText {
+    let mut text = String::with_capacity(raw.len());
+    let mut stripped_controls = false;
+    let mut pending_space = false;
+    for c in raw.chars() {
+        if c.is_whitespace() {
+            pending_space = !text.is_empty();
+            continue;
+        }
+        if c.is_control() || matches!(c, '\u{200B}'..='\u{200D}' | '\u{2060}' | '\u{FEFF}') {
+            stripped_controls = true;
+            continue;
+        }
+        if pending_space {
+            text.push(' ');
+            pending_space = false;
+        }
+        text.push(c);
+    }
+    CleanText {
+        text,
+        stripped_controls,
+    }
+}
+
+/// The outcome of reading an optional date field.
+pub(crate) enum DateField {
+    Absent,
+    Valid(DateTime<Utc>),
+    Invalid,
+}
+
+/// Reads a date as UTC; naive dates and datetimes are taken in the user's offset (the prompt shows local times).
+pub(crate) fn parse_date_field(value: Option<&Value>, user_offset: FixedOffset) -> DateField {
+    match value {
+        None | Some(Value::Null) => DateField::Absent,
+        Some(Value::String(text)) => {
+            let text = text.trim();
+            if text.is_empty() || text.eq_ignore_ascii_case("null") || text.eq_ignore_ascii_case("none") {
+                return DateField::Absent;
+            }
+            parse_date(text, user_offset).map_or(DateField::Invalid, DateField::Valid)
+        }
+        Some(_) => DateField::Invalid,
+    }
+}
+
+fn parse_date(text: &str, user_offset: FixedOffset) -> Option<DateTime<Utc>> {
+    if let Ok(at) = DateTime::parse_from_rfc3339(text) {
+        return Some(at.with_timezone(&Utc));
+    }
+    for format in [
+        "%Y-%m-%d %H:%M:%S%.f%:z",
+        "%Y-%m-%dT%H:%M:%S%.f%z",
+        "%Y-%m-%d %H:%M:%S%.f%z",
+    ] {
+        if let Ok(at) = DateTime::parse_from_str(text, format) {
+            return Some(at.with_timezone(&Utc));
+        }
+    }
+    let naive = [
+        "%Y-%m-%dT%H:%M:%S%.f",
+        "%Y-%m-%d %H:%M:%S%.f",
+        "%Y-%m-%dT%H:%M",
+        "%Y-%m-%d %H:%M",
+    ]
+    .iter()
+    .find_map(|format| NaiveDateTime::parse_from_str(text, format).ok())
+    .or_else(|| {
+        NaiveDate::parse_from_str(text, "%Y-%m-%d")
+            .ok()
+            .and_then(|date| date.and_hms_opt(0, 0, 0))
+    })?;
+    user_offset
+        .from_local_datetime(&naive)
+        .single()
+        .map(|at| at.with_timezone(&Utc))
+}
+
+/// Reads `sensitive`: a boolean, or the strings `true`/`false`. `None` means the value was present but unusable.
+pub(crate) fn parse_flag(value: Option<&Value>) -> Option<bool> {
+    match value {
+        None | Some(Value::Null) => Some(false),
+        Some(Value::Bool(flag)) => Some(*flag),
+        Some(Value::String(text)) => match text.trim().to_ascii_lowercase().as_str() {
+            "true" | "yes" => Some(true),
+            "false" | "no" | "" => Some(false),
+            _ => None,
+        },
+        Some(_) => None,
+    }
+}
+
+/// Whether a lowercased text names something private (see [`SENSITIVE_PHRASES`]).
+pub fn mentions_private_fact(lowercased: &str) -> bool {
+    SENSITIVE_PHRASES.iter().any(|phrase| {
+        lowercased.match_indices(phrase).any(|(at, _)| {
+            lowercased[..at]
+                .chars()
+                .next_back()
+                .is_none_or(|before| !before.is_alphanumeric())
+        })
+    })
+}
+
+/// Maps a model's entity kind onto [`ENTITY_KINDS`], accepting the usual synonyms (spaCy labels included).
+pub fn normalize_entity_kind(raw: &str) -> &'static str {
+    match raw.trim().to_ascii_lowercase().as_str() {
+        "person" | "people" | "human" | "per" | "character" => "person",
+        "place" | "location" | "loc" | "gpe" | "city" | "country" | "fac" | "facility" => "place",
+        "organization" | "organisation" | "org" | "company" | "institution" | "team" => "organization",
+        "pet" | "animal" => "pet",
+        "product" | "brand" | "work_of_art" | "book" | "game" => "product",
+        "event" | "holiday" => "event",
+        _ => "other",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cleaning_collapses_whitespace_and_drops_controls() {
+        let clean = clean_text("  a\u{0}b \t\n c\u{200B}d  ");
+        assert_eq!(clean.text, "ab cd");
+        assert!(clean.stripped_controls);
+        assert!(!clean_text("plain text").stripped_controls);
+    }
+
+    #[test]
+    fn naive_dates_are_read_in_the_users_offset() {
+        let paris = FixedOffset::east_opt(3600).unwrap();
+        let utc = FixedOffset::east_opt(0).unwrap();
+        let at = parse_date("2024-05-01T10:00:00", paris).unwrap();
+        assert_eq!(at.to_rfc3339(), "2024-05-01T09:00:00+00:00");
+        assert_eq!(
+            parse_date("2024-05-01", paris).unwrap().to_rfc3339(),
+            "2024-04-30T23:00:00+00:00"
+        );
+        assert_eq!(
+            parse_date("2024-05-01T10:00:00Z", paris).unwrap().to_rfc3339(),
+            "2024-05-01T10:00:00+00:00"
+        );
+        assert_eq!(
+            parse_date("2024-05-01 10:00", utc).unwrap().to_rfc3339(),
+            "2024-05-01T10:00:00+00:00"
+        );
+        assert!(parse_date("next tuesday", utc).is_none());
+        assert!(parse_date("2024-02-30", utc).is_none());
+    }
+
+    #[test]
+    fn private_phrases_match_at_word_starts_only() {
+        assert!(mentions_private_fact("she lives in boston"));
+        assert!(mentions_private_fact("he is allergic to nuts"));
+        assert!(!mentions_private_fact("the band was alive in concert"));
+        assert!(!mentions_private_fact("likes iced coffee"));
+    }
+
+    #[test]
+    fn entity_kinds_fold_into_the_closed_set() {
+        assert_eq!(normalize_entity_kind(" PERSON "), "person");
+        assert_eq!(normalize_entity_kind("GPE"), "place");
+        assert_eq!(normalize_entity_kind("spaceship"), "other");
+        for kind in ENTITY_KINDS {
+            assert_eq!(normalize_entity_kind(kind), kind);
+        }
+    }
+}
