@@ -17,44 +17,152 @@ pub const VECTOR_DUPLICATE_THRESHOLD: f32 = 0.92;
 /// Ratios such as 1 − 5/100 are not exact in binary; without a tolerance a pair sitting exactly on the
 /// threshold would fall on either side depending on rounding.
 const SCORE_TOLERANCE: f64 = 1e-9;
-/// Histogram buckets; 61 is prime and above the span of lowercase ASCII letters, so letters, digits and space
-/// land in distinct buckets and the bound stays tight for the texts we see most.
-const BAG_BUCKETS: usize = 61;
+/// Histogram buckets. ASCII letters, digits and space get a bucket each (they make up nearly all text), so the
+/// histogram bound is tight where it matters; other characters share the remaining buckets.
+const BAG_BUCKETS: usize = 64;
+const SPACE_BUCKET: u8 = 36;
+/// Bucket of each lowercased ASCII byte; 0xFF marks whitespace, which normalization collapses.
+const ASCII_BUCKET: [u8; 128] = ascii_buckets();
+
+const fn ascii_buckets() -> [u8; 128] {
+    let mut table = [0u8; 128];
+    let mut byte = 0usize;
+    while byte < 128 {
+        let lower = (byte as u8).to_ascii_lowercase();
+        table[byte] = if (byte as u8).is_ascii_whitespace() {
+            0xFF
+        } else if lower.is_ascii_lowercase() {
+            lower - b'a'
+        } else if lower.is_ascii_digit() {
+            26 + (lower - b'0')
+        } else {
+            37 + (lower % 27)
+        };
+        byte += 1;
+    }
+    table
+}
+
+/// Character count and bucketed histogram of a text's normalized form: all the cheap bounds need.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Signature {
+    n_chars: usize,
+    bag: [u32; BAG_BUCKETS],
+}
+
+impl Signature {
+    /// Summarizes the normalized form of `text` without building it: known texts are summarized on every call
+    /// but normalized only in the rare case that a bound lets them through.
+    pub(crate) fn of(text: &str) -> Self {
+        let mut signature = Signature { n_chars: 0, bag: [0; BAG_BUCKETS] };
+        let mut pending_space = false;
+        if text.is_ascii() {
+            for &byte in text.as_bytes() {
+                let bucket = ASCII_BUCKET[usize::from(byte)];
+                if bucket == 0xFF {
+                    pending_space = signature.n_chars > 0;
+                    continue;
+                }
+                if pending_space {
+                    signature.bag[usize::from(SPACE_BUCKET)] += 1;
+                    signature.n_chars += 1;
+                    pending_space = false;
+                }
+                signature.bag[usize::from(bucket)] += 1;
+                signature.n_chars += 1;
+            }
+        } else {
+            for c in text.chars() {
+                if c.is_whitespace() {
+                    pending_space = signature.n_chars > 0;
+                    continue;
+                }
+                if pending_space {
+                    signature.count(' ');
+                    pending_space = false;
+                }
+                for lower in c.to_lowercase() {
+                    signature.count(lower);
+                }
+            }
+        }
+        signature
+    }
+
+    fn count(&mut self, c: char) {
+        self.n_chars += 1;
+        let bucket = match u8::try_from(c) {
+            Ok(byte) if byte.is_ascii() => usize::from(ASCII_BUCKET[usize::from(byte)]),
+            _ => 37 + (c as usize % 27),
+        };
+        if let Some(slot) = self.bag.get_mut(bucket) {
+            *slot = slot.saturating_add(1);
+        }
+    }
+
+    /// Whether the ratio of the two texts can reach `threshold`, judged from lower bounds on the edit count.
+    fn may_reach(&self, other: &Signature, threshold: f64) -> bool {
+        let longer = self.n_chars.max(other.n_chars);
+        // ratio ≥ t  ⇔  edits ≤ (1 − t)·longer.
+        let allowed_edits = (1.0 - threshold) * longer as f64 + SCORE_TOLERANCE;
+        self.n_chars.abs_diff(other.n_chars) as f64 <= allowed_edits
+            && histogram_edit_bound(&self.bag, &other.bag) as f64 <= allowed_edits
+    }
+
+    /// The character counts a text may have to reach `threshold` against one of this length: [t·n, n/t].
+    pub(crate) fn length_window(&self, threshold: f64) -> (usize, usize) {
+        let n = self.n_chars as f64;
+        let low = (threshold * n - SCORE_TOLERANCE).ceil().max(0.0) as usize;
+        let high = if threshold > 0.0 { (n / threshold + SCORE_TOLERANCE).floor() as usize } else { usize::MAX };
+        (low, high)
+    }
+
+    /// The normalized character count.
+    pub(crate) fn n_chars(&self) -> usize {
+        self.n_chars
+    }
+}
+
+/// Lowercases and collapses whitespace: the form the fuzzy ratio compares.
+pub fn normalize_for_fuzzy(text: &str) -> String {
+    let mut normalized = String::with_capacity(text.len());
+    let mut pending_space = false;
+    if text.is_ascii() {
+        for &byte in text.as_bytes() {
+            if byte.is_ascii_whitespace() {
+                pending_space = !normalized.is_empty();
+                continue;
+            }
+            if pending_space {
+                normalized.push(' ');
+                pending_space = false;
+            }
+            normalized.push(char::from(byte.to_ascii_lowercase()));
+        }
+        return normalized;
+    }
+    for word in text.split_whitespace() {
+        if !normalized.is_empty() {
+            normalized.push(' ');
+        }
+        normalized.extend(word.chars().flat_map(char::to_lowercase));
+    }
+    normalized
+}
 
 /// A text prepared for fuzzy comparison: its normalized form and the summaries the cheap bounds need.
 #[derive(Clone, Debug)]
 pub struct FuzzyText {
     normalized: String,
-    n_chars: usize,
-    bag: [u16; BAG_BUCKETS],
+    signature: Signature,
 }
 
 impl FuzzyText {
     /// Normalizes (lowercase, whitespace collapsed) and summarizes a text.
     pub fn new(text: &str) -> Self {
-        let mut normalized = String::with_capacity(text.len());
-        for word in text.split_whitespace() {
-            if !normalized.is_empty() {
-                normalized.push(' ');
-            }
-            if word.is_ascii() {
-                normalized.extend(word.bytes().map(|byte| char::from(byte.to_ascii_lowercase())));
-            } else {
-                normalized.extend(word.chars().flat_map(char::to_lowercase));
-            }
-        }
-        let mut bag = [0u16; BAG_BUCKETS];
-        let mut n_chars = 0usize;
-        for c in normalized.chars() {
-            n_chars += 1;
-            let bucket = c as usize % BAG_BUCKETS;
-            bag[bucket] = bag[bucket].saturating_add(1);
-        }
-        Self {
-            normalized,
-            n_chars,
-            bag,
-        }
+        let normalized = normalize_for_fuzzy(text);
+        let signature = Signature::of(&normalized);
+        Self { normalized, signature }
     }
 
     /// The lowercased, whitespace-collapsed text.
@@ -64,33 +172,42 @@ impl FuzzyText {
 
     /// The fuzzy ratio with `other` when it reaches `threshold`; `None` when it cannot or does not.
     pub fn similarity_at_least(&self, other: &FuzzyText, threshold: f64) -> Option<f64> {
-        let longer = self.n_chars.max(other.n_chars);
-        if longer == 0 {
-            return Some(1.0);
-        }
-        // ratio ≥ t  ⇔  edits ≤ (1 − t)·longer; both bounds below are lower bounds on the edit count.
-        let allowed_edits = ((1.0 - threshold) * longer as f64 + SCORE_TOLERANCE).floor() as usize;
-        if self.n_chars.abs_diff(other.n_chars) > allowed_edits {
+        if !self.signature.may_reach(&other.signature, threshold) {
             return None;
         }
-        if histogram_edit_bound(&self.bag, &other.bag) > allowed_edits {
-            return None;
-        }
-        let score = strsim::normalized_levenshtein(&self.normalized, &other.normalized);
-        (score + SCORE_TOLERANCE >= threshold).then_some(score)
+        full_ratio_at_least(&self.normalized, &other.normalized, threshold)
     }
+
+    /// The bounds' summary of this text.
+    pub(crate) fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    /// Like [`FuzzyText::similarity_at_least`] against a raw text summarized by `raw_signature`; the raw text is
+    /// normalized only when the bounds cannot rule the pair out.
+    pub(crate) fn similarity_to_raw(&self, raw: &str, raw_signature: &Signature, threshold: f64) -> Option<f64> {
+        if !self.signature.may_reach(raw_signature, threshold) {
+            return None;
+        }
+        full_ratio_at_least(&self.normalized, &normalize_for_fuzzy(raw), threshold)
+    }
+}
+
+fn full_ratio_at_least(a_normalized: &str, b_normalized: &str, threshold: f64) -> Option<f64> {
+    let score = strsim::normalized_levenshtein(a_normalized, b_normalized);
+    (score + SCORE_TOLERANCE >= threshold).then_some(score)
 }
 
 /// Each edit removes at most one surplus character from either side, so the larger surplus bounds the edits.
 /// Merging characters into buckets only shrinks surpluses, so the bound holds for the bucketed histogram too.
-fn histogram_edit_bound(a: &[u16; BAG_BUCKETS], b: &[u16; BAG_BUCKETS]) -> usize {
+fn histogram_edit_bound(a: &[u32; BAG_BUCKETS], b: &[u32; BAG_BUCKETS]) -> usize {
     let mut surplus_a = 0usize;
     let mut surplus_b = 0usize;
     for (count_a, count_b) in a.iter().zip(b) {
         if count_a > count_b {
-            surplus_a += usize::from(count_a - count_b);
+            surplus_a += (count_a - count_b) as usize;
         } else {
-            surplus_b += usize::from(count_b - count_a);
+            surplus_b += (count_b - count_a) as usize;
         }
     }
     surplus_a.max(surplus_b)
@@ -98,7 +215,7 @@ fn histogram_edit_bound(a: &[u16; BAG_BUCKETS], b: &[u16; BAG_BUCKETS]) -> usize
 
 /// The fuzzy ratio of two raw texts after normalization (a convenience for tests and reports).
 pub fn fuzzy_ratio(a: &str, b: &str) -> f64 {
-    strsim::normalized_levenshtein(FuzzyText::new(a).normalized(), FuzzyText::new(b).normalized())
+    strsim::normalized_levenshtein(&normalize_for_fuzzy(a), &normalize_for_fuzzy(b))
 }
 
 /// Cosine similarity; 0 for vectors of different length or zero norm, so a missing embedding never matches.
@@ -233,6 +350,13 @@ mod tests {
                     "{a} / {b} at {threshold}"
                 );
             }
+        }
+    }
+
+    #[test]
+    fn signatures_of_raw_and_normalized_text_agree() {
+        for text in ["  Hello   World  ", "Café\tZOË  déjà vu", "", "x"] {
+            assert_eq!(Signature::of(text), Signature::of(&normalize_for_fuzzy(text)), "{text:?}");
         }
     }
 

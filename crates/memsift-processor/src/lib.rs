@@ -14,6 +14,7 @@
 #![deny(missing_docs)]
 
 mod dedupe;
+mod loose;
 mod parse;
 mod sanitize;
 mod validate;
@@ -27,15 +28,16 @@ use serde::{Deserialize, Serialize};
 
 pub use dedupe::{
     FUZZY_DUPLICATE_THRESHOLD, FuzzyText, VECTOR_DUPLICATE_THRESHOLD, cosine, dedupe_by_vectors, fuzzy_ratio,
-    retain_with_hints,
+    normalize_for_fuzzy, retain_with_hints,
 };
+pub use loose::{LooseNumber, LooseValue};
 pub use parse::{ParsePath, ParsedResponse, parse_response};
 pub use sanitize::{
     ENTITY_KINDS, MIN_ENTITY_CHARS, RELATIONSHIP_TYPES, SENSITIVE_PHRASES, mentions_private_fact, normalize_entity_kind,
 };
 pub use validate::DEFAULT_CONFIDENCE;
 
-use crate::dedupe::remap_hints;
+use crate::dedupe::{Signature, remap_hints};
 use crate::validate::{Candidate, ItemContext, validate_item};
 
 /// Shortest memory text kept, in characters (the reference's rule).
@@ -310,7 +312,7 @@ pub fn process(input: &ProcessInput<'_>) -> ProcessOutput {
     let mut first_index_of_key: HashMap<String, usize> = HashMap::with_capacity(n_elements);
     for (index, element) in elements.iter().enumerate() {
         if last_may_be_partial && index + 1 == n_elements {
-            let text = element.get("text").and_then(|text| text.as_str()).map(str::to_owned);
+            let text = element.get("text").and_then(LooseValue::as_str).map(str::to_owned);
             output.dropped.push(DroppedItem {
                 detail: Some(
                     if parsed.cut_off {
@@ -327,7 +329,7 @@ pub fn process(input: &ProcessInput<'_>) -> ProcessOutput {
         let candidate = match validate_item(element, index, &context, &mut output.repairs) {
             Ok(candidate) => candidate,
             Err(rejection) => {
-                let text = element.get("text").and_then(|text| text.as_str()).map(str::to_owned);
+                let text = element.get("text").and_then(LooseValue::as_str).map(str::to_owned);
                 output.dropped.push(DroppedItem {
                     detail: Some(rejection.detail),
                     ..DroppedItem::new(index, rejection.reason, text)
@@ -369,17 +371,30 @@ pub fn process(input: &ProcessInput<'_>) -> ProcessOutput {
     output
 }
 
-/// The context texts and the caller's known texts, each memory once, prepared for fuzzy comparison.
-fn known_texts(input: &ProcessInput<'_>) -> Vec<(MemoryId, FuzzyText)> {
-    let mut seen: HashSet<MemoryId> = HashSet::with_capacity(input.context.len() + input.known_texts.len());
-    input
-        .context
-        .values()
-        .map(|(id, text)| (*id, text.as_str()))
-        .chain(input.known_texts.iter().map(|(id, text)| (*id, text.as_str())))
-        .filter(|(id, _)| seen.insert(*id))
-        .map(|(id, text)| (id, FuzzyText::new(text)))
-        .collect()
+/// A memory the user already has, summarized for the fuzzy bounds.
+struct KnownText<'a> {
+    id: MemoryId,
+    text: &'a str,
+    signature: Signature,
+}
+
+/// The context texts and the caller's known texts, each memory once.
+fn known_texts<'a>(input: &'a ProcessInput<'_>) -> Vec<KnownText<'a>> {
+    let mut known: Vec<KnownText<'a>> = Vec::with_capacity(input.context.len() + input.known_texts.len());
+    for (id, text) in input.context.values() {
+        known.push(KnownText { id: *id, text, signature: Signature::of(text) });
+    }
+    // The caller usually repeats the context among its known texts; summarizing them twice would double the cost.
+    let mut context_ids: Vec<MemoryId> = known.iter().map(|known| known.id).collect();
+    context_ids.sort_unstable();
+    for (id, text) in &input.known_texts {
+        if context_ids.binary_search(id).is_err() {
+            known.push(KnownText { id: *id, text, signature: Signature::of(text) });
+        }
+    }
+    // Sorted by length so each item only looks at the texts whose length lets the ratio reach the threshold.
+    known.sort_unstable_by_key(|known| known.signature.n_chars());
+    known
 }
 
 /// The first stage that calls the candidate a duplicate, as a drop template (index and text filled by the caller).
@@ -387,7 +402,7 @@ fn find_duplicate(
     candidate: &Candidate,
     first_index_of_key: &HashMap<String, usize>,
     survivors: &[(usize, Candidate)],
-    known: &[(MemoryId, FuzzyText)],
+    known: &[KnownText<'_>],
     input: &ProcessInput<'_>,
 ) -> Option<DroppedItem> {
     let key = &candidate.item.dedupe_key;
@@ -415,7 +430,18 @@ fn find_duplicate(
             ..DroppedItem::new(0, DropReason::NearDuplicateInResponse, None)
         });
     }
-    let best_known = best_match(known.iter().map(|(id, text)| (*id, text)), &candidate.fuzzy);
+    let mut best_known: Option<(MemoryId, f64)> = None;
+    let (shortest, longest) = candidate.fuzzy.signature().length_window(FUZZY_DUPLICATE_THRESHOLD);
+    let first = known.partition_point(|other| other.signature.n_chars() < shortest);
+    let in_window = known[first..].iter().take_while(|other| other.signature.n_chars() <= longest);
+    for other in in_window {
+        if let Some(score) =
+            candidate.fuzzy.similarity_to_raw(other.text, &other.signature, FUZZY_DUPLICATE_THRESHOLD)
+            && best_known.is_none_or(|(_, best_score)| score > best_score)
+        {
+            best_known = Some((other.id, score));
+        }
+    }
     best_known.map(|(memory, score)| DroppedItem {
         duplicate_of: Some(memory),
         score: Some(score),

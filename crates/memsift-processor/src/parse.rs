@@ -9,7 +9,8 @@
 use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+
+use crate::loose::LooseValue;
 
 /// Deepest nesting handed to the repairer. Our contract needs 4 levels (array, item, entities, entity); the cap
 /// keeps a pathological `[[[[…` from recursing through the repairer's stack.
@@ -47,50 +48,57 @@ impl ParsePath {
 
 /// The elements of a response before per-item validation.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct ParsedResponse {
-    /// One value per memory the model wrote (objects, normally).
-    pub elements: Vec<Value>,
+pub struct ParsedResponse<'a> {
+    /// One value per memory the model wrote (objects, normally), borrowing from the raw text where possible.
+    pub elements: Vec<LooseValue<'a>>,
     /// Which path produced them.
     pub path: ParsePath,
     /// The JSON ended before its brackets closed, so the repairer had to close it: the last element may be partial.
     pub cut_off: bool,
 }
 
-impl ParsedResponse {
-    fn new(elements: Vec<Value>, path: ParsePath, cut_off: bool) -> Self {
-        Self {
-            elements,
-            path,
-            cut_off,
-        }
+impl<'a> ParsedResponse<'a> {
+    fn new(elements: Vec<LooseValue<'a>>, path: ParsePath, cut_off: bool) -> Self {
+        Self { elements, path, cut_off }
     }
 
     fn unparseable() -> Self {
         Self::new(Vec::new(), ParsePath::Unparseable, false)
     }
+
+    /// The same response owning all of its strings.
+    pub fn into_owned(self) -> ParsedResponse<'static> {
+        ParsedResponse {
+            elements: self.elements.into_iter().map(LooseValue::into_owned).collect(),
+            path: self.path,
+            cut_off: self.cut_off,
+        }
+    }
 }
 
 /// Reads a raw response as a list of elements; never panics, whatever the input.
-pub fn parse_response(raw: &str) -> ParsedResponse {
+pub fn parse_response(raw: &str) -> ParsedResponse<'_> {
     let trimmed = raw.trim();
     if trimmed.is_empty() {
         return ParsedResponse::new(Vec::new(), ParsePath::Empty, false);
     }
-    // The common case costs one serde_json pass and nothing else.
-    if let Ok(value) = serde_json::from_str::<Value>(trimmed)
+    // The common case costs one parsing pass and nothing else.
+    if let Ok(value) = LooseValue::parse(trimmed)
         && let Some(elements) = elements_of(value)
     {
         return ParsedResponse::new(elements, ParsePath::Strict, false);
     }
+    match strip_thinking_blocks(trimmed) {
+        Cow::Borrowed(text) => parse_unwrapped(text),
+        Cow::Owned(text) => parse_unwrapped(&text).into_owned(),
+    }
+}
 
-    let without_thinking = strip_thinking_blocks(trimmed);
-    let body = fenced_body(&without_thinking).unwrap_or(&without_thinking);
+/// Steps 3–5 of the recipe on text whose `<thinking>` blocks are gone.
+fn parse_unwrapped(without_thinking: &str) -> ParsedResponse<'_> {
+    let body = fenced_body(without_thinking).unwrap_or(without_thinking);
     let Some(start) = body.find(['[', '{']) else {
-        let path = if body.trim().is_empty() {
-            ParsePath::Empty
-        } else {
-            ParsePath::Unparseable
-        };
+        let path = if body.trim().is_empty() { ParsePath::Empty } else { ParsePath::Unparseable };
         return ParsedResponse::new(Vec::new(), path, false);
     };
     let from_first_bracket = &body[start..];
@@ -101,7 +109,7 @@ pub fn parse_response(raw: &str) -> ParsedResponse {
     };
     let cut_off = scan.balanced_end.is_none();
 
-    if let Ok(value) = serde_json::from_str::<Value>(candidate)
+    if let Ok(value) = LooseValue::parse(candidate)
         && let Some(elements) = elements_of(value)
     {
         return ParsedResponse::new(elements, ParsePath::Prepass, false);
@@ -122,33 +130,36 @@ pub fn parse_response(raw: &str) -> ParsedResponse {
     ParsedResponse::unparseable()
 }
 
-fn repair(candidate: &str) -> Option<Vec<Value>> {
+fn repair(candidate: &str) -> Option<Vec<LooseValue<'static>>> {
     // The repairer is third-party code fed arbitrary model output: a bug in it must cost one response, not the
     // worker thread.
-    let repaired = std::panic::catch_unwind(|| jsonrepair_rs::jsonrepair(candidate))
-        .ok()?
-        .ok()?;
+    let repaired = std::panic::catch_unwind(|| jsonrepair_rs::jsonrepair(candidate)).ok()?.ok()?;
     // Its `Ok` is only trusted once serde_json agrees.
-    let value = serde_json::from_str::<Value>(&repaired).ok()?;
-    elements_of(value)
+    let value = LooseValue::parse(&repaired).ok()?;
+    Some(elements_of(value)?.into_iter().map(LooseValue::into_owned).collect())
 }
 
 /// Applies the shape rules: an array is the list; an object with `memories` holds the list; any other object is
 /// one memory; a string holding JSON (double-encoded output) is read once more; other scalars are unusable.
-fn elements_of(value: Value) -> Option<Vec<Value>> {
+fn elements_of(value: LooseValue<'_>) -> Option<Vec<LooseValue<'_>>> {
     match value {
-        Value::Array(elements) => Some(elements),
-        Value::Object(mut object) => match object.remove("memories") {
-            Some(Value::Array(elements)) => Some(elements),
-            Some(Value::Null) => Some(Vec::new()),
-            // Kept as one element so validation records why it was unusable instead of losing it silently.
-            Some(other) => Some(vec![other]),
-            None => Some(vec![Value::Object(object)]),
+        LooseValue::Array(elements) => Some(elements),
+        LooseValue::Object(mut fields) => match fields.iter().rposition(|(key, _)| key == "memories") {
+            Some(position) => match fields.swap_remove(position).1 {
+                LooseValue::Array(elements) => Some(elements),
+                LooseValue::Null => Some(Vec::new()),
+                // Kept as one element so validation records why it was unusable instead of losing it silently.
+                other => Some(vec![other]),
+            },
+            None => Some(vec![LooseValue::Object(fields)]),
         },
-        Value::String(text) => match serde_json::from_str::<Value>(text.trim()).ok()? {
-            inner @ (Value::Array(_) | Value::Object(_)) => elements_of(inner),
-            _ => None,
-        },
+        LooseValue::String(text) => {
+            let inner = LooseValue::parse(text.trim()).ok()?;
+            if !matches!(inner, LooseValue::Array(_) | LooseValue::Object(_)) {
+                return None;
+            }
+            Some(elements_of(inner)?.into_iter().map(LooseValue::into_owned).collect())
+        }
         _ => None,
     }
 }

@@ -4,7 +4,8 @@
 //! discard something, so the caller can count it; none of them can fail the item on its own.
 
 use chrono::{DateTime, FixedOffset, NaiveDate, NaiveDateTime, TimeZone, Utc};
-use serde_json::Value;
+
+use crate::loose::LooseValue;
 
 /// Link kinds a memory may declare towards known memories (the link validator's vocabulary).
 pub const RELATIONSHIP_TYPES: [&str; 6] = [
@@ -28,49 +29,72 @@ pub const MIN_ENTITY_CHARS: usize = 2;
 /// marking a private fact public costs more than marking a public one private. Matched on lowercased text at a
 /// word start, so `live in` does not fire inside `alive in`.
 pub const SENSITIVE_PHRASES: &[&str] = &[
-    "home address",
     "address is",
-    "street address",
-    "lives in",
-    "live in",
-    "living in",
-    "lives at",
-    "live at",
-    "moved to",
-    "zip code",
-    "postcode",
     "allerg",
-    "diagnos",
-    "medication",
-    "prescri",
-    "therapy",
-    "therapist",
-    "surgery",
-    "pregnan",
-    "disorder",
-    "depress",
     "anxiety",
-    "illness",
-    "salary",
-    "income",
-    "debt",
     "bank account",
+    "birthday",
     "credit card",
-    "my wife",
+    "date of birth",
+    "debt",
+    "depress",
+    "diagnos",
+    "disorder",
+    "divorc",
+    "email address",
+    "home address",
+    "illness",
+    "income",
+    "live at",
+    "live in",
+    "lives at",
+    "lives in",
+    "living in",
+    "medication",
+    "moved to",
+    "my boyfriend",
+    "my girlfriend",
     "my husband",
     "my partner",
-    "my girlfriend",
-    "my boyfriend",
-    "divorc",
-    "phone number",
-    "email address",
-    "password",
+    "my wife",
     "passport",
-    "social security",
-    "date of birth",
-    "birthday",
+    "password",
+    "phone number",
+    "postcode",
+    "pregnan",
+    "prescri",
     "real name",
+    "salary",
+    "social security",
+    "street address",
+    "surgery",
+    "therapist",
+    "therapy",
+    "zip code",
 ];
+
+/// For each lowercase ASCII letter, the range of [`SENSITIVE_PHRASES`] starting with it (the list is sorted), so a
+/// word start is compared with a handful of phrases instead of all of them.
+const PHRASES_BY_FIRST_LETTER: [(usize, usize); 26] = phrases_by_first_letter();
+
+const fn phrases_by_first_letter() -> [(usize, usize); 26] {
+    let mut ranges = [(0usize, 0usize); 26];
+    let mut index = 0;
+    while index < SENSITIVE_PHRASES.len() {
+        let first = SENSITIVE_PHRASES[index].as_bytes()[0];
+        assert!(first.is_ascii_lowercase(), "phrases start with a lowercase ASCII letter");
+        if index > 0 {
+            assert!(SENSITIVE_PHRASES[index - 1].as_bytes()[0] <= first, "phrases are sorted by first letter");
+        }
+        let letter = (first - b'a') as usize;
+        if ranges[letter].1 == 0 {
+            ranges[letter].0 = index;
+        }
+        ranges[letter].1 = index + 1;
+        index += 1;
+    }
+    ranges
+}
 
 /// A cleaned text and whether characters had to be removed.
 pub(crate) struct CleanText {
@@ -83,6 +107,9 @@ pub(crate) struct CleanText {
 /// Controls are removed rather than turned into spaces (except real whitespace), because a stray NUL inside a word
 /// is an encoding accident, not a word break.
 pub(crate) fn clean_text(raw: &str) -> CleanText {
+    if is_already_clean(raw) {
+        return CleanText { text: raw.to_owned(), stripped_controls: false };
+    }
     let mut text = String::with_capacity(raw.len());
     let mut stripped_controls = false;
     let mut pending_space = false;
@@ -107,6 +134,15 @@ pub(crate) fn clean_text(raw: &str) -> CleanText {
     }
 }
 
+/// Printable ASCII with single inner spaces: what nearly every model text is, and needs only a copy.
+fn is_already_clean(raw: &str) -> bool {
+    let bytes = raw.as_bytes();
+    let edges_clean = bytes.first().is_none_or(|&first| first != b' ') && bytes.last().is_none_or(|&last| last != b' ');
+    edges_clean
+        && bytes.iter().all(|&byte| (b' '..=b'~').contains(&byte))
+        && !bytes.windows(2).any(|pair| pair == b"  ")
+}
+
 /// The outcome of reading an optional date field.
 pub(crate) enum DateField {
     Absent,
@@ -115,10 +151,10 @@ pub(crate) enum DateField {
 }
 
 /// Reads a date as UTC; naive dates and datetimes are taken in the user's offset (the prompt shows local times).
-pub(crate) fn parse_date_field(value: Option<&Value>, user_offset: FixedOffset) -> DateField {
+pub(crate) fn parse_date_field(value: Option<&LooseValue<'_>>, user_offset: FixedOffset) -> DateField {
     match value {
-        None | Some(Value::Null) => DateField::Absent,
-        Some(Value::String(text)) => {
+        None | Some(LooseValue::Null) => DateField::Absent,
+        Some(LooseValue::String(text)) => {
             let text = text.trim();
             if text.is_empty() || text.eq_ignore_ascii_case("null") || text.eq_ignore_ascii_case("none") {
                 return DateField::Absent;
@@ -162,11 +198,11 @@ fn parse_date(text: &str, user_offset: FixedOffset) -> Option<DateTime<Utc>> {
 }
 
 /// Reads `sensitive`: a boolean, or the strings `true`/`false`. `None` means the value was present but unusable.
-pub(crate) fn parse_flag(value: Option<&Value>) -> Option<bool> {
+pub(crate) fn parse_flag(value: Option<&LooseValue<'_>>) -> Option<bool> {
     match value {
-        None | Some(Value::Null) => Some(false),
-        Some(Value::Bool(flag)) => Some(*flag),
-        Some(Value::String(text)) => match text.trim().to_ascii_lowercase().as_str() {
+        None | Some(LooseValue::Null) => Some(false),
+        Some(LooseValue::Bool(flag)) => Some(*flag),
+        Some(LooseValue::String(text)) => match text.trim().to_ascii_lowercase().as_str() {
             "true" | "yes" => Some(true),
             "false" | "no" | "" => Some(false),
             _ => None,
@@ -176,15 +212,25 @@ pub(crate) fn parse_flag(value: Option<&Value>) -> Option<bool> {
 }
 
 /// Whether a lowercased text names something private (see [`SENSITIVE_PHRASES`]).
+///
+/// One pass over word starts, comparing only phrases with the same first byte: this runs on every item, and
+/// forty substring searches per text were the processor's hottest loop.
 pub fn mentions_private_fact(lowercased: &str) -> bool {
-    SENSITIVE_PHRASES.iter().any(|phrase| {
-        lowercased.match_indices(phrase).any(|(at, _)| {
-            lowercased[..at]
-                .chars()
-                .next_back()
-                .is_none_or(|before| !before.is_alphanumeric())
-        })
-    })
+    let bytes = lowercased.as_bytes();
+    let mut previous_is_word = false;
+    for (at, &byte) in bytes.iter().enumerate() {
+        // Bytes of a multi-byte character count as word characters, so a phrase never starts inside a word.
+        let is_word = byte.is_ascii_alphanumeric() || byte >= 0x80;
+        if is_word && !previous_is_word && byte.is_ascii_lowercase() {
+            let rest = &bytes[at..];
+            let (first, end) = PHRASES_BY_FIRST_LETTER[usize::from(byte - b'a')];
+            if SENSITIVE_PHRASES[first..end].iter().any(|phrase| rest.starts_with(phrase.as_bytes())) {
+                return true;
+            }
+        }
+        previous_is_word = is_word;
+    }
+    false
 }
 
 /// Maps a model's entity kind onto [`ENTITY_KINDS`], accepting the usual synonyms (spaCy labels included).

@@ -7,9 +7,9 @@ use chrono::FixedOffset;
 use memsift_core::status::Temporal;
 use memsift_core::text::dedupe_key;
 use memsift_core::{MemoryId, MessageId};
-use serde_json::{Map, Value};
 
 use crate::dedupe::FuzzyText;
+use crate::loose::LooseValue;
 use crate::sanitize::{
     DateField, MIN_ENTITY_CHARS, RELATIONSHIP_TYPES, clean_text, mentions_private_fact, normalize_entity_kind,
     parse_date_field, parse_flag,
@@ -50,21 +50,22 @@ pub(crate) struct ItemContext<'a> {
 }
 
 pub(crate) fn validate_item(
-    element: &Value,
+    element: &LooseValue<'_>,
     index: usize,
     context: &ItemContext<'_>,
     repairs: &mut FieldRepairs,
 ) -> Result<Candidate, Rejection> {
-    let object = element
-        .as_object()
-        .ok_or_else(|| Rejection::new(DropReason::WrongType, format!("element is {}", type_name(element))))?;
+    if !element.is_object() {
+        return Err(Rejection::new(DropReason::WrongType, format!("element is {}", element.type_name())));
+    }
+    let object = element;
     let raw_text = match object.get("text") {
-        Some(Value::String(text)) => text,
-        None | Some(Value::Null) => return Err(Rejection::new(DropReason::MissingText, "no `text`")),
+        Some(LooseValue::String(text)) => text,
+        None | Some(LooseValue::Null) => return Err(Rejection::new(DropReason::MissingText, "no `text`")),
         Some(other) => {
             return Err(Rejection::new(
                 DropReason::MissingText,
-                format!("`text` is {}", type_name(other)),
+                format!("`text` is {}", other.type_name()),
             ));
         }
     };
@@ -92,16 +93,12 @@ pub(crate) fn validate_item(
     let fuzzy = FuzzyText::new(&text);
 
     let confidence = match object.get("confidence") {
-        None | Some(Value::Null) => DEFAULT_CONFIDENCE,
-        Some(Value::Number(number)) => match number.as_f64() {
-            Some(value) if (0.0..=1.0).contains(&value) => value,
-            Some(value) => {
+        None | Some(LooseValue::Null) => DEFAULT_CONFIDENCE,
+        Some(LooseValue::Number(number)) => match number.as_f64() {
+            value if (0.0..=1.0).contains(&value) => value,
+            value => {
                 repairs.bad_confidence += 1;
                 value.clamp(0.0, 1.0)
-            }
-            None => {
-                repairs.bad_confidence += 1;
-                DEFAULT_CONFIDENCE
             }
         },
         // Booleans and strings are not confidences (Python's bool-is-int let `true` through as 1.0).
@@ -132,8 +129,8 @@ pub(crate) fn validate_item(
     }
 
     let temporal = match object.get("temporal") {
-        None | Some(Value::Null) => Temporal::Unknown,
-        Some(Value::String(label)) => {
+        None | Some(LooseValue::Null) => Temporal::Unknown,
+        Some(LooseValue::String(label)) => {
             let temporal = Temporal::normalize(label);
             if temporal == Temporal::Unknown && !label.trim().eq_ignore_ascii_case("unknown") {
                 repairs.bad_temporal += 1;
@@ -147,8 +144,8 @@ pub(crate) fn validate_item(
     };
 
     let relationship_type = match object.get("relationship_type") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(kind)) => {
+        None | Some(LooseValue::Null) => None,
+        Some(LooseValue::String(kind)) => {
             let kind = kind.trim().to_ascii_lowercase();
             if RELATIONSHIP_TYPES.contains(&kind.as_str()) {
                 Some(kind)
@@ -173,7 +170,7 @@ pub(crate) fn validate_item(
 
     Ok(Candidate {
         item: ValidItem {
-            dedupe_key: dedupe_key(&text),
+            dedupe_key: exact_key(&text),
             text,
             confidence,
             happens_at,
@@ -192,31 +189,20 @@ pub(crate) fn validate_item(
     })
 }
 
-fn type_name(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
-
 /// A list field that a model sometimes writes as a single scalar.
-fn as_list(value: Option<&Value>) -> &[Value] {
+fn as_list<'v, 'a>(value: Option<&'v LooseValue<'a>>) -> &'v [LooseValue<'a>] {
     match value {
-        Some(Value::Array(list)) => list,
-        Some(scalar @ (Value::String(_) | Value::Number(_) | Value::Bool(_) | Value::Object(_))) => {
+        Some(LooseValue::Array(list)) => list,
+        Some(scalar @ (LooseValue::String(_) | LooseValue::Number(_) | LooseValue::Bool(_) | LooseValue::Object(_))) => {
             std::slice::from_ref(scalar)
         }
-        None | Some(Value::Null) => &[],
+        None | Some(LooseValue::Null) => &[],
     }
 }
 
 /// Maps short ids back to full ids through the request's context; anything else is counted and dropped.
 fn map_memory_ids(
-    object: &Map<String, Value>,
+    object: &LooseValue<'_>,
     key: &str,
     input: &ProcessInput<'_>,
     repairs: &mut FieldRepairs,
@@ -247,7 +233,7 @@ fn resolve_memory_id(written: &str, input: &ProcessInput<'_>) -> Option<MemoryId
 }
 
 /// Keeps integer hints that point at another element of this response; booleans and floats are not indices.
-fn linking_hints(value: Option<&Value>, own: usize, n_elements: usize, repairs: &mut FieldRepairs) -> Vec<usize> {
+fn linking_hints(value: Option<&LooseValue<'_>>, own: usize, n_elements: usize, repairs: &mut FieldRepairs) -> Vec<usize> {
     let mut hints = Vec::new();
     for hint in as_list(value) {
         let target = hint.as_u64().and_then(|target| usize::try_from(target).ok());
@@ -263,20 +249,16 @@ fn linking_hints(value: Option<&Value>, own: usize, n_elements: usize, repairs: 
     hints
 }
 
-fn entities(value: Option<&Value>, repairs: &mut FieldRepairs) -> Vec<(String, String)> {
+fn entities(value: Option<&LooseValue<'_>>, repairs: &mut FieldRepairs) -> Vec<(String, String)> {
     let mut kept: Vec<(String, String)> = Vec::new();
     for entity in as_list(value) {
         let (name, kind) = match entity {
-            Value::Object(fields) => {
-                let kind = fields
-                    .get("kind")
-                    .or_else(|| fields.get("type"))
-                    .and_then(Value::as_str)
-                    .unwrap_or("");
-                (fields.get("name").and_then(Value::as_str), kind)
+            LooseValue::Object(_) => {
+                let kind = entity.get("kind").or_else(|| entity.get("type")).and_then(LooseValue::as_str).unwrap_or("");
+                (entity.get("name").and_then(LooseValue::as_str), kind)
             }
             // A bare name is a usable entity of unknown kind.
-            Value::String(name) => (Some(name.as_str()), ""),
+            LooseValue::String(name) => (Some(name.as_ref()), ""),
             _ => (None, ""),
         };
         let Some(name) = name.map(|name| clean_text(name).text) else {
@@ -290,7 +272,7 @@ fn entities(value: Option<&Value>, repairs: &mut FieldRepairs) -> Vec<(String, S
         let kind = normalize_entity_kind(kind);
         let already = kept
             .iter()
-            .any(|(seen, seen_kind)| seen_kind == kind && seen.to_lowercase() == name.to_lowercase());
+            .any(|(seen, seen_kind)| seen_kind == kind && same_name(seen, &name));
         if !already {
             kept.push((name, kind.to_owned()));
         }
@@ -299,7 +281,7 @@ fn entities(value: Option<&Value>, repairs: &mut FieldRepairs) -> Vec<(String, S
 }
 
 /// Evidence must cite turns of this chunk: a label the chunk does not have is a hallucinated citation.
-fn evidence(value: Option<&Value>, input: &ProcessInput<'_>, repairs: &mut FieldRepairs) -> Vec<MessageId> {
+fn evidence(value: Option<&LooseValue<'_>>, input: &ProcessInput<'_>, repairs: &mut FieldRepairs) -> Vec<MessageId> {
     let mut messages = Vec::new();
     for label in as_list(value) {
         match label.as_str().and_then(|label| input.turns.get(label.trim())) {
@@ -309,4 +291,34 @@ fn evidence(value: Option<&Value>, input: &ProcessInput<'_>, repairs: &mut Field
         }
     }
     messages
+}
+
+/// Case-insensitive equality without allocating in the common ASCII case.
+fn same_name(a: &str, b: &str) -> bool {
+    if a.is_ascii() && b.is_ascii() {
+        return a.eq_ignore_ascii_case(b);
+    }
+    a.to_lowercase() == b.to_lowercase()
+}
+
+/// [`dedupe_key`] with an ASCII fast path (one allocation instead of three); both give the same key, which the
+/// store's unique index relies on (a property test checks it).
+pub(crate) fn exact_key(text: &str) -> String {
+    if !text.is_ascii() {
+        return dedupe_key(text);
+    }
+    let mut key = String::with_capacity(text.len());
+    let mut pending_space = false;
+    for byte in text.bytes() {
+        if byte.is_ascii_alphanumeric() {
+            if pending_space && !key.is_empty() {
+                key.push(' ');
+            }
+            pending_space = false;
+            key.push(char::from(byte.to_ascii_lowercase()));
+        } else {
+            pending_space = true;
+        }
+    }
+    key
 }

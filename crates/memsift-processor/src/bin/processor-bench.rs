@@ -2,7 +2,8 @@
 //!
 //! Input lines are `{"session", "response_text", "context": {uuid: text}}` as written by
 //! `shared/tools/make_responses.py`. The timed section covers only `process` (file reading and line decoding are
-//! done first), and the vector stage is off. Usage: `processor-bench RESPONSES.jsonl`.
+//! done first), and the vector stage is off. The best of `BENCH_PASSES` (default 5) passes is reported.
+//! Usage: `processor-bench RESPONSES.jsonl`.
 
 use std::collections::BTreeMap;
 use std::process::ExitCode;
@@ -51,7 +52,10 @@ fn main() -> ExitCode {
             }
         }
     }
-    let items_present: usize = responses.iter().map(|response| response.raw_text.matches("\"text\"").count()).sum();
+    let items_present: usize = responses
+        .iter()
+        .map(|response| response.raw_text.matches("\"text\"").count())
+        .sum();
 
     let inputs: Vec<ProcessInput<'_>> = responses
         .iter()
@@ -63,9 +67,16 @@ fn main() -> ExitCode {
         })
         .collect();
 
-    let started = Instant::now();
-    let outputs: Vec<ProcessOutput> = inputs.iter().map(process).collect();
-    let seconds = started.elapsed().as_secs_f64();
+    // The machine is shared, so one pass can be slowed by others' work: the best of several passes is reported,
+    // which is the figure closest to what the code itself costs.
+    let passes = std::env::var("BENCH_PASSES").ok().and_then(|value| value.parse().ok()).unwrap_or(5usize).max(1);
+    let mut seconds = f64::INFINITY;
+    let mut outputs: Vec<ProcessOutput> = Vec::new();
+    for _ in 0..passes {
+        let started = Instant::now();
+        outputs = inputs.iter().map(process).collect();
+        seconds = seconds.min(started.elapsed().as_secs_f64());
+    }
 
     report(&outputs, items_present, seconds);
     ExitCode::SUCCESS
@@ -83,13 +94,20 @@ fn prepare(line: ResponseLine) -> PreparedResponse {
         known_texts.push((id, text.clone()));
         context.insert(short, (id, text));
     }
-    PreparedResponse { raw_text: line.response_text, context, known_texts }
+    PreparedResponse {
+        raw_text: line.response_text,
+        context,
+        known_texts,
+    }
 }
 
 fn report(outputs: &[ProcessOutput], items_present: usize, seconds: f64) {
     let memories: usize = outputs.iter().map(|output| output.elements_parsed).sum();
     let kept: usize = outputs.iter().map(|output| output.items.len()).sum();
-    let truncated: usize = outputs.iter().map(|output| output.count_dropped(DropReason::Truncated)).sum();
+    let truncated: usize = outputs
+        .iter()
+        .map(|output| output.count_dropped(DropReason::Truncated))
+        .sum();
     println!(
         "responses={} memories={memories} seconds={seconds:.4} memories_per_s={:.0}",
         outputs.len(),
@@ -104,10 +122,15 @@ fn report(outputs: &[ProcessOutput], items_present: usize, seconds: f64) {
         *paths.entry(output.parse_path.as_str()).or_default() += 1;
     }
     let cut_off = outputs.iter().filter(|output| output.cut_off).count();
-    let path_line: Vec<String> = [ParsePath::Strict, ParsePath::Prepass, ParsePath::Repaired, ParsePath::Unparseable]
-        .iter()
-        .map(|path| format!("{}={}", path.as_str(), paths.get(path.as_str()).copied().unwrap_or(0)))
-        .collect();
+    let path_line: Vec<String> = [
+        ParsePath::Strict,
+        ParsePath::Prepass,
+        ParsePath::Repaired,
+        ParsePath::Unparseable,
+    ]
+    .iter()
+    .map(|path| format!("{}={}", path.as_str(), paths.get(path.as_str()).copied().unwrap_or(0)))
+    .collect();
     println!("parse_paths: {} cut_off={cut_off}", path_line.join(" "));
     let drop_line: Vec<String> = DropReason::ALL
         .iter()
@@ -117,7 +140,9 @@ fn report(outputs: &[ProcessOutput], items_present: usize, seconds: f64) {
         })
         .collect();
     println!("dropped: {}", drop_line.join(" "));
-    let repairs = outputs.iter().fold(FieldRepairs::default(), |total, output| add(total, output.repairs));
+    let repairs = outputs
+        .iter()
+        .fold(FieldRepairs::default(), |total, output| add(total, output.repairs));
     println!(
         "repairs: unknown_ids={} evidence_outside_chunk={} bad_dates={} bad_confidence={} bad_linking_hints={} \
          sensitive_by_phrase={} bad_entities={}",
