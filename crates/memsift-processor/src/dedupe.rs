@@ -5,6 +5,8 @@
 //! difference of character histograms. They are exact bounds, so skipping on them never misses a duplicate,
 //! and with hundreds of known texts almost every pair is rejected without running the quadratic comparison.
 
+use std::cell::OnceCell;
+
 use memsift_core::MemoryId;
 
 use crate::{DropReason, DroppedItem, ValidItem};
@@ -54,7 +56,10 @@ impl Signature {
     /// Summarizes the normalized form of `text` without building it: known texts are summarized on every call
     /// but normalized only in the rare case that a bound lets them through.
     pub(crate) fn of(text: &str) -> Self {
-        let mut signature = Signature { n_chars: 0, bag: [0; BAG_BUCKETS] };
+        let mut signature = Signature {
+            n_chars: 0,
+            bag: [0; BAG_BUCKETS],
+        };
         let mut pending_space = false;
         if text.is_ascii() {
             for &byte in text.as_bytes() {
@@ -113,14 +118,31 @@ impl Signature {
     pub(crate) fn length_window(&self, threshold: f64) -> (usize, usize) {
         let n = self.n_chars as f64;
         let low = (threshold * n - SCORE_TOLERANCE).ceil().max(0.0) as usize;
-        let high = if threshold > 0.0 { (n / threshold + SCORE_TOLERANCE).floor() as usize } else { usize::MAX };
+        let high = if threshold > 0.0 {
+            (n / threshold + SCORE_TOLERANCE).floor() as usize
+        } else {
+            usize::MAX
+        };
         (low, high)
     }
+}
 
-    /// The normalized character count.
-    pub(crate) fn n_chars(&self) -> usize {
-        self.n_chars
+/// The character count of a text's normalized form, without the histogram (which most known texts never need).
+pub(crate) fn normalized_char_count(text: &str) -> usize {
+    if !text.is_ascii() {
+        return Signature::of(text).n_chars;
     }
+    let mut n_chars = 0usize;
+    let mut pending_space = false;
+    for &byte in text.as_bytes() {
+        if byte.is_ascii_whitespace() {
+            pending_space = n_chars > 0;
+        } else {
+            n_chars += 1 + usize::from(pending_space);
+            pending_space = false;
+        }
+    }
+    n_chars
 }
 
 /// Lowercases and collapses whitespace: the form the fuzzy ratio compares.
@@ -160,8 +182,34 @@ pub struct FuzzyText {
 impl FuzzyText {
     /// Normalizes (lowercase, whitespace collapsed) and summarizes a text.
     pub fn new(text: &str) -> Self {
-        let normalized = normalize_for_fuzzy(text);
-        let signature = Signature::of(&normalized);
+        if !text.is_ascii() {
+            let normalized = normalize_for_fuzzy(text);
+            let signature = Signature::of(&normalized);
+            return Self { normalized, signature };
+        }
+        // Every item goes through here, so the ASCII case normalizes and summarizes in one pass over bytes.
+        let mut normalized = Vec::with_capacity(text.len());
+        let mut signature = Signature {
+            n_chars: 0,
+            bag: [0; BAG_BUCKETS],
+        };
+        let mut pending_space = false;
+        for &byte in text.as_bytes() {
+            let bucket = ASCII_BUCKET[usize::from(byte)];
+            if bucket == 0xFF {
+                pending_space = !normalized.is_empty();
+                continue;
+            }
+            if pending_space {
+                normalized.push(b' ');
+                signature.bag[usize::from(SPACE_BUCKET)] += 1;
+                pending_space = false;
+            }
+            normalized.push(byte.to_ascii_lowercase());
+            signature.bag[usize::from(bucket)] += 1;
+        }
+        signature.n_chars = normalized.len();
+        let normalized = String::from_utf8(normalized).unwrap_or_else(|_| normalize_for_fuzzy(text));
         Self { normalized, signature }
     }
 
@@ -183,10 +231,18 @@ impl FuzzyText {
         &self.signature
     }
 
-    /// Like [`FuzzyText::similarity_at_least`] against a raw text summarized by `raw_signature`; the raw text is
-    /// normalized only when the bounds cannot rule the pair out.
-    pub(crate) fn similarity_to_raw(&self, raw: &str, raw_signature: &Signature, threshold: f64) -> Option<f64> {
-        if !self.signature.may_reach(raw_signature, threshold) {
+    /// Like [`FuzzyText::similarity_at_least`] against a raw text whose signature is computed on demand; the raw
+    /// text is normalized only when the bounds cannot rule the pair out.
+    pub(crate) fn similarity_to_raw(
+        &self,
+        raw: &str,
+        raw_signature: &OnceCell<Signature>,
+        threshold: f64,
+    ) -> Option<f64> {
+        if !self
+            .signature
+            .may_reach(raw_signature.get_or_init(|| Signature::of(raw)), threshold)
+        {
             return None;
         }
         full_ratio_at_least(&self.normalized, &normalize_for_fuzzy(raw), threshold)
@@ -356,7 +412,21 @@ mod tests {
     #[test]
     fn signatures_of_raw_and_normalized_text_agree() {
         for text in ["  Hello   World  ", "Café\tZOË  déjà vu", "", "x"] {
-            assert_eq!(Signature::of(text), Signature::of(&normalize_for_fuzzy(text)), "{text:?}");
+            assert_eq!(
+                Signature::of(text),
+                Signature::of(&normalize_for_fuzzy(text)),
+                "{text:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_one_pass_ascii_path_matches_the_general_one() {
+        for text in ["  Hello   World \t", "a", "", "Mixed CASE, punctuation!  and\nnewlines"] {
+            let fuzzy = FuzzyText::new(text);
+            assert_eq!(fuzzy.normalized(), normalize_for_fuzzy(text));
+            assert_eq!(fuzzy.signature, Signature::of(text));
+            assert_eq!(normalized_char_count(text), fuzzy.signature.n_chars);
         }
     }
 

@@ -19,7 +19,8 @@ mod parse;
 mod sanitize;
 mod validate;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::cell::OnceCell;
+use std::collections::{BTreeMap, HashSet};
 
 use chrono::{DateTime, FixedOffset, Utc};
 use memsift_core::status::Temporal;
@@ -37,7 +38,7 @@ pub use sanitize::{
 };
 pub use validate::DEFAULT_CONFIDENCE;
 
-use crate::dedupe::{Signature, remap_hints};
+use crate::dedupe::{Signature, normalized_char_count, remap_hints};
 use crate::validate::{Candidate, ItemContext, validate_item};
 
 /// Shortest memory text kept, in characters (the reference's rule).
@@ -309,7 +310,6 @@ pub fn process(input: &ProcessInput<'_>) -> ProcessOutput {
     let known = known_texts(input);
 
     let mut survivors: Vec<(usize, Candidate)> = Vec::with_capacity(n_elements);
-    let mut first_index_of_key: HashMap<String, usize> = HashMap::with_capacity(n_elements);
     for (index, element) in elements.iter().enumerate() {
         if last_may_be_partial && index + 1 == n_elements {
             let text = element.get("text").and_then(LooseValue::as_str).map(str::to_owned);
@@ -342,7 +342,7 @@ pub fn process(input: &ProcessInput<'_>) -> ProcessOutput {
         let duplicate = if consolidates {
             None
         } else {
-            find_duplicate(&candidate, &first_index_of_key, &survivors, &known, input)
+            find_duplicate(&candidate, &survivors, &known, input)
         };
         if let Some(duplicate) = duplicate {
             output.dropped.push(DroppedItem {
@@ -352,9 +352,6 @@ pub fn process(input: &ProcessInput<'_>) -> ProcessOutput {
             });
             continue;
         }
-        first_index_of_key
-            .entry(candidate.item.dedupe_key.clone())
-            .or_insert(index);
         survivors.push((index, candidate));
     }
 
@@ -375,46 +372,59 @@ pub fn process(input: &ProcessInput<'_>) -> ProcessOutput {
 struct KnownText<'a> {
     id: MemoryId,
     text: &'a str,
-    signature: Signature,
+    n_chars: usize,
+    /// Computed the first time an item's length window reaches this text; most never need it.
+    signature: OnceCell<Signature>,
 }
 
-/// The context texts and the caller's known texts, each memory once.
+impl<'a> KnownText<'a> {
+    fn new(id: MemoryId, text: &'a str) -> Self {
+        Self {
+            id,
+            text,
+            n_chars: normalized_char_count(text),
+            signature: OnceCell::new(),
+        }
+    }
+}
+
+/// The context texts and the caller's known texts, each memory once, sorted by normalized length.
 fn known_texts<'a>(input: &'a ProcessInput<'_>) -> Vec<KnownText<'a>> {
     let mut known: Vec<KnownText<'a>> = Vec::with_capacity(input.context.len() + input.known_texts.len());
     for (id, text) in input.context.values() {
-        known.push(KnownText { id: *id, text, signature: Signature::of(text) });
+        known.push(KnownText::new(*id, text));
     }
     // The caller usually repeats the context among its known texts; summarizing them twice would double the cost.
     let mut context_ids: Vec<MemoryId> = known.iter().map(|known| known.id).collect();
     context_ids.sort_unstable();
     for (id, text) in &input.known_texts {
         if context_ids.binary_search(id).is_err() {
-            known.push(KnownText { id: *id, text, signature: Signature::of(text) });
+            known.push(KnownText::new(*id, text));
         }
     }
     // Sorted by length so each item only looks at the texts whose length lets the ratio reach the threshold.
-    known.sort_unstable_by_key(|known| known.signature.n_chars());
+    known.sort_unstable_by_key(|known| known.n_chars);
     known
 }
 
 /// The first stage that calls the candidate a duplicate, as a drop template (index and text filled by the caller).
 fn find_duplicate(
     candidate: &Candidate,
-    first_index_of_key: &HashMap<String, usize>,
     survivors: &[(usize, Candidate)],
     known: &[KnownText<'_>],
     input: &ProcessInput<'_>,
 ) -> Option<DroppedItem> {
     let key = &candidate.item.dedupe_key;
-    if input.existing_keys.contains(key) {
+    if !input.existing_keys.is_empty() && input.existing_keys.contains(key) {
         return Some(DroppedItem {
             score: Some(1.0),
             ..DroppedItem::new(0, DropReason::DuplicateOfExisting, None)
         });
     }
-    if let Some(&earlier) = first_index_of_key.get(key) {
+    // Responses hold tens of items: a scan beats hashing and cloning every key.
+    if let Some((earlier, _)) = survivors.iter().find(|(_, earlier)| earlier.item.dedupe_key == *key) {
         return Some(DroppedItem {
-            duplicate_of_index: Some(earlier),
+            duplicate_of_index: Some(*earlier),
             score: Some(1.0),
             ..DroppedItem::new(0, DropReason::DuplicateInResponse, None)
         });
@@ -432,11 +442,12 @@ fn find_duplicate(
     }
     let mut best_known: Option<(MemoryId, f64)> = None;
     let (shortest, longest) = candidate.fuzzy.signature().length_window(FUZZY_DUPLICATE_THRESHOLD);
-    let first = known.partition_point(|other| other.signature.n_chars() < shortest);
-    let in_window = known[first..].iter().take_while(|other| other.signature.n_chars() <= longest);
+    let first = known.partition_point(|other| other.n_chars < shortest);
+    let in_window = known[first..].iter().take_while(|other| other.n_chars <= longest);
     for other in in_window {
-        if let Some(score) =
-            candidate.fuzzy.similarity_to_raw(other.text, &other.signature, FUZZY_DUPLICATE_THRESHOLD)
+        if let Some(score) = candidate
+            .fuzzy
+            .similarity_to_raw(other.text, &other.signature, FUZZY_DUPLICATE_THRESHOLD)
             && best_known.is_none_or(|(_, best_score)| score > best_score)
         {
             best_known = Some((other.id, score));

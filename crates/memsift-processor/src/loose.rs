@@ -58,7 +58,11 @@ impl<'a> LooseValue<'a> {
     /// The field `key` of an object (the last copy when repeated); `None` for other values.
     pub fn get(&self, key: &str) -> Option<&LooseValue<'a>> {
         match self {
-            LooseValue::Object(fields) => fields.iter().rev().find(|(name, _)| name == key).map(|(_, value)| value),
+            LooseValue::Object(fields) => fields
+                .iter()
+                .rev()
+                .find(|(name, _)| name == key)
+                .map(|(_, value)| value),
             _ => None,
         }
     }
@@ -93,7 +97,10 @@ impl<'a> LooseValue<'a> {
             LooseValue::String(text) => LooseValue::String(Cow::Owned(text.into_owned())),
             LooseValue::Array(list) => LooseValue::Array(list.into_iter().map(LooseValue::into_owned).collect()),
             LooseValue::Object(fields) => LooseValue::Object(
-                fields.into_iter().map(|(key, value)| (Cow::Owned(key.into_owned()), value.into_owned())).collect(),
+                fields
+                    .into_iter()
+                    .map(|(key, value)| (Cow::Owned(key.into_owned()), value.into_owned()))
+                    .collect(),
             ),
         }
     }
@@ -223,13 +230,19 @@ mod tests {
 
     #[test]
     fn unescaped_strings_and_keys_borrow_from_the_text() {
-        let value = LooseValue::parse(r#"{"text": "plain", "b": "esc\"aped", "n": -2, "f": 1.5, "k": [true, null]}"#)
-            .unwrap();
-        assert!(matches!(value.get("text"), Some(LooseValue::String(Cow::Borrowed("plain")))));
+        let value =
+            LooseValue::parse(r#"{"text": "plain", "b": "esc\"aped", "n": -2, "f": 1.5, "k": [true, null]}"#).unwrap();
+        assert!(matches!(
+            value.get("text"),
+            Some(LooseValue::String(Cow::Borrowed("plain")))
+        ));
         assert_eq!(value.get("b").and_then(LooseValue::as_str), Some("esc\"aped"));
         assert_eq!(value.get("n"), Some(&LooseValue::Number(LooseNumber::Signed(-2))));
         assert_eq!(value.get("f").and_then(LooseValue::as_u64), None);
-        assert_eq!(value.get("k"), Some(&LooseValue::Array(vec![LooseValue::Bool(true), LooseValue::Null])));
+        assert_eq!(
+            value.get("k"),
+            Some(&LooseValue::Array(vec![LooseValue::Bool(true), LooseValue::Null]))
+        );
     }
 
     #[test]

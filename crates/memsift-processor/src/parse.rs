@@ -59,7 +59,11 @@ pub struct ParsedResponse<'a> {
 
 impl<'a> ParsedResponse<'a> {
     fn new(elements: Vec<LooseValue<'a>>, path: ParsePath, cut_off: bool) -> Self {
-        Self { elements, path, cut_off }
+        Self {
+            elements,
+            path,
+            cut_off,
+        }
     }
 
     fn unparseable() -> Self {
@@ -98,7 +102,11 @@ pub fn parse_response(raw: &str) -> ParsedResponse<'_> {
 fn parse_unwrapped(without_thinking: &str) -> ParsedResponse<'_> {
     let body = fenced_body(without_thinking).unwrap_or(without_thinking);
     let Some(start) = body.find(['[', '{']) else {
-        let path = if body.trim().is_empty() { ParsePath::Empty } else { ParsePath::Unparseable };
+        let path = if body.trim().is_empty() {
+            ParsePath::Empty
+        } else {
+            ParsePath::Unparseable
+        };
         return ParsedResponse::new(Vec::new(), path, false);
     };
     let from_first_bracket = &body[start..];
@@ -117,6 +125,16 @@ fn parse_unwrapped(without_thinking: &str) -> ParsedResponse<'_> {
     if scan.max_depth > MAX_REPAIR_DEPTH {
         return ParsedResponse::unparseable();
     }
+    // Trailing commas are the commonest breakage and the general repairer costs ten times a parse: try the
+    // one-line fix first, and trust it only if serde_json then accepts the whole text.
+    if !cut_off
+        && let Some(fixed) = without_trailing_commas(candidate)
+        && let Ok(value) = LooseValue::parse(&fixed)
+        && let Some(elements) = elements_of(value)
+    {
+        let elements = elements.into_iter().map(LooseValue::into_owned).collect();
+        return ParsedResponse::new(elements, ParsePath::Repaired, false);
+    }
     if let Some(elements) = repair(candidate) {
         return ParsedResponse::new(elements, ParsePath::Repaired, cut_off);
     }
@@ -133,10 +151,49 @@ fn parse_unwrapped(without_thinking: &str) -> ParsedResponse<'_> {
 fn repair(candidate: &str) -> Option<Vec<LooseValue<'static>>> {
     // The repairer is third-party code fed arbitrary model output: a bug in it must cost one response, not the
     // worker thread.
-    let repaired = std::panic::catch_unwind(|| jsonrepair_rs::jsonrepair(candidate)).ok()?.ok()?;
+    let repaired = std::panic::catch_unwind(|| jsonrepair_rs::jsonrepair(candidate))
+        .ok()?
+        .ok()?;
     // Its `Ok` is only trusted once serde_json agrees.
     let value = LooseValue::parse(&repaired).ok()?;
     Some(elements_of(value)?.into_iter().map(LooseValue::into_owned).collect())
+}
+
+/// The text without commas that directly precede a closing bracket (outside double-quoted strings), or `None`
+/// when there were none.
+fn without_trailing_commas(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let mut kept = Vec::with_capacity(bytes.len());
+    let mut removed_any = false;
+    let mut in_string = false;
+    let mut at = 0;
+    while at < bytes.len() {
+        let byte = bytes[at];
+        if in_string {
+            kept.push(byte);
+            if byte == b'\\' {
+                if let Some(&escaped) = bytes.get(at + 1) {
+                    kept.push(escaped);
+                }
+                at += 2;
+                continue;
+            }
+            in_string = byte != b'"';
+        } else if byte == b','
+            && bytes[at + 1..]
+                .iter()
+                .find(|next| !next.is_ascii_whitespace())
+                .is_some_and(|next| matches!(next, b']' | b'}'))
+        {
+            removed_any = true;
+        } else {
+            in_string = byte == b'"';
+            kept.push(byte);
+        }
+        at += 1;
+    }
+    // Only ASCII commas were removed, so the bytes are still UTF-8; the check is cheap insurance.
+    removed_any.then(|| String::from_utf8(kept).ok()).flatten()
 }
 
 /// Applies the shape rules: an array is the list; an object with `memories` holds the list; any other object is

@@ -82,9 +82,15 @@ const fn phrases_by_first_letter() -> [(usize, usize); 26] {
     let mut index = 0;
     while index < SENSITIVE_PHRASES.len() {
         let first = SENSITIVE_PHRASES[index].as_bytes()[0];
-        assert!(first.is_ascii_lowercase(), "phrases start with a lowercase ASCII letter");
+        assert!(
+            first.is_ascii_lowercase(),
+            "phrases start with a lowercase ASCII letter"
+        );
         if index > 0 {
-            assert!(SENSITIVE_PHRASES[index - 1].as_bytes()[0] <= first, "phrases are sorted by first letter");
+            assert!(
+                SENSITIVE_PHRASES[index - 1].as_bytes()[0] <= first,
+                "phrases are sorted by first letter"
+            );
         }
         let letter = (first - b'a') as usize;
         if ranges[letter].1 == 0 {
@@ -108,7 +114,10 @@ pub(crate) struct CleanText {
 /// is an encoding accident, not a word break.
 pub(crate) fn clean_text(raw: &str) -> CleanText {
     if is_already_clean(raw) {
-        return CleanText { text: raw.to_owned(), stripped_controls: false };
+        return CleanText {
+            text: raw.to_owned(),
+            stripped_controls: false,
+        };
     }
     let mut text = String::with_capacity(raw.len());
     let mut stripped_controls = false;
@@ -224,7 +233,10 @@ pub fn mentions_private_fact(lowercased: &str) -> bool {
         if is_word && !previous_is_word && byte.is_ascii_lowercase() {
             let rest = &bytes[at..];
             let (first, end) = PHRASES_BY_FIRST_LETTER[usize::from(byte - b'a')];
-            if SENSITIVE_PHRASES[first..end].iter().any(|phrase| rest.starts_with(phrase.as_bytes())) {
+            if SENSITIVE_PHRASES[first..end]
+                .iter()
+                .any(|phrase| rest.starts_with(phrase.as_bytes()))
+            {
                 return true;
             }
         }

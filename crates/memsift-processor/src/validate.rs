@@ -56,7 +56,10 @@ pub(crate) fn validate_item(
     repairs: &mut FieldRepairs,
 ) -> Result<Candidate, Rejection> {
     if !element.is_object() {
-        return Err(Rejection::new(DropReason::WrongType, format!("element is {}", element.type_name())));
+        return Err(Rejection::new(
+            DropReason::WrongType,
+            format!("element is {}", element.type_name()),
+        ));
     }
     let object = element;
     let raw_text = match object.get("text") {
@@ -193,9 +196,9 @@ pub(crate) fn validate_item(
 fn as_list<'v, 'a>(value: Option<&'v LooseValue<'a>>) -> &'v [LooseValue<'a>] {
     match value {
         Some(LooseValue::Array(list)) => list,
-        Some(scalar @ (LooseValue::String(_) | LooseValue::Number(_) | LooseValue::Bool(_) | LooseValue::Object(_))) => {
-            std::slice::from_ref(scalar)
-        }
+        Some(
+            scalar @ (LooseValue::String(_) | LooseValue::Number(_) | LooseValue::Bool(_) | LooseValue::Object(_)),
+        ) => std::slice::from_ref(scalar),
         None | Some(LooseValue::Null) => &[],
     }
 }
@@ -233,7 +236,12 @@ fn resolve_memory_id(written: &str, input: &ProcessInput<'_>) -> Option<MemoryId
 }
 
 /// Keeps integer hints that point at another element of this response; booleans and floats are not indices.
-fn linking_hints(value: Option<&LooseValue<'_>>, own: usize, n_elements: usize, repairs: &mut FieldRepairs) -> Vec<usize> {
+fn linking_hints(
+    value: Option<&LooseValue<'_>>,
+    own: usize,
+    n_elements: usize,
+    repairs: &mut FieldRepairs,
+) -> Vec<usize> {
     let mut hints = Vec::new();
     for hint in as_list(value) {
         let target = hint.as_u64().and_then(|target| usize::try_from(target).ok());
@@ -254,7 +262,11 @@ fn entities(value: Option<&LooseValue<'_>>, repairs: &mut FieldRepairs) -> Vec<(
     for entity in as_list(value) {
         let (name, kind) = match entity {
             LooseValue::Object(_) => {
-                let kind = entity.get("kind").or_else(|| entity.get("type")).and_then(LooseValue::as_str).unwrap_or("");
+                let kind = entity
+                    .get("kind")
+                    .or_else(|| entity.get("type"))
+                    .and_then(LooseValue::as_str)
+                    .unwrap_or("");
                 (entity.get("name").and_then(LooseValue::as_str), kind)
             }
             // A bare name is a usable entity of unknown kind.
@@ -307,18 +319,19 @@ pub(crate) fn exact_key(text: &str) -> String {
     if !text.is_ascii() {
         return dedupe_key(text);
     }
-    let mut key = String::with_capacity(text.len());
+    let mut key = Vec::with_capacity(text.len());
     let mut pending_space = false;
-    for byte in text.bytes() {
+    for &byte in text.as_bytes() {
         if byte.is_ascii_alphanumeric() {
             if pending_space && !key.is_empty() {
-                key.push(' ');
+                key.push(b' ');
             }
             pending_space = false;
-            key.push(char::from(byte.to_ascii_lowercase()));
+            key.push(byte.to_ascii_lowercase());
         } else {
             pending_space = true;
         }
     }
-    key
+    // ASCII in, ASCII out; the fallback only exists so that no `expect` is needed.
+    String::from_utf8(key).unwrap_or_else(|_| dedupe_key(text))
 }

@@ -69,7 +69,11 @@ fn main() -> ExitCode {
 
     // The machine is shared, so one pass can be slowed by others' work: the best of several passes is reported,
     // which is the figure closest to what the code itself costs.
-    let passes = std::env::var("BENCH_PASSES").ok().and_then(|value| value.parse().ok()).unwrap_or(5usize).max(1);
+    let passes = std::env::var("BENCH_PASSES")
+        .ok()
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(5usize)
+        .max(1);
     let mut seconds = f64::INFINITY;
     let mut outputs: Vec<ProcessOutput> = Vec::new();
     for _ in 0..passes {
