@@ -105,6 +105,22 @@ impl<'a> LooseValue<'a> {
         }
     }
 
+    /// The same value as a `serde_json::Value` (for tests, reports and callers that want the common type).
+    pub fn to_json(&self) -> serde_json::Value {
+        match self {
+            LooseValue::Null => serde_json::Value::Null,
+            LooseValue::Bool(flag) => serde_json::Value::Bool(*flag),
+            LooseValue::Number(LooseNumber::Unsigned(value)) => serde_json::Value::from(*value),
+            LooseValue::Number(LooseNumber::Signed(value)) => serde_json::Value::from(*value),
+            LooseValue::Number(LooseNumber::Float(value)) => serde_json::Value::from(*value),
+            LooseValue::String(text) => serde_json::Value::String(text.to_string()),
+            LooseValue::Array(list) => serde_json::Value::Array(list.iter().map(LooseValue::to_json).collect()),
+            LooseValue::Object(fields) => serde_json::Value::Object(
+                fields.iter().map(|(key, value)| (key.to_string(), value.to_json())).collect(),
+            ),
+        }
+    }
+
     /// A short name of the value's type, for drop details.
     pub fn type_name(&self) -> &'static str {
         match self {
