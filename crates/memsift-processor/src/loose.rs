@@ -116,7 +116,10 @@ impl<'a> LooseValue<'a> {
             LooseValue::String(text) => serde_json::Value::String(text.to_string()),
             LooseValue::Array(list) => serde_json::Value::Array(list.iter().map(LooseValue::to_json).collect()),
             LooseValue::Object(fields) => serde_json::Value::Object(
-                fields.iter().map(|(key, value)| (key.to_string(), value.to_json())).collect(),
+                fields
+                    .iter()
+                    .map(|(key, value)| (key.to_string(), value.to_json()))
+                    .collect(),
             ),
         }
     }

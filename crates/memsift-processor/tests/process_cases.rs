@@ -28,11 +28,19 @@ fn uuid_from(n: u128) -> uuid::Uuid {
 fn input(raw: &str) -> ProcessInput<'_> {
     let mut context = BTreeMap::new();
     context.insert("ctx00001".to_owned(), (memory_id(1), KNOWN_TEXT.to_owned()));
-    context.insert("ctx00002".to_owned(), (memory_id(2), "Melanie plays the clarinet in a band.".to_owned()));
+    context.insert(
+        "ctx00002".to_owned(),
+        (memory_id(2), "Melanie plays the clarinet in a band.".to_owned()),
+    );
     let mut turns = BTreeMap::new();
     turns.insert("t1".to_owned(), message_id(11));
     turns.insert("t2".to_owned(), message_id(12));
-    ProcessInput { raw_text: raw, context, turns, ..ProcessInput::default() }
+    ProcessInput {
+        raw_text: raw,
+        context,
+        turns,
+        ..ProcessInput::default()
+    }
 }
 
 fn items_json(items: &[Value]) -> String {
@@ -46,7 +54,11 @@ fn check(name: &str, input: &ProcessInput<'_>, kept: &[&str], dropped: &[(usize,
     assert_eq!(kept_texts, kept, "{name}: kept texts; drops were {:?}", output.dropped);
     let drops: Vec<(usize, DropReason)> = output.dropped.iter().map(|drop| (drop.index, drop.reason)).collect();
     assert_eq!(drops, dropped, "{name}: drops");
-    assert_eq!(output.items.len() + output.dropped.len(), output.elements_parsed, "{name}: conservation");
+    assert_eq!(
+        output.items.len() + output.dropped.len(),
+        output.elements_parsed,
+        "{name}: conservation"
+    );
     assert_eq!(output.item_indices.len(), output.items.len(), "{name}: item indices");
     output
 }
@@ -68,7 +80,9 @@ fn every_drop_reason_is_recorded_and_the_rest_is_kept() {
         json!({"text": "Caroline keeps an old diary from school."}),
     ]);
     let mut request = input(&raw);
-    request.existing_keys.insert("caroline keeps an old diary from school".to_owned());
+    request
+        .existing_keys
+        .insert("caroline keeps an old diary from school".to_owned());
     let output = check(
         "reasons",
         &request,
@@ -87,13 +101,21 @@ fn every_drop_reason_is_recorded_and_the_rest_is_kept() {
         ],
     );
     let in_response = &output.dropped[6];
-    assert_eq!((in_response.duplicate_of_index, in_response.score), (Some(6), Some(1.0)));
+    assert_eq!(
+        (in_response.duplicate_of_index, in_response.score),
+        (Some(6), Some(1.0))
+    );
     let near = &output.dropped[7];
     assert_eq!(near.duplicate_of_index, Some(6));
-    assert!(near.score.is_some_and(|score| score >= 0.95 && score < 1.0), "{near:?}");
+    assert!(near.score.is_some_and(|score| (0.95..1.0).contains(&score)), "{near:?}");
     let known = &output.dropped[8];
     assert_eq!(known.duplicate_of, Some(memory_id(1)));
-    assert!(output.dropped[0].detail.as_deref().is_some_and(|detail| detail.contains("number")));
+    assert!(
+        output.dropped[0]
+            .detail
+            .as_deref()
+            .is_some_and(|detail| detail.contains("number"))
+    );
     assert_eq!(output.parse_path, ParsePath::Strict);
 }
 
@@ -101,13 +123,18 @@ fn every_drop_reason_is_recorded_and_the_rest_is_kept() {
 fn known_texts_beyond_the_context_are_deduped_against_too() {
     let raw = items_json(&[json!({"text": "Jon opened a dance studio downtown last year."})]);
     let mut request = input(&raw);
-    request.known_texts.push((memory_id(7), "Jon opened a dance studio downtown last year".to_owned()));
+    request
+        .known_texts
+        .push((memory_id(7), "Jon opened a dance studio downtown last year".to_owned()));
     let output = check("known", &request, &[], &[(0, DropReason::NearDuplicateOfKnown)]);
     assert_eq!(output.dropped[0].duplicate_of, Some(memory_id(7)));
 }
 
 fn with_substitutions(base: &str, n: usize) -> String {
-    base.chars().enumerate().map(|(at, c)| if at < n { if c == 'q' { 'z' } else { 'q' } } else { c }).collect()
+    base.chars()
+        .enumerate()
+        .map(|(at, c)| if at < n { if c == 'q' { 'z' } else { 'q' } } else { c })
+        .collect()
 }
 
 #[test]
@@ -132,7 +159,11 @@ fn the_fuzzy_threshold_is_inclusive_at_exactly_095() {
         let mut request = input(&raw);
         request.known_texts.push((memory_id(9), base.clone()));
         let output = process(&request);
-        assert_eq!(output.count_dropped(DropReason::NearDuplicateOfKnown), usize::from(dropped), "{text}");
+        assert_eq!(
+            output.count_dropped(DropReason::NearDuplicateOfKnown),
+            usize::from(dropped),
+            "{text}"
+        );
     }
 }
 
@@ -141,7 +172,12 @@ fn fuzzy_matching_ignores_case_and_spacing_but_not_punctuation_free_rewording() 
     let raw = items_json(&[json!({"text": "CAROLINE   volunteers at the animal shelter every saturday morning."})]);
     check("case", &input(&raw), &[], &[(0, DropReason::NearDuplicateOfKnown)]);
     let raw = items_json(&[json!({"text": "Caroline stopped volunteering at the animal shelter."})]);
-    check("different", &input(&raw), &["Caroline stopped volunteering at the animal shelter."], &[]);
+    check(
+        "different",
+        &input(&raw),
+        &["Caroline stopped volunteering at the animal shelter."],
+        &[],
+    );
 }
 
 #[test]
@@ -150,7 +186,12 @@ fn an_item_that_consolidates_known_memories_is_never_a_duplicate() {
         json!({"text": KNOWN_TEXT, "consolidates_memory_ids": ["ctx00001"]}),
         json!({"text": KNOWN_TEXT, "consolidates_memory_ids": ["nope0000"]}),
     ]);
-    let output = check("consolidates", &input(&raw), &[KNOWN_TEXT], &[(1, DropReason::DuplicateInResponse)]);
+    let output = check(
+        "consolidates",
+        &input(&raw),
+        &[KNOWN_TEXT],
+        &[(1, DropReason::DuplicateInResponse)],
+    );
     assert_eq!(output.items[0].consolidates_memory_ids, vec![memory_id(1)]);
     assert_eq!(output.repairs.unknown_ids, 1);
 }
@@ -163,7 +204,12 @@ fn short_ids_map_back_and_unknown_ones_are_counted() {
         "relationship_type": " Supersedes ",
         "related_memory_ids": ["ctx00002", "CTX00001", full_second, "deadbeef", 7, "ctx00002"],
     })]);
-    let output = check("ids", &input(&raw), &["Melanie switched from clarinet to saxophone."], &[]);
+    let output = check(
+        "ids",
+        &input(&raw),
+        &["Melanie switched from clarinet to saxophone."],
+        &[],
+    );
     let item = &output.items[0];
     assert_eq!(item.related_memory_ids, vec![memory_id(2), memory_id(1)]);
     assert_eq!(item.relationship_type.as_deref(), Some("supersedes"));
@@ -190,7 +236,11 @@ fn linking_hints_follow_the_surviving_items() {
     let output = check(
         "hints",
         &input(&raw),
-        &["Jon lost his job at the bank.", "Jon decided to open a dance studio.", "Jon's dance studio opened in June."],
+        &[
+            "Jon lost his job at the bank.",
+            "Jon decided to open a dance studio.",
+            "Jon's dance studio opened in June.",
+        ],
         &[(1, DropReason::TooShort)],
     );
     let hints: Vec<Vec<usize>> = output.items.iter().map(|item| item.linking_hints.clone()).collect();
@@ -208,19 +258,41 @@ fn max_tokens_and_cut_off_json_drop_only_the_last_item() {
     ]);
     let mut request = input(&complete);
     request.stop_reason = Some(StopReason::MaxTokens);
-    let output =
-        check("max tokens", &request, &["Caroline moved to a new apartment."], &[(1, DropReason::Truncated)]);
-    assert_eq!(output.dropped[0].text.as_deref(), Some("Caroline adopted a second dog."));
+    let output = check(
+        "max tokens",
+        &request,
+        &["Caroline moved to a new apartment."],
+        &[(1, DropReason::Truncated)],
+    );
+    assert_eq!(
+        output.dropped[0].text.as_deref(),
+        Some("Caroline adopted a second dog.")
+    );
     request.stop_reason = Some(StopReason::EndTurn);
-    check("end turn", &request, &["Caroline moved to a new apartment.", "Caroline adopted a second dog."], &[]);
+    check(
+        "end turn",
+        &request,
+        &["Caroline moved to a new apartment.", "Caroline adopted a second dog."],
+        &[],
+    );
 
     let cut = "[{\"text\": \"Caroline moved to a new apartment.\"}, {\"text\": \"Caroline adopted a sec";
-    let output = check("cut off", &input(cut), &["Caroline moved to a new apartment."], &[(1, DropReason::Truncated)]);
+    let output = check(
+        "cut off",
+        &input(cut),
+        &["Caroline moved to a new apartment."],
+        &[(1, DropReason::Truncated)],
+    );
     assert!(output.cut_off);
     assert_eq!(output.parse_path, ParsePath::Repaired);
     let mut request = input(cut);
     request.stop_reason = Some(StopReason::MaxTokens);
-    check("both", &request, &["Caroline moved to a new apartment."], &[(1, DropReason::Truncated)]);
+    check(
+        "both",
+        &request,
+        &["Caroline moved to a new apartment."],
+        &[(1, DropReason::Truncated)],
+    );
 }
 
 #[test]
@@ -255,7 +327,10 @@ fn dates_are_read_in_the_users_offset_and_bad_ones_clear_only_the_field() {
     );
     let at = |index: usize| output.items[index].happens_at.map(|at| at.to_rfc3339());
     assert_eq!(at(0).as_deref(), Some("2024-05-03T08:00:00+00:00"));
-    assert_eq!(output.items[0].expires_at.map(|at| at.to_rfc3339()).as_deref(), Some("2024-05-02T22:00:00+00:00"));
+    assert_eq!(
+        output.items[0].expires_at.map(|at| at.to_rfc3339()).as_deref(),
+        Some("2024-05-02T22:00:00+00:00")
+    );
     assert_eq!(at(1), None);
     assert_eq!(at(2).as_deref(), Some("2024-05-03T12:00:00+00:00"));
     assert_eq!(output.items[2].expires_at, None);
@@ -278,7 +353,15 @@ fn scalar_fields_are_normalized() {
     let sensitive: Vec<bool> = output.items.iter().map(|item| item.sensitive).collect();
     assert_eq!(sensitive, vec![true, false, false, false]);
     let temporal: Vec<Temporal> = output.items.iter().map(|item| item.temporal).collect();
-    assert_eq!(temporal, vec![Temporal::Durable, Temporal::Unknown, Temporal::Unknown, Temporal::Unknown]);
+    assert_eq!(
+        temporal,
+        vec![
+            Temporal::Durable,
+            Temporal::Unknown,
+            Temporal::Unknown,
+            Temporal::Unknown
+        ]
+    );
     assert_eq!(output.repairs.bad_confidence, 4);
     assert_eq!(output.repairs.bad_sensitive, 1);
     assert_eq!(output.repairs.bad_temporal, 2);
@@ -315,10 +398,19 @@ fn entities_and_evidence_are_cleaned() {
     })]);
     let output = process(&input(&raw));
     let item = &output.items[0];
-    let entities: Vec<(&str, &str)> = item.entities.iter().map(|(name, kind)| (name.as_str(), kind.as_str())).collect();
+    let entities: Vec<(&str, &str)> = item
+        .entities
+        .iter()
+        .map(|(name, kind)| (name.as_str(), kind.as_str()))
+        .collect();
     assert_eq!(
         entities,
-        vec![("Caroline", "person"), ("Boston", "other"), ("Acme", "organization"), ("Jon", "other")]
+        vec![
+            ("Caroline", "person"),
+            ("Boston", "other"),
+            ("Acme", "organization"),
+            ("Jon", "other")
+        ]
     );
     assert_eq!(output.repairs.bad_entities, 2);
     assert_eq!(item.evidence, vec![message_id(11), message_id(12)]);
@@ -367,16 +459,26 @@ fn the_vector_stage_drops_near_vectors_and_re_points_hints() {
     ];
     let (kept, drops) = dedupe_by_vectors(&output.items, &vectors, &neighbours, VECTOR_DUPLICATE_THRESHOLD);
     assert_eq!(kept, vec![0, 2, 3]);
-    let summary: Vec<(usize, Option<usize>, Option<MemoryId>)> =
-        drops.iter().map(|drop| (drop.index, drop.duplicate_of_index, drop.duplicate_of)).collect();
+    let summary: Vec<(usize, Option<usize>, Option<MemoryId>)> = drops
+        .iter()
+        .map(|drop| (drop.index, drop.duplicate_of_index, drop.duplicate_of))
+        .collect();
     assert_eq!(summary, vec![(1, Some(0), None), (4, None, Some(memory_id(2)))]);
-    assert!(drops.iter().all(|drop| drop.reason == DropReason::DuplicateByVector && drop.score.is_some()));
+    assert!(
+        drops
+            .iter()
+            .all(|drop| drop.reason == DropReason::DuplicateByVector && drop.score.is_some())
+    );
 
     output.apply_vector_stage(&vectors, &neighbours, VECTOR_DUPLICATE_THRESHOLD);
     let texts: Vec<&str> = output.items.iter().map(|item| item.text.as_str()).collect();
     assert_eq!(
         texts,
-        vec!["Jon lost his job at the bank.", "Jon now teaches salsa on weekends.", "Jon teaches salsa every weekend now."]
+        vec![
+            "Jon lost his job at the bank.",
+            "Jon now teaches salsa on weekends.",
+            "Jon teaches salsa every weekend now."
+        ]
     );
     assert_eq!(output.item_indices, vec![0, 3, 4]);
     let hints: Vec<Vec<usize>> = output.items.iter().map(|item| item.linking_hints.clone()).collect();

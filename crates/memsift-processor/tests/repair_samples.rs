@@ -13,7 +13,12 @@ struct Sample {
 fn samples() -> Vec<Sample> {
     let one = json!([{"text": "a"}]);
     vec![
-        Sample { name: "01 fenced json", raw: "```json\n[{\"text\": \"a\"}]\n```", expected: one.clone(), cut_off: false },
+        Sample {
+            name: "01 fenced json",
+            raw: "```json\n[{\"text\": \"a\"}]\n```",
+            expected: one.clone(),
+            cut_off: false,
+        },
         Sample {
             name: "02 prose + fence + prose",
             raw: "Here you go:\n```json\n[{\"text\": \"a\"}]\n```\nHope that helps, {really}!",
@@ -157,7 +162,12 @@ fn all_22_samples_parse_to_the_expected_values() {
             ));
         }
     }
-    assert!(failures.is_empty(), "{} of 22 samples failed:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of 22 samples failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 #[test]
