@@ -73,7 +73,7 @@ impl Signature {
                     signature.n_chars += 1;
                     pending_space = false;
                 }
-                signature.bag[usize::from(bucket)] += 1;
+                signature.bag[usize::from(bucket) % BAG_BUCKETS] += 1;
                 signature.n_chars += 1;
             }
         } else {
@@ -182,22 +182,31 @@ pub struct FuzzyText {
 impl FuzzyText {
     /// Normalizes (lowercase, whitespace collapsed) and summarizes a text.
     pub fn new(text: &str) -> Self {
+        Self::with_exact_key(text).0
+    }
+
+    /// [`FuzzyText::new`] plus the text's exact dedupe key (`memsift_core::text::dedupe_key`), computed in the
+    /// same pass over the bytes for ASCII text: every item needs both, and separate passes were a fifth of the
+    /// per-item cost.
+    pub(crate) fn with_exact_key(text: &str) -> (Self, String) {
         if !text.is_ascii() {
             let normalized = normalize_for_fuzzy(text);
             let signature = Signature::of(&normalized);
-            return Self { normalized, signature };
+            return (Self { normalized, signature }, memsift_core::text::dedupe_key(text));
         }
-        // Every item goes through here, so the ASCII case normalizes and summarizes in one pass over bytes.
         let mut normalized = Vec::with_capacity(text.len());
+        let mut key = Vec::with_capacity(text.len());
         let mut signature = Signature {
             n_chars: 0,
             bag: [0; BAG_BUCKETS],
         };
         let mut pending_space = false;
+        let mut pending_key_space = false;
         for &byte in text.as_bytes() {
             let bucket = ASCII_BUCKET[usize::from(byte)];
             if bucket == 0xFF {
                 pending_space = !normalized.is_empty();
+                pending_key_space = true;
                 continue;
             }
             if pending_space {
@@ -205,12 +214,24 @@ impl FuzzyText {
                 signature.bag[usize::from(SPACE_BUCKET)] += 1;
                 pending_space = false;
             }
-            normalized.push(byte.to_ascii_lowercase());
-            signature.bag[usize::from(bucket)] += 1;
+            let lower = byte.to_ascii_lowercase();
+            normalized.push(lower);
+            signature.bag[usize::from(bucket) % BAG_BUCKETS] += 1;
+            if lower.is_ascii_alphanumeric() {
+                if pending_key_space && !key.is_empty() {
+                    key.push(b' ');
+                }
+                pending_key_space = false;
+                key.push(lower);
+            } else {
+                pending_key_space = true;
+            }
         }
         signature.n_chars = normalized.len();
+        // ASCII in, ASCII out; the fallbacks only exist so that no `expect` is needed.
         let normalized = String::from_utf8(normalized).unwrap_or_else(|_| normalize_for_fuzzy(text));
-        Self { normalized, signature }
+        let key = String::from_utf8(key).unwrap_or_else(|_| memsift_core::text::dedupe_key(text));
+        (Self { normalized, signature }, key)
     }
 
     /// The lowercased, whitespace-collapsed text.

@@ -4,6 +4,7 @@
 //! discard something, so the caller can count it; none of them can fail the item on its own.
 
 use chrono::{DateTime, FixedOffset, NaiveDate, NaiveDateTime, TimeZone, Utc};
+use memsift_core::status::Temporal;
 
 use crate::loose::LooseValue;
 
@@ -146,10 +147,14 @@ pub(crate) fn clean_text(raw: &str) -> CleanText {
 /// Printable ASCII with single inner spaces: what nearly every model text is, and needs only a copy.
 fn is_already_clean(raw: &str) -> bool {
     let bytes = raw.as_bytes();
-    let edges_clean = bytes.first().is_none_or(|&first| first != b' ') && bytes.last().is_none_or(|&last| last != b' ');
-    edges_clean
-        && bytes.iter().all(|&byte| (b' '..=b'~').contains(&byte))
-        && !bytes.windows(2).any(|pair| pair == b"  ")
+    let mut previous = b' ';
+    for &byte in bytes {
+        if !(b' '..=b'~').contains(&byte) || (byte == b' ' && previous == b' ') {
+            return false;
+        }
+        previous = byte;
+    }
+    previous != b' ' || bytes.is_empty()
 }
 
 /// The outcome of reading an optional date field.
@@ -204,6 +209,20 @@ fn parse_date(text: &str, user_offset: FixedOffset) -> Option<DateTime<Utc>> {
         .from_local_datetime(&naive)
         .single()
         .map(|at| at.with_timezone(&Utc))
+}
+
+/// [`Temporal::normalize`] without its allocation: this runs on every item.
+pub(crate) fn parse_temporal(label: &str) -> Temporal {
+    let label = label.trim();
+    [
+        Temporal::OneOff,
+        Temporal::Recurring,
+        Temporal::Durable,
+        Temporal::Unknown,
+    ]
+    .into_iter()
+    .find(|temporal| temporal.as_str().eq_ignore_ascii_case(label))
+    .unwrap_or(Temporal::Unknown)
 }
 
 /// Reads `sensitive`: a boolean, or the strings `true`/`false`. `None` means the value was present but unusable.
@@ -298,6 +317,26 @@ mod tests {
         assert!(mentions_private_fact("he is allergic to nuts"));
         assert!(!mentions_private_fact("the band was alive in concert"));
         assert!(!mentions_private_fact("likes iced coffee"));
+    }
+
+    #[test]
+    fn temporal_parsing_agrees_with_core() {
+        for label in ["durable", " One_Off ", "RECURRING", "unknown", "sometimes", ""] {
+            assert_eq!(parse_temporal(label), Temporal::normalize(label), "{label:?}");
+        }
+    }
+
+    #[test]
+    fn the_clean_fast_path_agrees_with_the_general_one() {
+        for text in ["plain text", " lead", "trail ", "two  spaces", "tab\there", ""] {
+            assert_eq!(is_already_clean(text), clean_text_slow(text) == text, "{text:?}");
+        }
+        // Non-ASCII text always takes the general path.
+        assert!(!is_already_clean("café"));
+    }
+
+    fn clean_text_slow(text: &str) -> String {
+        text.split_whitespace().collect::<Vec<_>>().join(" ")
     }
 
     #[test]

@@ -5,14 +5,13 @@
 
 use chrono::FixedOffset;
 use memsift_core::status::Temporal;
-use memsift_core::text::dedupe_key;
 use memsift_core::{MemoryId, MessageId};
 
 use crate::dedupe::FuzzyText;
 use crate::loose::LooseValue;
 use crate::sanitize::{
     DateField, MIN_ENTITY_CHARS, RELATIONSHIP_TYPES, clean_text, mentions_private_fact, normalize_entity_kind,
-    parse_date_field, parse_flag,
+    parse_date_field, parse_flag, parse_temporal,
 };
 use crate::{DropReason, FieldRepairs, MAX_TEXT_CHARS, MIN_TEXT_CHARS, ProcessInput, ValidItem};
 
@@ -93,7 +92,7 @@ pub(crate) fn validate_item(
         repairs.control_characters += 1;
     }
     let text = cleaned.text;
-    let fuzzy = FuzzyText::new(&text);
+    let (fuzzy, exact_key) = FuzzyText::with_exact_key(&text);
 
     let confidence = match object.get("confidence") {
         None | Some(LooseValue::Null) => DEFAULT_CONFIDENCE,
@@ -134,7 +133,7 @@ pub(crate) fn validate_item(
     let temporal = match object.get("temporal") {
         None | Some(LooseValue::Null) => Temporal::Unknown,
         Some(LooseValue::String(label)) => {
-            let temporal = Temporal::normalize(label);
+            let temporal = parse_temporal(label);
             if temporal == Temporal::Unknown && !label.trim().eq_ignore_ascii_case("unknown") {
                 repairs.bad_temporal += 1;
             }
@@ -173,7 +172,7 @@ pub(crate) fn validate_item(
 
     Ok(Candidate {
         item: ValidItem {
-            dedupe_key: exact_key(&text),
+            dedupe_key: exact_key,
             text,
             confidence,
             happens_at,
@@ -311,27 +310,4 @@ fn same_name(a: &str, b: &str) -> bool {
         return a.eq_ignore_ascii_case(b);
     }
     a.to_lowercase() == b.to_lowercase()
-}
-
-/// [`dedupe_key`] with an ASCII fast path (one allocation instead of three); both give the same key, which the
-/// store's unique index relies on (a property test checks it).
-pub(crate) fn exact_key(text: &str) -> String {
-    if !text.is_ascii() {
-        return dedupe_key(text);
-    }
-    let mut key = Vec::with_capacity(text.len());
-    let mut pending_space = false;
-    for &byte in text.as_bytes() {
-        if byte.is_ascii_alphanumeric() {
-            if pending_space && !key.is_empty() {
-                key.push(b' ');
-            }
-            pending_space = false;
-            key.push(byte.to_ascii_lowercase());
-        } else {
-            pending_space = true;
-        }
-    }
-    // ASCII in, ASCII out; the fallback only exists so that no `expect` is needed.
-    String::from_utf8(key).unwrap_or_else(|_| dedupe_key(text))
 }
