@@ -266,16 +266,28 @@ pub fn mentions_private_fact(lowercased: &str) -> bool {
 
 /// Maps a model's entity kind onto [`ENTITY_KINDS`], accepting the usual synonyms (spaCy labels included).
 pub fn normalize_entity_kind(raw: &str) -> &'static str {
-    match raw.trim().to_ascii_lowercase().as_str() {
-        "person" | "people" | "human" | "per" | "character" => "person",
-        "place" | "location" | "loc" | "gpe" | "city" | "country" | "fac" | "facility" => "place",
-        "organization" | "organisation" | "org" | "company" | "institution" | "team" => "organization",
-        "pet" | "animal" => "pet",
-        "product" | "brand" | "work_of_art" | "book" | "game" => "product",
-        "event" | "holiday" => "event",
-        _ => "other",
-    }
+    let raw = raw.trim();
+    ENTITY_KIND_SYNONYMS
+        .iter()
+        .find(|(synonyms, _)| synonyms.iter().any(|synonym| synonym.eq_ignore_ascii_case(raw)))
+        .map_or("other", |(_, kind)| kind)
 }
+
+/// Labels models use for each kind, spaCy's included; matched case-insensitively without allocating.
+const ENTITY_KIND_SYNONYMS: [(&[&str], &str); 6] = [
+    (&["person", "people", "human", "per", "character"], "person"),
+    (
+        &["place", "location", "loc", "gpe", "city", "country", "fac", "facility"],
+        "place",
+    ),
+    (
+        &["organization", "organisation", "org", "company", "institution", "team"],
+        "organization",
+    ),
+    (&["pet", "animal"], "pet"),
+    (&["product", "brand", "work_of_art", "book", "game"], "product"),
+    (&["event", "holiday"], "event"),
+];
 
 #[cfg(test)]
 mod tests {
