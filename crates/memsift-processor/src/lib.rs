@@ -10,6 +10,17 @@
 //! per-item validation and sanitisation; exact dedupe on the normalised key; fuzzy dedupe (ratio ≥ 0.95) against
 //! earlier items and the known texts; linking hints re-pointed at surviving items. The vector stage
 //! ([`dedupe_by_vectors`], or [`ProcessOutput::apply_vector_stage`]) runs afterwards, once embeddings exist.
+//!
+//! Decisions worth knowing:
+//! - Only the text can sink an item. A date that cannot be read is cleared and counted in
+//!   [`FieldRepairs::bad_dates`]; the memory is kept, because the fact is still true without its date (the
+//!   reference failed the whole chunk). Unknown ids, evidence outside the chunk, bad hints and bad entities are
+//!   likewise dropped one by one and counted.
+//! - The fuzzy ratio is strsim's normalized Levenshtein on lowercased, whitespace-collapsed text, not the
+//!   reference's case-sensitive Indel ratio. For substitutions both give 1 − k/n; for insertions and deletions
+//!   Levenshtein divides by the longer length where Indel divides by the sum, so Levenshtein is never more
+//!   lenient and a ≥ 0.95 match is a near-copy, not a paraphrase. Exact length and histogram bounds run first.
+//! - `items.len() + dropped.len() == elements_parsed` always holds (a property test checks it).
 
 #![deny(missing_docs)]
 

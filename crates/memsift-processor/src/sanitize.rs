@@ -252,9 +252,11 @@ pub fn mentions_private_fact(lowercased: &str) -> bool {
         if is_word && !previous_is_word && byte.is_ascii_lowercase() {
             let rest = &bytes[at..];
             let (first, end) = PHRASES_BY_FIRST_LETTER[usize::from(byte - b'a')];
+            // Comparing the second byte inline rules out nearly every phrase without a call to memcmp.
+            let second = rest.get(1).copied();
             if SENSITIVE_PHRASES[first..end]
                 .iter()
-                .any(|phrase| rest.starts_with(phrase.as_bytes()))
+                .any(|phrase| phrase.as_bytes().get(1).copied() == second && rest.starts_with(phrase.as_bytes()))
             {
                 return true;
             }
