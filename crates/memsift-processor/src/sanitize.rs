@@ -74,6 +74,20 @@ pub const SENSITIVE_PHRASES: &[&str] = &[
     "zip code",
 ];
 
+/// Bytes that continue a word: ASCII letters and digits, and every byte of a multi-byte character, so a phrase
+/// never starts inside a word. A table, because this test runs on every byte of every item.
+const IS_WORD_BYTE: [bool; 256] = word_bytes();
+
+const fn word_bytes() -> [bool; 256] {
+    let mut table = [false; 256];
+    let mut byte = 0usize;
+    while byte < 256 {
+        table[byte] = (byte as u8).is_ascii_alphanumeric() || byte >= 0x80;
+        byte += 1;
+    }
+    table
+}
+
 /// For each lowercase ASCII letter, the range of [`SENSITIVE_PHRASES`] starting with it (the list is sorted), so a
 /// word start is compared with a handful of phrases instead of all of them.
 const PHRASES_BY_FIRST_LETTER: [(usize, usize); 26] = phrases_by_first_letter();
@@ -247,8 +261,7 @@ pub fn mentions_private_fact(lowercased: &str) -> bool {
     let bytes = lowercased.as_bytes();
     let mut previous_is_word = false;
     for (at, &byte) in bytes.iter().enumerate() {
-        // Bytes of a multi-byte character count as word characters, so a phrase never starts inside a word.
-        let is_word = byte.is_ascii_alphanumeric() || byte >= 0x80;
+        let is_word = IS_WORD_BYTE[usize::from(byte)];
         if is_word && !previous_is_word && byte.is_ascii_lowercase() {
             let rest = &bytes[at..];
             let (first, end) = PHRASES_BY_FIRST_LETTER[usize::from(byte - b'a')];
