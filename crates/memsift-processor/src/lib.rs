@@ -4,17 +4,53 @@
 //! request's context snapshot, the turn labels of the chunk, the clock reading) arrives as
 //! arguments, so `memsift replay` can re-run it over stored outputs with no provider and no store.
 //! One bad item never sinks a response: validation is per item and every drop records why.
+//!
+//! Stages, in order: [`parse_response`] (strict → pre-pass → repair, recording the [`ParsePath`]); the
+//! truncation rule (the last element of a `max_tokens` or cut-off response is dropped, never half-stored);
+//! per-item validation and sanitisation; exact dedupe on the normalised key; fuzzy dedupe (ratio ≥ 0.95) against
+//! earlier items and the known texts; linking hints re-pointed at surviving items. The vector stage
+//! ([`dedupe_by_vectors`], or [`ProcessOutput::apply_vector_stage`]) runs afterwards, once embeddings exist.
+//!
+//! Decisions worth knowing:
+//! - Only the text can sink an item. A date that cannot be read is cleared and counted in
+//!   [`FieldRepairs::bad_dates`]; the memory is kept, because the fact is still true without its date (the
+//!   reference failed the whole chunk). Unknown ids, evidence outside the chunk, bad hints and bad entities are
+//!   likewise dropped one by one and counted.
+//! - The fuzzy ratio is strsim's normalized Levenshtein on lowercased, whitespace-collapsed text, not the
+//!   reference's case-sensitive Indel ratio. For substitutions both give 1 − k/n; for insertions and deletions
+//!   Levenshtein divides by the longer length where Indel divides by the sum, so Levenshtein is never more
+//!   lenient and a ≥ 0.95 match is a near-copy, not a paraphrase. Exact length and histogram bounds run first.
+//! - `items.len() + dropped.len() == elements_parsed` always holds (a property test checks it).
 
 #![deny(missing_docs)]
 
+mod dedupe;
+mod loose;
+mod parse;
+mod sanitize;
+mod validate;
+
+use std::cell::OnceCell;
 use std::collections::{BTreeMap, HashSet};
 
-use chrono::{DateTime, NaiveDate, NaiveDateTime, Utc};
+use chrono::{DateTime, FixedOffset, Utc};
 use memsift_core::status::Temporal;
-use memsift_core::text::{collapse_whitespace, dedupe_key};
 use memsift_core::{MemoryId, MessageId};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+
+pub use dedupe::{
+    FUZZY_DUPLICATE_THRESHOLD, FuzzyText, VECTOR_DUPLICATE_THRESHOLD, cosine, dedupe_by_vectors, fuzzy_ratio,
+    normalize_for_fuzzy, retain_with_hints,
+};
+pub use loose::{LooseNumber, LooseValue};
+pub use parse::{ParsePath, ParsedResponse, parse_response};
+pub use sanitize::{
+    ENTITY_KINDS, MIN_ENTITY_CHARS, RELATIONSHIP_TYPES, SENSITIVE_PHRASES, mentions_private_fact, normalize_entity_kind,
+};
+pub use validate::DEFAULT_CONFIDENCE;
+
+use crate::dedupe::{Signature, normalized_char_count, remap_hints};
+use crate::validate::{Candidate, ItemContext, validate_item};
 
 /// Shortest memory text kept, in characters (the reference's rule).
 pub const MIN_TEXT_CHARS: usize = 10;
@@ -46,6 +82,21 @@ pub struct ProcessInput<'a> {
     pub turns: BTreeMap<String, MessageId>,
     /// The user's active memories' dedupe keys, for the exact stage against the store.
     pub existing_keys: HashSet<String>,
+    /// The user's UTC offset in minutes (east positive); naive dates in the output are read in it. Default 0 (UTC);
+    /// an offset chrono rejects (beyond ±24 h) also falls back to UTC.
+    pub timezone_offset_minutes: i32,
+    /// The user's active memories (id, text) for the fuzzy stage, in addition to the context texts.
+    pub known_texts: Vec<(MemoryId, String)>,
+}
+
+impl ProcessInput<'_> {
+    /// The user's offset as chrono sees it.
+    pub fn user_offset(&self) -> FixedOffset {
+        self.timezone_offset_minutes
+            .checked_mul(60)
+            .and_then(FixedOffset::east_opt)
+            .unwrap_or(FixedOffset::east_opt(0).expect("a zero offset is always valid"))
+    }
 }
 
 /// A memory that survived processing.
@@ -85,7 +136,7 @@ pub struct ValidItem {
 pub enum DropReason {
     /// The element was not an object.
     WrongType,
-    /// No `text`, or not a string.
+    /// No `text`, not a string, or blank.
     MissingText,
     /// Shorter than [`MIN_TEXT_CHARS`].
     TooShort,
@@ -95,19 +146,107 @@ pub enum DropReason {
     DuplicateInResponse,
     /// Same normalised text as an active memory of the user.
     DuplicateOfExisting,
-    /// The last item of a response cut off by `max_tokens`.
+    /// The last item of a response cut off by `max_tokens` or by the end of the text.
     Truncated,
+    /// Fuzzy ratio ≥ [`FUZZY_DUPLICATE_THRESHOLD`] with an earlier item of this response.
+    NearDuplicateInResponse,
+    /// Fuzzy ratio ≥ [`FUZZY_DUPLICATE_THRESHOLD`] with a context or known memory.
+    NearDuplicateOfKnown,
+    /// Cosine ≥ the vector threshold with a known memory or an earlier item.
+    DuplicateByVector,
+}
+
+impl DropReason {
+    /// Every reason, in declaration order (for reports that list zero counts too).
+    pub const ALL: [DropReason; 10] = [
+        DropReason::WrongType,
+        DropReason::MissingText,
+        DropReason::TooShort,
+        DropReason::TooLong,
+        DropReason::DuplicateInResponse,
+        DropReason::DuplicateOfExisting,
+        DropReason::Truncated,
+        DropReason::NearDuplicateInResponse,
+        DropReason::NearDuplicateOfKnown,
+        DropReason::DuplicateByVector,
+    ];
+
+    /// The snake_case name used in metrics and reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DropReason::WrongType => "wrong_type",
+            DropReason::MissingText => "missing_text",
+            DropReason::TooShort => "too_short",
+            DropReason::TooLong => "too_long",
+            DropReason::DuplicateInResponse => "duplicate_in_response",
+            DropReason::DuplicateOfExisting => "duplicate_of_existing",
+            DropReason::Truncated => "truncated",
+            DropReason::NearDuplicateInResponse => "near_duplicate_in_response",
+            DropReason::NearDuplicateOfKnown => "near_duplicate_of_known",
+            DropReason::DuplicateByVector => "duplicate_by_vector",
+        }
+    }
 }
 
 /// One dropped item and why.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DroppedItem {
-    /// Its index in the response.
+    /// Its index in the response (for [`dedupe_by_vectors`] alone: its position in the item list it was given).
     pub index: usize,
     /// Why.
     pub reason: DropReason,
     /// Its text, when it had one.
     pub text: Option<String>,
+    /// The known memory it duplicates, for duplicate reasons against the context, known texts or neighbours.
+    pub duplicate_of: Option<MemoryId>,
+    /// The earlier item it duplicates (same index space as `index`), for within-response duplicates.
+    pub duplicate_of_index: Option<usize>,
+    /// The similarity that decided it (1.0 for exact keys, the fuzzy ratio, or the cosine).
+    pub score: Option<f64>,
+    /// A short human-readable explanation.
+    pub detail: Option<String>,
+}
+
+impl DroppedItem {
+    /// A drop with only the index, reason and text set.
+    pub fn new(index: usize, reason: DropReason, text: Option<String>) -> Self {
+        Self {
+            index,
+            reason,
+            text,
+            duplicate_of: None,
+            duplicate_of_index: None,
+            score: None,
+            detail: None,
+        }
+    }
+}
+
+/// Counts of fields that were repaired or cleared without dropping their item.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FieldRepairs {
+    /// Related or consolidated ids that were not in the request's context (dropped).
+    pub unknown_ids: usize,
+    /// Evidence labels that are not turns of this chunk (dropped).
+    pub evidence_outside_chunk: usize,
+    /// `happens_at`/`expires_at` values that could not be read as dates (cleared; the item is kept).
+    pub bad_dates: usize,
+    /// Confidences that were not numbers (set to the default) or outside [0, 1] (clamped).
+    pub bad_confidence: usize,
+    /// `sensitive` values that were neither booleans nor "true"/"false" (read as false, then the phrase list).
+    pub bad_sensitive: usize,
+    /// Items the phrase list marked sensitive although the model did not.
+    pub sensitive_by_phrase: usize,
+    /// `temporal` labels outside the four values (set to `unknown`).
+    pub bad_temporal: usize,
+    /// `relationship_type` values outside [`RELATIONSHIP_TYPES`] (cleared).
+    pub bad_relationship_type: usize,
+    /// Linking hints that were not integers, out of range or self-references (dropped).
+    pub bad_linking_hints: usize,
+    /// Entities without a usable name (dropped).
+    pub bad_entities: usize,
+    /// Texts from which control or zero-width characters were removed.
+    pub control_characters: usize,
 }
 
 /// What processing produced.
@@ -115,160 +254,231 @@ pub struct DroppedItem {
 pub struct ProcessOutput {
     /// Items to write.
     pub items: Vec<ValidItem>,
-    /// Items not written, each with a reason.
+    /// Items not written, each with a reason, in response order.
     pub dropped: Vec<DroppedItem>,
     /// The response could not be read as JSON at all.
     pub unparseable: bool,
+    /// How the response was read.
+    pub parse_path: ParsePath,
+    /// The JSON was cut off and closed by the repairer.
+    pub cut_off: bool,
+    /// How many elements the response held; always `items.len() + dropped.len()`.
+    pub elements_parsed: usize,
+    /// The response index of each item (parallel to `items`).
+    pub item_indices: Vec<usize>,
+    /// Fields repaired or cleared on kept and dropped-as-duplicate items.
+    pub repairs: FieldRepairs,
+}
+
+impl ProcessOutput {
+    /// How many drops have `reason`.
+    pub fn count_dropped(&self, reason: DropReason) -> usize {
+        self.dropped.iter().filter(|drop| drop.reason == reason).count()
+    }
+
+    /// Runs [`dedupe_by_vectors`] over `items` and applies it: drops are recorded with their response index
+    /// (and `duplicate_of_index` as a response index too), and linking hints are re-pointed at the survivors.
+    pub fn apply_vector_stage(
+        &mut self,
+        item_vectors: &[Vec<f32>],
+        neighbours: &[Vec<(MemoryId, f32)>],
+        threshold: f32,
+    ) {
+        let (kept, dropped) = dedupe_by_vectors(&self.items, item_vectors, neighbours, threshold);
+        let to_response_index = |position: usize| self.item_indices.get(position).copied().unwrap_or(position);
+        for mut drop in dropped {
+            drop.index = to_response_index(drop.index);
+            drop.duplicate_of_index = drop.duplicate_of_index.map(to_response_index);
+            self.dropped.push(drop);
+        }
+        self.dropped.sort_by_key(|drop| drop.index);
+        self.item_indices = kept.iter().map(|&position| to_response_index(position)).collect();
+        self.items = retain_with_hints(std::mem::take(&mut self.items), &kept);
+    }
 }
 
 /// Parses, validates and deduplicates one response.
 pub fn process(input: &ProcessInput<'_>) -> ProcessOutput {
-    let mut output = ProcessOutput::default();
-    let elements = match parse_elements(input.raw_text) {
-        Some(elements) => elements,
-        None => {
-            output.unparseable = true;
-            return output;
-        }
+    let parsed = parse_response(input.raw_text);
+    let elements = parsed.elements;
+    let n_elements = elements.len();
+    let mut output = ProcessOutput {
+        unparseable: parsed.path == ParsePath::Unparseable,
+        parse_path: parsed.path,
+        cut_off: parsed.cut_off,
+        elements_parsed: n_elements,
+        ..ProcessOutput::default()
     };
-    let mut seen_keys = HashSet::new();
-    for (index, element) in elements.into_iter().enumerate() {
-        match validate(&element, input) {
-            Err(reason) => output.dropped.push(DroppedItem {
-                index,
-                reason,
-                text: text_of(&element),
-            }),
-            Ok(item) => {
-                if input.existing_keys.contains(&item.dedupe_key) {
-                    output.dropped.push(DroppedItem {
-                        index,
-                        reason: DropReason::DuplicateOfExisting,
-                        text: Some(item.text),
-                    });
-                } else if !seen_keys.insert(item.dedupe_key.clone()) {
-                    output.dropped.push(DroppedItem {
-                        index,
-                        reason: DropReason::DuplicateInResponse,
-                        text: Some(item.text),
-                    });
-                } else {
-                    output.items.push(item);
-                }
-            }
+    if n_elements == 0 {
+        return output;
+    }
+    let last_may_be_partial = parsed.cut_off || input.stop_reason == Some(StopReason::MaxTokens);
+    let context = ItemContext {
+        input,
+        user_offset: input.user_offset(),
+        n_elements,
+    };
+    let known = known_texts(input);
+
+    let mut survivors: Vec<(usize, Candidate)> = Vec::with_capacity(n_elements);
+    for (index, element) in elements.iter().enumerate() {
+        if last_may_be_partial && index + 1 == n_elements {
+            let text = element.get("text").and_then(LooseValue::as_str).map(str::to_owned);
+            output.dropped.push(DroppedItem {
+                detail: Some(
+                    if parsed.cut_off {
+                        "the JSON was cut off"
+                    } else {
+                        "stop_reason = max_tokens"
+                    }
+                    .into(),
+                ),
+                ..DroppedItem::new(index, DropReason::Truncated, text)
+            });
+            continue;
         }
+        let candidate = match validate_item(element, index, &context, &mut output.repairs) {
+            Ok(candidate) => candidate,
+            Err(rejection) => {
+                let text = element.get("text").and_then(LooseValue::as_str).map(str::to_owned);
+                output.dropped.push(DroppedItem {
+                    detail: Some(rejection.detail),
+                    ..DroppedItem::new(index, rejection.reason, text)
+                });
+                continue;
+            }
+        };
+        // Consolidating items replace the memories they name, so resembling them is the point, not a duplicate.
+        let consolidates = !candidate.item.consolidates_memory_ids.is_empty();
+        let duplicate = if consolidates {
+            None
+        } else {
+            find_duplicate(&candidate, &survivors, &known, input)
+        };
+        if let Some(duplicate) = duplicate {
+            output.dropped.push(DroppedItem {
+                index,
+                text: Some(candidate.item.text),
+                ..duplicate
+            });
+            continue;
+        }
+        survivors.push((index, candidate));
+    }
+
+    let mut new_position: Vec<Option<usize>> = vec![None; n_elements];
+    for (position, (index, _)) in survivors.iter().enumerate() {
+        new_position[*index] = Some(position);
+    }
+    for (position, (index, candidate)) in survivors.into_iter().enumerate() {
+        let mut item = candidate.item;
+        item.linking_hints = remap_hints(&candidate.response_hints, &new_position, position);
+        output.items.push(item);
+        output.item_indices.push(index);
     }
     output
 }
 
-fn parse_elements(raw: &str) -> Option<Vec<Value>> {
-    let trimmed = raw.trim();
-    if trimmed.is_empty() {
-        return Some(Vec::new());
-    }
-    match serde_json::from_str::<Value>(trimmed).ok()? {
-        Value::Array(elements) => Some(elements),
-        Value::Object(mut object) => match object.remove("memories") {
-            Some(Value::Array(elements)) => Some(elements),
-            Some(_) => None,
-            None => Some(vec![Value::Object(object)]),
-        },
-        _ => None,
+/// A memory the user already has, summarized for the fuzzy bounds.
+struct KnownText<'a> {
+    id: MemoryId,
+    text: &'a str,
+    n_chars: usize,
+    /// Computed the first time an item's length window reaches this text; most never need it.
+    signature: OnceCell<Signature>,
+}
+
+impl<'a> KnownText<'a> {
+    fn new(id: MemoryId, text: &'a str) -> Self {
+        Self {
+            id,
+            text,
+            n_chars: normalized_char_count(text),
+            signature: OnceCell::new(),
+        }
     }
 }
 
-fn text_of(element: &Value) -> Option<String> {
-    element.get("text").and_then(Value::as_str).map(str::to_owned)
+/// The context texts and the caller's known texts, each memory once, sorted by normalized length.
+fn known_texts<'a>(input: &'a ProcessInput<'_>) -> Vec<KnownText<'a>> {
+    let mut known: Vec<KnownText<'a>> = Vec::with_capacity(input.context.len() + input.known_texts.len());
+    for (id, text) in input.context.values() {
+        known.push(KnownText::new(*id, text));
+    }
+    // The caller usually repeats the context among its known texts; summarizing them twice would double the cost.
+    let mut context_ids: Vec<MemoryId> = known.iter().map(|known| known.id).collect();
+    context_ids.sort_unstable();
+    for (id, text) in &input.known_texts {
+        if context_ids.binary_search(id).is_err() {
+            known.push(KnownText::new(*id, text));
+        }
+    }
+    // Sorted by length so each item only looks at the texts whose length lets the ratio reach the threshold.
+    known.sort_unstable_by_key(|known| known.n_chars);
+    known
 }
 
-fn validate(element: &Value, input: &ProcessInput<'_>) -> Result<ValidItem, DropReason> {
-    let object = element.as_object().ok_or(DropReason::WrongType)?;
-    let text = collapse_whitespace(
-        object
-            .get("text")
-            .and_then(Value::as_str)
-            .ok_or(DropReason::MissingText)?,
+/// The first stage that calls the candidate a duplicate, as a drop template (index and text filled by the caller).
+fn find_duplicate(
+    candidate: &Candidate,
+    survivors: &[(usize, Candidate)],
+    known: &[KnownText<'_>],
+    input: &ProcessInput<'_>,
+) -> Option<DroppedItem> {
+    let key = &candidate.item.dedupe_key;
+    if !input.existing_keys.is_empty() && input.existing_keys.contains(key) {
+        return Some(DroppedItem {
+            score: Some(1.0),
+            ..DroppedItem::new(0, DropReason::DuplicateOfExisting, None)
+        });
+    }
+    // Responses hold tens of items: a scan beats hashing and cloning every key.
+    if let Some((earlier, _)) = survivors.iter().find(|(_, earlier)| earlier.item.dedupe_key == *key) {
+        return Some(DroppedItem {
+            duplicate_of_index: Some(*earlier),
+            score: Some(1.0),
+            ..DroppedItem::new(0, DropReason::DuplicateInResponse, None)
+        });
+    }
+    let best_earlier = best_match(
+        survivors.iter().map(|(index, earlier)| (*index, &earlier.fuzzy)),
+        &candidate.fuzzy,
     );
-    let n_chars = text.chars().count();
-    if n_chars < MIN_TEXT_CHARS {
-        return Err(DropReason::TooShort);
+    if let Some((earlier, score)) = best_earlier {
+        return Some(DroppedItem {
+            duplicate_of_index: Some(earlier),
+            score: Some(score),
+            ..DroppedItem::new(0, DropReason::NearDuplicateInResponse, None)
+        });
     }
-    if n_chars > MAX_TEXT_CHARS {
-        return Err(DropReason::TooLong);
+    let mut best_known: Option<(MemoryId, f64)> = None;
+    let (shortest, longest) = candidate.fuzzy.signature().length_window(FUZZY_DUPLICATE_THRESHOLD);
+    let first = known.partition_point(|other| other.n_chars < shortest);
+    let in_window = known[first..].iter().take_while(|other| other.n_chars <= longest);
+    for other in in_window {
+        if let Some(score) = candidate
+            .fuzzy
+            .similarity_to_raw(other.text, &other.signature, FUZZY_DUPLICATE_THRESHOLD)
+            && best_known.is_none_or(|(_, best_score)| score > best_score)
+        {
+            best_known = Some((other.id, score));
+        }
     }
-    let confidence = object
-        .get("confidence")
-        .and_then(Value::as_f64)
-        .unwrap_or(0.9)
-        .clamp(0.0, 1.0);
-    let evidence = string_list(object.get("evidence_turns"))
-        .into_iter()
-        .filter_map(|label| input.turns.get(&label).copied())
-        .collect();
-    let entities = object
-        .get("entities")
-        .and_then(Value::as_array)
-        .map(|list| {
-            list.iter()
-                .filter_map(|entity| {
-                    let name = collapse_whitespace(entity.get("name")?.as_str()?);
-                    let kind = entity
-                        .get("kind")
-                        .and_then(Value::as_str)
-                        .unwrap_or("other")
-                        .trim()
-                        .to_lowercase();
-                    (name.chars().count() >= 2).then_some((name, kind))
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    let map_ids = |key: &str| -> Vec<MemoryId> {
-        string_list(object.get(key))
-            .iter()
-            .filter_map(|short| input.context.get(short).map(|(id, _)| *id))
-            .collect()
-    };
-    Ok(ValidItem {
-        dedupe_key: dedupe_key(&text),
-        text,
-        confidence,
-        happens_at: object.get("happens_at").and_then(Value::as_str).and_then(parse_date),
-        expires_at: object.get("expires_at").and_then(Value::as_str).and_then(parse_date),
-        sensitive: object.get("sensitive").and_then(Value::as_bool).unwrap_or(false),
-        temporal: object
-            .get("temporal")
-            .and_then(Value::as_str)
-            .map(Temporal::normalize)
-            .unwrap_or(Temporal::Unknown),
-        relationship_type: object
-            .get("relationship_type")
-            .and_then(Value::as_str)
-            .map(str::to_owned),
-        related_memory_ids: map_ids("related_memory_ids"),
-        consolidates_memory_ids: map_ids("consolidates_memory_ids"),
-        linking_hints: Vec::new(),
-        entities,
-        evidence,
+    best_known.map(|(memory, score)| DroppedItem {
+        duplicate_of: Some(memory),
+        score: Some(score),
+        ..DroppedItem::new(0, DropReason::NearDuplicateOfKnown, None)
     })
 }
 
-fn string_list(value: Option<&Value>) -> Vec<String> {
-    value
-        .and_then(Value::as_array)
-        .map(|list| list.iter().filter_map(Value::as_str).map(str::to_owned).collect())
-        .unwrap_or_default()
-}
-
-fn parse_date(input: &str) -> Option<DateTime<Utc>> {
-    if let Ok(at) = DateTime::parse_from_rfc3339(input) {
-        return Some(at.with_timezone(&Utc));
+fn best_match<'a, K>(others: impl Iterator<Item = (K, &'a FuzzyText)>, text: &FuzzyText) -> Option<(K, f64)> {
+    let mut best: Option<(K, f64)> = None;
+    for (key, other) in others {
+        if let Some(score) = text.similarity_at_least(other, FUZZY_DUPLICATE_THRESHOLD)
+            && best.as_ref().is_none_or(|(_, best_score)| score > *best_score)
+        {
+            best = Some((key, score));
+        }
     }
-    if let Ok(naive) = NaiveDateTime::parse_from_str(input, "%Y-%m-%dT%H:%M:%S") {
-        return Some(naive.and_utc());
-    }
-    NaiveDate::parse_from_str(input, "%Y-%m-%d")
-        .ok()
-        .and_then(|date| date.and_hms_opt(0, 0, 0))
-        .map(|naive| naive.and_utc())
+    best
 }

@@ -1,0 +1,458 @@
+//! Near-duplicate detection: a bounded fuzzy ratio on normalized text, and the cosine stage over embeddings.
+//!
+//! The fuzzy ratio is strsim's normalized Levenshtein (1 − edits / longer length, in characters) on lowercased,
+//! whitespace-collapsed text. Two cheap lower bounds on the edit count run first: the length difference, and the
+//! difference of character histograms. They are exact bounds, so skipping on them never misses a duplicate,
+//! and with hundreds of known texts almost every pair is rejected without running the quadratic comparison.
+
+use std::cell::OnceCell;
+
+use memsift_core::MemoryId;
+
+use crate::{DropReason, DroppedItem, ValidItem};
+
+/// Fuzzy ratio at or above which two texts are the same memory (DESIGN §4 invariant 8).
+pub const FUZZY_DUPLICATE_THRESHOLD: f64 = 0.95;
+/// Cosine similarity at or above which two embeddings are the same memory (DESIGN §4 invariant 8).
+pub const VECTOR_DUPLICATE_THRESHOLD: f32 = 0.92;
+
+/// Ratios such as 1 − 5/100 are not exact in binary; without a tolerance a pair sitting exactly on the
+/// threshold would fall on either side depending on rounding.
+const SCORE_TOLERANCE: f64 = 1e-9;
+/// Histogram buckets. ASCII letters, digits and space get a bucket each (they make up nearly all text), so the
+/// histogram bound is tight where it matters; other characters share the remaining buckets.
+const BAG_BUCKETS: usize = 64;
+const SPACE_BUCKET: u8 = 36;
+/// Bucket of each lowercased ASCII byte; 0xFF marks whitespace, which normalization collapses.
+const ASCII_BUCKET: [u8; 128] = ascii_buckets();
+
+const fn ascii_buckets() -> [u8; 128] {
+    let mut table = [0u8; 128];
+    let mut byte = 0usize;
+    while byte < 128 {
+        let lower = (byte as u8).to_ascii_lowercase();
+        table[byte] = if (byte as u8).is_ascii_whitespace() {
+            0xFF
+        } else if lower.is_ascii_lowercase() {
+            lower - b'a'
+        } else if lower.is_ascii_digit() {
+            26 + (lower - b'0')
+        } else {
+            37 + (lower % 27)
+        };
+        byte += 1;
+    }
+    table
+}
+
+/// Character count and bucketed histogram of a text's normalized form: all the cheap bounds need.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Signature {
+    n_chars: usize,
+    bag: [u32; BAG_BUCKETS],
+}
+
+impl Signature {
+    /// Summarizes the normalized form of `text` without building it: known texts are summarized on every call
+    /// but normalized only in the rare case that a bound lets them through.
+    pub(crate) fn of(text: &str) -> Self {
+        let mut signature = Signature {
+            n_chars: 0,
+            bag: [0; BAG_BUCKETS],
+        };
+        let mut pending_space = false;
+        if text.is_ascii() {
+            for &byte in text.as_bytes() {
+                let bucket = ASCII_BUCKET[usize::from(byte)];
+                if bucket == 0xFF {
+                    pending_space = signature.n_chars > 0;
+                    continue;
+                }
+                if pending_space {
+                    signature.bag[usize::from(SPACE_BUCKET)] += 1;
+                    signature.n_chars += 1;
+                    pending_space = false;
+                }
+                signature.bag[usize::from(bucket) % BAG_BUCKETS] += 1;
+                signature.n_chars += 1;
+            }
+        } else {
+            for c in text.chars() {
+                if c.is_whitespace() {
+                    pending_space = signature.n_chars > 0;
+                    continue;
+                }
+                if pending_space {
+                    signature.count(' ');
+                    pending_space = false;
+                }
+                for lower in c.to_lowercase() {
+                    signature.count(lower);
+                }
+            }
+        }
+        signature
+    }
+
+    fn count(&mut self, c: char) {
+        self.n_chars += 1;
+        let bucket = match u8::try_from(c) {
+            Ok(byte) if byte.is_ascii() => usize::from(ASCII_BUCKET[usize::from(byte)]),
+            _ => 37 + (c as usize % 27),
+        };
+        if let Some(slot) = self.bag.get_mut(bucket) {
+            *slot = slot.saturating_add(1);
+        }
+    }
+
+    /// Whether the ratio of the two texts can reach `threshold`, judged from lower bounds on the edit count.
+    fn may_reach(&self, other: &Signature, threshold: f64) -> bool {
+        let longer = self.n_chars.max(other.n_chars);
+        // ratio ≥ t  ⇔  edits ≤ (1 − t)·longer.
+        let allowed_edits = (1.0 - threshold) * longer as f64 + SCORE_TOLERANCE;
+        self.n_chars.abs_diff(other.n_chars) as f64 <= allowed_edits
+            && histogram_edit_bound(&self.bag, &other.bag) as f64 <= allowed_edits
+    }
+
+    /// The character counts a text may have to reach `threshold` against one of this length: [t·n, n/t].
+    pub(crate) fn length_window(&self, threshold: f64) -> (usize, usize) {
+        let n = self.n_chars as f64;
+        let low = (threshold * n - SCORE_TOLERANCE).ceil().max(0.0) as usize;
+        let high = if threshold > 0.0 {
+            (n / threshold + SCORE_TOLERANCE).floor() as usize
+        } else {
+            usize::MAX
+        };
+        (low, high)
+    }
+}
+
+/// The character count of a text's normalized form, without the histogram (which most known texts never need).
+pub(crate) fn normalized_char_count(text: &str) -> usize {
+    if !text.is_ascii() {
+        return Signature::of(text).n_chars;
+    }
+    let mut n_chars = 0usize;
+    let mut pending_space = false;
+    for &byte in text.as_bytes() {
+        if byte.is_ascii_whitespace() {
+            pending_space = n_chars > 0;
+        } else {
+            n_chars += 1 + usize::from(pending_space);
+            pending_space = false;
+        }
+    }
+    n_chars
+}
+
+/// Lowercases and collapses whitespace: the form the fuzzy ratio compares.
+pub fn normalize_for_fuzzy(text: &str) -> String {
+    let mut normalized = String::with_capacity(text.len());
+    let mut pending_space = false;
+    if text.is_ascii() {
+        for &byte in text.as_bytes() {
+            if byte.is_ascii_whitespace() {
+                pending_space = !normalized.is_empty();
+                continue;
+            }
+            if pending_space {
+                normalized.push(' ');
+                pending_space = false;
+            }
+            normalized.push(char::from(byte.to_ascii_lowercase()));
+        }
+        return normalized;
+    }
+    for word in text.split_whitespace() {
+        if !normalized.is_empty() {
+            normalized.push(' ');
+        }
+        normalized.extend(word.chars().flat_map(char::to_lowercase));
+    }
+    normalized
+}
+
+/// A text prepared for fuzzy comparison: its normalized form and the summaries the cheap bounds need.
+#[derive(Clone, Debug)]
+pub struct FuzzyText {
+    normalized: String,
+    signature: Signature,
+}
+
+impl FuzzyText {
+    /// Normalizes (lowercase, whitespace collapsed) and summarizes a text.
+    pub fn new(text: &str) -> Self {
+        Self::with_exact_key(text).0
+    }
+
+    /// [`FuzzyText::new`] plus the text's exact dedupe key (`memsift_core::text::dedupe_key`), computed in the
+    /// same pass over the bytes for ASCII text: every item needs both, and separate passes were a fifth of the
+    /// per-item cost.
+    pub(crate) fn with_exact_key(text: &str) -> (Self, String) {
+        if !text.is_ascii() {
+            let normalized = normalize_for_fuzzy(text);
+            let signature = Signature::of(&normalized);
+            return (Self { normalized, signature }, memsift_core::text::dedupe_key(text));
+        }
+        let mut normalized = Vec::with_capacity(text.len());
+        let mut key = Vec::with_capacity(text.len());
+        let mut signature = Signature {
+            n_chars: 0,
+            bag: [0; BAG_BUCKETS],
+        };
+        let mut pending_space = false;
+        let mut pending_key_space = false;
+        for &byte in text.as_bytes() {
+            let bucket = ASCII_BUCKET[usize::from(byte)];
+            if bucket == 0xFF {
+                pending_space = !normalized.is_empty();
+                pending_key_space = true;
+                continue;
+            }
+            if pending_space {
+                normalized.push(b' ');
+                signature.bag[usize::from(SPACE_BUCKET)] += 1;
+                pending_space = false;
+            }
+            let lower = byte.to_ascii_lowercase();
+            normalized.push(lower);
+            signature.bag[usize::from(bucket) % BAG_BUCKETS] += 1;
+            if lower.is_ascii_alphanumeric() {
+                if pending_key_space && !key.is_empty() {
+                    key.push(b' ');
+                }
+                pending_key_space = false;
+                key.push(lower);
+            } else {
+                pending_key_space = true;
+            }
+        }
+        signature.n_chars = normalized.len();
+        // ASCII in, ASCII out; the fallbacks only exist so that no `expect` is needed.
+        let normalized = String::from_utf8(normalized).unwrap_or_else(|_| normalize_for_fuzzy(text));
+        let key = String::from_utf8(key).unwrap_or_else(|_| memsift_core::text::dedupe_key(text));
+        (Self { normalized, signature }, key)
+    }
+
+    /// The lowercased, whitespace-collapsed text.
+    pub fn normalized(&self) -> &str {
+        &self.normalized
+    }
+
+    /// The fuzzy ratio with `other` when it reaches `threshold`; `None` when it cannot or does not.
+    pub fn similarity_at_least(&self, other: &FuzzyText, threshold: f64) -> Option<f64> {
+        if !self.signature.may_reach(&other.signature, threshold) {
+            return None;
+        }
+        full_ratio_at_least(&self.normalized, &other.normalized, threshold)
+    }
+
+    /// The bounds' summary of this text.
+    pub(crate) fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    /// Like [`FuzzyText::similarity_at_least`] against a raw text whose signature is computed on demand; the raw
+    /// text is normalized only when the bounds cannot rule the pair out.
+    pub(crate) fn similarity_to_raw(
+        &self,
+        raw: &str,
+        raw_signature: &OnceCell<Signature>,
+        threshold: f64,
+    ) -> Option<f64> {
+        if !self
+            .signature
+            .may_reach(raw_signature.get_or_init(|| Signature::of(raw)), threshold)
+        {
+            return None;
+        }
+        full_ratio_at_least(&self.normalized, &normalize_for_fuzzy(raw), threshold)
+    }
+}
+
+fn full_ratio_at_least(a_normalized: &str, b_normalized: &str, threshold: f64) -> Option<f64> {
+    let score = strsim::normalized_levenshtein(a_normalized, b_normalized);
+    (score + SCORE_TOLERANCE >= threshold).then_some(score)
+}
+
+/// Each edit removes at most one surplus character from either side, so the larger surplus bounds the edits.
+/// Merging characters into buckets only shrinks surpluses, so the bound holds for the bucketed histogram too.
+fn histogram_edit_bound(a: &[u32; BAG_BUCKETS], b: &[u32; BAG_BUCKETS]) -> usize {
+    // Branch-free so the loop vectorizes: it runs for every pair that passes the length bound.
+    let mut surplus_a = 0u64;
+    let mut surplus_b = 0u64;
+    for (count_a, count_b) in a.iter().zip(b) {
+        surplus_a += u64::from(count_a.saturating_sub(*count_b));
+        surplus_b += u64::from(count_b.saturating_sub(*count_a));
+    }
+    usize::try_from(surplus_a.max(surplus_b)).unwrap_or(usize::MAX)
+}
+
+/// The fuzzy ratio of two raw texts after normalization (a convenience for tests and reports).
+pub fn fuzzy_ratio(a: &str, b: &str) -> f64 {
+    strsim::normalized_levenshtein(&normalize_for_fuzzy(a), &normalize_for_fuzzy(b))
+}
+
+/// Cosine similarity; 0 for vectors of different length or zero norm, so a missing embedding never matches.
+pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    if a.len() != b.len() || a.is_empty() {
+        return 0.0;
+    }
+    let (mut dot, mut norm_a, mut norm_b) = (0.0f32, 0.0f32, 0.0f32);
+    for (x, y) in a.iter().zip(b) {
+        dot += x * y;
+        norm_a += x * x;
+        norm_b += y * y;
+    }
+    if norm_a == 0.0 || norm_b == 0.0 {
+        return 0.0;
+    }
+    dot / (norm_a.sqrt() * norm_b.sqrt())
+}
+
+/// The vector stage: drops items whose embedding is within `threshold` cosine of a known memory or of an earlier
+/// kept item of the same list.
+///
+/// `item_vectors[i]` is item i's embedding and `neighbours[i]` its exact top-k known memories with their cosine,
+/// both computed elsewhere (this crate does no I/O); a missing entry means "nothing to compare". Items that
+/// consolidate known memories are never duplicates. Returns the kept indices (ascending) and one
+/// [`DroppedItem`] per drop whose `index` is the position in `items`; `duplicate_of` names the memory, or
+/// `duplicate_of_index` the earlier item, with the score. Re-index linking hints with [`retain_with_hints`].
+pub fn dedupe_by_vectors(
+    items: &[ValidItem],
+    item_vectors: &[Vec<f32>],
+    neighbours: &[Vec<(MemoryId, f32)>],
+    threshold: f32,
+) -> (Vec<usize>, Vec<DroppedItem>) {
+    let mut kept: Vec<usize> = Vec::with_capacity(items.len());
+    let mut dropped = Vec::new();
+    for (index, item) in items.iter().enumerate() {
+        if !item.consolidates_memory_ids.is_empty() {
+            kept.push(index);
+            continue;
+        }
+        let nearest_memory = neighbours
+            .get(index)
+            .into_iter()
+            .flatten()
+            .filter(|(_, score)| *score >= threshold)
+            .max_by(|a, b| a.1.total_cmp(&b.1));
+        if let Some(&(memory, score)) = nearest_memory {
+            dropped.push(DroppedItem {
+                duplicate_of: Some(memory),
+                score: Some(f64::from(score)),
+                ..DroppedItem::new(index, DropReason::DuplicateByVector, Some(item.text.clone()))
+            });
+            continue;
+        }
+        let vector = item_vectors.get(index).map_or(&[][..], Vec::as_slice);
+        let nearest_item = kept
+            .iter()
+            .filter_map(|&earlier| {
+                let other = item_vectors.get(earlier)?;
+                let score = cosine(vector, other);
+                (score >= threshold).then_some((earlier, score))
+            })
+            .max_by(|a, b| a.1.total_cmp(&b.1));
+        match nearest_item {
+            Some((earlier, score)) => dropped.push(DroppedItem {
+                duplicate_of_index: Some(earlier),
+                score: Some(f64::from(score)),
+                ..DroppedItem::new(index, DropReason::DuplicateByVector, Some(item.text.clone()))
+            }),
+            None => kept.push(index),
+        }
+    }
+    (kept, dropped)
+}
+
+/// Keeps the items at `kept` (positions in `items`) and re-points their linking hints at the new positions,
+/// dropping hints to removed items and hints to the item itself.
+pub fn retain_with_hints(items: Vec<ValidItem>, kept: &[usize]) -> Vec<ValidItem> {
+    let mut new_position = vec![None; items.len()];
+    for (position, &index) in kept.iter().enumerate() {
+        if let Some(slot) = new_position.get_mut(index) {
+            *slot = Some(position);
+        }
+    }
+    let mut slots: Vec<Option<ValidItem>> = items.into_iter().map(Some).collect();
+    let mut retained = Vec::with_capacity(kept.len());
+    for (position, &index) in kept.iter().enumerate() {
+        let Some(mut item) = slots.get_mut(index).and_then(Option::take) else {
+            continue;
+        };
+        item.linking_hints = remap_hints(&item.linking_hints, &new_position, position);
+        retained.push(item);
+    }
+    retained
+}
+
+/// Maps hints through `new_position` (old index → new index), keeping each target once and never `own`.
+pub(crate) fn remap_hints(hints: &[usize], new_position: &[Option<usize>], own: usize) -> Vec<usize> {
+    let mut remapped = Vec::with_capacity(hints.len());
+    for hint in hints {
+        if let Some(&Some(target)) = new_position.get(*hint)
+            && target != own
+            && !remapped.contains(&target)
+        {
+            remapped.push(target);
+        }
+    }
+    remapped
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bounds_never_reject_a_pair_the_full_ratio_accepts() {
+        let pairs = [
+            (
+                "The user likes green tea in the morning",
+                "the user likes green tea in the morning.",
+            ),
+            ("abcdefghijklmnopqrst", "abcdefghijklmnopqrsX"),
+            ("Café Zoë is nice!!", "café zoë is nice!!"),
+        ];
+        for threshold in [0.5, 0.9, 0.95] {
+            for (a, b) in pairs {
+                let full = fuzzy_ratio(a, b);
+                let bounded = FuzzyText::new(a).similarity_at_least(&FuzzyText::new(b), threshold);
+                assert_eq!(
+                    bounded.is_some(),
+                    full + SCORE_TOLERANCE >= threshold,
+                    "{a} / {b} at {threshold}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn signatures_of_raw_and_normalized_text_agree() {
+        for text in ["  Hello   World  ", "Café\tZOË  déjà vu", "", "x"] {
+            assert_eq!(
+                Signature::of(text),
+                Signature::of(&normalize_for_fuzzy(text)),
+                "{text:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_one_pass_ascii_path_matches_the_general_one() {
+        for text in ["  Hello   World \t", "a", "", "Mixed CASE, punctuation!  and\nnewlines"] {
+            let fuzzy = FuzzyText::new(text);
+            assert_eq!(fuzzy.normalized(), normalize_for_fuzzy(text));
+            assert_eq!(fuzzy.signature, Signature::of(text));
+            assert_eq!(normalized_char_count(text), fuzzy.signature.n_chars);
+        }
+    }
+
+    #[test]
+    fn cosine_is_zero_for_mismatched_or_empty_vectors() {
+        assert_eq!(cosine(&[1.0, 0.0], &[1.0]), 0.0);
+        assert_eq!(cosine(&[0.0, 0.0], &[1.0, 0.0]), 0.0);
+        assert!((cosine(&[1.0, 1.0], &[2.0, 2.0]) - 1.0).abs() < 1e-6);
+    }
+}
