@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 /// The error returned when a word is not one of an enum's values.
 #[derive(Debug, thiserror::Error)]
-#[error("`{input}` is not a valid {kind}: expected one of {expected}")]
+#[error("`{input}` is not a valid {kind}: expected one of {}", .expected.trim_end())]
 pub struct UnknownValue {
     /// What was given.
     pub input: String,

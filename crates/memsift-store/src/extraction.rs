@@ -106,6 +106,17 @@ pub enum ApplyOutcome {
     AlreadyApplied,
 }
 
+#[derive(sqlx::FromRow)]
+struct TurnRow {
+    id: String,
+    seq: i64,
+    role: String,
+    speaker: Option<String>,
+    content: String,
+    created_at: DateTime<Utc>,
+    external_id: Option<String>,
+}
+
 impl Store {
     /// Claims up to `limit` closed (or failed and due) segments for `worker`, one atomic statement.
     ///
@@ -139,7 +150,13 @@ impl Store {
             }
         };
         let rows: Vec<(String, String, i64)> = on_pool!(self, |pool| {
-            sqlx::query_as(sql).bind(worker).bind(now + lease).bind(now).bind(limit).fetch_all(pool).await?
+            sqlx::query_as(sql)
+                .bind(worker)
+                .bind(now + lease)
+                .bind(now)
+                .bind(limit)
+                .fetch_all(pool)
+                .await?
         });
         rows.into_iter()
             .map(|(id, user_id, attempt)| {
@@ -154,7 +171,7 @@ impl Store {
 
     /// The turns of a segment in order. Labels are the message's external id, else `t<seq>`.
     pub async fn segment_turns(&self, segment_id: SegmentId) -> Result<Vec<SegmentTurn>> {
-        let rows: Vec<(String, i64, String, Option<String>, String, DateTime<Utc>, Option<String>)> = on_pool!(self, |pool| {
+        let rows: Vec<TurnRow> = on_pool!(self, |pool| {
             sqlx::query_as(
                 "SELECT id, seq, role, speaker, content, created_at, external_id FROM messages
                  WHERE segment_id = $1 ORDER BY seq",
@@ -164,23 +181,38 @@ impl Store {
             .await?
         });
         rows.into_iter()
-            .map(|(id, seq, role, speaker, content, at, external_id)| {
-                Ok(SegmentTurn {
-                    message_id: MessageId::parse(&id).map_err(|error| corrupt("messages", error))?,
-                    turn: Turn {
-                        label: external_id.unwrap_or_else(|| format!("t{seq}")),
-                        role: Role::parse(&role).map_err(|error| corrupt("messages", error))?,
-                        speaker,
-                        content,
-                        at,
-                    },
-                })
-            })
+            .map(
+                |TurnRow {
+                     id,
+                     seq,
+                     role,
+                     speaker,
+                     content,
+                     created_at: at,
+                     external_id,
+                 }| {
+                    Ok(SegmentTurn {
+                        message_id: MessageId::parse(&id).map_err(|error| corrupt("messages", error))?,
+                        turn: Turn {
+                            label: external_id.unwrap_or_else(|| format!("t{seq}")),
+                            role: Role::parse(&role).map_err(|error| corrupt("messages", error))?,
+                            speaker,
+                            content,
+                            at,
+                        },
+                    })
+                },
+            )
             .collect()
     }
 
     /// Records the requests planned for a segment's extraction and how many chunks it has.
-    pub async fn plan_segment_requests(&self, segment_id: SegmentId, requests: &[NewRequest], now: DateTime<Utc>) -> Result<()> {
+    pub async fn plan_segment_requests(
+        &self,
+        segment_id: SegmentId,
+        requests: &[NewRequest],
+        now: DateTime<Utc>,
+    ) -> Result<()> {
         in_write_tx!(self, |tx| {
             for request in requests {
                 sqlx::query(
@@ -235,7 +267,9 @@ impl Store {
             .rows_affected()
         });
         if updated == 0 {
-            return Err(StoreError::NotFound(format!("request {request_id} is not waiting for output")));
+            return Err(StoreError::NotFound(format!(
+                "request {request_id} is not waiting for output"
+            )));
         }
         Ok(())
     }
@@ -248,7 +282,9 @@ impl Store {
                 .fetch_optional(pool)
                 .await?
         });
-        context.map(|Json(value)| value).ok_or_else(|| StoreError::NotFound(format!("no request {request_id}")))
+        context
+            .map(|Json(value)| value)
+            .ok_or_else(|| StoreError::NotFound(format!("no request {request_id}")))
     }
 
     /// The normalised keys of a user's active memories (the exact dedupe stage against the store).
@@ -264,7 +300,7 @@ impl Store {
 
     /// Writes one request's processed output, exactly once (invariants 1 and 2).
     pub async fn apply(&self, input: &ApplyInput) -> Result<ApplyOutcome> {
-        let outcome = in_write_tx!(self, |tx| {
+        in_write_tx!(self, |tx| {
             let claimed = sqlx::query(
                 "UPDATE llm_requests SET status = 'applied', applied_at = $2, n_items = $3, n_dropped = $4, drops = $5
                  WHERE id = $1 AND status = 'succeeded'",
@@ -380,10 +416,13 @@ impl Store {
                     .rows_affected()
                         == 1;
                 }
-                Ok(ApplyOutcome::Applied { memory_ids, n_duplicates_at_write, segment_extracted })
+                Ok(ApplyOutcome::Applied {
+                    memory_ids,
+                    n_duplicates_at_write,
+                    segment_extracted,
+                })
             }
-        });
-        outcome
+        })
     }
 
     /// Records a failed attempt: the segment is due again after `retry_after`, or `dead` when out of attempts.
@@ -440,7 +479,16 @@ pub struct StoredOutput {
 impl Store {
     /// Loads what the apply path needs for one request.
     pub async fn stored_output(&self, request_id: RequestId) -> Result<StoredOutput> {
-        type Row = (String, Option<String>, String, String, Option<String>, Option<String>, Option<String>, Json<Value>);
+        type Row = (
+            String,
+            Option<String>,
+            String,
+            String,
+            Option<String>,
+            Option<String>,
+            Option<String>,
+            Json<Value>,
+        );
         let row: Option<Row> = on_pool!(self, |pool| {
             sqlx::query_as(
                 "SELECT user_id, segment_id, status, prompt_version, model, raw_output, stop_reason, context
@@ -472,7 +520,12 @@ impl Store {
 impl Store {
     /// Claims one segment by hand (`memsift extract --segment`): an open one is closed first, and a
     /// failed or dead one is retried; one being extracted by a live claim, or already extracted, is refused.
-    pub async fn claim_segment(&self, segment_id: SegmentId, worker: &str, now: DateTime<Utc>) -> Result<ClaimedSegment> {
+    pub async fn claim_segment(
+        &self,
+        segment_id: SegmentId,
+        worker: &str,
+        now: DateTime<Utc>,
+    ) -> Result<ClaimedSegment> {
         let lease_until = now + Duration::minutes(15);
         let claimed: Option<(String, i64)> = in_write_tx!(self, |tx| {
             sqlx::query("UPDATE segments SET status = 'closed', close_reason = 'manual', closed_at = $2 WHERE id = $1 AND status = 'open'")

@@ -91,7 +91,10 @@ impl Store {
         now: DateTime<Utc>,
         progress: &(dyn Fn(u64) + Sync),
     ) -> Result<IngestReport> {
-        let mut report = IngestReport { n_offered: messages.len() as u64, ..IngestReport::default() };
+        let mut report = IngestReport {
+            n_offered: messages.len() as u64,
+            ..IngestReport::default()
+        };
         in_write_tx!(self, |tx| {
             let mut users: HashMap<&str, UserId> = HashMap::new();
             let mut open_segments: HashMap<(UserId, &str), Option<OpenSegment>> = HashMap::new();
@@ -127,11 +130,12 @@ impl Store {
                 };
 
                 let dedupe_key = message.dedupe_key();
-                let already: Option<String> = sqlx::query_scalar("SELECT id FROM messages WHERE user_id = $1 AND dedupe_key = $2")
-                    .bind(user_id.to_string())
-                    .bind(&dedupe_key)
-                    .fetch_optional(&mut *tx)
-                    .await?;
+                let already: Option<String> =
+                    sqlx::query_scalar("SELECT id FROM messages WHERE user_id = $1 AND dedupe_key = $2")
+                        .bind(user_id.to_string())
+                        .bind(&dedupe_key)
+                        .fetch_optional(&mut *tx)
+                        .await?;
                 if already.is_some() {
                     report.n_already_stored += 1;
                     progress(message_idx as u64 + 1);
@@ -139,26 +143,29 @@ impl Store {
                 }
 
                 let conversation_slot = (user_id, message.conversation_key.as_str());
-                if !open_segments.contains_key(&conversation_slot) {
-                    let row: Option<(String, DateTime<Utc>, i64)> = sqlx::query_as(
-                        "SELECT id, last_message_at, n_messages FROM segments
-                         WHERE user_id = $1 AND conversation_key = $2 AND status = 'open'",
-                    )
-                    .bind(user_id.to_string())
-                    .bind(&message.conversation_key)
-                    .fetch_optional(&mut *tx)
-                    .await?;
-                    let open = match row {
-                        Some((id_text, last_at, n_messages)) => Some(OpenSegment {
-                            id: SegmentId::parse(&id_text).map_err(|error| crate::corrupt("segments", error))?,
-                            last_at,
-                            n_messages,
-                        }),
-                        None => None,
-                    };
-                    open_segments.insert(conversation_slot, open);
-                }
-                let open = open_segments.get(&conversation_slot).copied().flatten();
+                let open = match open_segments.get(&conversation_slot) {
+                    Some(known) => *known,
+                    None => {
+                        let row: Option<(String, DateTime<Utc>, i64)> = sqlx::query_as(
+                            "SELECT id, last_message_at, n_messages FROM segments
+                             WHERE user_id = $1 AND conversation_key = $2 AND status = 'open'",
+                        )
+                        .bind(user_id.to_string())
+                        .bind(&message.conversation_key)
+                        .fetch_optional(&mut *tx)
+                        .await?;
+                        let open = match row {
+                            Some((id_text, last_at, n_messages)) => Some(OpenSegment {
+                                id: SegmentId::parse(&id_text).map_err(|error| crate::corrupt("segments", error))?,
+                                last_at,
+                                n_messages,
+                            }),
+                            None => None,
+                        };
+                        open_segments.insert(conversation_slot, open);
+                        open
+                    }
+                };
                 let placement = place_message(open.map(|segment| segment.last_at), message.at, idle_timeout);
                 if let (Placement::CloseAndStart, Some(idle_segment)) = (placement, open) {
                     sqlx::query(
@@ -188,7 +195,11 @@ impl Store {
                         .execute(&mut *tx)
                         .await?;
                         report.n_segments_started += 1;
-                        OpenSegment { id: segment_id, last_at: message.at, n_messages: 0 }
+                        OpenSegment {
+                            id: segment_id,
+                            last_at: message.at,
+                            n_messages: 0,
+                        }
                     }
                 };
 

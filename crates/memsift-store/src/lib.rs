@@ -22,6 +22,8 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePo
 mod extraction;
 mod ingest;
 mod listing;
+#[cfg(feature = "test-support")]
+pub mod testing;
 
 pub use extraction::{ApplyInput, ApplyOutcome, ClaimedSegment, NewRequest, SegmentTurn, StoredOutput};
 pub use ingest::{IngestReport, NewMessage};
@@ -84,7 +86,11 @@ pub struct StoreOptions {
 
 impl Default for StoreOptions {
     fn default() -> Self {
-        Self { max_connections: 8, sqlite_synchronous_full: true, sqlite_busy_timeout: Duration::from_secs(10) }
+        Self {
+            max_connections: 8,
+            sqlite_synchronous_full: true,
+            sqlite_busy_timeout: Duration::from_secs(10),
+        }
     }
 }
 
@@ -147,15 +153,22 @@ impl Store {
     /// Opens the database at `url` (`sqlite://PATH`, `sqlite::memory:` or `postgres://…`).
     pub async fn connect(url: &str, options: &StoreOptions) -> Result<Store> {
         if url.starts_with("sqlite:") {
-            let connect_options = SqliteConnectOptions::from_str(url)
-                .map_err(|error| StoreError::BadUrl { url: redact(url), reason: error.to_string() })?;
+            let connect_options = SqliteConnectOptions::from_str(url).map_err(|error| StoreError::BadUrl {
+                url: redact(url),
+                reason: error.to_string(),
+            })?;
             Store::open_sqlite(connect_options, options).await
         } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-            let connect_options = PgConnectOptions::from_str(url)
-                .map_err(|error| StoreError::BadUrl { url: redact(url), reason: error.to_string() })?;
+            let connect_options = PgConnectOptions::from_str(url).map_err(|error| StoreError::BadUrl {
+                url: redact(url),
+                reason: error.to_string(),
+            })?;
             Store::open_postgres(connect_options, options).await
         } else {
-            Err(StoreError::BadUrl { url: redact(url), reason: "unknown scheme".to_owned() })
+            Err(StoreError::BadUrl {
+                url: redact(url),
+                reason: "unknown scheme".to_owned(),
+            })
         }
     }
 
@@ -172,13 +185,22 @@ impl Store {
             .journal_mode(SqliteJournalMode::Wal)
             .busy_timeout(options.sqlite_busy_timeout)
             .foreign_keys(true)
-            .synchronous(if options.sqlite_synchronous_full { SqliteSynchronous::Full } else { SqliteSynchronous::Normal });
+            .synchronous(if options.sqlite_synchronous_full {
+                SqliteSynchronous::Full
+            } else {
+                SqliteSynchronous::Normal
+            });
         let pool = SqlitePoolOptions::new()
             .max_connections(options.max_connections.max(1))
             .connect_with(connect_options)
             .await
-            .map_err(|source| StoreError::Connect { backend: "sqlite", source })?;
-        Ok(Store { backend: Backend::Sqlite(pool) })
+            .map_err(|source| StoreError::Connect {
+                backend: "sqlite",
+                source,
+            })?;
+        Ok(Store {
+            backend: Backend::Sqlite(pool),
+        })
     }
 
     async fn open_postgres(connect_options: PgConnectOptions, options: &StoreOptions) -> Result<Store> {
@@ -187,8 +209,13 @@ impl Store {
             .acquire_timeout(Duration::from_secs(30))
             .connect_with(connect_options)
             .await
-            .map_err(|source| StoreError::Connect { backend: "postgres", source })?;
-        Ok(Store { backend: Backend::Postgres(pool) })
+            .map_err(|source| StoreError::Connect {
+                backend: "postgres",
+                source,
+            })?;
+        Ok(Store {
+            backend: Backend::Postgres(pool),
+        })
     }
 
     /// Applies every pending migration of this backend.
@@ -229,7 +256,10 @@ pub fn redact(url: &str) -> String {
 }
 
 pub(crate) fn corrupt(table: &'static str, detail: impl ToString) -> StoreError {
-    StoreError::Corrupt { table, detail: detail.to_string() }
+    StoreError::Corrupt {
+        table,
+        detail: detail.to_string(),
+    }
 }
 
 #[cfg(test)]
@@ -238,8 +268,14 @@ mod tests {
 
     #[test]
     fn passwords_never_reach_an_error_message() {
-        assert_eq!(redact("postgres://memsift:hunter2@db/memsift"), "postgres://memsift:***@db/memsift");
+        assert_eq!(
+            redact("postgres://memsift:hunter2@db/memsift"),
+            "postgres://memsift:***@db/memsift"
+        );
         assert_eq!(redact("postgres://memsift@db/memsift"), "postgres://memsift@db/memsift");
-        assert_eq!(redact("sqlite:///var/lib/memsift/memsift.db"), "sqlite:///var/lib/memsift/memsift.db");
+        assert_eq!(
+            redact("sqlite:///var/lib/memsift/memsift.db"),
+            "sqlite:///var/lib/memsift/memsift.db"
+        );
     }
 }

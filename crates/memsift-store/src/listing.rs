@@ -119,7 +119,12 @@ const NO_LIMIT: i64 = i64::MAX;
 
 impl Store {
     /// Segments, newest first, optionally of one user and one status (admin listing).
-    pub async fn list_segments(&self, user: Option<&str>, status: Option<&str>, limit: Option<i64>) -> Result<Vec<SegmentRow>> {
+    pub async fn list_segments(
+        &self,
+        user: Option<&str>,
+        status: Option<&str>,
+        limit: Option<i64>,
+    ) -> Result<Vec<SegmentRow>> {
         Ok(on_pool!(self, |pool| {
             sqlx::query_as(
                 "SELECT s.id, u.external_id AS user, s.conversation_key, s.external_id AS name, s.status, s.n_messages,
@@ -186,7 +191,12 @@ impl Store {
     }
 
     /// Requests, newest first, optionally of one user and one status (admin listing).
-    pub async fn list_requests(&self, user: Option<&str>, status: Option<&str>, limit: Option<i64>) -> Result<Vec<RequestRow>> {
+    pub async fn list_requests(
+        &self,
+        user: Option<&str>,
+        status: Option<&str>,
+        limit: Option<i64>,
+    ) -> Result<Vec<RequestRow>> {
         Ok(on_pool!(self, |pool| {
             sqlx::query_as(
                 "SELECT r.id, r.purpose, u.external_id AS user, r.segment_id, r.chunk_index, r.attempt, r.lane, r.status,
@@ -208,16 +218,30 @@ impl Store {
     pub async fn counts(&self) -> Result<Counts> {
         Ok(on_pool!(self, |pool| {
             let users: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM users").fetch_one(pool).await?;
-            let messages: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM messages").fetch_one(pool).await?;
-            let segments: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM segments").fetch_one(pool).await?;
+            let messages: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM messages")
+                .fetch_one(pool)
+                .await?;
+            let segments: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM segments")
+                .fetch_one(pool)
+                .await?;
             let segments_by_status: Vec<(String, i64)> =
                 sqlx::query_as("SELECT status, COUNT(*) FROM segments GROUP BY status ORDER BY status")
                     .fetch_all(pool)
                     .await?;
-            let memories: i64 =
-                sqlx::query_scalar("SELECT COUNT(*) FROM memories WHERE archived_at IS NULL").fetch_one(pool).await?;
-            let requests: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM llm_requests").fetch_one(pool).await?;
-            Counts { users, messages, segments, segments_by_status, memories, requests }
+            let memories: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM memories WHERE archived_at IS NULL")
+                .fetch_one(pool)
+                .await?;
+            let requests: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM llm_requests")
+                .fetch_one(pool)
+                .await?;
+            Counts {
+                users,
+                messages,
+                segments,
+                segments_by_status,
+                memories,
+                requests,
+            }
         }))
     }
 }
@@ -226,13 +250,23 @@ impl Store {
     /// Rows in one of the data model's tables (for tests and `memsift status`).
     pub async fn count_rows(&self, table: &str) -> Result<i64> {
         const TABLES: &[&str] = &[
-            "users", "segments", "messages", "batches", "llm_requests", "memories", "memory_evidence", "memory_links",
-            "entities", "memory_entities", "operations", "schedules", "tombstones",
+            "users",
+            "segments",
+            "messages",
+            "batches",
+            "llm_requests",
+            "memories",
+            "memory_evidence",
+            "memory_links",
+            "entities",
+            "memory_entities",
+            "operations",
+            "schedules",
+            "tombstones",
         ];
-        let table = TABLES
-            .iter()
-            .find(|known| **known == table)
-            .ok_or_else(|| crate::StoreError::NotFound(format!("no table `{table}`; tables are {}", TABLES.join(", "))))?;
+        let table = TABLES.iter().find(|known| **known == table).ok_or_else(|| {
+            crate::StoreError::NotFound(format!("no table `{table}`; tables are {}", TABLES.join(", ")))
+        })?;
         let sql = format!("SELECT COUNT(*) FROM {table}");
         Ok(on_pool!(self, |pool| sqlx::query_scalar(&sql).fetch_one(pool).await?))
     }

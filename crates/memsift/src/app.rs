@@ -73,14 +73,22 @@ impl App {
             sqlite_synchronous_full: config.database.sqlite_synchronous == "full",
             ..StoreOptions::default()
         };
-        let store = Store::connect(url, &options).await.with_context(|| format!("cannot open database {}", redact(url)))?;
+        let store = Store::connect(url, &options)
+            .await
+            .with_context(|| format!("cannot open database {}", redact(url)))?;
         store.migrate().await.context("cannot migrate the database")?;
         let prompts = match &config.prompts.dir {
             Some(dir) => PromptRegistry::with_overrides(dir)?,
             None => PromptRegistry::built_in(),
         };
         let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".to_owned());
-        Ok(App { config, store, clock, prompts, worker_id: format!("{host}:{}", std::process::id()) })
+        Ok(App {
+            config,
+            store,
+            clock,
+            prompts,
+            worker_id: format!("{host}:{}", std::process::id()),
+        })
     }
 
     /// Opens with the wall clock.

@@ -111,7 +111,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         let url = database_url(&config, cli.database.as_deref())?;
         println!(
             "config ok: {}; database {}; tiers {:?}; llm keys {:?}",
-            cli.config.as_ref().map(|path| path.display().to_string()).unwrap_or_else(|| "built-in defaults".to_owned()),
+            cli.config
+                .as_ref()
+                .map(|path| path.display().to_string())
+                .unwrap_or_else(|| "built-in defaults".to_owned()),
             redact(&url),
             config.billing.tiers,
             config.llm.keys().collect::<Vec<_>>()
@@ -147,9 +150,15 @@ async fn dispatch(app: &App, command: Command, json: bool) -> anyhow::Result<()>
                 }
             }
         }
-        Command::Extract { pending: _, segment: Some(segment) } => {
+        Command::Extract {
+            pending: _,
+            segment: Some(segment),
+        } => {
             let segment_id = SegmentId::parse(&segment)?;
-            let claimed = app.store.claim_segment(segment_id, &app.worker_id, app.clock.now()).await?;
+            let claimed = app
+                .store
+                .claim_segment(segment_id, &app.worker_id, app.clock.now())
+                .await?;
             let report = pipeline::extract_segment(app, &claimed).await?;
             print_step("extract", &report, json)?;
         }
@@ -157,7 +166,10 @@ async fn dispatch(app: &App, command: Command, json: bool) -> anyhow::Result<()>
             let report = pipeline::run_until_idle(app).await?;
             print_step("extract", &report, json)?;
         }
-        Command::Run { until_idle, interval_secs } => {
+        Command::Run {
+            until_idle,
+            interval_secs,
+        } => {
             if until_idle {
                 let report = pipeline::run_until_idle(app).await?;
                 print_step("run", &report, json)?;
@@ -175,24 +187,47 @@ async fn dispatch(app: &App, command: Command, json: bool) -> anyhow::Result<()>
             }
         }
         Command::Segments { user, status, limit } => {
-            let rows = app.store.list_segments(user.as_deref(), status.as_deref(), limit).await?;
-            if json { render::print_json(&rows)? } else { println!("{}", render::segments_table(&rows)) }
+            let rows = app
+                .store
+                .list_segments(user.as_deref(), status.as_deref(), limit)
+                .await?;
+            if json {
+                render::print_json(&rows)?
+            } else {
+                println!("{}", render::segments_table(&rows))
+            }
         }
         Command::Memories { user, limit } => {
             let rows = app.store.list_memories(&user, limit).await?;
-            if json { render::print_json(&rows)? } else { println!("{}", render::memories_table(&rows)) }
+            if json {
+                render::print_json(&rows)?
+            } else {
+                println!("{}", render::memories_table(&rows))
+            }
         }
         Command::Requests { user, status, limit } => {
-            let rows = app.store.list_requests(user.as_deref(), status.as_deref(), limit).await?;
-            if json { render::print_json(&rows)? } else { println!("{}", render::requests_table(&rows)) }
+            let rows = app
+                .store
+                .list_requests(user.as_deref(), status.as_deref(), limit)
+                .await?;
+            if json {
+                render::print_json(&rows)?
+            } else {
+                println!("{}", render::requests_table(&rows))
+            }
         }
     }
     Ok(())
 }
 
 /// Imports one file in one transaction, with a progress bar on a terminal.
-pub async fn import_file(app: &App, file: &std::path::Path, format: ImportFormat) -> anyhow::Result<memsift_store::IngestReport> {
-    let messages = read_file(file, format).map_err(|error| anyhow::anyhow!("import: {error}; nothing from this file was stored"))?;
+pub async fn import_file(
+    app: &App,
+    file: &std::path::Path,
+    format: ImportFormat,
+) -> anyhow::Result<memsift_store::IngestReport> {
+    let messages = read_file(file, format)
+        .map_err(|error| anyhow::anyhow!("import: {error}; nothing from this file was stored"))?;
     // indicatif draws only when stderr is a terminal, so scripts and CI see no bar.
     let bar = ProgressBar::new(messages.len() as u64);
     bar.set_style(
@@ -203,7 +238,9 @@ pub async fn import_file(app: &App, file: &std::path::Path, format: ImportFormat
     bar.set_message(format!("import {}", file.display()));
     let report = app
         .store
-        .ingest(&messages, app.config.idle_timeout(), app.clock.now(), &|n_done| bar.set_position(n_done))
+        .ingest(&messages, app.config.idle_timeout(), app.clock.now(), &|n_done| {
+            bar.set_position(n_done)
+        })
         .await
         .with_context(|| format!("import: {}: nothing from this file was stored", file.display()))?;
     bar.finish_and_clear();
@@ -216,7 +253,11 @@ fn print_step(verb: &str, report: &pipeline::StepReport, json: bool) -> anyhow::
     }
     println!(
         "{verb}: {} segments extracted, {} memories written, {} items dropped, {} attempts failed, {} idle segments closed",
-        report.n_segments_extracted, report.n_memories, report.n_items_dropped, report.n_segments_failed, report.n_segments_closed
+        report.n_segments_extracted,
+        report.n_memories,
+        report.n_items_dropped,
+        report.n_segments_failed,
+        report.n_segments_closed
     );
     Ok(())
 }

@@ -24,8 +24,14 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     println!("demo: fresh database {}", path.display());
     let app = App::open_with_system_clock(config, &sqlite_url(&path)).await?;
     let messages = parse_jsonl("built-in sample", SAMPLE_JSONL)?;
-    let report = app.store.ingest(&messages, app.config.idle_timeout(), app.clock.now(), &|_| {}).await?;
-    println!("demo: imported {} messages ({} users, {} segments started)", report.n_added, report.n_users_created, report.n_segments_started);
+    let report = app
+        .store
+        .ingest(&messages, app.config.idle_timeout(), app.clock.now(), &|_| {})
+        .await?;
+    println!(
+        "demo: imported {} messages ({} users, {} segments started)",
+        report.n_added, report.n_users_created, report.n_segments_started
+    );
     let step = pipeline::run_until_idle(&app).await?;
     println!(
         "demo: extracted {} segments on the heuristic lane, {} memories written, {} items dropped",

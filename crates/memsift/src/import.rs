@@ -64,7 +64,10 @@ struct JsonlMessage {
 /// Reads a file in the given format.
 pub fn read_file(path: &Path, format: ImportFormat) -> Result<Vec<NewMessage>, ImportError> {
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| ImportError::Read { file: file.clone(), source })?;
+    let text = std::fs::read_to_string(path).map_err(|source| ImportError::Read {
+        file: file.clone(),
+        source,
+    })?;
     match format {
         ImportFormat::Jsonl => parse_jsonl(&file, &text),
         ImportFormat::Locomo => parse_locomo(&file, &text),
@@ -76,7 +79,11 @@ pub fn parse_jsonl(file: &str, text: &str) -> Result<Vec<NewMessage>, ImportErro
     let mut messages = Vec::new();
     for (line_idx, line) in text.lines().enumerate() {
         let line_number = line_idx + 1;
-        let bad = |problem: String| ImportError::Bad { file: file.to_owned(), line: line_number, problem };
+        let bad = |problem: String| ImportError::Bad {
+            file: file.to_owned(),
+            line: line_number,
+            problem,
+        };
         if line.trim().is_empty() {
             continue;
         }
@@ -94,7 +101,9 @@ pub fn parse_jsonl(file: &str, text: &str) -> Result<Vec<NewMessage>, ImportErro
             }
         }
         if row.content.trim().is_empty() {
-            return Err(bad("field `content` is empty; drop the line or give the message text".to_owned()));
+            return Err(bad(
+                "field `content` is empty; drop the line or give the message text".to_owned()
+            ));
         }
         messages.push(NewMessage {
             user_external_id: row.user.trim().to_owned(),
@@ -115,7 +124,10 @@ fn describe_json_error(error: &serde_json::Error) -> String {
     let message = error.to_string();
     // serde_json appends " at line 1 column N"; the line is ours to report, the column helps.
     let message = message.split(" at line ").next().unwrap_or(&message).to_owned();
-    if message.starts_with("missing field") || message.starts_with("unknown field") || message.starts_with("invalid type") {
+    if message.starts_with("missing field")
+        || message.starts_with("unknown field")
+        || message.starts_with("invalid type")
+    {
         format!("{message}; each line needs user, conversation, role, content, timestamp (see README.md)")
     } else {
         format!("not valid JSON ({message}, column {})", error.column())
@@ -145,10 +157,26 @@ const LOCOMO_TURN_SPACING_SECS: i64 = 30;
 /// every LoCoMo observation has a source turn; the session is closed by a boundary after its
 /// last turn. Turn `i` of a session is dated `session_<n>_date_time + 30 s · i`.
 pub fn parse_locomo(file: &str, text: &str) -> Result<Vec<NewMessage>, ImportError> {
-    let bad = |line: usize, problem: String| ImportError::Bad { file: file.to_owned(), line, problem };
-    let root: Value = serde_json::from_str(text)
-        .map_err(|error| bad(error.line(), format!("not valid JSON ({})", error.to_string().split(" at line ").next().unwrap_or(""))))?;
-    let samples = root.as_array().ok_or_else(|| bad(1, "expected a JSON list of conversations (locomo10.json's shape)".to_owned()))?;
+    let bad = |line: usize, problem: String| ImportError::Bad {
+        file: file.to_owned(),
+        line,
+        problem,
+    };
+    let root: Value = serde_json::from_str(text).map_err(|error| {
+        bad(
+            error.line(),
+            format!(
+                "not valid JSON ({})",
+                error.to_string().split(" at line ").next().unwrap_or("")
+            ),
+        )
+    })?;
+    let samples = root.as_array().ok_or_else(|| {
+        bad(
+            1,
+            "expected a JSON list of conversations (locomo10.json's shape)".to_owned(),
+        )
+    })?;
     let mut messages = Vec::new();
     for (sample_idx, sample) in samples.iter().enumerate() {
         let where_ = |detail: &str| format!("conversation #{}: {detail}", sample_idx + 1);
@@ -172,17 +200,24 @@ pub fn parse_locomo(file: &str, text: &str) -> Result<Vec<NewMessage>, ImportErr
                 .get(&date_key)
                 .and_then(Value::as_str)
                 .ok_or_else(|| bad(1, format!("{sample_id}: missing `{date_key}`")))?;
-            let started = parse_locomo_date(date_text)
-                .ok_or_else(|| bad(1, format!("{sample_id}: `{date_key}` = `{date_text}` is not like `1:56 pm on 8 May, 2023`")))?;
+            let started = parse_locomo_date(date_text).ok_or_else(|| {
+                bad(
+                    1,
+                    format!("{sample_id}: `{date_key}` = `{date_text}` is not like `1:56 pm on 8 May, 2023`"),
+                )
+            })?;
             let turns = conversation
                 .get(&session_key)
                 .and_then(Value::as_array)
                 .ok_or_else(|| bad(1, format!("{sample_id}: `{session_key}` is not a list of turns")))?;
             for (turn_idx, turn) in turns.iter().enumerate() {
                 let field = |name: &str| -> Result<&str, ImportError> {
-                    turn.get(name)
-                        .and_then(Value::as_str)
-                        .ok_or_else(|| bad(1, format!("{sample_id} {session_key} turn #{}: missing `{name}`", turn_idx + 1)))
+                    turn.get(name).and_then(Value::as_str).ok_or_else(|| {
+                        bad(
+                            1,
+                            format!("{sample_id} {session_key} turn #{}: missing `{name}`", turn_idx + 1),
+                        )
+                    })
                 };
                 let mut content = field("text")?.to_owned();
                 if let Some(caption) = turn.get("blip_caption").and_then(Value::as_str) {
@@ -231,14 +266,25 @@ mod tests {
         let text = "{\"user\":\"a\",\"conversation\":\"c\",\"role\":\"user\",\"content\":\"hi\",\"timestamp\":\"2026-03-01T10:00:00Z\"}\n\
                     {\"user\":\"a\",\"conversation\":\"c\",\"role\":\"user\",\"content\":\"hi\",\"timestamp\":\"yesterday\"}\n";
         let error = parse_jsonl("chat.jsonl", text).unwrap_err().to_string();
-        assert_eq!(error, "chat.jsonl:2: field `timestamp`: `yesterday` is not a time; use RFC 3339 such as 2026-03-01T10:00:00Z");
+        assert_eq!(
+            error,
+            "chat.jsonl:2: field `timestamp`: `yesterday` is not a time; use RFC 3339 such as 2026-03-01T10:00:00Z"
+        );
         let error = parse_jsonl("chat.jsonl", "{\"user\": \"a\",").unwrap_err().to_string();
         assert!(error.starts_with("chat.jsonl:1: not valid JSON"), "{error}");
-        let error = parse_jsonl("chat.jsonl", "{\"user\":\"a\",\"role\":\"bot\"}").unwrap_err().to_string();
-        assert!(error.starts_with("chat.jsonl:1: missing field `conversation`"), "{error}");
+        let error = parse_jsonl("chat.jsonl", "{\"user\":\"a\",\"role\":\"bot\"}")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.starts_with("chat.jsonl:1: missing field `conversation`"),
+            "{error}"
+        );
         let line = "{\"user\":\"a\",\"conversation\":\"c\",\"role\":\"bot\",\"content\":\"x\",\"timestamp\":\"2026-03-01T10:00:00Z\"}";
         let error = parse_jsonl("chat.jsonl", line).unwrap_err().to_string();
-        assert!(error.contains("`bot` is not a valid role: expected one of user assistant tool system"), "{error}");
+        assert!(
+            error.contains("`bot` is not a valid role: expected one of user assistant tool system"),
+            "{error}"
+        );
     }
 
     #[test]
@@ -254,8 +300,16 @@ mod tests {
 
     #[test]
     fn locomo_dates_parse_in_twelve_hour_form() {
-        assert_eq!(parse_locomo_date("1:56 pm on 8 May, 2023").unwrap().to_rfc3339(), "2023-05-08T13:56:00+00:00");
-        assert_eq!(parse_locomo_date("12:09 am on 13 September, 2023").unwrap().to_rfc3339(), "2023-09-13T00:09:00+00:00");
+        assert_eq!(
+            parse_locomo_date("1:56 pm on 8 May, 2023").unwrap().to_rfc3339(),
+            "2023-05-08T13:56:00+00:00"
+        );
+        assert_eq!(
+            parse_locomo_date("12:09 am on 13 September, 2023")
+                .unwrap()
+                .to_rfc3339(),
+            "2023-09-13T00:09:00+00:00"
+        );
         assert!(parse_locomo_date("sometime in May").is_none());
     }
 
@@ -269,7 +323,14 @@ mod tests {
         let messages = parse_locomo("locomo.json", text).unwrap();
         let summary: Vec<(&str, &str, bool, &str)> = messages
             .iter()
-            .map(|m| (m.external_id.as_deref().unwrap(), m.segment_name.as_deref().unwrap(), m.boundary_after, m.content.as_str()))
+            .map(|m| {
+                (
+                    m.external_id.as_deref().unwrap(),
+                    m.segment_name.as_deref().unwrap(),
+                    m.boundary_after,
+                    m.content.as_str(),
+                )
+            })
             .collect();
         assert_eq!(
             summary,

@@ -61,7 +61,10 @@ pub async fn run_once(app: &App) -> anyhow::Result<StepReport> {
         ..StepReport::default()
     };
     let lease = Duration::seconds(app.config.extraction.claim_lease_secs as i64);
-    let claimed = app.store.claim_segments(&app.worker_id, now, lease, CLAIM_BATCH).await?;
+    let claimed = app
+        .store
+        .claim_segments(&app.worker_id, now, lease, CLAIM_BATCH)
+        .await?;
     report.n_segments_claimed = claimed.len() as u64;
     for segment in claimed {
         match extract_segment(app, &segment).await {
@@ -72,7 +75,13 @@ pub async fn run_once(app: &App) -> anyhow::Result<StepReport> {
                 // Later attempts wait longer: 5, 10, 15 … minutes.
                 let retry_after = Duration::minutes(5 * segment.attempt);
                 app.store
-                    .fail_segment(segment.id, &format!("{error:#}"), app.config.extraction.max_attempts as i64, retry_after, app.clock.now())
+                    .fail_segment(
+                        segment.id,
+                        &format!("{error:#}"),
+                        app.config.extraction.max_attempts as i64,
+                        retry_after,
+                        app.clock.now(),
+                    )
                     .await?;
             }
         }
@@ -98,10 +107,18 @@ pub async fn extract_segment(app: &App, segment: &ClaimedSegment) -> anyhow::Res
     let config_key = format!("{}_{tier}", Purpose::Extraction.as_str());
     app.config.llm_for(Purpose::Extraction, &tier)?;
     let segment_turns = app.store.segment_turns(segment.id).await?;
-    let turns: Vec<Turn> = segment_turns.iter().map(|segment_turn| segment_turn.turn.clone()).collect();
+    let turns: Vec<Turn> = segment_turns
+        .iter()
+        .map(|segment_turn| segment_turn.turn.clone())
+        .collect();
     let turn_map: serde_json::Map<String, Value> = segment_turns
         .iter()
-        .map(|segment_turn| (segment_turn.turn.label.clone(), json!(segment_turn.message_id.to_string())))
+        .map(|segment_turn| {
+            (
+                segment_turn.turn.label.clone(),
+                json!(segment_turn.message_id.to_string()),
+            )
+        })
         .collect();
     let request = NewRequest {
         id: RequestId::new_v7(),
@@ -118,16 +135,23 @@ pub async fn extract_segment(app: &App, segment: &ClaimedSegment) -> anyhow::Res
         context: json!({ "turns": turn_map, "memories": {} }),
     };
     let now = app.clock.now();
-    app.store.plan_segment_requests(segment.id, std::slice::from_ref(&request), now).await?;
+    app.store
+        .plan_segment_requests(segment.id, std::slice::from_ref(&request), now)
+        .await?;
     let raw_output = memsift_heuristic::extract_json(&turns);
-    app.store.record_output(request.id, &raw_output, Some("end_turn"), now).await?;
+    app.store
+        .record_output(request.id, &raw_output, Some("end_turn"), now)
+        .await?;
     apply_request_output(app, request.id).await
 }
 
 /// The one path from a stored raw output to memories, shared by every lane.
 pub async fn apply_request_output(app: &App, request_id: RequestId) -> anyhow::Result<StepReport> {
     let stored = app.store.stored_output(request_id).await?;
-    let raw_output = stored.raw_output.as_deref().with_context(|| format!("request {request_id} has no output yet"))?;
+    let raw_output = stored
+        .raw_output
+        .as_deref()
+        .with_context(|| format!("request {request_id} has no output yet"))?;
     let mut input = ProcessInput {
         raw_text: raw_output,
         stop_reason: stored.stop_reason.as_deref().map(|reason| match reason {
@@ -159,9 +183,16 @@ pub async fn apply_request_output(app: &App, request_id: RequestId) -> anyhow::R
         n_dropped,
         now: app.clock.now(),
     };
-    let mut report = StepReport { n_items_dropped: n_dropped as u64, ..StepReport::default() };
+    let mut report = StepReport {
+        n_items_dropped: n_dropped as u64,
+        ..StepReport::default()
+    };
     match app.store.apply(&apply).await? {
-        ApplyOutcome::Applied { memory_ids, n_duplicates_at_write, segment_extracted } => {
+        ApplyOutcome::Applied {
+            memory_ids,
+            n_duplicates_at_write,
+            segment_extracted,
+        } => {
             report.n_memories = memory_ids.len() as u64;
             report.n_items_dropped += n_duplicates_at_write;
             report.n_segments_extracted = u64::from(segment_extracted);

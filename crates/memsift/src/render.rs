@@ -13,7 +13,10 @@ pub fn print_json<T: Serialize>(rows: &T) -> anyhow::Result<()> {
 
 fn table(header: &[&str]) -> Table {
     let mut table = Table::new();
-    table.load_style(UTF8_FULL_CONDENSED).set_content_arrangement(ContentArrangement::Dynamic).set_header(header);
+    table
+        .load_style(UTF8_FULL_CONDENSED)
+        .set_content_arrangement(ContentArrangement::Dynamic)
+        .set_header(header);
     table
 }
 
@@ -24,7 +27,18 @@ fn short(id: &str) -> &str {
 
 /// The segments table.
 pub fn segments_table(rows: &[SegmentRow]) -> String {
-    let mut table = table(&["segment", "user", "conversation", "name", "status", "msgs", "first message", "tries", "memories", "last error"]);
+    let mut table = table(&[
+        "segment",
+        "user",
+        "conversation",
+        "name",
+        "status",
+        "msgs",
+        "first message",
+        "tries",
+        "memories",
+        "last error",
+    ]);
     for row in rows {
         table.add_row(vec![
             short(&row.id).to_owned(),
@@ -61,7 +75,19 @@ pub fn memories_table(rows: &[MemoryRow]) -> String {
 
 /// The requests table.
 pub fn requests_table(rows: &[RequestRow]) -> String {
-    let mut table = table(&["request", "purpose", "user", "lane", "status", "try", "prompt", "items", "dropped", "tokens in/out", "cost $"]);
+    let mut table = table(&[
+        "request",
+        "purpose",
+        "user",
+        "lane",
+        "status",
+        "try",
+        "prompt",
+        "items",
+        "dropped",
+        "tokens in/out",
+        "cost $",
+    ]);
     for row in rows {
         table.add_row(vec![
             short(&row.id).to_owned(),

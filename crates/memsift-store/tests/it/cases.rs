@@ -41,12 +41,25 @@ fn item(text: &str, evidence: Vec<MessageId>) -> ValidItem {
 async fn closed_claimed_segment(store: &Store, user: &str, conversation: &str) -> (SegmentId, UserId, Vec<MessageId>) {
     let mut second = message(user, conversation, 1, Role::Assistant, "Noted.");
     second.boundary_after = true;
-    let messages = vec![message(user, conversation, 0, Role::User, "I live in Lisbon with my cat Miso."), second];
+    let messages = vec![
+        message(user, conversation, 0, Role::User, "I live in Lisbon with my cat Miso."),
+        second,
+    ];
     store.ingest(&messages, idle(), t0(), &no_progress).await.unwrap();
-    let claimed = store.claim_segments("worker-a", t0(), Duration::minutes(15), 100).await.unwrap();
-    let mine = claimed.into_iter().find(|segment| segment.attempt == 1).expect("the new segment is claimable");
+    let claimed = store
+        .claim_segments("worker-a", t0(), Duration::minutes(15), 100)
+        .await
+        .unwrap();
+    let mine = claimed
+        .into_iter()
+        .find(|segment| segment.attempt == 1)
+        .expect("the new segment is claimable");
     let turns = store.segment_turns(mine.id).await.unwrap();
-    (mine.id, mine.user_id, turns.into_iter().map(|turn| turn.message_id).collect())
+    (
+        mine.id,
+        mine.user_id,
+        turns.into_iter().map(|turn| turn.message_id).collect(),
+    )
 }
 
 fn request(segment_id: SegmentId, user_id: UserId, chunk_index: i64) -> NewRequest {
@@ -84,10 +97,30 @@ pub async fn migrations_create_the_whole_data_model(store: &Store) {
     // Every table of DESIGN §3 exists and is empty; running the migrations again is a no-op.
     store.migrate().await.unwrap();
     let counts = store.counts().await.unwrap();
-    assert_eq!((counts.users, counts.messages, counts.segments, counts.memories, counts.requests), (0, 0, 0, 0, 0));
+    assert_eq!(
+        (
+            counts.users,
+            counts.messages,
+            counts.segments,
+            counts.memories,
+            counts.requests
+        ),
+        (0, 0, 0, 0, 0)
+    );
     for table in [
-        "users", "segments", "messages", "batches", "llm_requests", "memories", "memory_evidence", "memory_links",
-        "entities", "memory_entities", "operations", "schedules", "tombstones",
+        "users",
+        "segments",
+        "messages",
+        "batches",
+        "llm_requests",
+        "memories",
+        "memory_evidence",
+        "memory_links",
+        "entities",
+        "memory_entities",
+        "operations",
+        "schedules",
+        "tombstones",
     ] {
         assert_eq!(store.count_rows(table).await.unwrap(), 0, "table {table}");
     }
@@ -103,44 +136,81 @@ pub async fn ingest_gives_each_message_one_segment_and_closes_on_boundary(store:
         message("ana", "c1", 3, Role::User, "Another thing."),
     ];
     let report = store.ingest(&messages, idle(), t0(), &no_progress).await.unwrap();
-    assert_eq!((report.n_added, report.n_segments_started, report.n_segments_closed, report.n_users_created), (4, 2, 1, 1));
-    assert_eq!(segment_statuses(store, "ana").await, vec![("closed".to_owned(), 3), ("open".to_owned(), 1)]);
+    assert_eq!(
+        (
+            report.n_added,
+            report.n_segments_started,
+            report.n_segments_closed,
+            report.n_users_created
+        ),
+        (4, 2, 1, 1)
+    );
+    assert_eq!(
+        segment_statuses(store, "ana").await,
+        vec![("closed".to_owned(), 3), ("open".to_owned(), 1)]
+    );
 }
 
 pub async fn an_idle_gap_inside_the_input_starts_a_new_segment(store: &Store) {
     let messages = vec![
         message("ana", "c1", 0, Role::User, "first"),
         message("ana", "c1", 59, Role::User, "still the first segment"),
-        message("ana", "c1", 119, Role::User, "a new segment after 60 minutes of silence"),
+        message(
+            "ana",
+            "c1",
+            119,
+            Role::User,
+            "a new segment after 60 minutes of silence",
+        ),
     ];
     store.ingest(&messages, idle(), t0(), &no_progress).await.unwrap();
-    assert_eq!(segment_statuses(store, "ana").await, vec![("closed".to_owned(), 2), ("open".to_owned(), 1)]);
+    assert_eq!(
+        segment_statuses(store, "ana").await,
+        vec![("closed".to_owned(), 2), ("open".to_owned(), 1)]
+    );
     let closed = store.list_segments(Some("ana"), Some("closed"), None).await.unwrap();
     assert_eq!(closed[0].close_reason.as_deref(), Some("idle"));
 }
 
 pub async fn reimporting_the_same_messages_adds_nothing(store: &Store) {
-    let mut messages = vec![message("ana", "c1", 0, Role::User, "I am vegetarian."), message("bo", "c2", 0, Role::User, "hello")];
+    let mut messages = vec![
+        message("ana", "c1", 0, Role::User, "I am vegetarian."),
+        message("bo", "c2", 0, Role::User, "hello"),
+    ];
     messages[1].external_id = Some("D1:1".to_owned());
     messages[1].boundary_after = true;
     let first = store.ingest(&messages, idle(), t0(), &no_progress).await.unwrap();
     let before = store.counts().await.unwrap();
-    let second = store.ingest(&messages, idle(), t0() + Duration::days(1), &no_progress).await.unwrap();
+    let second = store
+        .ingest(&messages, idle(), t0() + Duration::days(1), &no_progress)
+        .await
+        .unwrap();
     assert_eq!((first.n_added, second.n_added, second.n_already_stored), (2, 0, 2));
     assert_eq!(store.counts().await.unwrap(), before);
 }
 
 pub async fn a_failed_ingest_leaves_the_store_as_it_was(store: &Store) {
-    store.ingest(&[message("ana", "c1", 0, Role::User, "kept from before")], idle(), t0(), &no_progress).await.unwrap();
+    store
+        .ingest(
+            &[message("ana", "c1", 0, Role::User, "kept from before")],
+            idle(),
+            t0(),
+            &no_progress,
+        )
+        .await
+        .unwrap();
     let before = store.counts().await.unwrap();
-    let messages: Vec<NewMessage> =
-        (0..5).map(|minute| message("bo", "c9", minute, Role::User, &format!("message {minute}"))).collect();
+    let messages: Vec<NewMessage> = (0..5)
+        .map(|minute| message("bo", "c9", minute, Role::User, &format!("message {minute}")))
+        .collect();
     let owned_store = store.clone();
     // The progress callback panics after the third message has been written inside the
     // transaction: the task dies, and the transaction must roll back with it.
     let outcome = tokio::spawn(async move {
         owned_store
-            .ingest(&messages, idle(), t0(), &|n_done| assert!(n_done < 3, "simulated crash mid-import"))
+            .ingest(&messages, idle(), t0(), &|n_done| {
+                assert!(n_done < 3, "simulated crash mid-import")
+            })
             .await
     })
     .await;
@@ -149,9 +219,29 @@ pub async fn a_failed_ingest_leaves_the_store_as_it_was(store: &Store) {
 }
 
 pub async fn idle_segments_close_by_the_injected_clock(store: &Store) {
-    store.ingest(&[message("ana", "c1", 0, Role::User, "hello")], idle(), t0(), &no_progress).await.unwrap();
-    assert_eq!(store.close_idle_segments(t0() + Duration::minutes(59), idle()).await.unwrap(), 0);
-    assert_eq!(store.close_idle_segments(t0() + Duration::minutes(60), idle()).await.unwrap(), 1);
+    store
+        .ingest(
+            &[message("ana", "c1", 0, Role::User, "hello")],
+            idle(),
+            t0(),
+            &no_progress,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .close_idle_segments(t0() + Duration::minutes(59), idle())
+            .await
+            .unwrap(),
+        0
+    );
+    assert_eq!(
+        store
+            .close_idle_segments(t0() + Duration::minutes(60), idle())
+            .await
+            .unwrap(),
+        1
+    );
     assert_eq!(segment_statuses(store, "ana").await, vec![("closed".to_owned(), 1)]);
 }
 
@@ -169,23 +259,52 @@ pub async fn concurrent_claims_take_disjoint_segments(store: &Store) {
         store.claim_segments("b", t0(), Duration::minutes(15), 3),
         store.claim_segments("c", t0(), Duration::minutes(15), 3),
     );
-    let mut ids: Vec<SegmentId> = [a.unwrap(), b.unwrap(), c.unwrap()].concat().into_iter().map(|segment| segment.id).collect();
+    let mut ids: Vec<SegmentId> = [a.unwrap(), b.unwrap(), c.unwrap()]
+        .concat()
+        .into_iter()
+        .map(|segment| segment.id)
+        .collect();
     let n_claimed = ids.len();
     ids.sort();
     ids.dedup();
     assert_eq!(ids.len(), n_claimed, "a segment was claimed twice");
     assert_eq!(n_claimed, 6);
-    assert!(store.claim_segments("d", t0(), Duration::minutes(15), 3).await.unwrap().is_empty());
+    assert!(
+        store
+            .claim_segments("d", t0(), Duration::minutes(15), 3)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 pub async fn apply_writes_a_result_exactly_once(store: &Store) {
     let (segment_id, user_id, message_ids) = closed_claimed_segment(store, "ana", "c1").await;
     let request = request(segment_id, user_id, 0);
-    store.plan_segment_requests(segment_id, std::slice::from_ref(&request), t0()).await.unwrap();
-    store.record_output(request.id, "[...]", Some("end_turn"), t0()).await.unwrap();
-    let input = apply_input(&request, vec![item("Ana lives in Lisbon.", vec![message_ids[0]]), item("Ana has a cat named Miso.", vec![])]);
+    store
+        .plan_segment_requests(segment_id, std::slice::from_ref(&request), t0())
+        .await
+        .unwrap();
+    store
+        .record_output(request.id, "[...]", Some("end_turn"), t0())
+        .await
+        .unwrap();
+    let input = apply_input(
+        &request,
+        vec![
+            item("Ana lives in Lisbon.", vec![message_ids[0]]),
+            item("Ana has a cat named Miso.", vec![]),
+        ],
+    );
     let first = store.apply(&input).await.unwrap();
-    let ApplyOutcome::Applied { memory_ids, segment_extracted, .. } = first else { panic!("first apply must write") };
+    let ApplyOutcome::Applied {
+        memory_ids,
+        segment_extracted,
+        ..
+    } = first
+    else {
+        panic!("first apply must write")
+    };
     assert_eq!(memory_ids.len(), 2);
     assert!(segment_extracted);
     let after_first = store.counts().await.unwrap();
@@ -203,12 +322,14 @@ pub async fn a_segment_is_extracted_only_when_every_chunk_is_applied(store: &Sto
     for chunk in &chunks {
         store.record_output(chunk.id, "[]", None, t0()).await.unwrap();
     }
-    let ApplyOutcome::Applied { segment_extracted, .. } = store.apply(&apply_input(&chunks[0], vec![])).await.unwrap() else {
+    let ApplyOutcome::Applied { segment_extracted, .. } = store.apply(&apply_input(&chunks[0], vec![])).await.unwrap()
+    else {
         panic!("chunk 0 applies")
     };
     assert!(!segment_extracted);
     assert_eq!(segment_statuses(store, "ana").await, vec![("extracting".to_owned(), 2)]);
-    let ApplyOutcome::Applied { segment_extracted, .. } = store.apply(&apply_input(&chunks[1], vec![])).await.unwrap() else {
+    let ApplyOutcome::Applied { segment_extracted, .. } = store.apply(&apply_input(&chunks[1], vec![])).await.unwrap()
+    else {
         panic!("chunk 1 applies")
     };
     assert!(segment_extracted);
@@ -220,38 +341,80 @@ pub async fn the_same_fact_from_two_segments_is_stored_once(store: &Store) {
     let (second_segment, _, _) = closed_claimed_segment(store, "ana", "c2").await;
     for segment_id in [first_segment, second_segment] {
         let request = request(segment_id, user_id, 0);
-        store.plan_segment_requests(segment_id, std::slice::from_ref(&request), t0()).await.unwrap();
+        store
+            .plan_segment_requests(segment_id, std::slice::from_ref(&request), t0())
+            .await
+            .unwrap();
         store.record_output(request.id, "[...]", None, t0()).await.unwrap();
-        store.apply(&apply_input(&request, vec![item("Ana lives in Lisbon.", vec![])])).await.unwrap();
+        store
+            .apply(&apply_input(&request, vec![item("Ana lives in Lisbon.", vec![])]))
+            .await
+            .unwrap();
     }
     assert_eq!(store.list_memories("ana", None).await.unwrap().len(), 1);
-    assert!(store.active_dedupe_keys(user_id).await.unwrap().contains("ana lives in lisbon"));
+    assert!(
+        store
+            .active_dedupe_keys(user_id)
+            .await
+            .unwrap()
+            .contains("ana lives in lisbon")
+    );
 }
 
 pub async fn a_segment_goes_dead_after_max_attempts(store: &Store) {
     let (segment_id, _, _) = closed_claimed_segment(store, "ana", "c1").await;
-    store.fail_segment(segment_id, "provider said no", 2, Duration::minutes(5), t0()).await.unwrap();
+    store
+        .fail_segment(segment_id, "provider said no", 2, Duration::minutes(5), t0())
+        .await
+        .unwrap();
     assert_eq!(segment_statuses(store, "ana").await[0].0, "failed");
     // Not due yet, then due: the retry waits for its time.
-    assert!(store.claim_segments("w", t0(), Duration::minutes(15), 10).await.unwrap().is_empty());
-    let again = store.claim_segments("w", t0() + Duration::minutes(5), Duration::minutes(15), 10).await.unwrap();
+    assert!(
+        store
+            .claim_segments("w", t0(), Duration::minutes(15), 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let again = store
+        .claim_segments("w", t0() + Duration::minutes(5), Duration::minutes(15), 10)
+        .await
+        .unwrap();
     assert_eq!(again.len(), 1);
     assert_eq!(again[0].attempt, 2);
-    store.fail_segment(segment_id, "provider said no again", 2, Duration::minutes(5), t0()).await.unwrap();
+    store
+        .fail_segment(segment_id, "provider said no again", 2, Duration::minutes(5), t0())
+        .await
+        .unwrap();
     let rows = store.list_segments(Some("ana"), None, None).await.unwrap();
-    assert_eq!((rows[0].status.as_str(), rows[0].last_error.as_deref()), ("dead", Some("provider said no again")));
-    assert!(store.claim_segments("w", t0() + Duration::days(1), Duration::minutes(15), 10).await.unwrap().is_empty());
+    assert_eq!(
+        (rows[0].status.as_str(), rows[0].last_error.as_deref()),
+        ("dead", Some("provider said no again"))
+    );
+    assert!(
+        store
+            .claim_segments("w", t0() + Duration::days(1), Duration::minutes(15), 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 pub async fn entities_are_upserted_and_joined(store: &Store) {
     let (segment_id, user_id, _) = closed_claimed_segment(store, "ana", "c1").await;
     let request = request(segment_id, user_id, 0);
-    store.plan_segment_requests(segment_id, std::slice::from_ref(&request), t0()).await.unwrap();
+    store
+        .plan_segment_requests(segment_id, std::slice::from_ref(&request), t0())
+        .await
+        .unwrap();
     store.record_output(request.id, "[...]", None, t0()).await.unwrap();
     let mut lisbon = item("Ana lives in Lisbon.", vec![]);
     lisbon.entities = vec![("Lisbon".to_owned(), "place".to_owned())];
     let mut moving = item("Ana is selling her flat in Lisbon.", vec![]);
-    moving.entities = vec![("lisbon".to_owned(), "place".to_owned()), ("Miso".to_owned(), "pet".to_owned())];
+    moving.entities = vec![
+        ("lisbon".to_owned(), "place".to_owned()),
+        ("Miso".to_owned(), "pet".to_owned()),
+    ];
     store.apply(&apply_input(&request, vec![lisbon, moving])).await.unwrap();
     assert_eq!(store.count_rows("entities").await.unwrap(), 2);
     assert_eq!(store.count_rows("memory_entities").await.unwrap(), 3);
@@ -263,11 +426,23 @@ pub async fn memory_listings_are_scoped_by_user(store: &Store) {
     for (user, text) in [("ana", "Ana lives in Lisbon."), ("bo", "Bo lives in Oslo.")] {
         let (segment_id, user_id, _) = closed_claimed_segment(store, user, "c1").await;
         let request = request(segment_id, user_id, 0);
-        store.plan_segment_requests(segment_id, std::slice::from_ref(&request), t0()).await.unwrap();
+        store
+            .plan_segment_requests(segment_id, std::slice::from_ref(&request), t0())
+            .await
+            .unwrap();
         store.record_output(request.id, "[...]", None, t0()).await.unwrap();
-        store.apply(&apply_input(&request, vec![item(text, vec![])])).await.unwrap();
+        store
+            .apply(&apply_input(&request, vec![item(text, vec![])]))
+            .await
+            .unwrap();
     }
-    let ana: Vec<String> = store.list_memories("ana", None).await.unwrap().into_iter().map(|row| row.text).collect();
+    let ana: Vec<String> = store
+        .list_memories("ana", None)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|row| row.text)
+        .collect();
     assert_eq!(ana, vec!["Ana lives in Lisbon."]);
     assert!(store.list_memories("nobody", None).await.unwrap().is_empty());
     assert_eq!(store.list_requests(Some("bo"), None, None).await.unwrap().len(), 1);

@@ -13,7 +13,7 @@ macro_rules! store_suite {
             $(
                 #[tokio::test]
                 async fn $case() {
-                    let db = crate::helpers::TestDb::sqlite().await;
+                    let db = memsift_store::testing::TestDb::sqlite().await;
                     crate::cases::$case(&db.store).await;
                     db.finish().await;
                 }
@@ -23,7 +23,7 @@ macro_rules! store_suite {
             $(
                 #[tokio::test]
                 async fn $case() {
-                    let db = crate::helpers::TestDb::postgres().await;
+                    let db = memsift_store::testing::TestDb::postgres().await;
                     crate::cases::$case(&db.store).await;
                     db.finish().await;
                 }

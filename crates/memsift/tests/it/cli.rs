@@ -1,0 +1,73 @@
+//! The `memsift` process as a user runs it: exit codes, one-line errors, the demo.
+
+use std::process::Command;
+
+fn memsift(home: &std::path::Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_memsift"));
+    // A fresh machine: no configuration, no database, no keys in the environment.
+    command
+        .env_clear()
+        .env("HOME", home)
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default());
+    command
+}
+
+#[test]
+fn the_demo_runs_twice_on_a_fresh_home_and_ends_with_its_summary() {
+    let home = tempfile::tempdir().unwrap();
+    for _ in 0..2 {
+        let output = memsift(home.path()).arg("demo").output().unwrap();
+        let stdout = String::from_utf8(output.stdout).unwrap();
+        assert!(
+            output.status.success(),
+            "stderr: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        // The sample holds five conversations; the summary must agree with the tables printed above it.
+        let last = stdout.lines().last().unwrap();
+        let n_memory_rows = stdout.lines().filter(|row| row.contains("┆ The user")).count();
+        assert!(n_memory_rows > 0, "{stdout}");
+        assert_eq!(last, format!("demo: 5 segments, {n_memory_rows} memories"));
+    }
+    assert!(home.path().join(".local/share/memsift/memsift-demo.db").exists());
+}
+
+#[test]
+fn a_bad_import_line_prints_one_error_line_and_exits_nonzero() {
+    let home = tempfile::tempdir().unwrap();
+    let file = home.path().join("chat.jsonl");
+    std::fs::write(&file, "{\"user\":\"a\",\"conversation\":\"c\",\"role\":\"robot\",\"content\":\"hi\",\"timestamp\":\"2026-03-01T10:00:00Z\"}\n").unwrap();
+    let database = format!("sqlite://{}", home.path().join("m.db").display());
+    let output = memsift(home.path())
+        .args(["--database", &database, "import", "--format", "jsonl"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert_eq!(
+        stderr,
+        format!(
+            "error: import: {}:1: field `role`: `robot` is not a valid role: expected one of user assistant tool system; nothing from this file was stored\n",
+            file.display()
+        )
+    );
+}
+
+#[test]
+fn check_config_names_the_missing_key_of_a_tier() {
+    let home = tempfile::tempdir().unwrap();
+    let config = home.path().join("memsift.toml");
+    std::fs::write(&config, "[billing]\ntiers = [\"standard\", \"free\"]\n").unwrap();
+    let output = memsift(home.path())
+        .arg("--config")
+        .arg(&config)
+        .arg("check-config")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8(output.stderr).unwrap(),
+        "error: config: no [llm.extraction_free] section, but tier `free` reaches purpose `extraction`; add [llm.extraction_free] or remove `free` from billing.tiers\n"
+    );
+}

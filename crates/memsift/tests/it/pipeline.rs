@@ -1,0 +1,212 @@
+//! The pipeline end to end on a real store: import → segments → heuristic lane → apply.
+
+use chrono::Duration;
+use memsift::pipeline::{apply_request_output, run_once, run_until_idle};
+
+use crate::helpers::{TestApp, line};
+
+fn two_conversations() -> String {
+    [
+        line(
+            "ana",
+            "c1",
+            0,
+            "user",
+            "I live in Lisbon and I have a dog named Rex.",
+            false,
+        ),
+        line("ana", "c1", 1, "assistant", "Nice! Rex is a good name.", false),
+        line("ana", "c1", 2, "user", "Thanks!", true),
+        line("bo", "c2", 0, "user", "hello", false),
+        line(
+            "bo",
+            "c2",
+            1,
+            "assistant",
+            "You live in Oslo and work at Equinor, right?",
+            false,
+        ),
+        line("bo", "c2", 2, "user", "I'm allergic to peanuts.", false),
+    ]
+    .concat()
+}
+
+#[tokio::test]
+async fn imported_conversations_become_memories_once_segments_close() {
+    let test = TestApp::sqlite().await;
+    test.import("chat.jsonl", &two_conversations()).await.unwrap();
+    // c1 closed by its boundary; c2 is still open (its last message is at minute 2).
+    let first = run_until_idle(&test.app).await.unwrap();
+    assert_eq!((first.n_segments_extracted, first.n_memories), (1, 2));
+    let ana: Vec<String> = test
+        .app
+        .store
+        .list_memories("ana", None)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|m| m.text)
+        .collect();
+    assert_eq!(ana, vec!["The user lives in Lisbon.", "The user has a dog named Rex."]);
+    // Nothing happens for bo until 60 minutes of silence have passed on the injected clock.
+    test.advance(Duration::minutes(61));
+    assert!(run_once(&test.app).await.unwrap().is_idle());
+    test.advance(Duration::minutes(2));
+    let later = run_until_idle(&test.app).await.unwrap();
+    assert_eq!(
+        (later.n_segments_closed, later.n_segments_extracted, later.n_memories),
+        (1, 1, 1)
+    );
+    // The assistant's claims about bo (Oslo, Equinor) are context, never memories.
+    let bo: Vec<String> = test
+        .app
+        .store
+        .list_memories("bo", None)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|m| m.text)
+        .collect();
+    assert_eq!(bo, vec!["The user is allergic to peanuts."]);
+    let memories = test.app.store.list_memories("bo", None).await.unwrap();
+    assert_eq!(memories[0].evidence, "t2");
+    assert!(memories[0].sensitive);
+    test.finish().await;
+}
+
+#[tokio::test]
+async fn the_pipeline_runs_the_same_on_postgres() {
+    let test = TestApp::postgres().await;
+    test.import("chat.jsonl", &two_conversations()).await.unwrap();
+    test.advance(Duration::minutes(63));
+    let report = run_until_idle(&test.app).await.unwrap();
+    assert_eq!((report.n_segments_extracted, report.n_memories), (2, 3));
+    test.finish().await;
+}
+
+#[tokio::test]
+async fn a_malformed_line_stores_nothing_from_that_file() {
+    let test = TestApp::sqlite().await;
+    test.import("good.jsonl", &line("ana", "c1", 0, "user", "I live in Lisbon.", true))
+        .await
+        .unwrap();
+    let before = test.app.store.counts().await.unwrap();
+    let file = [
+        line("bo", "c2", 0, "user", "I live in Oslo.", false),
+        "{\"user\":\"bo\",\"conversation\":\"c2\",\"role\":\"user\",\"content\":\"x\",\"timestamp\":\"soon\"}\n"
+            .to_owned(),
+    ]
+    .concat();
+    let error = format!("{:#}", test.import("bad.jsonl", &file).await.unwrap_err());
+    assert!(error.ends_with(
+        "bad.jsonl:2: field `timestamp`: `soon` is not a time; use RFC 3339 such as 2026-03-01T10:00:00Z; nothing from this file was stored"
+    ), "{error}");
+    assert_eq!(test.app.store.counts().await.unwrap(), before);
+    test.finish().await;
+}
+
+#[tokio::test]
+async fn reimporting_a_file_adds_nothing_and_extracts_nothing_twice() {
+    let test = TestApp::sqlite().await;
+    test.import("chat.jsonl", &two_conversations()).await.unwrap();
+    test.advance(Duration::minutes(63));
+    run_until_idle(&test.app).await.unwrap();
+    let before = test.app.store.counts().await.unwrap();
+    let again = test.import("chat.jsonl", &two_conversations()).await.unwrap();
+    assert_eq!((again.n_added, again.n_already_stored), (0, 6));
+    assert!(run_until_idle(&test.app).await.unwrap().is_idle());
+    assert_eq!(test.app.store.counts().await.unwrap(), before);
+    test.finish().await;
+}
+
+#[tokio::test]
+async fn replaying_an_applied_output_writes_nothing() {
+    let test = TestApp::sqlite().await;
+    test.import("chat.jsonl", &two_conversations()).await.unwrap();
+    run_until_idle(&test.app).await.unwrap();
+    let request = test
+        .app
+        .store
+        .list_requests(Some("ana"), Some("applied"), None)
+        .await
+        .unwrap()
+        .remove(0);
+    let before = test.app.store.counts().await.unwrap();
+    let replay = apply_request_output(&test.app, request.id.parse().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(replay.n_memories, 0);
+    assert_eq!(test.app.store.counts().await.unwrap(), before);
+    test.finish().await;
+}
+
+#[tokio::test]
+async fn a_claim_whose_worker_died_is_taken_over_after_its_lease() {
+    let test = TestApp::sqlite().await;
+    test.import("chat.jsonl", &line("ana", "c1", 0, "user", "I live in Lisbon.", true))
+        .await
+        .unwrap();
+    // A worker claims the segment and dies before doing anything.
+    let lease = Duration::seconds(test.app.config.extraction.claim_lease_secs as i64);
+    let dead_claim = test
+        .app
+        .store
+        .claim_segments("dead-worker", test.clock_now(), lease, 10)
+        .await
+        .unwrap();
+    assert_eq!(dead_claim.len(), 1);
+    assert!(
+        run_until_idle(&test.app).await.unwrap().is_idle(),
+        "a live lease is respected"
+    );
+    test.advance(lease + Duration::seconds(1));
+    let report = run_until_idle(&test.app).await.unwrap();
+    assert_eq!((report.n_segments_extracted, report.n_memories), (1, 1));
+    let segment = test
+        .app
+        .store
+        .list_segments(Some("ana"), None, None)
+        .await
+        .unwrap()
+        .remove(0);
+    assert_eq!((segment.status.as_str(), segment.attempts), ("extracted", 2));
+    test.finish().await;
+}
+
+#[tokio::test]
+async fn extract_by_id_closes_an_open_segment_and_refuses_a_finished_one() {
+    let test = TestApp::sqlite().await;
+    test.import("chat.jsonl", &line("ana", "c1", 0, "user", "I live in Lisbon.", false))
+        .await
+        .unwrap();
+    let segment = test
+        .app
+        .store
+        .list_segments(Some("ana"), None, None)
+        .await
+        .unwrap()
+        .remove(0);
+    assert_eq!(segment.status, "open");
+    let id = segment.id.parse().unwrap();
+    let claimed = test.app.store.claim_segment(id, "cli", test.clock_now()).await.unwrap();
+    memsift::pipeline::extract_segment(&test.app, &claimed).await.unwrap();
+    let error = test
+        .app
+        .store
+        .claim_segment(id, "cli", test.clock_now())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        error,
+        format!("segment {id} is `extracted`; there is nothing to extract")
+    );
+    test.finish().await;
+}
+
+impl TestApp {
+    fn clock_now(&self) -> chrono::DateTime<chrono::Utc> {
+        use memsift_core::Clock;
+        self.clock.now()
+    }
+}
