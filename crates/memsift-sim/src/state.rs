@@ -162,7 +162,9 @@ impl Shared {
             |key: &str| !key.is_empty() && self.config.api_key.as_deref().is_none_or(|expected| expected == key);
         match provider {
             Provider::Anthropic => {
-                if !accepted(header("x-api-key")) {
+                // Newer official SDKs send the key as a bearer token rather than `x-api-key`; take either.
+                let bearer = header("authorization").strip_prefix("Bearer ").unwrap_or("");
+                if !accepted(header("x-api-key")) && !accepted(bearer) {
                     return Err(anthropic_error(
                         StatusCode::UNAUTHORIZED,
                         "authentication_error",
