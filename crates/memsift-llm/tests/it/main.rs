@@ -5,5 +5,6 @@
 
 mod anthropic;
 mod faults;
+mod locomo;
 mod openai;
 mod support;
