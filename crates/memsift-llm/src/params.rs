@@ -119,7 +119,13 @@ pub enum LlmConfigError {
 pub fn validate_llm_config(key: &str, config: &LlmConfig) -> Vec<LlmConfigError> {
     let mut errors = Vec::new();
     let key_owned = || key.to_owned();
-    let provider_name = format!("{:?}", config.provider).to_lowercase();
+    let provider_name = match config.provider {
+        ProviderKind::Heuristic => "heuristic",
+        ProviderKind::Anthropic => "anthropic",
+        ProviderKind::Openai => "openai",
+        ProviderKind::OpenaiCompatible => "openai_compatible",
+    }
+    .to_owned();
     if config.provider == ProviderKind::Heuristic {
         return errors;
     }
@@ -353,6 +359,25 @@ mod tests {
         );
         assert!(validate_llm_config("k", &anthropic(8192, Some(2048), Some(1.0))).is_empty());
         assert!(validate_llm_config("k", &anthropic(8192, None, Some(0.0))).is_empty());
+    }
+
+    #[test]
+    fn a_chat_request_puts_the_system_prompt_first_and_caps_output() {
+        let mut config = anthropic(2048, None, Some(0.3));
+        config.provider = ProviderKind::Openai;
+        config.model = Some("gpt-4o-mini".into());
+        let llm = ResolvedLlm::resolve("extraction_standard", &config).unwrap();
+        let request = build_chat_request(Purpose::Extraction, &llm, "sys", vec!["turns".into()]);
+        let roles: Vec<&str> = request.messages.iter().map(|message| message.role.as_str()).collect();
+        assert_eq!(roles, vec!["system", "user"]);
+        assert_eq!(request.max_completion_tokens, Some(2048));
+        assert_eq!(request.temperature, Some(0.3));
+        config.thinking_budget_tokens = Some(1024);
+        let errors = ResolvedLlm::resolve("extraction_standard", &config).unwrap_err();
+        assert_eq!(
+            errors[0].to_string(),
+            "llm.extraction_standard.thinking_budget_tokens is set but provider openai has no extended thinking; remove it"
+        );
     }
 
     #[test]

@@ -103,6 +103,18 @@ mod tests {
     }
 
     #[test]
+    fn a_config_naming_both_sources_or_none_is_handled_without_guessing() {
+        let mut config: LlmConfig = toml::from_str("provider = \"anthropic\"").unwrap();
+        assert!(load_api_key("k", &config).unwrap().is_none());
+        config.api_key_env = Some("X".into());
+        config.api_key_file = Some("/nonexistent".into());
+        assert_eq!(
+            load_api_key("k", &config).unwrap_err().to_string(),
+            "llm.k: both api_key_env and api_key_file are set; keep only one"
+        );
+    }
+
+    #[test]
     fn a_missing_variable_names_the_variable_and_the_fix() {
         let err = key_from_env("extraction_standard", "MEMSIFT_TEST_SURELY_UNSET_VARIABLE").unwrap_err();
         assert_eq!(
