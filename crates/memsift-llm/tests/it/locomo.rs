@@ -90,4 +90,14 @@ async fn the_counters_endpoint_serves_the_same_oracle_as_the_handle() {
     let served: memsift_sim::Counters = reqwest::get(&url).await.unwrap().json().await.unwrap();
     assert_eq!(served, h.sim.counters());
     assert_eq!(served.per_endpoint["messages"], 1);
+
+    // Shutdown completes even while a client still holds a keep-alive connection.
+    let client = h.anthropic();
+    client.create_message(&params(16)).await.unwrap();
+    let stopped = tokio::time::timeout(std::time::Duration::from_secs(10), h.sim.shutdown()).await;
+    stopped.expect("shutdown finishes").unwrap();
+    assert!(
+        client.create_message(&params(16)).await.is_err(),
+        "nothing listens any more"
+    );
 }
