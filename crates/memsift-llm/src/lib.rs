@@ -1,3 +1,33 @@
-//! Provider clients (Anthropic, OpenAI, OpenAI-compatible). Filled by the provider-clients issue.
+//! Provider clients for memsift's LLM lanes: Anthropic Messages and Message Batches, OpenAI
+//! chat, Files and Batches, and any OpenAI-compatible chat or embeddings server.
+//!
+//! Every call goes through one shared [`RateLimiter`] and one [`RetryPolicy`], and fails with an
+//! [`LlmError`] whose variant says what the caller must do. Batch create and file upload are never
+//! retried: they return a [`CreateOutcome`] so the coordinator can reconcile an unknown outcome
+//! instead of creating a duplicate batch.
 
 #![deny(missing_docs)]
+
+pub mod anthropic;
+pub mod error;
+mod http;
+pub mod jsonl;
+pub mod openai;
+pub mod params;
+pub mod ratelimit;
+pub mod retry;
+pub mod secret;
+pub mod usage;
+
+pub use anthropic::AnthropicClient;
+pub use error::LlmError;
+pub use http::{ClientOptions, CreateOutcome};
+pub use jsonl::{JsonLines, LineSplitter};
+pub use openai::OpenAiClient;
+pub use params::{
+    LlmConfigError, ResolvedLlm, build_batch_params, build_chat_request, validate_custom_id, validate_llm_config,
+};
+pub use ratelimit::{LimitKey, RateLimiter};
+pub use retry::{RetryMode, RetryPolicy, Timekeeper, TokioTimekeeper, VirtualTimekeeper};
+pub use secret::{KeyError, load_api_key};
+pub use usage::{ModelPrice, PriceTable, TokenUsage, cost};
