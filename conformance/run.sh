@@ -25,10 +25,10 @@ cleanup() {
 trap cleanup EXIT
 
 if [ -z "${MEMSIFT_SIM_URL:-}" ]; then
-    (cd "$repo" && cargo build -q -p memsift-sim --example sim-server)
+    (cd "$repo" && cargo build -q -p memsift)
     target="${CARGO_TARGET_DIR:-$repo/target}"
     out="$(mktemp)"
-    "$target/debug/examples/sim-server" --listen 127.0.0.1:0 --responder heuristic >"$out" &
+    "$target/debug/memsift" sim --listen 127.0.0.1:0 --responder heuristic >"$out" &
     sim_pid=$!
     # Wait for the first stdout line, which names the chosen port.
     for _ in $(seq 1 100); do

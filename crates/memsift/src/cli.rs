@@ -99,6 +99,18 @@ pub enum Command {
     },
     /// Check the configuration (and that every reachable `{purpose}_{tier}` key resolves).
     CheckConfig,
+    /// Serve the protocol-faithful provider simulator (Anthropic and OpenAI wire formats) until Ctrl-C.
+    Sim {
+        /// Address to listen on; port 0 picks a free one (the first stdout line names it).
+        #[arg(long, default_value = "127.0.0.1:0")]
+        listen: String,
+        /// `heuristic` (answers with the offline extractor) or `locomo:PATH` (LoCoMo observations).
+        #[arg(long, default_value = "heuristic")]
+        responder: String,
+        /// A fault plan, TOML or JSON (see crates/memsift-sim/src/faults.rs).
+        #[arg(long, value_name = "FILE")]
+        faults: Option<PathBuf>,
+    },
 }
 
 /// Runs one parsed command line.
@@ -107,7 +119,24 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     if let Command::Demo = cli.command {
         return crate::demo::run(config).await;
     }
+    if let Command::Sim {
+        listen,
+        responder,
+        faults,
+    } = &cli.command
+    {
+        return run_sim(listen, responder, faults.as_deref()).await;
+    }
     if let Command::CheckConfig = cli.command {
+        let problems: Vec<String> = config
+            .llm
+            .iter()
+            .flat_map(|(key, llm)| memsift_llm::validate_llm_config(key, llm))
+            .map(|problem| problem.to_string())
+            .collect();
+        if !problems.is_empty() {
+            anyhow::bail!("{}", problems.join("\n"));
+        }
         let url = database_url(&config, cli.database.as_deref())?;
         println!(
             "config ok: {}; database {}; tiers {:?}; llm keys {:?}",
@@ -130,7 +159,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
 
 async fn dispatch(app: &App, command: Command, json: bool) -> anyhow::Result<()> {
     match command {
-        Command::Demo | Command::CheckConfig => unreachable!("handled before the store is opened"),
+        Command::Demo | Command::CheckConfig | Command::Sim { .. } => {
+            unreachable!("handled before the store is opened")
+        }
         Command::Migrate => println!("migrate: schema is up to date"),
         Command::Import { format, files } => {
             for file in files {
@@ -259,5 +290,21 @@ fn print_step(verb: &str, report: &pipeline::StepReport, json: bool) -> anyhow::
         report.n_segments_failed,
         report.n_segments_closed
     );
+    Ok(())
+}
+
+async fn run_sim(listen: &str, responder: &str, faults: Option<&std::path::Path>) -> anyhow::Result<()> {
+    use std::io::Write;
+
+    let config = memsift_sim::SimConfig::from_cli(responder, faults)?;
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("sim: cannot listen on {listen}"))?;
+    println!("listening on http://{}", listener.local_addr()?);
+    std::io::stdout().flush()?;
+    memsift_sim::serve(listener, config, async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
+    .await?;
     Ok(())
 }
