@@ -1,3 +1,438 @@
-//! The batch coordinator. Filled by the extraction-lanes issue.
+//! The batch coordinator: the single submission point for every purpose's batch-lane requests.
+//!
+//! One [`BatchCoordinator::step`] moves every batch forward by at most one committed state:
+//! 1. **pack and submit**: planned batch-lane requests of one config key are packed into a batch
+//!    committed `submitting` *before* the provider's create call (invariant 3); create is never
+//!    retried blindly — an unknown outcome leaves the row for the reconciler;
+//! 2. **reconcile**: a batch left `submitting` past a grace period is looked up through the
+//!    provider's list endpoint and adopted, or, after two misses a grace period apart, its
+//!    requests are re-planned under the same ids;
+//! 3. **poll**: a snooze with a growing, jittered `next_poll_at`, never an attempt (invariant 6);
+//! 4. **ingest**: results are downloaded once per batch and fanned out by `custom_id` to the
+//!    [`BatchResultProcessor`] of each request's purpose, with a cursor on the batch row (invariant 4).
+//!
+//! **Architecture invariant:** the coordinator holds no transaction across a provider call and
+//! keeps no state in memory that the database does not also hold; a crash anywhere leaves rows
+//! that the next step (in this process or another) resumes from.
 
 #![deny(missing_docs)]
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use chrono::{DateTime, Duration, Utc};
+use memsift_core::status::{Purpose, RequestStatus};
+use memsift_core::{BatchId, Clock, RequestId};
+use memsift_store::{BatchRow, RequestUsage, Store, StoreError, WorkRequest};
+use serde::Serialize;
+
+mod providers;
+
+pub use providers::{AnthropicBatchProvider, OpenAiBatchProvider};
+
+/// Trips a fail point (feature `failpoints`): the step returns [`CoordinatorError::FailPoint`] as
+/// if the process had died right there. Without the feature this compiles to nothing.
+macro_rules! fail_point {
+    ($name:literal) => {
+        fail::fail_point!($name, |_| Err(CoordinatorError::FailPoint($name)));
+    };
+}
+
+/// Timing and size settings.
+#[derive(Clone, Debug)]
+pub struct BatchSettings {
+    /// Requests per provider batch at most.
+    pub max_requests_per_batch: i64,
+    /// How long a planned request waits for company before a smaller batch is sent.
+    pub pack_max_wait: Duration,
+    /// First poll after submission.
+    pub poll_initial: Duration,
+    /// Longest gap between polls.
+    pub poll_max: Duration,
+    /// How long a `submitting` batch is left alone before the reconciler looks for it.
+    pub reconcile_grace: Duration,
+    /// How long one worker's claim on a batch step lasts.
+    pub claim_lease: Duration,
+}
+
+impl Default for BatchSettings {
+    fn default() -> Self {
+        Self {
+            max_requests_per_batch: 1000,
+            pack_max_wait: Duration::seconds(60),
+            poll_initial: Duration::seconds(30),
+            poll_max: Duration::seconds(600),
+            reconcile_grace: Duration::seconds(300),
+            claim_lease: Duration::seconds(900),
+        }
+    }
+}
+
+/// What a provider said to a create call.
+#[derive(Clone, Debug)]
+pub enum ProviderCreate {
+    /// Created: its id and processing deadline.
+    Created {
+        /// The provider's id.
+        provider_batch_id: String,
+        /// The end of its processing window.
+        expires_at: Option<DateTime<Utc>>,
+    },
+    /// Definitely not created.
+    Rejected(String),
+    /// Maybe created: reconcile.
+    Unknown(String),
+}
+
+/// Where a provider batch is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProviderPoll {
+    /// Still running (including `canceling`, which is not terminal).
+    Running,
+    /// Finished: counts of succeeded, errored, expired, canceled (as far as the provider reports them).
+    Ended([i64; 4]),
+}
+
+/// One result line, provider-neutral.
+#[derive(Clone, Debug)]
+pub enum ResultLine {
+    /// An answer.
+    Answer {
+        /// Our request id.
+        custom_id: String,
+        /// The text.
+        raw_output: String,
+        /// Why it stopped.
+        stop_reason: Option<String>,
+        /// Tokens and cost.
+        usage: RequestUsage,
+    },
+    /// No answer.
+    Failed {
+        /// Our request id.
+        custom_id: String,
+        /// `errored`, `expired` or `canceled`.
+        status: RequestStatus,
+        /// Why.
+        error: String,
+    },
+}
+
+/// A provider-neutral stream of result lines.
+pub type ResultStream = std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<ResultLine, String>>>>;
+
+/// One provider's batch API, bound to one `{purpose}_{tier}` config.
+///
+/// The futures are not `Send`: the provider clients' retry futures hold higher-ranked borrows
+/// that rustc cannot prove `Send` for every lifetime, so the coordinator is stepped on the task
+/// that owns it (the CLI's and the daemon's main loop), never `tokio::spawn`ed.
+#[async_trait::async_trait(?Send)]
+pub trait BatchProvider: Send + Sync {
+    /// `anthropic` or `openai`.
+    fn kind(&self) -> &'static str;
+    /// Creates a batch of these requests, `custom_id` = request id. Never retried inside.
+    async fn create(&self, batch_id: BatchId, requests: &[WorkRequest]) -> ProviderCreate;
+    /// Retrieves a batch's state.
+    async fn retrieve(&self, provider_batch_id: &str) -> Result<ProviderPoll, String>;
+    /// Streams a finished batch's results (success and error outputs).
+    async fn results(&self, provider_batch_id: &str) -> Result<ResultStream, String>;
+    /// Looks for a batch we may have created for `batch` (our id in metadata, or creation window
+    /// and request count), skipping ids we already track.
+    async fn find(&self, batch: &BatchRow, request_ids: &[String], known: &[String]) -> Result<Option<String>, String>;
+}
+
+/// What happens to an answered request of a purpose: the extraction handler applies it.
+#[async_trait::async_trait(?Send)]
+pub trait BatchResultProcessor: Send + Sync {
+    /// Called after the answer is committed; an error leaves it `succeeded` for the sweep to retry.
+    async fn on_answer(&self, request_id: RequestId) -> Result<(), String>;
+}
+
+/// Why a coordinator step stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum CoordinatorError {
+    /// The store failed; the step can be run again.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A fail point tripped (tests only).
+    #[error("fail point {0} tripped")]
+    FailPoint(&'static str),
+}
+
+/// What one step did, for reports and tests.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct CoordinatorReport {
+    /// Batches committed `submitting` and sent.
+    pub n_batches_created: u64,
+    /// Create calls the provider refused.
+    pub n_batches_rejected: u64,
+    /// Create calls with an unknown outcome (left for the reconciler).
+    pub n_creates_unknown: u64,
+    /// `submitting` batches found at the provider and adopted.
+    pub n_batches_adopted: u64,
+    /// `submitting` batches proven absent; their requests were re-planned.
+    pub n_batches_replanned: u64,
+    /// Polls made.
+    pub n_polls: u64,
+    /// Batches found finished.
+    pub n_batches_ended: u64,
+    /// Batches fully ingested.
+    pub n_batches_ingested: u64,
+    /// Answers recorded.
+    pub n_answers: u64,
+    /// Failed results recorded.
+    pub n_failures: u64,
+}
+
+impl CoordinatorReport {
+    /// Whether anything moved.
+    pub fn progressed(&self) -> bool {
+        *self != CoordinatorReport::default()
+    }
+}
+
+/// The coordinator.
+pub struct BatchCoordinator {
+    store: Store,
+    clock: Arc<dyn Clock>,
+    worker_id: String,
+    settings: BatchSettings,
+    /// One provider per `{purpose}_{tier}` config key whose lane can be `batch`.
+    providers: BTreeMap<String, Arc<dyn BatchProvider>>,
+    processors: HashMap<Purpose, Arc<dyn BatchResultProcessor>>,
+}
+
+impl BatchCoordinator {
+    /// A coordinator over `store`; add providers and processors before stepping.
+    pub fn new(store: Store, clock: Arc<dyn Clock>, worker_id: String, settings: BatchSettings) -> Self {
+        Self { store, clock, worker_id, settings, providers: BTreeMap::new(), processors: HashMap::new() }
+    }
+
+    /// Serves batch-lane requests of `config_key` through `provider`.
+    pub fn add_provider(&mut self, config_key: &str, provider: Arc<dyn BatchProvider>) {
+        self.providers.insert(config_key.to_owned(), provider);
+    }
+
+    /// Handles answered requests of `purpose`.
+    pub fn add_processor(&mut self, purpose: Purpose, processor: Arc<dyn BatchResultProcessor>) {
+        self.processors.insert(purpose, processor);
+    }
+
+    /// Whether any provider is configured (no batch lane otherwise).
+    pub fn has_providers(&self) -> bool {
+        !self.providers.is_empty()
+    }
+
+    /// Moves every batch forward by at most one state.
+    pub async fn step(&self) -> Result<CoordinatorReport, CoordinatorError> {
+        let mut report = CoordinatorReport::default();
+        self.pack_and_submit(&mut report).await?;
+        self.reconcile(&mut report).await?;
+        self.poll(&mut report).await?;
+        self.ingest(&mut report).await?;
+        Ok(report)
+    }
+
+    async fn pack_and_submit(&self, report: &mut CoordinatorReport) -> Result<(), CoordinatorError> {
+        for (provider_kind, config_key) in self.store.planned_batch_groups().await? {
+            let Some(provider) = self.providers.get(&config_key) else {
+                tracing::warn!(config_key, provider = provider_kind, "Planned batch requests have no batch provider configured.");
+                continue;
+            };
+            loop {
+                let now = self.clock.now();
+                let packed = self
+                    .store
+                    .pack_batch(
+                        &provider_kind,
+                        &config_key,
+                        &self.worker_id,
+                        now,
+                        self.settings.max_requests_per_batch,
+                        self.settings.pack_max_wait,
+                        self.settings.claim_lease,
+                    )
+                    .await?;
+                let Some(packed) = packed else { break };
+                fail_point!("batch::after_intent");
+                let outcome = provider.create(packed.id, &packed.requests).await;
+                fail_point!("batch::after_create");
+                let now = self.clock.now();
+                match outcome {
+                    ProviderCreate::Created { provider_batch_id, expires_at } => {
+                        let next_poll_at = now + self.settings.poll_initial;
+                        self.store.mark_batch_submitted(packed.id, &provider_batch_id, expires_at, next_poll_at, now).await?;
+                        report.n_batches_created += 1;
+                        tracing::info!(batch_id = %packed.id, provider_batch_id, n_requests = packed.requests.len(), "Batch submitted.");
+                    }
+                    ProviderCreate::Rejected(error) => {
+                        self.store.mark_batch_rejected(packed.id, &error, now).await?;
+                        report.n_batches_rejected += 1;
+                        tracing::warn!(batch_id = %packed.id, error, "Provider refused the batch; its requests will be re-planned.");
+                    }
+                    ProviderCreate::Unknown(error) => {
+                        self.store.note_batch_outcome_unknown(packed.id, &error).await?;
+                        report.n_creates_unknown += 1;
+                        tracing::warn!(batch_id = %packed.id, error, "Batch create outcome unknown; the reconciler will look for it.");
+                    }
+                }
+                fail_point!("batch::after_record");
+            }
+        }
+        Ok(())
+    }
+
+    async fn reconcile(&self, report: &mut CoordinatorReport) -> Result<(), CoordinatorError> {
+        let now = self.clock.now();
+        for batch in self.store.batches_to_reconcile(now, self.settings.reconcile_grace).await? {
+            let batch_id = parse_batch_id(&batch.id)?;
+            let Some(provider) = self.providers.get(&batch.config_key) else { continue };
+            let known = self.store.known_provider_batch_ids(&batch.provider).await?;
+            let request_ids: Vec<String> =
+                self.store.batch_requests(batch_id).await?.into_iter().map(|request| request.id.to_string()).collect();
+            match provider.find(&batch, &request_ids, &known).await {
+                Ok(Some(provider_batch_id)) => {
+                    let next_poll_at = now + self.settings.poll_initial;
+                    self.store.mark_batch_submitted(batch_id, &provider_batch_id, None, next_poll_at, now).await?;
+                    report.n_batches_adopted += 1;
+                    tracing::info!(%batch_id, provider_batch_id, "Reconciler adopted a batch created before a crash or lost reply.");
+                }
+                Ok(None) => {
+                    let misses = self.store.note_reconcile_miss(batch_id, now, self.settings.reconcile_grace).await?;
+                    // Two misses a grace period apart: a list that lags behind a create has had
+                    // time to catch up, so the batch was never created.
+                    if misses >= 2 {
+                        self.store
+                            .replan_batch(batch_id, "no provider batch found in two reconcile passes; requests re-planned", now)
+                            .await?;
+                        report.n_batches_replanned += 1;
+                    }
+                }
+                Err(error) => tracing::warn!(%batch_id, error, "Reconciler could not list provider batches; will retry."),
+            }
+        }
+        Ok(())
+    }
+
+    async fn poll(&self, report: &mut CoordinatorReport) -> Result<(), CoordinatorError> {
+        let now = self.clock.now();
+        for batch in self.store.claim_batches_to_poll(now, self.settings.claim_lease, 100).await? {
+            let batch_id = parse_batch_id(&batch.id)?;
+            let (Some(provider), Some(provider_batch_id)) = (self.providers.get(&batch.config_key), batch.provider_batch_id.as_deref())
+            else {
+                continue;
+            };
+            report.n_polls += 1;
+            fail_point!("batch::before_poll");
+            match provider.retrieve(provider_batch_id).await {
+                Ok(ProviderPoll::Ended(counts)) => {
+                    self.store.mark_batch_ended(batch_id, counts, self.clock.now()).await?;
+                    report.n_batches_ended += 1;
+                }
+                Ok(ProviderPoll::Running) => {
+                    let next = self.clock.now() + self.poll_interval(batch.n_polls + 1);
+                    self.store.snooze_batch(batch_id, next, None).await?;
+                }
+                Err(error) => {
+                    // A transient failure (or a 404 right after create) is a snooze too.
+                    let next = self.clock.now() + self.poll_interval(batch.n_polls + 1);
+                    self.store.snooze_batch(batch_id, next, Some(&error)).await?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Growing interval with ±10 % jitter: initial × 1.5^n, capped.
+    fn poll_interval(&self, n_polls: i64) -> Duration {
+        let base = self.settings.poll_initial.num_milliseconds() as f64 * 1.5_f64.powi(n_polls.clamp(0, 30) as i32);
+        let capped = base.min(self.settings.poll_max.num_milliseconds() as f64);
+        let jitter = 0.9 + rand::random::<f64>() * 0.2;
+        Duration::milliseconds((capped * jitter) as i64)
+    }
+
+    async fn ingest(&self, report: &mut CoordinatorReport) -> Result<(), CoordinatorError> {
+        use futures_util::StreamExt;
+
+        let now = self.clock.now();
+        for batch in self.store.claim_batches_to_ingest(&self.worker_id, now, self.settings.claim_lease, 10).await? {
+            let batch_id = parse_batch_id(&batch.id)?;
+            let (Some(provider), Some(provider_batch_id)) = (self.providers.get(&batch.config_key), batch.provider_batch_id.as_deref())
+            else {
+                continue;
+            };
+            let requests: HashMap<String, WorkRequest> =
+                self.store.batch_requests(batch_id).await?.into_iter().map(|request| (request.id.to_string(), request)).collect();
+            let mut lines = match provider.results(provider_batch_id).await {
+                Ok(lines) => lines,
+                Err(error) => {
+                    tracing::warn!(%batch_id, error, "Could not download batch results; will retry after the claim lease.");
+                    continue;
+                }
+            };
+            let mut cursor = 0_i64;
+            let mut broken = false;
+            while let Some(line) = lines.next().await {
+                cursor += 1;
+                let line = match line {
+                    Ok(line) => line,
+                    Err(error) => {
+                        tracing::warn!(%batch_id, cursor, error, "Unreadable result line.");
+                        if error.contains("transient") {
+                            broken = true;
+                            break;
+                        }
+                        continue;
+                    }
+                };
+                let (custom_id, answered) = match &line {
+                    ResultLine::Answer { custom_id, .. } => (custom_id.clone(), true),
+                    ResultLine::Failed { custom_id, .. } => (custom_id.clone(), false),
+                };
+                let Some(request) = requests.get(&custom_id) else {
+                    tracing::warn!(%batch_id, custom_id, "Result line names a request that is not in this batch; ignored.");
+                    continue;
+                };
+                let now = self.clock.now();
+                let recorded = match line {
+                    ResultLine::Answer { raw_output, stop_reason, usage, .. } => {
+                        self.store.record_answer(request.id, &raw_output, stop_reason.as_deref(), &usage, now).await?
+                    }
+                    ResultLine::Failed { status, error, .. } => self.store.record_failure(request.id, status, &error, now).await?,
+                };
+                if recorded {
+                    if answered {
+                        report.n_answers += 1;
+                    } else {
+                        report.n_failures += 1;
+                    }
+                }
+                fail_point!("batch::mid_ingest");
+                if answered {
+                    if let Some(processor) = self.processors.get(&request.purpose) {
+                        if let Err(error) = processor.on_answer(request.id).await {
+                            tracing::warn!(request_id = %request.id, error, "Applying an answer failed; the sweep will retry it.");
+                        }
+                    }
+                }
+                if cursor % 100 == 0 {
+                    self.store.advance_ingest_cursor(batch_id, cursor).await?;
+                }
+            }
+            if broken {
+                continue;
+            }
+            self.store.advance_ingest_cursor(batch_id, cursor).await?;
+            let n_missing = self.store.finish_ingest(batch_id, self.clock.now()).await?;
+            if n_missing > 0 {
+                tracing::warn!(%batch_id, n_missing, "Requests without a result line were marked errored and will be re-planned.");
+            }
+            report.n_batches_ingested += 1;
+        }
+        Ok(())
+    }
+}
+
+fn parse_batch_id(id: &str) -> Result<BatchId, CoordinatorError> {
+    BatchId::parse(id).map_err(|error| CoordinatorError::Store(StoreError::Corrupt { table: "batches", detail: error.to_string() }))
+}

@@ -68,6 +68,8 @@ pub struct Config {
     pub segments: SegmentsConfig,
     /// Extraction scheduling.
     pub extraction: ExtractionConfig,
+    /// The batch lane's timing and sizes.
+    pub batch: BatchConfig,
     /// Billing tiers.
     pub billing: BillingConfig,
     /// Prompt files.
@@ -104,6 +106,26 @@ pub struct ExtractionConfig {
     pub max_attempts: u32,
     /// How long a claim on a segment holds before another worker may take it over.
     pub claim_lease_secs: u64,
+}
+
+/// Batch-lane settings.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BatchConfig {
+    /// Requests per provider batch at most.
+    pub max_requests_per_batch: u32,
+    /// How long a planned request waits for others before a smaller batch is sent.
+    pub pack_max_wait_secs: u64,
+    /// First poll after submission.
+    pub poll_initial_secs: u64,
+    /// Longest gap between polls.
+    pub poll_max_secs: u64,
+    /// How long a batch whose create outcome is unknown waits before the reconciler looks for it.
+    pub reconcile_grace_secs: u64,
+    /// Chunk size for extraction payloads, in tokens.
+    pub chunk_budget_tokens: u32,
+    /// Known memories shown to the model per chunk.
+    pub max_known_memories: u32,
 }
 
 /// Billing settings.
@@ -274,6 +296,16 @@ impl Config {
                 &self.database.sqlite_synchronous,
                 "use \"full\" or \"normal\"",
             ));
+        }
+        if self.batch.max_requests_per_batch == 0 || self.batch.max_requests_per_batch > 50_000 {
+            return Err(invalid(
+                "batch.max_requests_per_batch",
+                self.batch.max_requests_per_batch,
+                "use 1 to 50000 (OpenAI's per-file limit; Anthropic allows 100000)",
+            ));
+        }
+        if self.batch.chunk_budget_tokens < 256 {
+            return Err(invalid("batch.chunk_budget_tokens", self.batch.chunk_budget_tokens, "use at least 256 (default 6000)"));
         }
         if self.billing.tiers.is_empty() {
             return Err(invalid(

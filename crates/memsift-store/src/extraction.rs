@@ -51,8 +51,6 @@ pub struct NewRequest {
     pub segment_id: Option<SegmentId>,
     /// Which chunk of the segment.
     pub chunk_index: i64,
-    /// Attempt number of this chunk.
-    pub attempt: i64,
     /// The lane it goes through.
     pub lane: Lane,
     /// The `{purpose}_{tier}` key that configured it.
@@ -65,6 +63,9 @@ pub struct NewRequest {
     pub prompt_version: String,
     /// The context snapshot the processor needs later: short ids, memory texts, turn labels.
     pub context: Value,
+    /// What to send: `{"system": …, "user_message": …}` (kept so the batch lane can submit later;
+    /// erasure removes it).
+    pub request_body: Value,
 }
 
 /// What the apply path writes for one request.
@@ -206,41 +207,57 @@ impl Store {
             .collect()
     }
 
-    /// Records the requests planned for a segment's extraction and how many chunks it has.
-    pub async fn plan_segment_requests(
-        &self,
-        segment_id: SegmentId,
-        requests: &[NewRequest],
-        now: DateTime<Utc>,
-    ) -> Result<()> {
+    /// Records the requests planned for a segment's extraction and how many chunks it has, and
+    /// releases the segment's claim: from here the requests carry the work, so a slow batch can
+    /// never look like a dead worker. Each chunk's attempt number continues from its last one.
+    pub async fn plan_segment_requests(&self, segment_id: SegmentId, requests: &[NewRequest], now: DateTime<Utc>) -> Result<()> {
         in_write_tx!(self, |tx| {
             for request in requests {
                 sqlx::query(
                     "INSERT INTO llm_requests (id, purpose, user_id, segment_id, chunk_index, attempt, lane, config_key,
-                                               provider, model, prompt_version, context, status, created_at)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'planned', $13)",
+                                               provider, model, prompt_version, context, request_body, status, created_at)
+                     VALUES ($1, $2, $3, $4, $5,
+                             (SELECT COALESCE(MAX(attempt), 0) + 1 FROM llm_requests
+                              WHERE purpose = $2 AND segment_id = $4 AND chunk_index = $5),
+                             $6, $7, $8, $9, $10, $11, $12, 'planned', $13)",
                 )
                 .bind(request.id.to_string())
                 .bind(request.purpose.as_str())
                 .bind(request.user_id.to_string())
                 .bind(request.segment_id.map(|id| id.to_string()))
                 .bind(request.chunk_index)
-                .bind(request.attempt)
                 .bind(request.lane.as_str())
                 .bind(&request.config_key)
                 .bind(&request.provider)
                 .bind(&request.model)
                 .bind(&request.prompt_version)
                 .bind(Json(&request.context))
+                .bind(Json(&request.request_body))
                 .bind(now)
                 .execute(&mut *tx)
                 .await?;
             }
-            sqlx::query("UPDATE segments SET planned_chunks = $2 WHERE id = $1")
+            sqlx::query("UPDATE segments SET planned_chunks = $2, claimed_by = NULL, claimed_until = NULL WHERE id = $1")
                 .bind(segment_id.to_string())
                 .bind(requests.len() as i64)
                 .execute(&mut *tx)
                 .await?;
+        });
+        Ok(())
+    }
+
+    /// Marks a claimed segment `extracted` with nothing to do (no user turns, so no request).
+    pub async fn finish_empty_segment(&self, segment_id: SegmentId, now: DateTime<Utc>) -> Result<()> {
+        on_pool!(self, |pool| {
+            sqlx::query(
+                "UPDATE segments SET status = 'extracted', extracted_at = $2, planned_chunks = 0, claimed_by = NULL,
+                        claimed_until = NULL, last_error = NULL
+                 WHERE id = $1 AND status = 'extracting'",
+            )
+            .bind(segment_id.to_string())
+            .bind(now)
+            .execute(pool)
+            .await?;
         });
         Ok(())
     }
@@ -253,23 +270,9 @@ impl Store {
         stop_reason: Option<&str>,
         now: DateTime<Utc>,
     ) -> Result<()> {
-        let updated = on_pool!(self, |pool| {
-            sqlx::query(
-                "UPDATE llm_requests SET status = 'succeeded', raw_output = $2, stop_reason = $3, completed_at = $4
-                 WHERE id = $1 AND status IN ('planned', 'submitted')",
-            )
-            .bind(request_id.to_string())
-            .bind(raw_output)
-            .bind(stop_reason)
-            .bind(now)
-            .execute(pool)
-            .await?
-            .rows_affected()
-        });
-        if updated == 0 {
-            return Err(StoreError::NotFound(format!(
-                "request {request_id} is not waiting for output"
-            )));
+        let usage = crate::RequestUsage::default();
+        if !self.record_answer(request_id, raw_output, stop_reason, &usage, now).await? {
+            return Err(StoreError::NotFound(format!("request {request_id} is not waiting for output")));
         }
         Ok(())
     }
@@ -566,5 +569,50 @@ impl Store {
             }
             Some((status, _)) => format!("segment {segment_id} is `{status}`; there is nothing to extract"),
         }))
+    }
+}
+
+impl Store {
+    /// The user's billing tier column (`None`: the configured default applies).
+    pub async fn user_billing_tier(&self, user_id: UserId) -> Result<Option<String>> {
+        let tier: Option<Option<String>> = on_pool!(self, |pool| {
+            sqlx::query_scalar("SELECT billing_tier FROM users WHERE id = $1")
+                .bind(user_id.to_string())
+                .fetch_optional(pool)
+                .await?
+        });
+        Ok(tier.flatten())
+    }
+
+    /// A user's most recent active memories, newest first, as (id, text): context for a payload.
+    pub async fn recent_memories(&self, user_id: UserId, limit: i64) -> Result<Vec<(MemoryId, String)>> {
+        let rows: Vec<(String, String)> = on_pool!(self, |pool| {
+            sqlx::query_as(
+                "SELECT id, text FROM memories WHERE user_id = $1 AND archived_at IS NULL
+                 ORDER BY created_at DESC, id DESC LIMIT $2",
+            )
+            .bind(user_id.to_string())
+            .bind(limit)
+            .fetch_all(pool)
+            .await?
+        });
+        rows.into_iter()
+            .map(|(id, text)| Ok((MemoryId::parse(&id).map_err(|error| corrupt("memories", error))?, text)))
+            .collect()
+    }
+}
+
+impl Store {
+    /// Sets a user's billing tier (`None`: the configured default); returns whether the user exists.
+    pub async fn set_user_billing_tier(&self, user_external_id: &str, tier: Option<&str>) -> Result<bool> {
+        let updated = on_pool!(self, |pool| {
+            sqlx::query("UPDATE users SET billing_tier = $2 WHERE external_id = $1")
+                .bind(user_external_id)
+                .bind(tier)
+                .execute(pool)
+                .await?
+                .rows_affected()
+        });
+        Ok(updated == 1)
     }
 }

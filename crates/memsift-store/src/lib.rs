@@ -22,12 +22,14 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePo
 mod extraction;
 mod ingest;
 mod listing;
+mod work;
 #[cfg(feature = "test-support")]
 pub mod testing;
 
 pub use extraction::{ApplyInput, ApplyOutcome, ClaimedSegment, NewRequest, SegmentTurn, StoredOutput};
 pub use ingest::{IngestReport, NewMessage};
-pub use listing::{Counts, MemoryRow, RequestRow, SegmentRow};
+pub use listing::{Counts, MemoryRow, RequestDetail, RequestRow, SegmentRow};
+pub use work::{BatchRow, PackedBatch, ReplanReport, RequestUsage, WorkRequest};
 
 static SQLITE_MIGRATOR: Migrator = sqlx::migrate!("../../migrations/sqlite");
 static POSTGRES_MIGRATOR: Migrator = sqlx::migrate!("../../migrations/postgres");

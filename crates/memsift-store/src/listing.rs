@@ -271,3 +271,90 @@ impl Store {
         Ok(on_pool!(self, |pool| sqlx::query_scalar(&sql).fetch_one(pool).await?))
     }
 }
+
+/// Everything stored about one request (`memsift show`).
+#[derive(Clone, Debug, PartialEq, Serialize, sqlx::FromRow)]
+pub struct RequestDetail {
+    /// Request id.
+    pub id: String,
+    /// Purpose.
+    pub purpose: String,
+    /// The user's external id.
+    pub user: String,
+    /// Segment.
+    pub segment_id: Option<String>,
+    /// Chunk.
+    pub chunk_index: i64,
+    /// Attempt.
+    pub attempt: i64,
+    /// Lane.
+    pub lane: String,
+    /// Config key.
+    pub config_key: String,
+    /// Model.
+    pub model: Option<String>,
+    /// Prompt version.
+    pub prompt_version: String,
+    /// Status.
+    pub status: String,
+    /// Batch.
+    pub batch_id: Option<String>,
+    /// Raw output.
+    pub raw_output: Option<String>,
+    /// Stop reason.
+    pub stop_reason: Option<String>,
+    /// Items applied.
+    pub n_items: i64,
+    /// Items dropped.
+    pub n_dropped: i64,
+    /// Drop records.
+    pub drops: sqlx::types::Json<serde_json::Value>,
+    /// Tokens.
+    pub input_tokens: i64,
+    /// Tokens.
+    pub output_tokens: i64,
+    /// Tokens.
+    pub cache_creation_tokens: i64,
+    /// Tokens.
+    pub cache_read_tokens: i64,
+    /// USD.
+    pub cost_usd: f64,
+    /// Error.
+    pub error: Option<String>,
+    /// Created.
+    pub created_at: DateTime<Utc>,
+}
+
+impl Store {
+    /// One request in full.
+    pub async fn request_detail(&self, request_id: memsift_core::RequestId) -> Result<RequestDetail> {
+        let row: Option<RequestDetail> = on_pool!(self, |pool| {
+            sqlx::query_as(
+                "SELECT r.id, r.purpose, u.external_id AS user, r.segment_id, r.chunk_index, r.attempt, r.lane, r.config_key,
+                        r.model, r.prompt_version, r.status, r.batch_id, r.raw_output, r.stop_reason, r.n_items, r.n_dropped,
+                        r.drops, r.input_tokens, r.output_tokens, r.cache_creation_tokens, r.cache_read_tokens, r.cost_usd,
+                        r.error, r.created_at
+                 FROM llm_requests r JOIN users u ON u.id = r.user_id WHERE r.id = $1",
+            )
+            .bind(request_id.to_string())
+            .fetch_optional(pool)
+            .await?
+        });
+        row.ok_or_else(|| crate::StoreError::NotFound(format!("no request or batch {request_id}; list them with `memsift requests` or `memsift batches`")))
+    }
+
+    /// The requests of one batch (admin listing).
+    pub async fn list_batch_requests(&self, batch_id: memsift_core::BatchId) -> Result<Vec<RequestRow>> {
+        Ok(on_pool!(self, |pool| {
+            sqlx::query_as(
+                "SELECT r.id, r.purpose, u.external_id AS user, r.segment_id, r.chunk_index, r.attempt, r.lane, r.status,
+                        r.prompt_version, r.n_items, r.n_dropped, r.input_tokens, r.output_tokens, r.cost_usd, r.created_at
+                 FROM llm_requests r JOIN users u ON u.id = r.user_id
+                 WHERE r.batch_id = $1 ORDER BY r.created_at, r.id",
+            )
+            .bind(batch_id.to_string())
+            .fetch_all(pool)
+            .await?
+        }))
+    }
+}

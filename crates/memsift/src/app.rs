@@ -1,13 +1,20 @@
-//! The application: configuration, store, clock and prompts, built once and shared by every command.
+//! The application: configuration, store, clock, prompts, router, lanes and the batch coordinator,
+//! built once and shared by every command.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context;
-use memsift_core::config::{Config, ProviderKind, default_data_dir};
+use memsift_batch::{AnthropicBatchProvider, BatchCoordinator, BatchSettings, OpenAiBatchProvider};
+use memsift_core::config::{Config, LanePolicy, ProviderKind, default_data_dir};
 use memsift_core::prompt::PromptRegistry;
+use memsift_core::status::Purpose;
 use memsift_core::{Clock, SystemClock};
+use memsift_llm::{AnthropicClient, ClientOptions, OpenAiClient, PriceTable, ResolvedLlm};
+use memsift_routing::{BillingBackend, ColumnBilling, HeuristicStrategy, ImmediateStrategy, Router};
 use memsift_store::{Store, StoreOptions, redact};
+
+use crate::pipeline::{ExtractionHandler, SleepWaiter, Waiter};
 
 /// Everything a command needs.
 #[derive(Clone)]
@@ -22,6 +29,20 @@ pub struct App {
     pub prompts: PromptRegistry,
     /// This process's name in claims (`host:pid`).
     pub worker_id: String,
+    /// Tier → `{purpose}_{tier}` → lane, per call.
+    pub router: Arc<Router>,
+    /// Where a user's tier comes from.
+    pub billing: Arc<dyn BillingBackend>,
+    /// The offline lane.
+    pub heuristic: Arc<HeuristicStrategy>,
+    /// One provider call per request.
+    pub immediate: Arc<ImmediateStrategy>,
+    /// The batch lane, when any config key can reach it.
+    pub coordinator: Option<Arc<BatchCoordinator>>,
+    /// Applies batch answers; its totals feed the step report.
+    pub extraction_handler: Arc<ExtractionHandler>,
+    /// How `run --until-idle` waits for work due later.
+    pub waiter: Arc<dyn Waiter>,
 }
 
 /// Where the database is, as the operator asked for it.
@@ -44,57 +65,116 @@ pub fn sqlite_url(path: &Path) -> String {
 
 /// Loads the configuration: built-in defaults overlaid by `path`, then checked.
 pub fn load_config(path: Option<&Path>) -> anyhow::Result<Config> {
-    let config = match path {
+    Ok(match path {
         Some(path) => Config::load(path)?,
         None => Config::defaults(),
-    };
-    check_lanes(&config)?;
-    Ok(config)
-}
-
-/// Refuses providers whose lanes this build cannot drive yet, at start-up rather than per segment.
-fn check_lanes(config: &Config) -> anyhow::Result<()> {
-    for (key, llm) in &config.llm {
-        if llm.provider != ProviderKind::Heuristic {
-            anyhow::bail!(
-                "config: [llm.{key}] uses provider `{}`, whose lanes are not wired into extraction in this build; use provider = \"heuristic\"",
-                serde_json::to_value(llm.provider)?.as_str().unwrap_or("?")
-            );
-        }
-    }
-    Ok(())
+    })
 }
 
 impl App {
-    /// Opens the store at `url`, migrates it and loads the prompts.
-    pub async fn open(config: Config, url: &str, clock: Arc<dyn Clock>) -> anyhow::Result<App> {
+    /// Opens the store at `url`, migrates it and assembles the application.
+    pub async fn open(config: Config, url: &str, clock: Arc<dyn Clock>, waiter: Arc<dyn Waiter>) -> anyhow::Result<App> {
         let options = StoreOptions {
             max_connections: config.database.max_connections,
             sqlite_synchronous_full: config.database.sqlite_synchronous == "full",
             ..StoreOptions::default()
         };
-        let store = Store::connect(url, &options)
-            .await
-            .with_context(|| format!("cannot open database {}", redact(url)))?;
+        let store = Store::connect(url, &options).await.with_context(|| format!("cannot open database {}", redact(url)))?;
         store.migrate().await.context("cannot migrate the database")?;
-        let prompts = match &config.prompts.dir {
-            Some(dir) => PromptRegistry::with_overrides(dir)?,
-            None => PromptRegistry::built_in(),
-        };
         let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".to_owned());
-        Ok(App {
-            config,
-            store,
-            clock,
-            prompts,
-            worker_id: format!("{host}:{}", std::process::id()),
-        })
+        App::assemble(config, store, clock, waiter, format!("{host}:{}", std::process::id()))
     }
 
     /// Opens with the wall clock.
     pub async fn open_with_system_clock(config: Config, url: &str) -> anyhow::Result<App> {
-        App::open(config, url, Arc::new(SystemClock)).await
+        App::open(config, url, Arc::new(SystemClock), Arc::new(SleepWaiter)).await
     }
+
+    /// Builds the application around an open, migrated store (tests call this directly).
+    pub fn assemble(
+        config: Config,
+        store: Store,
+        clock: Arc<dyn Clock>,
+        waiter: Arc<dyn Waiter>,
+        worker_id: String,
+    ) -> anyhow::Result<App> {
+        let prompts = match &config.prompts.dir {
+            Some(dir) => PromptRegistry::with_overrides(dir)?,
+            None => PromptRegistry::built_in(),
+        };
+        let billing: Arc<dyn BillingBackend> = Arc::new(ColumnBilling { default_tier: config.billing.default_tier.clone() });
+        let router = Arc::new(Router::new(&config, Arc::clone(&billing))?);
+        let prices = PriceTable::default();
+        let extraction_handler = Arc::new(ExtractionHandler::new(store.clone(), Arc::clone(&clock)));
+        let coordinator = build_coordinator(&config, &store, &clock, &worker_id, &prices, &extraction_handler)?;
+        Ok(App {
+            immediate: Arc::new(ImmediateStrategy::new(prices)),
+            heuristic: Arc::new(HeuristicStrategy),
+            config,
+            store,
+            clock,
+            prompts,
+            worker_id,
+            router,
+            billing,
+            coordinator,
+            extraction_handler,
+            waiter,
+        })
+    }
+
+    /// The resolved `{purpose}_{tier}` config (validated at start-up by the router).
+    pub fn resolved_llm(&self, config_key: &str) -> anyhow::Result<ResolvedLlm> {
+        let llm = self.config.llm.get(config_key).with_context(|| format!("no [llm.{config_key}] section"))?;
+        ResolvedLlm::resolve(config_key, llm).map_err(|errors| {
+            anyhow::anyhow!("{}", errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))
+        })
+    }
+}
+
+/// One batch provider per config key whose provider has a batch API and whose lane can be batch.
+fn build_coordinator(
+    config: &Config,
+    store: &Store,
+    clock: &Arc<dyn Clock>,
+    worker_id: &str,
+    prices: &PriceTable,
+    extraction_handler: &Arc<ExtractionHandler>,
+) -> anyhow::Result<Option<Arc<BatchCoordinator>>> {
+    let settings = BatchSettings {
+        max_requests_per_batch: config.batch.max_requests_per_batch as i64,
+        pack_max_wait: chrono::Duration::seconds(config.batch.pack_max_wait_secs as i64),
+        poll_initial: chrono::Duration::seconds(config.batch.poll_initial_secs as i64),
+        poll_max: chrono::Duration::seconds(config.batch.poll_max_secs as i64),
+        reconcile_grace: chrono::Duration::seconds(config.batch.reconcile_grace_secs as i64),
+        claim_lease: chrono::Duration::seconds(config.extraction.claim_lease_secs as i64),
+    };
+    let mut coordinator = BatchCoordinator::new(store.clone(), Arc::clone(clock), worker_id.to_owned(), settings);
+    for (key, llm_config) in &config.llm {
+        let has_batch_api = matches!(llm_config.provider, ProviderKind::Anthropic | ProviderKind::Openai);
+        if !has_batch_api || llm_config.lane == LanePolicy::Immediate {
+            continue;
+        }
+        let llm = ResolvedLlm::resolve(key, llm_config)
+            .map_err(|errors| anyhow::anyhow!("{}", errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")))?;
+        let api_key = memsift_llm::load_api_key(key, llm_config)?;
+        let options = ClientOptions::new(llm_config.endpoint.clone(), api_key, llm.model.clone());
+        match llm_config.provider {
+            ProviderKind::Anthropic => {
+                let client = AnthropicClient::new(options)?;
+                coordinator.add_provider(key, Arc::new(AnthropicBatchProvider::new(client, llm, prices.clone())));
+            }
+            _ => {
+                let client = OpenAiClient::new(options)?;
+                coordinator.add_provider(key, Arc::new(OpenAiBatchProvider::new(client, llm, prices.clone())));
+            }
+        }
+    }
+    if !coordinator.has_providers() {
+        return Ok(None);
+    }
+    coordinator.add_processor(Purpose::Extraction, Arc::clone(extraction_handler) as _);
+    Ok(Some(Arc::new(coordinator)))
 }
 
 /// The demo database: `<data dir>/memsift-demo.db`, recreated on every run.

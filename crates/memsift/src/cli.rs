@@ -34,7 +34,11 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the whole pipeline on a built-in sample in a fresh demo database (no keys, no network).
-    Demo,
+    Demo {
+        /// `batch`: through an in-process provider simulator; `heuristic`: offline rules only.
+        #[arg(long, value_enum, default_value = "batch")]
+        lane: crate::demo::DemoLane,
+    },
     /// Create or update the database schema.
     Migrate,
     /// Import conversations; each file is stored whole or not at all.
@@ -64,6 +68,8 @@ pub enum Command {
         #[arg(long, default_value_t = 5)]
         interval_secs: u64,
     },
+    /// One safety-net pass: move every stuck segment, request, claim and batch forward once.
+    Sweep,
     /// List segments.
     Segments {
         /// Only this user's (external id).
@@ -97,6 +103,20 @@ pub enum Command {
         #[arg(long)]
         limit: Option<i64>,
     },
+    /// List provider batches, newest first.
+    Batches {
+        /// Only this status (planned, submitting, submitted, ended, ingested, orphaned, failed).
+        #[arg(long)]
+        status: Option<String>,
+        /// At most this many rows.
+        #[arg(long)]
+        limit: Option<i64>,
+    },
+    /// Show one request (with its raw output and drops) or one batch (with its requests).
+    Show {
+        /// A request id or a batch id.
+        id: String,
+    },
     /// Check the configuration (and that every reachable `{purpose}_{tier}` key resolves).
     CheckConfig,
     /// Serve the protocol-faithful provider simulator (Anthropic and OpenAI wire formats) until Ctrl-C.
@@ -116,8 +136,8 @@ pub enum Command {
 /// Runs one parsed command line.
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
     let config = load_config(cli.config.as_deref())?;
-    if let Command::Demo = cli.command {
-        return crate::demo::run(config).await;
+    if let Command::Demo { lane } = cli.command {
+        return crate::demo::run(config, lane).await;
     }
     if let Command::Sim {
         listen,
@@ -159,7 +179,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
 
 async fn dispatch(app: &App, command: Command, json: bool) -> anyhow::Result<()> {
     match command {
-        Command::Demo | Command::CheckConfig | Command::Sim { .. } => {
+        Command::Demo { .. } | Command::CheckConfig | Command::Sim { .. } => {
             unreachable!("handled before the store is opened")
         }
         Command::Migrate => println!("migrate: schema is up to date"),
@@ -190,7 +210,8 @@ async fn dispatch(app: &App, command: Command, json: bool) -> anyhow::Result<()>
                 .store
                 .claim_segment(segment_id, &app.worker_id, app.clock.now())
                 .await?;
-            let report = pipeline::extract_segment(app, &claimed).await?;
+            pipeline::plan_segment(app, &claimed).await?;
+            let report = pipeline::run_until_idle(app).await?;
             print_step("extract", &report, json)?;
         }
         Command::Extract { .. } => {
@@ -207,7 +228,7 @@ async fn dispatch(app: &App, command: Command, json: bool) -> anyhow::Result<()>
             } else {
                 loop {
                     let step = pipeline::run_once(app).await?;
-                    if !step.is_idle() {
+                    if step.progressed() {
                         print_step("run", &step, json)?;
                     }
                     tokio::select! {
@@ -236,6 +257,15 @@ async fn dispatch(app: &App, command: Command, json: bool) -> anyhow::Result<()>
                 println!("{}", render::memories_table(&rows))
             }
         }
+        Command::Sweep => {
+            let report = pipeline::sweep(app).await?;
+            print_step("sweep", &report, json)?;
+        }
+        Command::Batches { status, limit } => {
+            let rows = app.store.list_batches(status.as_deref(), limit).await?;
+            if json { render::print_json(&rows)? } else { println!("{}", render::batches_table(&rows)) }
+        }
+        Command::Show { id } => show(app, &id, json).await?,
         Command::Requests { user, status, limit } => {
             let rows = app
                 .store
@@ -306,5 +336,26 @@ async fn run_sim(listen: &str, responder: &str, faults: Option<&std::path::Path>
         let _ = tokio::signal::ctrl_c().await;
     })
     .await?;
+    Ok(())
+}
+
+async fn show(app: &App, id: &str, json: bool) -> anyhow::Result<()> {
+    if let Ok(batch_id) = memsift_core::BatchId::parse(id) {
+        if let Some(batch) = app.store.batch(batch_id).await? {
+            let requests = app.store.list_batch_requests(batch_id).await?;
+            if json {
+                return render::print_json(&serde_json::json!({ "batch": batch, "requests": requests }));
+            }
+            println!("{}", render::batches_table(std::slice::from_ref(&batch)));
+            println!("{}", render::requests_table(&requests));
+            return Ok(());
+        }
+    }
+    let request_id = memsift_core::RequestId::parse(id)?;
+    let detail = app.store.request_detail(request_id).await?;
+    if json {
+        return render::print_json(&detail);
+    }
+    println!("{}", serde_json::to_string_pretty(&detail)?);
     Ok(())
 }

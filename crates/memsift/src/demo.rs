@@ -1,6 +1,12 @@
 //! `memsift demo`: the whole pipeline on a built-in sample, in a fresh database, with no keys.
+//!
+//! By default the sample goes through the batch lane against an in-process `memsift-sim` (the
+//! Anthropic Message Batches wire format, answering with the offline extractor), so the demo shows
+//! the coordinator's tables; `--lane heuristic` skips the simulator.
 
+use anyhow::Context;
 use memsift_core::config::Config;
+use memsift_sim::{Sim, SimConfig};
 
 use crate::app::{App, demo_database_path, sqlite_url};
 use crate::import::parse_jsonl;
@@ -9,12 +15,20 @@ use crate::{pipeline, render};
 /// The sample conversations (written for memsift; not LoCoMo), compiled in.
 pub const SAMPLE_JSONL: &str = include_str!("../demo/sample.jsonl");
 
+/// The demo's lane.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum DemoLane {
+    /// Anthropic Message Batches against an in-process simulator.
+    Batch,
+    /// The offline heuristic lane only.
+    Heuristic,
+}
+
 /// Creates a fresh demo database, imports the sample, extracts, and prints what happened.
-pub async fn run(config: Config) -> anyhow::Result<()> {
+pub async fn run(config: Config, lane: DemoLane) -> anyhow::Result<()> {
     let path = demo_database_path();
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
+    let dir = path.parent().context("the demo database has a parent directory")?.to_owned();
+    std::fs::create_dir_all(&dir)?;
     for suffix in ["", "-wal", "-shm"] {
         let file = format!("{}{suffix}", path.display());
         if std::path::Path::new(&file).exists() {
@@ -22,23 +36,46 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         }
     }
     println!("demo: fresh database {}", path.display());
+    let mut sim = None;
+    let config = match lane {
+        DemoLane::Heuristic => config,
+        DemoLane::Batch => {
+            // The simulator checks a key like a provider does; the demo's key lives in a file
+            // next to the database, the same way a deployment names its key file.
+            let key_file = dir.join("memsift-demo-sim.key");
+            std::fs::write(&key_file, "demo-key-not-a-secret")?;
+            let handle = Sim::start(SimConfig::from_cli("heuristic", None)?.with_api_key("demo-key-not-a-secret")).await?;
+            println!("demo: provider simulator (Anthropic Message Batches) at {}", handle.base_url);
+            let overlay = format!(
+                "[batch]\npack_max_wait_secs = 0\npoll_initial_secs = 0\n\n\
+                 [llm.extraction_standard]\nprovider = \"anthropic\"\nendpoint = \"{}\"\nmodel = \"claude-haiku-4-5\"\n\
+                 api_key_file = \"{}\"\nlane = \"batch\"\nmax_tokens = 4096\n",
+                handle.base_url,
+                key_file.display()
+            );
+            sim = Some(handle);
+            let mut merged = Config::from_layers(Some(("demo overlay", &overlay)))?;
+            merged.database = config.database;
+            merged
+        }
+    };
     let app = App::open_with_system_clock(config, &sqlite_url(&path)).await?;
     let messages = parse_jsonl("built-in sample", SAMPLE_JSONL)?;
-    let report = app
-        .store
-        .ingest(&messages, app.config.idle_timeout(), app.clock.now(), &|_| {})
-        .await?;
+    let report = app.store.ingest(&messages, app.config.idle_timeout(), app.clock.now(), &|_| {}).await?;
     println!(
         "demo: imported {} messages ({} users, {} segments started)",
         report.n_added, report.n_users_created, report.n_segments_started
     );
     let step = pipeline::run_until_idle(&app).await?;
     println!(
-        "demo: extracted {} segments on the heuristic lane, {} memories written, {} items dropped",
-        step.n_segments_extracted, step.n_memories, step.n_items_dropped
+        "demo: {} segments extracted, {} memories written, {} items dropped; {} batches created, {} polls",
+        step.n_segments_extracted, step.n_memories, step.n_items_dropped, step.batch.n_batches_created, step.batch.n_polls
     );
     let segments = app.store.list_segments(None, None, None).await?;
     println!("{}", render::segments_table(&segments));
+    if lane == DemoLane::Batch {
+        println!("{}", render::batches_table(&app.store.list_batches(None, None).await?));
+    }
     let users: std::collections::BTreeSet<&str> = segments.iter().map(|segment| segment.user.as_str()).collect();
     let mut n_memories = 0;
     for user in users {
@@ -48,6 +85,9 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         println!("{}", render::memories_table(&memories));
     }
     app.store.close().await;
+    if let Some(handle) = sim {
+        handle.shutdown().await;
+    }
     println!("demo: {} segments, {} memories", segments.len(), n_memories);
     Ok(())
 }

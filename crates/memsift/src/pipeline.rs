@@ -1,23 +1,31 @@
-//! The extraction pipeline: claim closed segments, run their lane, and apply each output once.
+//! The extraction pipeline: claim closed segments, plan their requests, run each lane, and apply
+//! every answer once.
 //!
-//! Every lane ends in [`apply_request_output`], the single place that turns a stored raw output
-//! into memories: it reads the request's context snapshot, runs the pure processor, and hands the
-//! result to the store's one-transaction apply. Background work is driven step by step
-//! ([`run_once`] returns what it did), so tests and `run --until-idle` need no sleeps.
+//! [`run_once`] is one step of every stage, each moving work forward by at most one committed
+//! state: close idle segments → plan (payload + route per chunk) → execute the heuristic and
+//! immediate lanes → step the batch coordinator → apply answers left unapplied → re-plan failed
+//! attempts. Every lane ends in [`apply_request_output`], the single place that turns a stored raw
+//! output into memories. Background work is driven step by step, so tests need no sleeps.
+
+use std::sync::Arc;
 
 use anyhow::Context;
-use chrono::Duration;
-use memsift_core::contract::Turn;
-use memsift_core::status::{Lane, Purpose};
-use memsift_core::{MessageId, RequestId};
+use chrono::{DateTime, Duration, Utc};
+use memsift_batch::BatchResultProcessor;
+use memsift_core::config::ProviderKind;
+use memsift_core::status::{Lane, Purpose, RequestStatus};
+use memsift_core::transcript::parse_turns;
+use memsift_core::{Clock, MemoryId, MessageId, RequestId};
+use memsift_payload::{KnownMemory, PayloadOptions, build_extraction_chunks};
 use memsift_processor::{ProcessInput, StopReason, process};
-use memsift_store::{ApplyInput, ApplyOutcome, ClaimedSegment, NewRequest};
+use memsift_routing::{ExecutionOutcome, ExecutionRequest, ExecutionStrategy};
+use memsift_store::{ApplyInput, ApplyOutcome, ClaimedSegment, NewRequest, RequestUsage, Store};
 use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::app::App;
 
-/// How many segments one step claims.
+/// How many segments or requests one step claims per stage.
 const CLAIM_BATCH: i64 = 32;
 
 /// What one step of the pipeline did.
@@ -25,133 +33,283 @@ const CLAIM_BATCH: i64 = 32;
 pub struct StepReport {
     /// Open segments closed by the idle timeout.
     pub n_segments_closed: u64,
-    /// Segments claimed.
-    pub n_segments_claimed: u64,
+    /// Segments claimed and planned.
+    pub n_segments_planned: u64,
+    /// Requests planned.
+    pub n_requests_planned: u64,
+    /// Requests answered on the heuristic or immediate lane.
+    pub n_requests_executed: u64,
     /// Segments that became `extracted`.
     pub n_segments_extracted: u64,
-    /// Segments whose attempt failed.
+    /// Segment planning attempts that failed.
     pub n_segments_failed: u64,
     /// Memories written.
     pub n_memories: u64,
     /// Items dropped by the processor or at write.
     pub n_items_dropped: u64,
+    /// Failed attempts given a new attempt.
+    pub n_requests_replanned: u64,
+    /// Requests out of attempts.
+    pub n_requests_dead: u64,
+    /// What the batch coordinator did.
+    pub batch: memsift_batch::CoordinatorReport,
 }
 
 impl StepReport {
-    /// Whether the step found nothing to do.
-    pub fn is_idle(&self) -> bool {
-        self.n_segments_closed == 0 && self.n_segments_claimed == 0
+    /// Whether the step moved anything.
+    pub fn progressed(&self) -> bool {
+        let mut idle = StepReport::default();
+        idle.batch = self.batch.clone();
+        (*self != idle) || self.batch.progressed()
     }
 
-    fn add(&mut self, other: &StepReport) {
+    /// Adds another step's counts.
+    pub fn add(&mut self, other: &StepReport) {
         self.n_segments_closed += other.n_segments_closed;
-        self.n_segments_claimed += other.n_segments_claimed;
+        self.n_segments_planned += other.n_segments_planned;
+        self.n_requests_planned += other.n_requests_planned;
+        self.n_requests_executed += other.n_requests_executed;
         self.n_segments_extracted += other.n_segments_extracted;
         self.n_segments_failed += other.n_segments_failed;
         self.n_memories += other.n_memories;
         self.n_items_dropped += other.n_items_dropped;
+        self.n_requests_replanned += other.n_requests_replanned;
+        self.n_requests_dead += other.n_requests_dead;
+        let batch = &mut self.batch;
+        let more = &other.batch;
+        batch.n_batches_created += more.n_batches_created;
+        batch.n_batches_rejected += more.n_batches_rejected;
+        batch.n_creates_unknown += more.n_creates_unknown;
+        batch.n_batches_adopted += more.n_batches_adopted;
+        batch.n_batches_replanned += more.n_batches_replanned;
+        batch.n_polls += more.n_polls;
+        batch.n_batches_ended += more.n_batches_ended;
+        batch.n_batches_ingested += more.n_batches_ingested;
+        batch.n_answers += more.n_answers;
+        batch.n_failures += more.n_failures;
+    }
+
+    fn add_applied(&mut self, applied: &Applied) {
+        self.n_memories += applied.n_memories;
+        self.n_items_dropped += applied.n_items_dropped;
+        self.n_segments_extracted += applied.n_segments_extracted;
     }
 }
 
-/// One step: close idle segments, then claim and extract a batch of closed ones.
+/// One step of every stage.
 pub async fn run_once(app: &App) -> anyhow::Result<StepReport> {
     let now = app.clock.now();
     let mut report = StepReport {
         n_segments_closed: app.store.close_idle_segments(now, app.config.idle_timeout()).await?,
         ..StepReport::default()
     };
-    let lease = Duration::seconds(app.config.extraction.claim_lease_secs as i64);
-    let claimed = app
-        .store
-        .claim_segments(&app.worker_id, now, lease, CLAIM_BATCH)
-        .await?;
-    report.n_segments_claimed = claimed.len() as u64;
-    for segment in claimed {
-        match extract_segment(app, &segment).await {
-            Ok(segment_report) => report.add(&segment_report),
-            Err(error) => {
-                report.n_segments_failed += 1;
-                tracing::warn!(segment_id = %segment.id, attempt = segment.attempt, error = %format!("{error:#}"), "Extraction attempt failed.");
-                // Later attempts wait longer: 5, 10, 15 … minutes.
-                let retry_after = Duration::minutes(5 * segment.attempt);
-                app.store
-                    .fail_segment(
-                        segment.id,
-                        &format!("{error:#}"),
-                        app.config.extraction.max_attempts as i64,
-                        retry_after,
-                        app.clock.now(),
-                    )
-                    .await?;
-            }
-        }
+    plan_closed_segments(app, &mut report).await?;
+    for lane in [Lane::Heuristic, Lane::Immediate] {
+        execute_lane(app, lane, &mut report).await?;
     }
+    if let Some(coordinator) = &app.coordinator {
+        report.batch = coordinator.step().await.context("batch coordinator step")?;
+        // Answers the coordinator applied were counted by its processor; pick up their totals.
+        let applied = app.extraction_handler.take_totals();
+        report.add_applied(&applied);
+    }
+    for request_id in app.store.unapplied_answers(CLAIM_BATCH).await? {
+        let applied = apply_request_output(&app.store, app.clock.as_ref(), request_id).await?;
+        report.add_applied(&applied);
+    }
+    let replan = app.store.replan_failed_requests(app.config.extraction.max_attempts as i64, app.clock.now()).await?;
+    report.n_requests_replanned = replan.n_replanned;
+    report.n_requests_dead = replan.n_dead;
     Ok(report)
 }
 
-/// Runs steps until one finds nothing to do; returns the totals.
+/// The safety-net sweep (every six hours under the daemon, or `memsift sweep`): one pass of every
+/// stage, which between them find closed segments not yet extracted, answers not yet applied,
+/// failed attempts due for another try, claims whose worker died, and batches left `submitting`,
+/// and move each forward once. Nothing loops: every claim counts an attempt and attempts are capped.
+pub async fn sweep(app: &App) -> anyhow::Result<StepReport> {
+    run_once(app).await
+}
+
+/// Runs steps until nothing is left to do. When the only work left is waiting (a batch whose next
+/// poll is due later, a failed segment's retry time), it waits for it through [`App::waiter`].
 pub async fn run_until_idle(app: &App) -> anyhow::Result<StepReport> {
     let mut total = StepReport::default();
     loop {
         let step = run_once(app).await?;
-        if step.is_idle() {
-            return Ok(total);
-        }
         total.add(&step);
+        if step.progressed() {
+            continue;
+        }
+        let pack_max_wait = Duration::seconds(app.config.batch.pack_max_wait_secs as i64);
+        let reconcile_grace = Duration::seconds(app.config.batch.reconcile_grace_secs as i64);
+        match app.store.next_due_work(pack_max_wait, reconcile_grace).await? {
+            Some(due) => app.waiter.wait_until(due).await,
+            None => return Ok(total),
+        }
     }
 }
 
-/// Extracts one claimed segment through its lane and applies the result.
-pub async fn extract_segment(app: &App, segment: &ClaimedSegment) -> anyhow::Result<StepReport> {
-    let tier = app.config.billing.default_tier.clone();
-    let config_key = format!("{}_{tier}", Purpose::Extraction.as_str());
-    app.config.llm_for(Purpose::Extraction, &tier)?;
+/// Claims closed segments and plans one request per chunk through the route of its user's tier.
+async fn plan_closed_segments(app: &App, report: &mut StepReport) -> anyhow::Result<()> {
+    let lease = Duration::seconds(app.config.extraction.claim_lease_secs as i64);
+    let claimed = app.store.claim_segments(&app.worker_id, app.clock.now(), lease, CLAIM_BATCH).await?;
+    for segment in claimed {
+        match plan_segment(app, &segment).await {
+            Ok(n_requests) => {
+                report.n_segments_planned += 1;
+                report.n_requests_planned += n_requests;
+            }
+            Err(error) => {
+                report.n_segments_failed += 1;
+                tracing::warn!(segment_id = %segment.id, attempt = segment.attempt, error = %format!("{error:#}"), "Planning a segment failed.");
+                // Later attempts wait longer: 5, 10, 15 … minutes.
+                let retry_after = Duration::minutes(5 * segment.attempt);
+                let max_attempts = app.config.extraction.max_attempts as i64;
+                app.store.fail_segment(segment.id, &format!("{error:#}"), max_attempts, retry_after, app.clock.now()).await?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Builds a claimed segment's chunks and records one planned request per chunk; returns how many.
+pub async fn plan_segment(app: &App, segment: &ClaimedSegment) -> anyhow::Result<u64> {
+    let now = app.clock.now();
+    let tier = app.billing.tier_of(app.store.user_billing_tier(segment.user_id).await?.as_deref());
+    let route = app.router.route(Purpose::Extraction, &tier, false, now)?;
     let segment_turns = app.store.segment_turns(segment.id).await?;
-    let turns: Vec<Turn> = segment_turns
-        .iter()
-        .map(|segment_turn| segment_turn.turn.clone())
+    let turns: Vec<_> = segment_turns.iter().map(|turn| (turn.message_id, turn.turn.clone())).collect();
+    let known: Vec<KnownMemory> = app
+        .store
+        .recent_memories(segment.user_id, app.config.batch.max_known_memories as i64)
+        .await?
+        .into_iter()
+        .map(|(id, text)| KnownMemory { id, text })
         .collect();
-    let turn_map: serde_json::Map<String, Value> = segment_turns
+    let prompt = app.prompts.get("extraction")?;
+    let options = PayloadOptions {
+        chunk_budget_tokens: app.config.batch.chunk_budget_tokens as usize,
+        max_known_memories: app.config.batch.max_known_memories as usize,
+    };
+    let chunks = build_extraction_chunks(prompt, now, &turns, &known, &options);
+    if chunks.is_empty() {
+        app.store.finish_empty_segment(segment.id, now).await?;
+        return Ok(0);
+    }
+    let prompt_version = match route.llm.provider {
+        ProviderKind::Heuristic => memsift_heuristic::RULES_VERSION.to_owned(),
+        _ => prompt.version.clone(),
+    };
+    let requests: Vec<NewRequest> = chunks
         .iter()
-        .map(|segment_turn| {
-            (
-                segment_turn.turn.label.clone(),
-                json!(segment_turn.message_id.to_string()),
-            )
+        .map(|chunk| {
+            let memories: serde_json::Map<String, Value> = chunk
+                .short_ids
+                .iter()
+                .map(|(short, id)| (short.clone(), json!([id.to_string(), chunk.known_texts.get(short).cloned().unwrap_or_default()])))
+                .collect();
+            NewRequest {
+                id: RequestId::new_v7(),
+                purpose: Purpose::Extraction,
+                user_id: segment.user_id,
+                segment_id: Some(segment.id),
+                chunk_index: chunk.chunk_index as i64,
+                lane: route.lane,
+                config_key: route.config_key.clone(),
+                provider: provider_name(route.llm.provider).to_owned(),
+                model: Some(route.llm.model.clone()).filter(|model| !model.is_empty()),
+                prompt_version: prompt_version.clone(),
+                context: json!({ "turns": chunk.turns, "memories": memories }),
+                request_body: json!({ "system": chunk.system_prompt, "user_message": chunk.user_message }),
+            }
         })
         .collect();
-    let request = NewRequest {
-        id: RequestId::new_v7(),
-        purpose: Purpose::Extraction,
-        user_id: segment.user_id,
-        segment_id: Some(segment.id),
-        chunk_index: 0,
-        attempt: segment.attempt,
-        lane: Lane::Heuristic,
-        config_key,
-        provider: "heuristic".to_owned(),
-        model: None,
-        prompt_version: memsift_heuristic::RULES_VERSION.to_owned(),
-        context: json!({ "turns": turn_map, "memories": {} }),
-    };
-    let now = app.clock.now();
-    app.store
-        .plan_segment_requests(segment.id, std::slice::from_ref(&request), now)
-        .await?;
-    let raw_output = memsift_heuristic::extract_json(&turns);
-    app.store
-        .record_output(request.id, &raw_output, Some("end_turn"), now)
-        .await?;
-    apply_request_output(app, request.id).await
+    app.store.plan_segment_requests(segment.id, &requests, now).await?;
+    Ok(requests.len() as u64)
+}
+
+/// The stored name of a provider kind.
+pub fn provider_name(provider: ProviderKind) -> &'static str {
+    match provider {
+        ProviderKind::Heuristic => "heuristic",
+        ProviderKind::Anthropic => "anthropic",
+        ProviderKind::Openai => "openai",
+        ProviderKind::OpenaiCompatible => "openai_compatible",
+    }
+}
+
+/// Executes planned requests of the heuristic or immediate lane and applies their answers.
+async fn execute_lane(app: &App, lane: Lane, report: &mut StepReport) -> anyhow::Result<()> {
+    let lease = Duration::seconds(app.config.extraction.claim_lease_secs as i64);
+    let claimed = app.store.claim_requests(lane, &app.worker_id, app.clock.now(), lease, CLAIM_BATCH).await?;
+    for request in claimed {
+        let llm = app.resolved_llm(&request.config_key)?;
+        let system_prompt = request.request_body.get("system").and_then(Value::as_str).unwrap_or_default();
+        let user_message = request.request_body.get("user_message").and_then(Value::as_str).unwrap_or_default();
+        let turns = parse_turns(user_message);
+        let execution = ExecutionRequest {
+            request_id: request.id,
+            purpose: request.purpose,
+            system_prompt,
+            user_message,
+            turns: &turns,
+            llm: &llm,
+        };
+        let outcome = match lane {
+            Lane::Heuristic => app.heuristic.execute(&execution).await,
+            _ => app.immediate.execute(&execution).await,
+        };
+        let now = app.clock.now();
+        match outcome {
+            ExecutionOutcome::Completed { raw_output, stop_reason, usage, cost_usd, .. } => {
+                let usage = RequestUsage {
+                    input_tokens: usage.input_tokens as i64,
+                    output_tokens: usage.output_tokens as i64,
+                    cache_creation_tokens: (usage.cache_creation_5m_tokens + usage.cache_creation_1h_tokens) as i64,
+                    cache_read_tokens: usage.cache_read_tokens as i64,
+                    cost_usd,
+                };
+                app.store.record_answer(request.id, &raw_output, stop_reason.as_deref(), &usage, now).await?;
+                app.router.record_outcome(llm.provider, memsift_routing::HealthSignal::Success, now);
+                report.n_requests_executed += 1;
+                let applied = apply_request_output(&app.store, app.clock.as_ref(), request.id).await?;
+                report.add_applied(&applied);
+            }
+            ExecutionOutcome::Failed { error, retryable, signal } => {
+                app.router.record_outcome(llm.provider, signal, now);
+                let status = if retryable { RequestStatus::Errored } else { RequestStatus::Dead };
+                app.store.record_failure(request.id, status, &error, now).await?;
+                if let (false, Some(segment_id)) = (retryable, request.segment_id) {
+                    // Retrying cannot help (an invalid request, bad credentials): the segment is
+                    // dead now, with the reason, for an admin to fix and retry by hand.
+                    let out_of_attempts = 0;
+                    app.store.fail_segment(segment_id, &error, out_of_attempts, Duration::zero(), now).await?;
+                }
+            }
+            ExecutionOutcome::Deferred => {
+                anyhow::bail!("request {} of lane {lane} was deferred; only the batch lane defers", request.id)
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Totals of one or more applies.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Applied {
+    /// Memories written.
+    pub n_memories: u64,
+    /// Items dropped by the processor or at write.
+    pub n_items_dropped: u64,
+    /// Segments that became `extracted`.
+    pub n_segments_extracted: u64,
 }
 
 /// The one path from a stored raw output to memories, shared by every lane.
-pub async fn apply_request_output(app: &App, request_id: RequestId) -> anyhow::Result<StepReport> {
-    let stored = app.store.stored_output(request_id).await?;
-    let raw_output = stored
-        .raw_output
-        .as_deref()
-        .with_context(|| format!("request {request_id} has no output yet"))?;
+pub async fn apply_request_output(store: &Store, clock: &dyn Clock, request_id: RequestId) -> anyhow::Result<Applied> {
+    let stored = store.stored_output(request_id).await?;
+    let raw_output = stored.raw_output.as_deref().with_context(|| format!("request {request_id} has no output yet"))?;
     let mut input = ProcessInput {
         raw_text: raw_output,
         stop_reason: stored.stop_reason.as_deref().map(|reason| match reason {
@@ -159,14 +317,23 @@ pub async fn apply_request_output(app: &App, request_id: RequestId) -> anyhow::R
             "max_tokens" | "length" => StopReason::MaxTokens,
             _ => StopReason::Other,
         }),
-        existing_keys: app.store.active_dedupe_keys(stored.user_id).await?,
+        existing_keys: store.active_dedupe_keys(stored.user_id).await?,
         ..ProcessInput::default()
     };
     if let Some(turns) = stored.context.get("turns").and_then(Value::as_object) {
         for (label, message_id) in turns {
-            let message_id = message_id.as_str().and_then(|id| MessageId::parse(id).ok());
-            if let Some(message_id) = message_id {
+            if let Some(message_id) = message_id.as_str().and_then(|id| MessageId::parse(id).ok()) {
                 input.turns.insert(label.clone(), message_id);
+            }
+        }
+    }
+    if let Some(memories) = stored.context.get("memories").and_then(Value::as_object) {
+        for (short, pair) in memories {
+            let id = pair.get(0).and_then(Value::as_str).and_then(|id| MemoryId::parse(id).ok());
+            let text = pair.get(1).and_then(Value::as_str).unwrap_or_default().to_owned();
+            if let Some(id) = id {
+                input.known_texts.push((id, text.clone()));
+                input.context.insert(short.clone(), (id, text));
             }
         }
     }
@@ -181,25 +348,68 @@ pub async fn apply_request_output(app: &App, request_id: RequestId) -> anyhow::R
         items: output.items,
         drops: serde_json::to_value(&output.dropped)?,
         n_dropped,
-        now: app.clock.now(),
+        now: clock.now(),
     };
-    let mut report = StepReport {
-        n_items_dropped: n_dropped as u64,
-        ..StepReport::default()
-    };
-    match app.store.apply(&apply).await? {
-        ApplyOutcome::Applied {
-            memory_ids,
-            n_duplicates_at_write,
-            segment_extracted,
-        } => {
-            report.n_memories = memory_ids.len() as u64;
-            report.n_items_dropped += n_duplicates_at_write;
-            report.n_segments_extracted = u64::from(segment_extracted);
+    let mut applied = Applied { n_items_dropped: n_dropped as u64, ..Applied::default() };
+    match store.apply(&apply).await? {
+        ApplyOutcome::Applied { memory_ids, n_duplicates_at_write, segment_extracted } => {
+            applied.n_memories = memory_ids.len() as u64;
+            applied.n_items_dropped += n_duplicates_at_write;
+            applied.n_segments_extracted = u64::from(segment_extracted);
         }
         ApplyOutcome::AlreadyApplied => {
             tracing::info!(%request_id, "Request was already applied; nothing written.");
         }
     }
-    Ok(report)
+    Ok(applied)
+}
+
+/// The batch coordinator's handler for extraction answers: the same apply path as every lane.
+pub struct ExtractionHandler {
+    store: Store,
+    clock: Arc<dyn Clock>,
+    // A std mutex: held only to add or take totals, never across an await.
+    totals: std::sync::Mutex<Applied>,
+}
+
+impl ExtractionHandler {
+    /// A handler writing through `store`.
+    pub fn new(store: Store, clock: Arc<dyn Clock>) -> Self {
+        Self { store, clock, totals: std::sync::Mutex::new(Applied::default()) }
+    }
+
+    /// What was applied since the last call.
+    pub fn take_totals(&self) -> Applied {
+        std::mem::take(&mut *self.totals.lock().expect("no code panics while holding the totals lock"))
+    }
+}
+
+#[async_trait::async_trait(?Send)]
+impl BatchResultProcessor for ExtractionHandler {
+    async fn on_answer(&self, request_id: RequestId) -> Result<(), String> {
+        let applied = apply_request_output(&self.store, self.clock.as_ref(), request_id).await.map_err(|error| format!("{error:#}"))?;
+        let mut totals = self.totals.lock().expect("no code panics while holding the totals lock");
+        totals.n_memories += applied.n_memories;
+        totals.n_items_dropped += applied.n_items_dropped;
+        totals.n_segments_extracted += applied.n_segments_extracted;
+        Ok(())
+    }
+}
+
+/// How `run --until-idle` waits for work that is due later.
+#[async_trait::async_trait]
+pub trait Waiter: Send + Sync {
+    /// Returns once `due` has come (the wall clock sleeps; a test clock jumps).
+    async fn wait_until(&self, due: DateTime<Utc>);
+}
+
+/// Sleeps on the wall clock.
+pub struct SleepWaiter;
+
+#[async_trait::async_trait]
+impl Waiter for SleepWaiter {
+    async fn wait_until(&self, due: DateTime<Utc>) {
+        let wait = (due - Utc::now()).to_std().unwrap_or_default();
+        tokio::time::sleep(wait.min(std::time::Duration::from_secs(60))).await;
+    }
 }

@@ -105,3 +105,26 @@ pub fn requests_table(rows: &[RequestRow]) -> String {
     }
     table.to_string()
 }
+
+/// The batches table.
+pub fn batches_table(rows: &[memsift_store::BatchRow]) -> String {
+    let mut table = table(&[
+        "batch", "provider", "provider id", "status", "reqs", "ok/err/exp/cxl", "polls", "next poll", "ingested", "created", "last error",
+    ]);
+    for row in rows {
+        table.add_row(vec![
+            short(&row.id).to_owned(),
+            row.provider.clone(),
+            row.provider_batch_id.clone().unwrap_or_default(),
+            row.status.clone(),
+            row.n_requests.to_string(),
+            format!("{}/{}/{}/{}", row.n_succeeded, row.n_errored, row.n_expired, row.n_canceled),
+            row.n_polls.to_string(),
+            row.next_poll_at.map(|at| at.format("%H:%M:%S").to_string()).unwrap_or_default(),
+            format!("{}/{}", row.ingest_cursor, row.n_requests),
+            row.created_at.format("%Y-%m-%d %H:%M:%S").to_string(),
+            row.last_error.clone().unwrap_or_default(),
+        ]);
+    }
+    table.to_string()
+}

@@ -69,13 +69,13 @@ fn request(segment_id: SegmentId, user_id: UserId, chunk_index: i64) -> NewReque
         user_id,
         segment_id: Some(segment_id),
         chunk_index,
-        attempt: 1,
         lane: Lane::Heuristic,
         config_key: "extraction_standard".to_owned(),
         provider: "heuristic".to_owned(),
         model: None,
         prompt_version: "heuristic@1".to_owned(),
         context: json!({}),
+        request_body: json!({}),
     }
 }
 

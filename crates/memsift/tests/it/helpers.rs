@@ -4,14 +4,47 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Duration, Utc};
 use memsift::app::App;
-use memsift_core::ManualClock;
+use memsift::pipeline::Waiter;
 use memsift_core::config::Config;
+use memsift_core::{Clock, ManualClock};
+use memsift_sim::{FaultConfig, Sim, SimConfig, SimHandle};
 use memsift_store::testing::TestDb;
+
+/// Waiting for due work in a test means moving the hand-driven clock there: no sleeps.
+pub struct ClockWaiter(pub ManualClock);
+
+#[async_trait::async_trait]
+impl Waiter for ClockWaiter {
+    async fn wait_until(&self, due: DateTime<Utc>) {
+        if due > self.0.now() {
+            self.0.set(due);
+        }
+    }
+}
 
 pub struct TestApp {
     pub app: App,
     pub clock: ManualClock,
     db: TestDb,
+    sim: Option<SimHandle>,
+    _key_dir: Option<tempfile::TempDir>,
+}
+
+pub fn app_on(store: &memsift_store::Store, clock: &ManualClock, config: Config, worker_id: &str) -> App {
+    App::assemble(config, store.clone(), Arc::new(clock.clone()), Arc::new(ClockWaiter(clock.clone())), worker_id.to_owned())
+        .expect("the test configuration is valid")
+}
+
+/// The default configuration with extraction on Anthropic's batch lane at `base_url`.
+pub fn batch_config(base_url: &str, key_file: &std::path::Path) -> Config {
+    std::fs::write(key_file, "test-key").unwrap();
+    let overlay = format!(
+        "[batch]\npack_max_wait_secs = 0\npoll_initial_secs = 30\nreconcile_grace_secs = 300\n\n\
+         [llm.extraction_standard]\nprovider = \"anthropic\"\nendpoint = \"{base_url}\"\nmodel = \"claude-haiku-4-5\"\n\
+         api_key_file = \"{}\"\nlane = \"batch\"\nmax_tokens = 4096\n",
+        key_file.display()
+    );
+    Config::from_layers(Some(("test overlay", &overlay))).unwrap()
 }
 
 pub fn t0() -> DateTime<Utc> {
@@ -31,14 +64,33 @@ impl TestApp {
 
     async fn on(db: TestDb) -> TestApp {
         let clock = ManualClock::new(t0());
-        let app = App {
-            config: Config::defaults(),
-            store: db.store.clone(),
-            clock: Arc::new(clock.clone()),
-            prompts: memsift_core::prompt::PromptRegistry::built_in(),
-            worker_id: "test-worker".to_owned(),
-        };
-        TestApp { app, clock, db }
+        let app = app_on(&db.store, &clock, Config::defaults(), "test-worker");
+        TestApp { app, clock, db, sim: None, _key_dir: None }
+    }
+
+    /// An app whose extraction goes through the batch lane of an in-process simulator that shares
+    /// the test's clock (so batch processing time passes only when the test says so).
+    pub async fn with_batch_sim(db: TestDb, faults: FaultConfig) -> TestApp {
+        let clock = ManualClock::new(t0());
+        let sim_config = SimConfig::from_cli("heuristic", None)
+            .unwrap()
+            .with_api_key("test-key")
+            .with_faults(faults)
+            .with_clock(Arc::new(clock.clone()));
+        let sim = Sim::start(sim_config).await.unwrap();
+        let key_dir = tempfile::tempdir().unwrap();
+        let config = batch_config(&sim.base_url, &key_dir.path().join("key"));
+        let app = app_on(&db.store, &clock, config, "daemon-a");
+        TestApp { app, clock, db, sim: Some(sim), _key_dir: Some(key_dir) }
+    }
+
+    /// A second daemon on the same database and simulator.
+    pub fn second_daemon(&self, worker_id: &str) -> App {
+        app_on(&self.app.store, &self.clock, self.app.config.clone(), worker_id)
+    }
+
+    pub fn sim(&self) -> &SimHandle {
+        self.sim.as_ref().expect("started with a simulator")
     }
 
     pub fn advance(&self, by: Duration) {
@@ -53,6 +105,9 @@ impl TestApp {
     }
 
     pub async fn finish(self) {
+        if let Some(sim) = self.sim {
+            sim.shutdown().await;
+        }
         self.db.finish().await;
     }
 }

@@ -50,7 +50,7 @@ async fn imported_conversations_become_memories_once_segments_close() {
     assert_eq!(ana, vec!["The user lives in Lisbon.", "The user has a dog named Rex."]);
     // Nothing happens for bo until 60 minutes of silence have passed on the injected clock.
     test.advance(Duration::minutes(61));
-    assert!(run_once(&test.app).await.unwrap().is_idle());
+    assert!(!run_once(&test.app).await.unwrap().progressed());
     test.advance(Duration::minutes(2));
     let later = run_until_idle(&test.app).await.unwrap();
     assert_eq!(
@@ -114,7 +114,7 @@ async fn reimporting_a_file_adds_nothing_and_extracts_nothing_twice() {
     let before = test.app.store.counts().await.unwrap();
     let again = test.import("chat.jsonl", &two_conversations()).await.unwrap();
     assert_eq!((again.n_added, again.n_already_stored), (0, 6));
-    assert!(run_until_idle(&test.app).await.unwrap().is_idle());
+    assert!(!run_until_idle(&test.app).await.unwrap().progressed());
     assert_eq!(test.app.store.counts().await.unwrap(), before);
     test.finish().await;
 }
@@ -156,7 +156,7 @@ async fn a_claim_whose_worker_died_is_taken_over_after_its_lease() {
         .unwrap();
     assert_eq!(dead_claim.len(), 1);
     assert!(
-        run_until_idle(&test.app).await.unwrap().is_idle(),
+        !run_until_idle(&test.app).await.unwrap().progressed(),
         "a live lease is respected"
     );
     test.advance(lease + Duration::seconds(1));
@@ -189,7 +189,8 @@ async fn extract_by_id_closes_an_open_segment_and_refuses_a_finished_one() {
     assert_eq!(segment.status, "open");
     let id = segment.id.parse().unwrap();
     let claimed = test.app.store.claim_segment(id, "cli", test.clock_now()).await.unwrap();
-    memsift::pipeline::extract_segment(&test.app, &claimed).await.unwrap();
+    memsift::pipeline::plan_segment(&test.app, &claimed).await.unwrap();
+    run_until_idle(&test.app).await.unwrap();
     let error = test
         .app
         .store
@@ -209,4 +210,49 @@ impl TestApp {
         use memsift_core::Clock;
         self.clock.now()
     }
+}
+
+#[tokio::test]
+async fn invariant_11_the_sweep_moves_a_failing_segment_forward_once_per_pass_and_stops_at_dead() {
+    let test = TestApp::sqlite().await;
+    test.import("chat.jsonl", &line("ana", "c1", 0, "user", "I live in Lisbon.", true)).await.unwrap();
+    // Ana's tier has no configuration: every planning attempt fails.
+    assert!(test.app.store.set_user_billing_tier("ana", Some("gold")).await.unwrap());
+    let max_attempts = test.app.config.extraction.max_attempts as i64;
+    for attempt in 1..=max_attempts {
+        let report = memsift::pipeline::sweep(&test.app).await.unwrap();
+        assert_eq!(report.n_segments_failed, 1, "attempt {attempt}");
+        // A second pass before the retry is due does nothing.
+        assert!(!memsift::pipeline::sweep(&test.app).await.unwrap().progressed());
+        test.advance(Duration::minutes(5 * attempt));
+    }
+    let segment = test.app.store.list_segments(Some("ana"), None, None).await.unwrap().remove(0);
+    assert_eq!((segment.status.as_str(), segment.attempts), ("dead", max_attempts));
+    assert!(segment.last_error.unwrap().contains("extraction_gold"));
+    test.advance(Duration::days(1));
+    assert!(!memsift::pipeline::sweep(&test.app).await.unwrap().progressed(), "a dead segment is not retried by itself");
+    test.finish().await;
+}
+
+#[tokio::test]
+async fn invariant_15_a_tier_that_cannot_resolve_stops_start_up() {
+    let config = memsift_core::config::Config::from_layers(Some((
+        "test.toml",
+        "[billing]\ntiers = [\"standard\"]\n[llm.extraction_standard]\nprovider = \"anthropic\"\nmodel = \"claude-haiku-4-5\"\nthinking_budget_tokens = 8192\nmax_tokens = 4096\n",
+    )))
+    .unwrap();
+    let test = TestApp::sqlite().await;
+    let error = memsift::app::App::assemble(
+        config,
+        test.app.store.clone(),
+        test.app.clock.clone(),
+        test.app.waiter.clone(),
+        "w".to_owned(),
+    )
+    .err()
+    .expect("an invalid thinking budget is refused at start-up")
+    .to_string();
+    assert!(error.contains("extraction_standard"), "{error}");
+    assert!(error.contains("thinking"), "{error}");
+    test.finish().await;
 }
