@@ -273,3 +273,23 @@ async fn tier_aware_routes_per_call_and_feeds_immediate_failures_to_the_breaker(
     let again = tier_aware.execute_routed(&request("premium", false)).await.unwrap();
     assert_eq!(again.route.lane, Lane::Batch);
 }
+
+#[test]
+fn keys_are_read_at_start_up_and_a_missing_one_names_the_variable() {
+    let mut config = Config::defaults();
+    let mut premium = llm_config(ProviderKind::Anthropic, "http://127.0.0.1:9".into(), "claude-haiku-4-5");
+    premium.api_key_env = Some("MEMSIFT_ROUTING_TEST_KEY_THAT_IS_NEVER_SET".into());
+    config.llm.insert("extraction_premium".into(), premium);
+    let error = ImmediateStrategy::from_config(&config, PriceTable::default()).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "llm.extraction_premium: environment variable MEMSIFT_ROUTING_TEST_KEY_THAT_IS_NEVER_SET is unset or empty; export the API key in it or use api_key_file"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("key");
+    std::fs::write(&path, format!("{KEY}\n")).unwrap();
+    let premium = config.llm.get_mut("extraction_premium").unwrap();
+    premium.api_key_env = None;
+    premium.api_key_file = Some(path);
+    assert!(ImmediateStrategy::from_config(&config, PriceTable::default()).is_ok());
+}
