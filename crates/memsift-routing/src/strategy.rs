@@ -1,0 +1,90 @@
+//! The strategy contract and the two strategies that need no network.
+
+use async_trait::async_trait;
+use memsift_core::RequestId;
+use memsift_core::contract::Turn;
+use memsift_core::status::Purpose;
+use memsift_llm::{ResolvedLlm, TokenUsage};
+
+use crate::breaker::HealthSignal;
+
+/// One request, with the config that answers it already resolved.
+#[derive(Clone, Copy, Debug)]
+pub struct ExecutionRequest<'a> {
+    /// Our id for the attempt (the provider `custom_id`).
+    pub request_id: RequestId,
+    /// What it is for.
+    pub purpose: Purpose,
+    /// The system prompt, identical across requests so providers cache it.
+    pub system_prompt: &'a str,
+    /// The user message (see `memsift_payload::ExtractionChunk::user_message`).
+    pub user_message: &'a str,
+    /// The turns the message shows, for lanes that read turns rather than text.
+    pub turns: &'a [Turn],
+    /// The resolved `{purpose}_{tier}` config.
+    pub llm: &'a ResolvedLlm,
+}
+
+/// What executing a request came to. The caller records it; strategies touch no store.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ExecutionOutcome {
+    /// The batch lane: the request waits for the batch coordinator to submit it.
+    Deferred,
+    /// An answer.
+    Completed {
+        /// The model's text, unparsed.
+        raw_output: String,
+        /// Why the model stopped (`end_turn`, `max_tokens`, `stop`, `length`, …), when known.
+        stop_reason: Option<String>,
+        /// Tokens used.
+        usage: TokenUsage,
+        /// What it cost in USD at full (non-batch) price; 0 when the model is not in the price table.
+        cost_usd: f64,
+        /// The model that answered.
+        model: String,
+    },
+    /// No answer.
+    Failed {
+        /// What happened and what to do, one line, never containing a key.
+        error: String,
+        /// Whether a later attempt of the same request can succeed.
+        retryable: bool,
+        /// What the failure says about the provider's health, for [`crate::Router::record_outcome`].
+        signal: HealthSignal,
+    },
+}
+
+/// Executes one request through one lane.
+#[async_trait]
+pub trait ExecutionStrategy: Send + Sync {
+    /// Runs `request` and reports what happened.
+    async fn execute(&self, request: &ExecutionRequest<'_>) -> ExecutionOutcome;
+}
+
+/// The offline lane: `memsift_heuristic` rules over the turns; no spend.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct HeuristicStrategy;
+
+#[async_trait]
+impl ExecutionStrategy for HeuristicStrategy {
+    async fn execute(&self, request: &ExecutionRequest<'_>) -> ExecutionOutcome {
+        ExecutionOutcome::Completed {
+            raw_output: memsift_heuristic::extract_json(request.turns),
+            stop_reason: None,
+            usage: TokenUsage::default(),
+            cost_usd: 0.0,
+            model: memsift_heuristic::RULES_VERSION.to_owned(),
+        }
+    }
+}
+
+/// The batch lane as a strategy: nothing happens now; the coordinator submits the request.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct BatchStrategy;
+
+#[async_trait]
+impl ExecutionStrategy for BatchStrategy {
+    async fn execute(&self, _request: &ExecutionRequest<'_>) -> ExecutionOutcome {
+        ExecutionOutcome::Deferred
+    }
+}
