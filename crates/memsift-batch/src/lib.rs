@@ -205,7 +205,14 @@ pub struct BatchCoordinator {
 impl BatchCoordinator {
     /// A coordinator over `store`; add providers and processors before stepping.
     pub fn new(store: Store, clock: Arc<dyn Clock>, worker_id: String, settings: BatchSettings) -> Self {
-        Self { store, clock, worker_id, settings, providers: BTreeMap::new(), processors: HashMap::new() }
+        Self {
+            store,
+            clock,
+            worker_id,
+            settings,
+            providers: BTreeMap::new(),
+            processors: HashMap::new(),
+        }
     }
 
     /// Serves batch-lane requests of `config_key` through `provider`.
@@ -236,7 +243,11 @@ impl BatchCoordinator {
     async fn pack_and_submit(&self, report: &mut CoordinatorReport) -> Result<(), CoordinatorError> {
         for (provider_kind, config_key) in self.store.planned_batch_groups().await? {
             let Some(provider) = self.providers.get(&config_key) else {
-                tracing::warn!(config_key, provider = provider_kind, "Planned batch requests have no batch provider configured.");
+                tracing::warn!(
+                    config_key,
+                    provider = provider_kind,
+                    "Planned batch requests have no batch provider configured."
+                );
                 continue;
             };
             loop {
@@ -259,9 +270,14 @@ impl BatchCoordinator {
                 fail_point!("batch::after_create");
                 let now = self.clock.now();
                 match outcome {
-                    ProviderCreate::Created { provider_batch_id, expires_at } => {
+                    ProviderCreate::Created {
+                        provider_batch_id,
+                        expires_at,
+                    } => {
                         let next_poll_at = now + self.settings.poll_initial;
-                        self.store.mark_batch_submitted(packed.id, &provider_batch_id, expires_at, next_poll_at, now).await?;
+                        self.store
+                            .mark_batch_submitted(packed.id, &provider_batch_id, expires_at, next_poll_at, now)
+                            .await?;
                         report.n_batches_created += 1;
                         tracing::info!(batch_id = %packed.id, provider_batch_id, n_requests = packed.requests.len(), "Batch submitted.");
                     }
@@ -284,31 +300,53 @@ impl BatchCoordinator {
 
     async fn reconcile(&self, report: &mut CoordinatorReport) -> Result<(), CoordinatorError> {
         let now = self.clock.now();
-        for batch in self.store.batches_to_reconcile(now, self.settings.reconcile_grace).await? {
+        for batch in self
+            .store
+            .batches_to_reconcile(now, self.settings.reconcile_grace)
+            .await?
+        {
             let batch_id = parse_batch_id(&batch.id)?;
-            let Some(provider) = self.providers.get(&batch.config_key) else { continue };
+            let Some(provider) = self.providers.get(&batch.config_key) else {
+                continue;
+            };
             let known = self.store.known_provider_batch_ids(&batch.provider).await?;
-            let request_ids: Vec<String> =
-                self.store.batch_requests(batch_id).await?.into_iter().map(|request| request.id.to_string()).collect();
+            let request_ids: Vec<String> = self
+                .store
+                .batch_requests(batch_id)
+                .await?
+                .into_iter()
+                .map(|request| request.id.to_string())
+                .collect();
             match provider.find(&batch, &request_ids, &known).await {
                 Ok(Some(provider_batch_id)) => {
                     let next_poll_at = now + self.settings.poll_initial;
-                    self.store.mark_batch_submitted(batch_id, &provider_batch_id, None, next_poll_at, now).await?;
+                    self.store
+                        .mark_batch_submitted(batch_id, &provider_batch_id, None, next_poll_at, now)
+                        .await?;
                     report.n_batches_adopted += 1;
                     tracing::info!(%batch_id, provider_batch_id, "Reconciler adopted a batch created before a crash or lost reply.");
                 }
                 Ok(None) => {
-                    let misses = self.store.note_reconcile_miss(batch_id, now, self.settings.reconcile_grace).await?;
+                    let misses = self
+                        .store
+                        .note_reconcile_miss(batch_id, now, self.settings.reconcile_grace)
+                        .await?;
                     // Two misses a grace period apart: a list that lags behind a create has had
                     // time to catch up, so the batch was never created.
                     if misses >= 2 {
                         self.store
-                            .replan_batch(batch_id, "no provider batch found in two reconcile passes; requests re-planned", now)
+                            .replan_batch(
+                                batch_id,
+                                "no provider batch found in two reconcile passes; requests re-planned",
+                                now,
+                            )
                             .await?;
                         report.n_batches_replanned += 1;
                     }
                 }
-                Err(error) => tracing::warn!(%batch_id, error, "Reconciler could not list provider batches; will retry."),
+                Err(error) => {
+                    tracing::warn!(%batch_id, error, "Reconciler could not list provider batches; will retry.")
+                }
             }
         }
         Ok(())
@@ -316,10 +354,16 @@ impl BatchCoordinator {
 
     async fn poll(&self, report: &mut CoordinatorReport) -> Result<(), CoordinatorError> {
         let now = self.clock.now();
-        for batch in self.store.claim_batches_to_poll(now, self.settings.claim_lease, 100).await? {
+        for batch in self
+            .store
+            .claim_batches_to_poll(now, self.settings.claim_lease, 100)
+            .await?
+        {
             let batch_id = parse_batch_id(&batch.id)?;
-            let (Some(provider), Some(provider_batch_id)) = (self.providers.get(&batch.config_key), batch.provider_batch_id.as_deref())
-            else {
+            let (Some(provider), Some(provider_batch_id)) = (
+                self.providers.get(&batch.config_key),
+                batch.provider_batch_id.as_deref(),
+            ) else {
                 continue;
             };
             report.n_polls += 1;
@@ -355,14 +399,25 @@ impl BatchCoordinator {
         use futures_util::StreamExt;
 
         let now = self.clock.now();
-        for batch in self.store.claim_batches_to_ingest(&self.worker_id, now, self.settings.claim_lease, 10).await? {
+        for batch in self
+            .store
+            .claim_batches_to_ingest(&self.worker_id, now, self.settings.claim_lease, 10)
+            .await?
+        {
             let batch_id = parse_batch_id(&batch.id)?;
-            let (Some(provider), Some(provider_batch_id)) = (self.providers.get(&batch.config_key), batch.provider_batch_id.as_deref())
-            else {
+            let (Some(provider), Some(provider_batch_id)) = (
+                self.providers.get(&batch.config_key),
+                batch.provider_batch_id.as_deref(),
+            ) else {
                 continue;
             };
-            let requests: HashMap<String, WorkRequest> =
-                self.store.batch_requests(batch_id).await?.into_iter().map(|request| (request.id.to_string(), request)).collect();
+            let requests: HashMap<String, WorkRequest> = self
+                .store
+                .batch_requests(batch_id)
+                .await?
+                .into_iter()
+                .map(|request| (request.id.to_string(), request))
+                .collect();
             let mut lines = match provider.results(provider_batch_id).await {
                 Ok(lines) => lines,
                 Err(error) => {
@@ -395,10 +450,19 @@ impl BatchCoordinator {
                 };
                 let now = self.clock.now();
                 let recorded = match line {
-                    ResultLine::Answer { raw_output, stop_reason, usage, .. } => {
-                        self.store.record_answer(request.id, &raw_output, stop_reason.as_deref(), &usage, now).await?
+                    ResultLine::Answer {
+                        raw_output,
+                        stop_reason,
+                        usage,
+                        ..
+                    } => {
+                        self.store
+                            .record_answer(request.id, &raw_output, stop_reason.as_deref(), &usage, now)
+                            .await?
                     }
-                    ResultLine::Failed { status, error, .. } => self.store.record_failure(request.id, status, &error, now).await?,
+                    ResultLine::Failed { status, error, .. } => {
+                        self.store.record_failure(request.id, status, &error, now).await?
+                    }
                 };
                 if recorded {
                     if answered {
@@ -434,5 +498,10 @@ impl BatchCoordinator {
 }
 
 fn parse_batch_id(id: &str) -> Result<BatchId, CoordinatorError> {
-    BatchId::parse(id).map_err(|error| CoordinatorError::Store(StoreError::Corrupt { table: "batches", detail: error.to_string() }))
+    BatchId::parse(id).map_err(|error| {
+        CoordinatorError::Store(StoreError::Corrupt {
+            table: "batches",
+            detail: error.to_string(),
+        })
+    })
 }

@@ -18,7 +18,11 @@ use crate::{BatchProvider, ProviderCreate, ProviderPoll, ResultLine, ResultStrea
 const CLOCK_SKEW: Duration = Duration::minutes(5);
 
 fn body_text<'a>(request: &'a WorkRequest, field: &str) -> &'a str {
-    request.request_body.get(field).and_then(|value| value.as_str()).unwrap_or_default()
+    request
+        .request_body
+        .get(field)
+        .and_then(|value| value.as_str())
+        .unwrap_or_default()
 }
 
 fn usage_of(tokens: &TokenUsage, model: &str, prices: &PriceTable) -> RequestUsage {
@@ -27,7 +31,10 @@ fn usage_of(tokens: &TokenUsage, model: &str, prices: &PriceTable) -> RequestUsa
         output_tokens: tokens.output_tokens as i64,
         cache_creation_tokens: (tokens.cache_creation_5m_tokens + tokens.cache_creation_1h_tokens) as i64,
         cache_read_tokens: tokens.cache_read_tokens as i64,
-        cost_usd: prices.price(model).map(|price| memsift_llm::cost(tokens, price, true)).unwrap_or(0.0),
+        cost_usd: prices
+            .price(model)
+            .map(|price| memsift_llm::cost(tokens, price, true))
+            .unwrap_or(0.0),
     }
 }
 
@@ -65,16 +72,21 @@ impl BatchProvider for AnthropicBatchProvider {
             })
             .collect();
         match self.client.create_batch(&batch_requests).await {
-            CreateOutcome::Created(batch) => {
-                ProviderCreate::Created { provider_batch_id: batch.id, expires_at: Some(batch.expires_at) }
-            }
+            CreateOutcome::Created(batch) => ProviderCreate::Created {
+                provider_batch_id: batch.id,
+                expires_at: Some(batch.expires_at),
+            },
             CreateOutcome::Rejected(error) => ProviderCreate::Rejected(error.to_string()),
             CreateOutcome::Unknown(error) => ProviderCreate::Unknown(error.to_string()),
         }
     }
 
     async fn retrieve(&self, provider_batch_id: &str) -> Result<ProviderPoll, String> {
-        let batch = self.client.retrieve_batch(provider_batch_id).await.map_err(|error| error.to_string())?;
+        let batch = self
+            .client
+            .retrieve_batch(provider_batch_id)
+            .await
+            .map_err(|error| error.to_string())?;
         Ok(match batch.processing_status {
             ProcessingStatus::Ended => {
                 let counts = batch.request_counts;
@@ -86,13 +98,23 @@ impl BatchProvider for AnthropicBatchProvider {
                 ])
             }
             // `canceling` is not terminal: requests already running may still finish.
-            ProcessingStatus::InProgress | ProcessingStatus::Canceling | ProcessingStatus::Other => ProviderPoll::Running,
+            ProcessingStatus::InProgress | ProcessingStatus::Canceling | ProcessingStatus::Other => {
+                ProviderPoll::Running
+            }
         })
     }
 
     async fn results(&self, provider_batch_id: &str) -> Result<ResultStream, String> {
-        let batch = self.client.retrieve_batch(provider_batch_id).await.map_err(|error| error.to_string())?;
-        let lines = self.client.batch_results(&batch).await.map_err(|error| error.to_string())?;
+        let batch = self
+            .client
+            .retrieve_batch(provider_batch_id)
+            .await
+            .map_err(|error| error.to_string())?;
+        let lines = self
+            .client
+            .batch_results(&batch)
+            .await
+            .map_err(|error| error.to_string())?;
         let prices = self.prices.clone();
         Ok(Box::pin(lines.map(move |line| {
             let line = line.map_err(|error| error.to_string())?;
@@ -128,8 +150,14 @@ impl BatchProvider for AnthropicBatchProvider {
     async fn find(&self, batch: &BatchRow, request_ids: &[String], known: &[String]) -> Result<Option<String>, String> {
         // Anthropic batches carry no metadata: match the creation window and the request count,
         // then, once a candidate has ended, confirm it by the custom_ids of its results.
-        let Some(started) = batch.submit_started_at else { return Ok(None) };
-        let candidates = self.client.list_batches_since(started - CLOCK_SKEW).await.map_err(|error| error.to_string())?;
+        let Some(started) = batch.submit_started_at else {
+            return Ok(None);
+        };
+        let candidates = self
+            .client
+            .list_batches_since(started - CLOCK_SKEW)
+            .await
+            .map_err(|error| error.to_string())?;
         let ours: HashSet<&str> = request_ids.iter().map(String::as_str).collect();
         let window_end = started + CLOCK_SKEW + Duration::minutes(10);
         let mut matching: Vec<_> = candidates
@@ -143,7 +171,11 @@ impl BatchProvider for AnthropicBatchProvider {
             if candidate.processing_status != ProcessingStatus::Ended {
                 return Ok(Some(candidate.id));
             }
-            let mut lines = self.client.batch_results(&candidate).await.map_err(|error| error.to_string())?;
+            let mut lines = self
+                .client
+                .batch_results(&candidate)
+                .await
+                .map_err(|error| error.to_string())?;
             let mut all_ours = true;
             while let Some(line) = lines.next().await {
                 let line = line.map_err(|error| error.to_string())?;
@@ -196,7 +228,11 @@ impl BatchProvider for OpenAiBatchProvider {
             })
             .collect();
         // The file name carries our id, so an orphaned upload can be recognised later.
-        let file = match self.client.upload_batch_file(&format!("memsift-{batch_id}.jsonl"), &lines).await {
+        let file = match self
+            .client
+            .upload_batch_file(&format!("memsift-{batch_id}.jsonl"), &lines)
+            .await
+        {
             CreateOutcome::Created(file) => file,
             CreateOutcome::Rejected(error) => return ProviderCreate::Rejected(error.to_string()),
             CreateOutcome::Unknown(error) => return ProviderCreate::Unknown(error.to_string()),
@@ -205,7 +241,9 @@ impl BatchProvider for OpenAiBatchProvider {
         match self.client.create_batch(&file.id, CHAT_ENDPOINT, &metadata).await {
             CreateOutcome::Created(batch) => ProviderCreate::Created {
                 provider_batch_id: batch.id,
-                expires_at: batch.expires_at.and_then(|seconds| Utc.timestamp_opt(seconds, 0).single()),
+                expires_at: batch
+                    .expires_at
+                    .and_then(|seconds| Utc.timestamp_opt(seconds, 0).single()),
             },
             CreateOutcome::Rejected(error) => ProviderCreate::Rejected(error.to_string()),
             CreateOutcome::Unknown(error) => ProviderCreate::Unknown(error.to_string()),
@@ -213,35 +251,64 @@ impl BatchProvider for OpenAiBatchProvider {
     }
 
     async fn retrieve(&self, provider_batch_id: &str) -> Result<ProviderPoll, String> {
-        let batch = self.client.retrieve_batch(provider_batch_id).await.map_err(|error| error.to_string())?;
+        let batch = self
+            .client
+            .retrieve_batch(provider_batch_id)
+            .await
+            .map_err(|error| error.to_string())?;
         if !batch.status.is_terminal() {
             return Ok(ProviderPoll::Running);
         }
         // Outcomes come from the files, not the counters (an expired batch may under-count).
         let counts = batch.request_counts.unwrap_or_default();
-        Ok(ProviderPoll::Ended([counts.completed as i64, counts.failed as i64, 0, 0]))
+        Ok(ProviderPoll::Ended([
+            counts.completed as i64,
+            counts.failed as i64,
+            0,
+            0,
+        ]))
     }
 
     async fn results(&self, provider_batch_id: &str) -> Result<ResultStream, String> {
-        let batch = self.client.retrieve_batch(provider_batch_id).await.map_err(|error| error.to_string())?;
+        let batch = self
+            .client
+            .retrieve_batch(provider_batch_id)
+            .await
+            .map_err(|error| error.to_string())?;
         let mut streams = Vec::new();
         for which in [ResultFile::Output, ResultFile::Error] {
             // A completed batch may have no output file (everything failed): read both, and
             // treat a missing file as empty.
-            if let Some(lines) = self.client.batch_result_lines(&batch, which).await.map_err(|error| error.to_string())? {
+            if let Some(lines) = self
+                .client
+                .batch_result_lines(&batch, which)
+                .await
+                .map_err(|error| error.to_string())?
+            {
                 streams.push(lines);
             }
         }
         let prices = self.prices.clone();
-        Ok(Box::pin(futures_util::stream::iter(streams).flatten().map(move |line| {
-            let line: BatchOutputLine = line.map_err(|error| error.to_string())?;
-            Ok(convert_openai_line(line, &prices))
-        })))
+        Ok(Box::pin(futures_util::stream::iter(streams).flatten().map(
+            move |line| {
+                let line: BatchOutputLine = line.map_err(|error| error.to_string())?;
+                Ok(convert_openai_line(line, &prices))
+            },
+        )))
     }
 
-    async fn find(&self, batch: &BatchRow, _request_ids: &[String], known: &[String]) -> Result<Option<String>, String> {
+    async fn find(
+        &self,
+        batch: &BatchRow,
+        _request_ids: &[String],
+        known: &[String],
+    ) -> Result<Option<String>, String> {
         let since = batch.submit_started_at.unwrap_or(batch.created_at) - CLOCK_SKEW;
-        let found = self.client.find_batch_by_uuid(&batch.id, since.timestamp()).await.map_err(|error| error.to_string())?;
+        let found = self
+            .client
+            .find_batch_by_uuid(&batch.id, since.timestamp())
+            .await
+            .map_err(|error| error.to_string())?;
         Ok(found.map(|found| found.id).filter(|id| !known.contains(id)))
     }
 }
@@ -250,13 +317,18 @@ fn convert_openai_line(line: BatchOutputLine, prices: &PriceTable) -> ResultLine
     match line.chat_completion() {
         Some(Ok(completion)) => ResultLine::Answer {
             raw_output: completion.text().unwrap_or_default().to_owned(),
-            stop_reason: completion.choices.first().and_then(|choice| choice.finish_reason.clone()),
+            stop_reason: completion
+                .choices
+                .first()
+                .and_then(|choice| choice.finish_reason.clone()),
             usage: usage_of(&completion.token_usage(), &completion.model, prices),
             custom_id: line.custom_id,
         },
-        Some(Err(error)) => {
-            ResultLine::Failed { custom_id: line.custom_id, status: RequestStatus::Errored, error: error.to_string() }
-        }
+        Some(Err(error)) => ResultLine::Failed {
+            custom_id: line.custom_id,
+            status: RequestStatus::Errored,
+            error: error.to_string(),
+        },
         None => {
             let code = line.failure_code().unwrap_or_else(|| "unknown".to_owned());
             let status = match code.as_str() {
@@ -264,8 +336,11 @@ fn convert_openai_line(line: BatchOutputLine, prices: &PriceTable) -> ResultLine
                 "batch_cancelled" => RequestStatus::Canceled,
                 _ => RequestStatus::Errored,
             };
-            ResultLine::Failed { custom_id: line.custom_id, status, error: code }
+            ResultLine::Failed {
+                custom_id: line.custom_id,
+                status,
+                error: code,
+            }
         }
     }
 }
-

@@ -305,7 +305,11 @@ impl Config {
             ));
         }
         if self.batch.chunk_budget_tokens < 256 {
-            return Err(invalid("batch.chunk_budget_tokens", self.batch.chunk_budget_tokens, "use at least 256 (default 6000)"));
+            return Err(invalid(
+                "batch.chunk_budget_tokens",
+                self.batch.chunk_budget_tokens,
+                "use at least 256 (default 6000)",
+            ));
         }
         if self.billing.tiers.is_empty() {
             return Err(invalid(

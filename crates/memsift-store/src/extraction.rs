@@ -137,7 +137,7 @@ impl Store {
                 "UPDATE segments SET status = 'extracting', claimed_by = $1, claimed_until = $2, attempts = attempts + 1
                  WHERE id IN (SELECT id FROM segments
                               WHERE (status IN ('closed', 'failed') AND (next_attempt_at IS NULL OR next_attempt_at <= $3))
-                                 OR (status = 'extracting' AND claimed_until < $3)
+                                 OR (status = 'extracting' AND claimed_until <= $3)
                               ORDER BY closed_at, id LIMIT $4)
                  RETURNING id, user_id, attempts"
             }
@@ -145,7 +145,7 @@ impl Store {
                 "UPDATE segments SET status = 'extracting', claimed_by = $1, claimed_until = $2, attempts = attempts + 1
                  WHERE id IN (SELECT id FROM segments
                               WHERE (status IN ('closed', 'failed') AND (next_attempt_at IS NULL OR next_attempt_at <= $3))
-                                 OR (status = 'extracting' AND claimed_until < $3)
+                                 OR (status = 'extracting' AND claimed_until <= $3)
                               ORDER BY closed_at, id LIMIT $4 FOR UPDATE SKIP LOCKED)
                  RETURNING id, user_id, attempts"
             }
@@ -210,7 +210,12 @@ impl Store {
     /// Records the requests planned for a segment's extraction and how many chunks it has, and
     /// releases the segment's claim: from here the requests carry the work, so a slow batch can
     /// never look like a dead worker. Each chunk's attempt number continues from its last one.
-    pub async fn plan_segment_requests(&self, segment_id: SegmentId, requests: &[NewRequest], now: DateTime<Utc>) -> Result<()> {
+    pub async fn plan_segment_requests(
+        &self,
+        segment_id: SegmentId,
+        requests: &[NewRequest],
+        now: DateTime<Utc>,
+    ) -> Result<()> {
         in_write_tx!(self, |tx| {
             for request in requests {
                 sqlx::query(
@@ -237,11 +242,13 @@ impl Store {
                 .execute(&mut *tx)
                 .await?;
             }
-            sqlx::query("UPDATE segments SET planned_chunks = $2, claimed_by = NULL, claimed_until = NULL WHERE id = $1")
-                .bind(segment_id.to_string())
-                .bind(requests.len() as i64)
-                .execute(&mut *tx)
-                .await?;
+            sqlx::query(
+                "UPDATE segments SET planned_chunks = $2, claimed_by = NULL, claimed_until = NULL WHERE id = $1",
+            )
+            .bind(segment_id.to_string())
+            .bind(requests.len() as i64)
+            .execute(&mut *tx)
+            .await?;
         });
         Ok(())
     }
@@ -271,8 +278,13 @@ impl Store {
         now: DateTime<Utc>,
     ) -> Result<()> {
         let usage = crate::RequestUsage::default();
-        if !self.record_answer(request_id, raw_output, stop_reason, &usage, now).await? {
-            return Err(StoreError::NotFound(format!("request {request_id} is not waiting for output")));
+        if !self
+            .record_answer(request_id, raw_output, stop_reason, &usage, now)
+            .await?
+        {
+            return Err(StoreError::NotFound(format!(
+                "request {request_id} is not waiting for output"
+            )));
         }
         Ok(())
     }
@@ -539,7 +551,7 @@ impl Store {
             sqlx::query_as(
                 "UPDATE segments SET status = 'extracting', claimed_by = $2, claimed_until = $3, attempts = attempts + 1,
                                      next_attempt_at = NULL
-                 WHERE id = $1 AND (status IN ('closed', 'failed', 'dead') OR (status = 'extracting' AND claimed_until < $4))
+                 WHERE id = $1 AND (status IN ('closed', 'failed', 'dead') OR (status = 'extracting' AND claimed_until <= $4))
                  RETURNING user_id, attempts",
             )
             .bind(segment_id.to_string())

@@ -22,9 +22,9 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePo
 mod extraction;
 mod ingest;
 mod listing;
-mod work;
 #[cfg(feature = "test-support")]
 pub mod testing;
+mod work;
 
 pub use extraction::{ApplyInput, ApplyOutcome, ClaimedSegment, NewRequest, SegmentTurn, StoredOutput};
 pub use ingest::{IngestReport, NewMessage};

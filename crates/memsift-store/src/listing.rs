@@ -340,7 +340,11 @@ impl Store {
             .fetch_optional(pool)
             .await?
         });
-        row.ok_or_else(|| crate::StoreError::NotFound(format!("no request or batch {request_id}; list them with `memsift requests` or `memsift batches`")))
+        row.ok_or_else(|| {
+            crate::StoreError::NotFound(format!(
+                "no request or batch {request_id}; list them with `memsift requests` or `memsift batches`"
+            ))
+        })
     }
 
     /// The requests of one batch (admin listing).

@@ -59,8 +59,7 @@ struct WorkRow {
     request_body: Option<Json<Value>>,
 }
 
-const WORK_COLUMNS: &str =
-    "id, purpose, user_id, segment_id, chunk_index, attempt, lane, config_key, provider, model, prompt_version, request_body";
+const WORK_COLUMNS: &str = "id, purpose, user_id, segment_id, chunk_index, attempt, lane, config_key, provider, model, prompt_version, request_body";
 
 impl TryFrom<WorkRow> for WorkRequest {
     type Error = StoreError;
@@ -70,7 +69,11 @@ impl TryFrom<WorkRow> for WorkRequest {
             id: RequestId::parse(&row.id).map_err(|error| bad(&error))?,
             purpose: Purpose::parse(&row.purpose).map_err(|error| bad(&error))?,
             user_id: UserId::parse(&row.user_id).map_err(|error| bad(&error))?,
-            segment_id: row.segment_id.map(|id| SegmentId::parse(&id)).transpose().map_err(|error| bad(&error))?,
+            segment_id: row
+                .segment_id
+                .map(|id| SegmentId::parse(&id))
+                .transpose()
+                .map_err(|error| bad(&error))?,
             chunk_index: row.chunk_index,
             attempt: row.attempt,
             lane: Lane::parse(&row.lane).map_err(|error| bad(&error))?,
@@ -169,25 +172,44 @@ pub struct BatchRow {
     pub last_error: Option<String>,
 }
 
-const BATCH_COLUMNS: &str = "id, provider, provider_batch_id, purpose, config_key, status, n_requests, n_succeeded, n_errored,
+const BATCH_COLUMNS: &str =
+    "id, provider, provider_batch_id, purpose, config_key, status, n_requests, n_succeeded, n_errored,
     n_expired, n_canceled, created_at, submit_started_at, submitted_at, ended_at, provider_expires_at, next_poll_at,
     n_polls, ingest_cursor, reconcile_misses, last_error";
 
 impl Store {
     /// Claims planned requests of the given lane for execution outside any transaction; a claim
     /// whose lease ran out (its worker died mid-call) is taken over.
-    pub async fn claim_requests(&self, lane: Lane, worker: &str, now: DateTime<Utc>, lease: Duration, limit: i64) -> Result<Vec<WorkRequest>> {
-        let lock = if self.kind() == BackendKind::Postgres { "FOR UPDATE SKIP LOCKED" } else { "" };
+    pub async fn claim_requests(
+        &self,
+        lane: Lane,
+        worker: &str,
+        now: DateTime<Utc>,
+        lease: Duration,
+        limit: i64,
+    ) -> Result<Vec<WorkRequest>> {
+        let lock = if self.kind() == BackendKind::Postgres {
+            "FOR UPDATE SKIP LOCKED"
+        } else {
+            ""
+        };
         let sql = format!(
             "UPDATE llm_requests SET status = 'submitted', submitted_at = $2, claimed_by = $3, claimed_until = $4
              WHERE id IN (SELECT id FROM llm_requests
                           WHERE lane = $1 AND batch_id IS NULL
-                            AND (status = 'planned' OR (status = 'submitted' AND claimed_until < $2))
+                            AND (status = 'planned' OR (status = 'submitted' AND claimed_until <= $2))
                           ORDER BY created_at, id LIMIT $5 {lock})
              RETURNING {WORK_COLUMNS}"
         );
         let rows: Vec<WorkRow> = on_pool!(self, |pool| {
-            sqlx::query_as(&sql).bind(lane.as_str()).bind(now).bind(worker).bind(now + lease).bind(limit).fetch_all(pool).await?
+            sqlx::query_as(&sql)
+                .bind(lane.as_str())
+                .bind(now)
+                .bind(worker)
+                .bind(now + lease)
+                .bind(limit)
+                .fetch_all(pool)
+                .await?
         });
         rows.into_iter().map(WorkRequest::try_from).collect()
     }
@@ -228,7 +250,13 @@ impl Store {
     }
 
     /// Records a failed attempt (`errored`, `expired`, `canceled`, or `dead` when retrying cannot help).
-    pub async fn record_failure(&self, request_id: RequestId, status: RequestStatus, error: &str, now: DateTime<Utc>) -> Result<bool> {
+    pub async fn record_failure(
+        &self,
+        request_id: RequestId,
+        status: RequestStatus,
+        error: &str,
+        now: DateTime<Utc>,
+    ) -> Result<bool> {
         let updated = on_pool!(self, |pool| {
             sqlx::query(
                 "UPDATE llm_requests SET status = $2, error = $3, completed_at = $4, claimed_by = NULL, claimed_until = NULL
@@ -248,12 +276,16 @@ impl Store {
     /// Requests answered but not yet applied (a crash between recording and applying leaves these).
     pub async fn unapplied_answers(&self, limit: i64) -> Result<Vec<RequestId>> {
         let ids: Vec<String> = on_pool!(self, |pool| {
-            sqlx::query_scalar("SELECT id FROM llm_requests WHERE status = 'succeeded' ORDER BY completed_at, id LIMIT $1")
-                .bind(limit)
-                .fetch_all(pool)
-                .await?
+            sqlx::query_scalar(
+                "SELECT id FROM llm_requests WHERE status = 'succeeded' ORDER BY completed_at, id LIMIT $1",
+            )
+            .bind(limit)
+            .fetch_all(pool)
+            .await?
         });
-        ids.iter().map(|id| RequestId::parse(id).map_err(|error| corrupt("llm_requests", error))).collect()
+        ids.iter()
+            .map(|id| RequestId::parse(id).map_err(|error| corrupt("llm_requests", error)))
+            .collect()
     }
 
     /// Gives every failed attempt (`errored`, `expired`, `canceled`) without a successor a new
@@ -292,7 +324,10 @@ impl Store {
                         "request {id} {status} on attempt {attempt} of {max_attempts}: {}",
                         error.as_deref().unwrap_or("no detail")
                     );
-                    sqlx::query("UPDATE llm_requests SET status = 'dead' WHERE id = $1").bind(&id).execute(&mut *tx).await?;
+                    sqlx::query("UPDATE llm_requests SET status = 'dead' WHERE id = $1")
+                        .bind(&id)
+                        .execute(&mut *tx)
+                        .await?;
                     if let Some(segment_id) = segment_id {
                         sqlx::query(
                             "UPDATE segments SET status = 'dead', last_error = $2, claimed_by = NULL, claimed_until = NULL
@@ -335,7 +370,11 @@ impl Store {
         max_wait: Duration,
         lease: Duration,
     ) -> Result<Option<PackedBatch>> {
-        let lock = if self.kind() == BackendKind::Postgres { "FOR UPDATE SKIP LOCKED" } else { "" };
+        let lock = if self.kind() == BackendKind::Postgres {
+            "FOR UPDATE SKIP LOCKED"
+        } else {
+            ""
+        };
         let select = format!(
             "SELECT {WORK_COLUMNS}, created_at FROM llm_requests
              WHERE lane = 'batch' AND status = 'planned' AND batch_id IS NULL AND provider = $1 AND config_key = $2
@@ -381,12 +420,14 @@ impl Store {
                 .execute(&mut *tx)
                 .await?;
                 for (row, _) in &rows {
-                    sqlx::query("UPDATE llm_requests SET status = 'submitted', batch_id = $2, submitted_at = $3 WHERE id = $1")
-                        .bind(&row.id)
-                        .bind(batch_id.to_string())
-                        .bind(now)
-                        .execute(&mut *tx)
-                        .await?;
+                    sqlx::query(
+                        "UPDATE llm_requests SET status = 'submitted', batch_id = $2, submitted_at = $3 WHERE id = $1",
+                    )
+                    .bind(&row.id)
+                    .bind(batch_id.to_string())
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await?;
                 }
                 Some(rows.into_iter().map(|(row, _)| row).collect())
             } else {
@@ -406,8 +447,10 @@ impl Store {
     /// The requests assigned to a batch.
     pub async fn batch_requests(&self, batch_id: BatchId) -> Result<Vec<WorkRequest>> {
         let sql = format!("SELECT {WORK_COLUMNS} FROM llm_requests WHERE batch_id = $1 ORDER BY created_at, id");
-        let rows: Vec<WorkRow> =
-            on_pool!(self, |pool| sqlx::query_as(&sql).bind(batch_id.to_string()).fetch_all(pool).await?);
+        let rows: Vec<WorkRow> = on_pool!(self, |pool| sqlx::query_as(&sql)
+            .bind(batch_id.to_string())
+            .fetch_all(pool)
+            .await?);
         rows.into_iter().map(WorkRequest::try_from).collect()
     }
 
@@ -480,10 +523,14 @@ impl Store {
     pub async fn batches_to_reconcile(&self, now: DateTime<Utc>, grace: Duration) -> Result<Vec<BatchRow>> {
         let sql = format!(
             "SELECT {BATCH_COLUMNS} FROM batches
-             WHERE status = 'submitting' AND submit_started_at <= $1 AND (claimed_until IS NULL OR claimed_until < $2)
+             WHERE status = 'submitting' AND submit_started_at <= $1 AND (claimed_until IS NULL OR claimed_until <= $2)
              ORDER BY submit_started_at, id"
         );
-        Ok(on_pool!(self, |pool| sqlx::query_as(&sql).bind(now - grace).bind(now).fetch_all(pool).await?))
+        Ok(on_pool!(self, |pool| sqlx::query_as(&sql)
+            .bind(now - grace)
+            .bind(now)
+            .fetch_all(pool)
+            .await?))
     }
 
     /// The reconciler found no provider batch this pass; returns the number of misses so far.
@@ -527,24 +574,40 @@ impl Store {
     /// Provider batch ids we already track (so the reconciler never adopts one twice).
     pub async fn known_provider_batch_ids(&self, provider: &str) -> Result<Vec<String>> {
         Ok(on_pool!(self, |pool| {
-            sqlx::query_scalar("SELECT provider_batch_id FROM batches WHERE provider = $1 AND provider_batch_id IS NOT NULL")
-                .bind(provider)
-                .fetch_all(pool)
-                .await?
+            sqlx::query_scalar(
+                "SELECT provider_batch_id FROM batches WHERE provider = $1 AND provider_batch_id IS NOT NULL",
+            )
+            .bind(provider)
+            .fetch_all(pool)
+            .await?
         }))
     }
 
     /// Claims submitted batches whose poll is due; the claim pushes `next_poll_at` out by `lease`
     /// so another daemon does not poll the same batch meanwhile.
-    pub async fn claim_batches_to_poll(&self, now: DateTime<Utc>, lease: Duration, limit: i64) -> Result<Vec<BatchRow>> {
-        let lock = if self.kind() == BackendKind::Postgres { "FOR UPDATE SKIP LOCKED" } else { "" };
+    pub async fn claim_batches_to_poll(
+        &self,
+        now: DateTime<Utc>,
+        lease: Duration,
+        limit: i64,
+    ) -> Result<Vec<BatchRow>> {
+        let lock = if self.kind() == BackendKind::Postgres {
+            "FOR UPDATE SKIP LOCKED"
+        } else {
+            ""
+        };
         let sql = format!(
             "UPDATE batches SET next_poll_at = $2
              WHERE id IN (SELECT id FROM batches WHERE status = 'submitted' AND next_poll_at <= $1
                           ORDER BY next_poll_at, id LIMIT $3 {lock})
              RETURNING {BATCH_COLUMNS}"
         );
-        Ok(on_pool!(self, |pool| sqlx::query_as(&sql).bind(now).bind(now + lease).bind(limit).fetch_all(pool).await?))
+        Ok(on_pool!(self, |pool| sqlx::query_as(&sql)
+            .bind(now)
+            .bind(now + lease)
+            .bind(limit)
+            .fetch_all(pool)
+            .await?))
     }
 
     /// Not finished yet: count the poll and sleep until `next_poll_at` (a snooze, never an attempt).
@@ -581,16 +644,32 @@ impl Store {
     }
 
     /// Claims ended batches for result ingestion (a claim whose lease ran out is taken over).
-    pub async fn claim_batches_to_ingest(&self, worker: &str, now: DateTime<Utc>, lease: Duration, limit: i64) -> Result<Vec<BatchRow>> {
-        let lock = if self.kind() == BackendKind::Postgres { "FOR UPDATE SKIP LOCKED" } else { "" };
+    pub async fn claim_batches_to_ingest(
+        &self,
+        worker: &str,
+        now: DateTime<Utc>,
+        lease: Duration,
+        limit: i64,
+    ) -> Result<Vec<BatchRow>> {
+        let lock = if self.kind() == BackendKind::Postgres {
+            "FOR UPDATE SKIP LOCKED"
+        } else {
+            ""
+        };
         let sql = format!(
             "UPDATE batches SET claimed_by = $2, claimed_until = $3
-             WHERE id IN (SELECT id FROM batches WHERE status = 'ended' AND (claimed_until IS NULL OR claimed_until < $1)
+             WHERE id IN (SELECT id FROM batches WHERE status = 'ended' AND (claimed_until IS NULL OR claimed_until <= $1)
                           ORDER BY ended_at, id LIMIT $4 {lock})
              RETURNING {BATCH_COLUMNS}"
         );
         Ok(on_pool!(self, |pool| {
-            sqlx::query_as(&sql).bind(now).bind(worker).bind(now + lease).bind(limit).fetch_all(pool).await?
+            sqlx::query_as(&sql)
+                .bind(now)
+                .bind(worker)
+                .bind(now + lease)
+                .bind(limit)
+                .fetch_all(pool)
+                .await?
         }))
     }
 
@@ -619,10 +698,12 @@ impl Store {
             .execute(&mut *tx)
             .await?
             .rows_affected();
-            sqlx::query("UPDATE batches SET status = 'ingested', claimed_by = NULL, claimed_until = NULL WHERE id = $1")
-                .bind(batch_id.to_string())
-                .execute(&mut *tx)
-                .await?;
+            sqlx::query(
+                "UPDATE batches SET status = 'ingested', claimed_by = NULL, claimed_until = NULL WHERE id = $1",
+            )
+            .bind(batch_id.to_string())
+            .execute(&mut *tx)
+            .await?;
             missing
         }))
     }
@@ -632,13 +713,20 @@ impl Store {
         let sql = format!(
             "SELECT {BATCH_COLUMNS} FROM batches WHERE ($1 IS NULL OR status = $1) ORDER BY created_at DESC, id DESC LIMIT $2"
         );
-        Ok(on_pool!(self, |pool| sqlx::query_as(&sql).bind(status).bind(limit.unwrap_or(i64::MAX)).fetch_all(pool).await?))
+        Ok(on_pool!(self, |pool| sqlx::query_as(&sql)
+            .bind(status)
+            .bind(limit.unwrap_or(i64::MAX))
+            .fetch_all(pool)
+            .await?))
     }
 
     /// One batch by our id.
     pub async fn batch(&self, batch_id: BatchId) -> Result<Option<BatchRow>> {
         let sql = format!("SELECT {BATCH_COLUMNS} FROM batches WHERE id = $1");
-        Ok(on_pool!(self, |pool| sqlx::query_as(&sql).bind(batch_id.to_string()).fetch_optional(pool).await?))
+        Ok(on_pool!(self, |pool| sqlx::query_as(&sql)
+            .bind(batch_id.to_string())
+            .fetch_optional(pool)
+            .await?))
     }
 }
 
@@ -646,36 +734,64 @@ impl Store {
     /// The earliest time at which waiting work becomes due: a batch poll, a batch waiting to be
     /// packed or reconciled, a claim lease running out, a failed segment's retry. `None`: no work
     /// is waiting (open segments are not counted: they wait for their conversation, not for us).
-    pub async fn next_due_work(&self, pack_max_wait: Duration, reconcile_grace: Duration) -> Result<Option<DateTime<Utc>>> {
-        let (poll, lease, retry, request_lease, oldest_planned, submitting): (
-            Option<DateTime<Utc>>,
-            Option<DateTime<Utc>>,
-            Option<DateTime<Utc>>,
-            Option<DateTime<Utc>>,
-            Option<DateTime<Utc>>,
-            Option<DateTime<Utc>>,
+    pub async fn next_due_work(
+        &self,
+        pack_max_wait: Duration,
+        reconcile_grace: Duration,
+    ) -> Result<Option<DateTime<Utc>>> {
+        type Due = Option<DateTime<Utc>>;
+        let (poll, ingest_lease, retry, request_lease, oldest_planned, submitting): (
+            Due,
+            Due,
+            Due,
+            Due,
+            Due,
+            Vec<(Due, Due)>,
         ) = on_pool!(self, |pool| {
-            let poll = sqlx::query_scalar("SELECT MIN(next_poll_at) FROM batches WHERE status = 'submitted'").fetch_one(pool).await?;
-            let lease = sqlx::query_scalar("SELECT MIN(claimed_until) FROM batches WHERE status IN ('submitting', 'ended')")
+            let poll = sqlx::query_scalar("SELECT MIN(next_poll_at) FROM batches WHERE status = 'submitted'")
                 .fetch_one(pool)
                 .await?;
-            let retry = sqlx::query_scalar("SELECT MIN(next_attempt_at) FROM segments WHERE status = 'failed'").fetch_one(pool).await?;
+            let ingest_lease = sqlx::query_scalar("SELECT MIN(claimed_until) FROM batches WHERE status = 'ended'")
+                .fetch_one(pool)
+                .await?;
+            let retry = sqlx::query_scalar("SELECT MIN(next_attempt_at) FROM segments WHERE status = 'failed'")
+                .fetch_one(pool)
+                .await?;
             let request_lease = sqlx::query_scalar(
                 "SELECT MIN(claimed_until) FROM llm_requests WHERE status = 'submitted' AND batch_id IS NULL",
             )
             .fetch_one(pool)
             .await?;
-            let oldest_planned =
-                sqlx::query_scalar("SELECT MIN(created_at) FROM llm_requests WHERE status = 'planned' AND lane = 'batch'")
-                    .fetch_one(pool)
-                    .await?;
+            let oldest_planned = sqlx::query_scalar(
+                "SELECT MIN(created_at) FROM llm_requests WHERE status = 'planned' AND lane = 'batch'",
+            )
+            .fetch_one(pool)
+            .await?;
             let submitting =
-                sqlx::query_scalar("SELECT MIN(submit_started_at) FROM batches WHERE status = 'submitting'").fetch_one(pool).await?;
-            (poll, lease, retry, request_lease, oldest_planned, submitting)
+                sqlx::query_as("SELECT submit_started_at, claimed_until FROM batches WHERE status = 'submitting'")
+                    .fetch_all(pool)
+                    .await?;
+            (poll, ingest_lease, retry, request_lease, oldest_planned, submitting)
         });
-        Ok([poll, lease, retry, request_lease, oldest_planned.map(|at| at + pack_max_wait), submitting.map(|at| at + reconcile_grace)]
+        // A `submitting` batch is reconciled once its grace period has passed and its
+        // submitter's claim has run out, whichever is later.
+        let reconcile = submitting
             .into_iter()
-            .flatten()
-            .min())
+            .filter_map(|(started, claimed_until)| {
+                let after_grace = started? + reconcile_grace;
+                Some(claimed_until.map_or(after_grace, |until| until.max(after_grace)))
+            })
+            .min();
+        Ok([
+            poll,
+            ingest_lease,
+            retry,
+            request_lease,
+            oldest_planned.map(|at| at + pack_max_wait),
+            reconcile,
+        ]
+        .into_iter()
+        .flatten()
+        .min())
     }
 }

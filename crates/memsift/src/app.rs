@@ -73,13 +73,20 @@ pub fn load_config(path: Option<&Path>) -> anyhow::Result<Config> {
 
 impl App {
     /// Opens the store at `url`, migrates it and assembles the application.
-    pub async fn open(config: Config, url: &str, clock: Arc<dyn Clock>, waiter: Arc<dyn Waiter>) -> anyhow::Result<App> {
+    pub async fn open(
+        config: Config,
+        url: &str,
+        clock: Arc<dyn Clock>,
+        waiter: Arc<dyn Waiter>,
+    ) -> anyhow::Result<App> {
         let options = StoreOptions {
             max_connections: config.database.max_connections,
             sqlite_synchronous_full: config.database.sqlite_synchronous == "full",
             ..StoreOptions::default()
         };
-        let store = Store::connect(url, &options).await.with_context(|| format!("cannot open database {}", redact(url)))?;
+        let store = Store::connect(url, &options)
+            .await
+            .with_context(|| format!("cannot open database {}", redact(url)))?;
         store.migrate().await.context("cannot migrate the database")?;
         let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".to_owned());
         App::assemble(config, store, clock, waiter, format!("{host}:{}", std::process::id()))
@@ -102,13 +109,15 @@ impl App {
             Some(dir) => PromptRegistry::with_overrides(dir)?,
             None => PromptRegistry::built_in(),
         };
-        let billing: Arc<dyn BillingBackend> = Arc::new(ColumnBilling { default_tier: config.billing.default_tier.clone() });
+        let billing: Arc<dyn BillingBackend> = Arc::new(ColumnBilling {
+            default_tier: config.billing.default_tier.clone(),
+        });
         let router = Arc::new(Router::new(&config, Arc::clone(&billing))?);
         let prices = PriceTable::default();
         let extraction_handler = Arc::new(ExtractionHandler::new(store.clone(), Arc::clone(&clock)));
         let coordinator = build_coordinator(&config, &store, &clock, &worker_id, &prices, &extraction_handler)?;
         Ok(App {
-            immediate: Arc::new(ImmediateStrategy::new(prices)),
+            immediate: Arc::new(ImmediateStrategy::from_config(&config, prices.clone())?),
             heuristic: Arc::new(HeuristicStrategy),
             config,
             store,
@@ -125,9 +134,16 @@ impl App {
 
     /// The resolved `{purpose}_{tier}` config (validated at start-up by the router).
     pub fn resolved_llm(&self, config_key: &str) -> anyhow::Result<ResolvedLlm> {
-        let llm = self.config.llm.get(config_key).with_context(|| format!("no [llm.{config_key}] section"))?;
+        let llm = self
+            .config
+            .llm
+            .get(config_key)
+            .with_context(|| format!("no [llm.{config_key}] section"))?;
         ResolvedLlm::resolve(config_key, llm).map_err(|errors| {
-            anyhow::anyhow!("{}", errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))
+            anyhow::anyhow!(
+                "{}",
+                errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+            )
         })
     }
 }
@@ -155,8 +171,12 @@ fn build_coordinator(
         if !has_batch_api || llm_config.lane == LanePolicy::Immediate {
             continue;
         }
-        let llm = ResolvedLlm::resolve(key, llm_config)
-            .map_err(|errors| anyhow::anyhow!("{}", errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")))?;
+        let llm = ResolvedLlm::resolve(key, llm_config).map_err(|errors| {
+            anyhow::anyhow!(
+                "{}",
+                errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+            )
+        })?;
         let api_key = memsift_llm::load_api_key(key, llm_config)?;
         let options = ClientOptions::new(llm_config.endpoint.clone(), api_key, llm.model.clone());
         match llm_config.provider {

@@ -263,7 +263,11 @@ async fn dispatch(app: &App, command: Command, json: bool) -> anyhow::Result<()>
         }
         Command::Batches { status, limit } => {
             let rows = app.store.list_batches(status.as_deref(), limit).await?;
-            if json { render::print_json(&rows)? } else { println!("{}", render::batches_table(&rows)) }
+            if json {
+                render::print_json(&rows)?
+            } else {
+                println!("{}", render::batches_table(&rows))
+            }
         }
         Command::Show { id } => show(app, &id, json).await?,
         Command::Requests { user, status, limit } => {

@@ -27,7 +27,10 @@ pub enum DemoLane {
 /// Creates a fresh demo database, imports the sample, extracts, and prints what happened.
 pub async fn run(config: Config, lane: DemoLane) -> anyhow::Result<()> {
     let path = demo_database_path();
-    let dir = path.parent().context("the demo database has a parent directory")?.to_owned();
+    let dir = path
+        .parent()
+        .context("the demo database has a parent directory")?
+        .to_owned();
     std::fs::create_dir_all(&dir)?;
     for suffix in ["", "-wal", "-shm"] {
         let file = format!("{}{suffix}", path.display());
@@ -44,8 +47,12 @@ pub async fn run(config: Config, lane: DemoLane) -> anyhow::Result<()> {
             // next to the database, the same way a deployment names its key file.
             let key_file = dir.join("memsift-demo-sim.key");
             std::fs::write(&key_file, "demo-key-not-a-secret")?;
-            let handle = Sim::start(SimConfig::from_cli("heuristic", None)?.with_api_key("demo-key-not-a-secret")).await?;
-            println!("demo: provider simulator (Anthropic Message Batches) at {}", handle.base_url);
+            let handle =
+                Sim::start(SimConfig::from_cli("heuristic", None)?.with_api_key("demo-key-not-a-secret")).await?;
+            println!(
+                "demo: provider simulator (Anthropic Message Batches) at {}",
+                handle.base_url
+            );
             let overlay = format!(
                 "[batch]\npack_max_wait_secs = 0\npoll_initial_secs = 0\n\n\
                  [llm.extraction_standard]\nprovider = \"anthropic\"\nendpoint = \"{}\"\nmodel = \"claude-haiku-4-5\"\n\
@@ -61,7 +68,10 @@ pub async fn run(config: Config, lane: DemoLane) -> anyhow::Result<()> {
     };
     let app = App::open_with_system_clock(config, &sqlite_url(&path)).await?;
     let messages = parse_jsonl("built-in sample", SAMPLE_JSONL)?;
-    let report = app.store.ingest(&messages, app.config.idle_timeout(), app.clock.now(), &|_| {}).await?;
+    let report = app
+        .store
+        .ingest(&messages, app.config.idle_timeout(), app.clock.now(), &|_| {})
+        .await?;
     println!(
         "demo: imported {} messages ({} users, {} segments started)",
         report.n_added, report.n_users_created, report.n_segments_started
@@ -69,7 +79,11 @@ pub async fn run(config: Config, lane: DemoLane) -> anyhow::Result<()> {
     let step = pipeline::run_until_idle(&app).await?;
     println!(
         "demo: {} segments extracted, {} memories written, {} items dropped; {} batches created, {} polls",
-        step.n_segments_extracted, step.n_memories, step.n_items_dropped, step.batch.n_batches_created, step.batch.n_polls
+        step.n_segments_extracted,
+        step.n_memories,
+        step.n_items_dropped,
+        step.batch.n_batches_created,
+        step.batch.n_polls
     );
     let segments = app.store.list_segments(None, None, None).await?;
     println!("{}", render::segments_table(&segments));
@@ -86,7 +100,7 @@ pub async fn run(config: Config, lane: DemoLane) -> anyhow::Result<()> {
     }
     app.store.close().await;
     if let Some(handle) = sim {
-        handle.shutdown().await;
+        handle.shutdown().await?;
     }
     println!("demo: {} segments, {} memories", segments.len(), n_memories);
     Ok(())

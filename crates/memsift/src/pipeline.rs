@@ -117,7 +117,10 @@ pub async fn run_once(app: &App) -> anyhow::Result<StepReport> {
         let applied = apply_request_output(&app.store, app.clock.as_ref(), request_id).await?;
         report.add_applied(&applied);
     }
-    let replan = app.store.replan_failed_requests(app.config.extraction.max_attempts as i64, app.clock.now()).await?;
+    let replan = app
+        .store
+        .replan_failed_requests(app.config.extraction.max_attempts as i64, app.clock.now())
+        .await?;
     report.n_requests_replanned = replan.n_replanned;
     report.n_requests_dead = replan.n_dead;
     Ok(report)
@@ -136,6 +139,7 @@ pub async fn sweep(app: &App) -> anyhow::Result<StepReport> {
 pub async fn run_until_idle(app: &App) -> anyhow::Result<StepReport> {
     let mut total = StepReport::default();
     loop {
+        let step_started = app.clock.now();
         let step = run_once(app).await?;
         total.add(&step);
         if step.progressed() {
@@ -144,6 +148,12 @@ pub async fn run_until_idle(app: &App) -> anyhow::Result<StepReport> {
         let pack_max_wait = Duration::seconds(app.config.batch.pack_max_wait_secs as i64);
         let reconcile_grace = Duration::seconds(app.config.batch.reconcile_grace_secs as i64);
         match app.store.next_due_work(pack_max_wait, reconcile_grace).await? {
+            // Work that was already due when the step ran and still did not move would only
+            // spin: report it instead (it is a bug, or a provider this build cannot reach).
+            Some(due) if due <= step_started => {
+                tracing::warn!(%due, "Work is due but no stage can move it; stopping.");
+                return Ok(total);
+            }
             Some(due) => app.waiter.wait_until(due).await,
             None => return Ok(total),
         }
@@ -153,7 +163,10 @@ pub async fn run_until_idle(app: &App) -> anyhow::Result<StepReport> {
 /// Claims closed segments and plans one request per chunk through the route of its user's tier.
 async fn plan_closed_segments(app: &App, report: &mut StepReport) -> anyhow::Result<()> {
     let lease = Duration::seconds(app.config.extraction.claim_lease_secs as i64);
-    let claimed = app.store.claim_segments(&app.worker_id, app.clock.now(), lease, CLAIM_BATCH).await?;
+    let claimed = app
+        .store
+        .claim_segments(&app.worker_id, app.clock.now(), lease, CLAIM_BATCH)
+        .await?;
     for segment in claimed {
         match plan_segment(app, &segment).await {
             Ok(n_requests) => {
@@ -166,7 +179,15 @@ async fn plan_closed_segments(app: &App, report: &mut StepReport) -> anyhow::Res
                 // Later attempts wait longer: 5, 10, 15 … minutes.
                 let retry_after = Duration::minutes(5 * segment.attempt);
                 let max_attempts = app.config.extraction.max_attempts as i64;
-                app.store.fail_segment(segment.id, &format!("{error:#}"), max_attempts, retry_after, app.clock.now()).await?;
+                app.store
+                    .fail_segment(
+                        segment.id,
+                        &format!("{error:#}"),
+                        max_attempts,
+                        retry_after,
+                        app.clock.now(),
+                    )
+                    .await?;
             }
         }
     }
@@ -176,10 +197,15 @@ async fn plan_closed_segments(app: &App, report: &mut StepReport) -> anyhow::Res
 /// Builds a claimed segment's chunks and records one planned request per chunk; returns how many.
 pub async fn plan_segment(app: &App, segment: &ClaimedSegment) -> anyhow::Result<u64> {
     let now = app.clock.now();
-    let tier = app.billing.tier_of(app.store.user_billing_tier(segment.user_id).await?.as_deref());
+    let tier = app
+        .billing
+        .tier_of(app.store.user_billing_tier(segment.user_id).await?.as_deref());
     let route = app.router.route(Purpose::Extraction, &tier, false, now)?;
     let segment_turns = app.store.segment_turns(segment.id).await?;
-    let turns: Vec<_> = segment_turns.iter().map(|turn| (turn.message_id, turn.turn.clone())).collect();
+    let turns: Vec<_> = segment_turns
+        .iter()
+        .map(|turn| (turn.message_id, turn.turn.clone()))
+        .collect();
     let known: Vec<KnownMemory> = app
         .store
         .recent_memories(segment.user_id, app.config.batch.max_known_memories as i64)
@@ -207,7 +233,15 @@ pub async fn plan_segment(app: &App, segment: &ClaimedSegment) -> anyhow::Result
             let memories: serde_json::Map<String, Value> = chunk
                 .short_ids
                 .iter()
-                .map(|(short, id)| (short.clone(), json!([id.to_string(), chunk.known_texts.get(short).cloned().unwrap_or_default()])))
+                .map(|(short, id)| {
+                    (
+                        short.clone(),
+                        json!([
+                            id.to_string(),
+                            chunk.known_texts.get(short).cloned().unwrap_or_default()
+                        ]),
+                    )
+                })
                 .collect();
             NewRequest {
                 id: RequestId::new_v7(),
@@ -242,11 +276,22 @@ pub fn provider_name(provider: ProviderKind) -> &'static str {
 /// Executes planned requests of the heuristic or immediate lane and applies their answers.
 async fn execute_lane(app: &App, lane: Lane, report: &mut StepReport) -> anyhow::Result<()> {
     let lease = Duration::seconds(app.config.extraction.claim_lease_secs as i64);
-    let claimed = app.store.claim_requests(lane, &app.worker_id, app.clock.now(), lease, CLAIM_BATCH).await?;
+    let claimed = app
+        .store
+        .claim_requests(lane, &app.worker_id, app.clock.now(), lease, CLAIM_BATCH)
+        .await?;
     for request in claimed {
         let llm = app.resolved_llm(&request.config_key)?;
-        let system_prompt = request.request_body.get("system").and_then(Value::as_str).unwrap_or_default();
-        let user_message = request.request_body.get("user_message").and_then(Value::as_str).unwrap_or_default();
+        let system_prompt = request
+            .request_body
+            .get("system")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let user_message = request
+            .request_body
+            .get("user_message")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
         let turns = parse_turns(user_message);
         let execution = ExecutionRequest {
             request_id: request.id,
@@ -262,7 +307,13 @@ async fn execute_lane(app: &App, lane: Lane, report: &mut StepReport) -> anyhow:
         };
         let now = app.clock.now();
         match outcome {
-            ExecutionOutcome::Completed { raw_output, stop_reason, usage, cost_usd, .. } => {
+            ExecutionOutcome::Completed {
+                raw_output,
+                stop_reason,
+                usage,
+                cost_usd,
+                ..
+            } => {
                 let usage = RequestUsage {
                     input_tokens: usage.input_tokens as i64,
                     output_tokens: usage.output_tokens as i64,
@@ -270,25 +321,41 @@ async fn execute_lane(app: &App, lane: Lane, report: &mut StepReport) -> anyhow:
                     cache_read_tokens: usage.cache_read_tokens as i64,
                     cost_usd,
                 };
-                app.store.record_answer(request.id, &raw_output, stop_reason.as_deref(), &usage, now).await?;
-                app.router.record_outcome(llm.provider, memsift_routing::HealthSignal::Success, now);
+                app.store
+                    .record_answer(request.id, &raw_output, stop_reason.as_deref(), &usage, now)
+                    .await?;
+                app.router
+                    .record_outcome(llm.provider, memsift_routing::HealthSignal::Success, now);
                 report.n_requests_executed += 1;
                 let applied = apply_request_output(&app.store, app.clock.as_ref(), request.id).await?;
                 report.add_applied(&applied);
             }
-            ExecutionOutcome::Failed { error, retryable, signal } => {
+            ExecutionOutcome::Failed {
+                error,
+                retryable,
+                signal,
+            } => {
                 app.router.record_outcome(llm.provider, signal, now);
-                let status = if retryable { RequestStatus::Errored } else { RequestStatus::Dead };
+                let status = if retryable {
+                    RequestStatus::Errored
+                } else {
+                    RequestStatus::Dead
+                };
                 app.store.record_failure(request.id, status, &error, now).await?;
                 if let (false, Some(segment_id)) = (retryable, request.segment_id) {
                     // Retrying cannot help (an invalid request, bad credentials): the segment is
                     // dead now, with the reason, for an admin to fix and retry by hand.
                     let out_of_attempts = 0;
-                    app.store.fail_segment(segment_id, &error, out_of_attempts, Duration::zero(), now).await?;
+                    app.store
+                        .fail_segment(segment_id, &error, out_of_attempts, Duration::zero(), now)
+                        .await?;
                 }
             }
             ExecutionOutcome::Deferred => {
-                anyhow::bail!("request {} of lane {lane} was deferred; only the batch lane defers", request.id)
+                anyhow::bail!(
+                    "request {} of lane {lane} was deferred; only the batch lane defers",
+                    request.id
+                )
             }
         }
     }
@@ -309,7 +376,10 @@ pub struct Applied {
 /// The one path from a stored raw output to memories, shared by every lane.
 pub async fn apply_request_output(store: &Store, clock: &dyn Clock, request_id: RequestId) -> anyhow::Result<Applied> {
     let stored = store.stored_output(request_id).await?;
-    let raw_output = stored.raw_output.as_deref().with_context(|| format!("request {request_id} has no output yet"))?;
+    let raw_output = stored
+        .raw_output
+        .as_deref()
+        .with_context(|| format!("request {request_id} has no output yet"))?;
     let mut input = ProcessInput {
         raw_text: raw_output,
         stop_reason: stored.stop_reason.as_deref().map(|reason| match reason {
@@ -329,7 +399,10 @@ pub async fn apply_request_output(store: &Store, clock: &dyn Clock, request_id: 
     }
     if let Some(memories) = stored.context.get("memories").and_then(Value::as_object) {
         for (short, pair) in memories {
-            let id = pair.get(0).and_then(Value::as_str).and_then(|id| MemoryId::parse(id).ok());
+            let id = pair
+                .get(0)
+                .and_then(Value::as_str)
+                .and_then(|id| MemoryId::parse(id).ok());
             let text = pair.get(1).and_then(Value::as_str).unwrap_or_default().to_owned();
             if let Some(id) = id {
                 input.known_texts.push((id, text.clone()));
@@ -350,9 +423,16 @@ pub async fn apply_request_output(store: &Store, clock: &dyn Clock, request_id: 
         n_dropped,
         now: clock.now(),
     };
-    let mut applied = Applied { n_items_dropped: n_dropped as u64, ..Applied::default() };
+    let mut applied = Applied {
+        n_items_dropped: n_dropped as u64,
+        ..Applied::default()
+    };
     match store.apply(&apply).await? {
-        ApplyOutcome::Applied { memory_ids, n_duplicates_at_write, segment_extracted } => {
+        ApplyOutcome::Applied {
+            memory_ids,
+            n_duplicates_at_write,
+            segment_extracted,
+        } => {
             applied.n_memories = memory_ids.len() as u64;
             applied.n_items_dropped += n_duplicates_at_write;
             applied.n_segments_extracted = u64::from(segment_extracted);
@@ -375,20 +455,34 @@ pub struct ExtractionHandler {
 impl ExtractionHandler {
     /// A handler writing through `store`.
     pub fn new(store: Store, clock: Arc<dyn Clock>) -> Self {
-        Self { store, clock, totals: std::sync::Mutex::new(Applied::default()) }
+        Self {
+            store,
+            clock,
+            totals: std::sync::Mutex::new(Applied::default()),
+        }
     }
 
     /// What was applied since the last call.
     pub fn take_totals(&self) -> Applied {
-        std::mem::take(&mut *self.totals.lock().expect("no code panics while holding the totals lock"))
+        std::mem::take(
+            &mut *self
+                .totals
+                .lock()
+                .expect("no code panics while holding the totals lock"),
+        )
     }
 }
 
 #[async_trait::async_trait(?Send)]
 impl BatchResultProcessor for ExtractionHandler {
     async fn on_answer(&self, request_id: RequestId) -> Result<(), String> {
-        let applied = apply_request_output(&self.store, self.clock.as_ref(), request_id).await.map_err(|error| format!("{error:#}"))?;
-        let mut totals = self.totals.lock().expect("no code panics while holding the totals lock");
+        let applied = apply_request_output(&self.store, self.clock.as_ref(), request_id)
+            .await
+            .map_err(|error| format!("{error:#}"))?;
+        let mut totals = self
+            .totals
+            .lock()
+            .expect("no code panics while holding the totals lock");
         totals.n_memories += applied.n_memories;
         totals.n_items_dropped += applied.n_items_dropped;
         totals.n_segments_extracted += applied.n_segments_extracted;

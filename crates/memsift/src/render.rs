@@ -109,7 +109,17 @@ pub fn requests_table(rows: &[RequestRow]) -> String {
 /// The batches table.
 pub fn batches_table(rows: &[memsift_store::BatchRow]) -> String {
     let mut table = table(&[
-        "batch", "provider", "provider id", "status", "reqs", "ok/err/exp/cxl", "polls", "next poll", "ingested", "created", "last error",
+        "batch",
+        "provider",
+        "provider id",
+        "status",
+        "reqs",
+        "ok/err/exp/cxl",
+        "polls",
+        "next poll",
+        "ingested",
+        "created",
+        "last error",
     ]);
     for row in rows {
         table.add_row(vec![
@@ -118,9 +128,14 @@ pub fn batches_table(rows: &[memsift_store::BatchRow]) -> String {
             row.provider_batch_id.clone().unwrap_or_default(),
             row.status.clone(),
             row.n_requests.to_string(),
-            format!("{}/{}/{}/{}", row.n_succeeded, row.n_errored, row.n_expired, row.n_canceled),
+            format!(
+                "{}/{}/{}/{}",
+                row.n_succeeded, row.n_errored, row.n_expired, row.n_canceled
+            ),
             row.n_polls.to_string(),
-            row.next_poll_at.map(|at| at.format("%H:%M:%S").to_string()).unwrap_or_default(),
+            row.next_poll_at
+                .map(|at| at.format("%H:%M:%S").to_string())
+                .unwrap_or_default(),
             format!("{}/{}", row.ingest_cursor, row.n_requests),
             row.created_at.format("%Y-%m-%d %H:%M:%S").to_string(),
             row.last_error.clone().unwrap_or_default(),

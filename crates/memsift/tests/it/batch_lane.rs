@@ -13,7 +13,14 @@ use crate::helpers::{TestApp, line};
 /// Three users, four closed segments, each with facts the heuristic responder extracts.
 fn conversations() -> String {
     [
-        line("ana", "c1", 0, "user", "I live in Lisbon and I have a dog named Rex.", false),
+        line(
+            "ana",
+            "c1",
+            0,
+            "user",
+            "I live in Lisbon and I have a dog named Rex.",
+            false,
+        ),
         line("ana", "c1", 1, "assistant", "Lovely.", true),
         line("ana", "c2", 200, "user", "I'm allergic to peanuts.", true),
         line("bo", "c3", 0, "user", "I work at Fernwood Labs.", true),
@@ -23,8 +30,15 @@ fn conversations() -> String {
 }
 
 async fn segment_statuses(test: &TestApp) -> Vec<String> {
-    let mut statuses: Vec<String> =
-        test.app.store.list_segments(None, None, None).await.unwrap().into_iter().map(|row| row.status).collect();
+    let mut statuses: Vec<String> = test
+        .app
+        .store
+        .list_segments(None, None, None)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|row| row.status)
+        .collect();
     statuses.sort();
     statuses
 }
@@ -39,7 +53,14 @@ async fn n_memories(test: &TestApp) -> usize {
 
 #[tokio::test]
 async fn invariant_1_a_segment_is_extracted_only_after_its_results_are_applied() {
-    let test = TestApp::with_batch_sim(TestDb::sqlite().await, FaultConfig { processing_latency_ms: 600_000, ..FaultConfig::default() }).await;
+    let test = TestApp::with_batch_sim(
+        TestDb::sqlite().await,
+        FaultConfig {
+            processing_latency_ms: 600_000,
+            ..FaultConfig::default()
+        },
+    )
+    .await;
     test.import("chat.jsonl", &conversations()).await.unwrap();
     let first = run_once(&test.app).await.unwrap();
     assert_eq!((first.n_segments_planned, first.batch.n_batches_created), (4, 1));
@@ -49,29 +70,46 @@ async fn invariant_1_a_segment_is_extracted_only_after_its_results_are_applied()
     let total = run_until_idle(&test.app).await.unwrap();
     assert_eq!(total.n_segments_extracted, 4);
     assert_eq!(segment_statuses(&test).await, vec!["extracted"; 4]);
-    assert_eq!(n_memories(&test).await, 5);
+    assert_eq!(n_memories(&test).await, 6);
     test.finish().await;
 }
 
 #[tokio::test]
 async fn invariant_2_a_result_is_applied_once_even_by_two_daemons_on_postgres() {
-    let test = TestApp::with_batch_sim(TestDb::postgres().await, FaultConfig { processing_latency_ms: 60_000, ..FaultConfig::default() }).await;
+    let test = TestApp::with_batch_sim(
+        TestDb::postgres().await,
+        FaultConfig {
+            processing_latency_ms: 60_000,
+            ..FaultConfig::default()
+        },
+    )
+    .await;
     test.import("chat.jsonl", &conversations()).await.unwrap();
     let second = test.second_daemon("daemon-b");
     // Both daemons step concurrently until neither has anything left to do.
     loop {
         let (a, b) = tokio::join!(run_once(&test.app), run_once(&second));
         if !a.unwrap().progressed() && !b.unwrap().progressed() {
-            match test.app.store.next_due_work(Duration::zero(), Duration::minutes(5)).await.unwrap() {
+            match test
+                .app
+                .store
+                .next_due_work(Duration::zero(), Duration::minutes(5))
+                .await
+                .unwrap()
+            {
                 Some(due) => test.clock.set(due),
                 None => break,
             }
         }
     }
     assert_eq!(segment_statuses(&test).await, vec!["extracted"; 4]);
-    assert_eq!(n_memories(&test).await, 5);
+    assert_eq!(n_memories(&test).await, 6);
     let batches = test.app.store.list_batches(None, None).await.unwrap();
-    assert_eq!(test.sim().counters().creates, batches.len() as u64, "no provider batch was created twice");
+    assert_eq!(
+        test.sim().counters().creates,
+        batches.len() as u64,
+        "no provider batch was created twice"
+    );
     let applied = test.app.store.list_requests(None, Some("applied"), None).await.unwrap();
     assert_eq!(applied.len(), 4);
     test.finish().await;
@@ -88,12 +126,15 @@ async fn invariant_3_a_lost_create_reply_is_reconciled_not_resubmitted() {
     let first = run_once(&test.app).await.unwrap();
     assert_eq!(first.batch.n_creates_unknown, 1);
     let batch = test.app.store.list_batches(None, None).await.unwrap().remove(0);
-    assert_eq!((batch.status.as_str(), batch.provider_batch_id.as_deref()), ("submitting", None));
+    assert_eq!(
+        (batch.status.as_str(), batch.provider_batch_id.as_deref()),
+        ("submitting", None)
+    );
     let total = run_until_idle(&test.app).await.unwrap();
     assert_eq!(total.batch.n_batches_adopted, 1);
     assert_eq!(test.sim().counters().creates, 1, "the provider saw exactly one create");
     assert_eq!(segment_statuses(&test).await, vec!["extracted"; 4]);
-    assert_eq!(n_memories(&test).await, 5);
+    assert_eq!(n_memories(&test).await, 6);
     test.finish().await;
 }
 
@@ -111,28 +152,60 @@ async fn invariant_4_results_are_downloaded_once_per_batch() {
 
 #[tokio::test]
 async fn invariant_5_errored_requests_are_retried_then_the_segment_goes_dead_with_the_reason() {
-    let always_errored = FaultConfig { request_errored_share: 1.0, ..FaultConfig::default() };
+    let always_errored = FaultConfig {
+        request_errored_share: 1.0,
+        ..FaultConfig::default()
+    };
     let test = TestApp::with_batch_sim(TestDb::sqlite().await, always_errored).await;
-    test.import("chat.jsonl", &line("ana", "c1", 0, "user", "I live in Lisbon.", true)).await.unwrap();
+    test.import("chat.jsonl", &line("ana", "c1", 0, "user", "I live in Lisbon.", true))
+        .await
+        .unwrap();
     let total = run_until_idle(&test.app).await.unwrap();
     let max_attempts = test.app.config.extraction.max_attempts as u64;
-    assert_eq!((total.batch.n_batches_created, total.n_requests_replanned, total.n_requests_dead), (max_attempts, max_attempts - 1, 1));
-    let segment = test.app.store.list_segments(Some("ana"), None, None).await.unwrap().remove(0);
+    assert_eq!(
+        (
+            total.batch.n_batches_created,
+            total.n_requests_replanned,
+            total.n_requests_dead
+        ),
+        (max_attempts, max_attempts - 1, 1)
+    );
+    let segment = test
+        .app
+        .store
+        .list_segments(Some("ana"), None, None)
+        .await
+        .unwrap()
+        .remove(0);
     assert_eq!(segment.status, "dead");
     let reason = segment.last_error.unwrap();
-    assert!(reason.contains(&format!("errored on attempt {max_attempts} of {max_attempts}")), "{reason}");
+    assert!(
+        reason.contains(&format!("errored on attempt {max_attempts} of {max_attempts}")),
+        "{reason}"
+    );
     assert_eq!(test.sim().counters().creates, max_attempts);
     test.finish().await;
 }
 
 #[tokio::test]
 async fn invariant_6_polling_is_a_snooze_with_growing_intervals() {
-    let slow = FaultConfig { processing_latency_ms: 3_600_000, ..FaultConfig::default() };
+    let slow = FaultConfig {
+        processing_latency_ms: 3_600_000,
+        ..FaultConfig::default()
+    };
     let test = TestApp::with_batch_sim(TestDb::sqlite().await, slow).await;
     test.import("chat.jsonl", &conversations()).await.unwrap();
     run_once(&test.app).await.unwrap();
     let mut gaps = Vec::new();
-    let mut previous = test.app.store.list_batches(None, None).await.unwrap().remove(0).next_poll_at.unwrap();
+    let mut previous = test
+        .app
+        .store
+        .list_batches(None, None)
+        .await
+        .unwrap()
+        .remove(0)
+        .next_poll_at
+        .unwrap();
     for _ in 0..5 {
         test.clock.set(previous);
         run_once(&test.app).await.unwrap();
@@ -146,6 +219,10 @@ async fn invariant_6_polling_is_a_snooze_with_growing_intervals() {
     let batch = test.app.store.list_batches(None, None).await.unwrap().remove(0);
     assert_eq!((batch.status.as_str(), batch.n_polls), ("submitted", 5));
     let requests = test.app.store.list_requests(None, None, None).await.unwrap();
-    assert!(requests.iter().all(|request| request.attempt == 1 && request.status == "submitted"));
+    assert!(
+        requests
+            .iter()
+            .all(|request| request.attempt == 1 && request.status == "submitted")
+    );
     test.finish().await;
 }

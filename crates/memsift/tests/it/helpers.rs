@@ -31,8 +31,14 @@ pub struct TestApp {
 }
 
 pub fn app_on(store: &memsift_store::Store, clock: &ManualClock, config: Config, worker_id: &str) -> App {
-    App::assemble(config, store.clone(), Arc::new(clock.clone()), Arc::new(ClockWaiter(clock.clone())), worker_id.to_owned())
-        .expect("the test configuration is valid")
+    App::assemble(
+        config,
+        store.clone(),
+        Arc::new(clock.clone()),
+        Arc::new(ClockWaiter(clock.clone())),
+        worker_id.to_owned(),
+    )
+    .expect("the test configuration is valid")
 }
 
 /// The default configuration with extraction on Anthropic's batch lane at `base_url`.
@@ -65,7 +71,13 @@ impl TestApp {
     async fn on(db: TestDb) -> TestApp {
         let clock = ManualClock::new(t0());
         let app = app_on(&db.store, &clock, Config::defaults(), "test-worker");
-        TestApp { app, clock, db, sim: None, _key_dir: None }
+        TestApp {
+            app,
+            clock,
+            db,
+            sim: None,
+            _key_dir: None,
+        }
     }
 
     /// An app whose extraction goes through the batch lane of an in-process simulator that shares
@@ -81,7 +93,13 @@ impl TestApp {
         let key_dir = tempfile::tempdir().unwrap();
         let config = batch_config(&sim.base_url, &key_dir.path().join("key"));
         let app = app_on(&db.store, &clock, config, "daemon-a");
-        TestApp { app, clock, db, sim: Some(sim), _key_dir: Some(key_dir) }
+        TestApp {
+            app,
+            clock,
+            db,
+            sim: Some(sim),
+            _key_dir: Some(key_dir),
+        }
     }
 
     /// A second daemon on the same database and simulator.
@@ -106,7 +124,7 @@ impl TestApp {
 
     pub async fn finish(self) {
         if let Some(sim) = self.sim {
-            sim.shutdown().await;
+            sim.shutdown().await.unwrap();
         }
         self.db.finish().await;
     }

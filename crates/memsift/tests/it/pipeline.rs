@@ -132,7 +132,7 @@ async fn replaying_an_applied_output_writes_nothing() {
         .unwrap()
         .remove(0);
     let before = test.app.store.counts().await.unwrap();
-    let replay = apply_request_output(&test.app, request.id.parse().unwrap())
+    let replay = apply_request_output(&test.app.store, test.app.clock.as_ref(), request.id.parse().unwrap())
         .await
         .unwrap();
     assert_eq!(replay.n_memories, 0);
@@ -215,7 +215,9 @@ impl TestApp {
 #[tokio::test]
 async fn invariant_11_the_sweep_moves_a_failing_segment_forward_once_per_pass_and_stops_at_dead() {
     let test = TestApp::sqlite().await;
-    test.import("chat.jsonl", &line("ana", "c1", 0, "user", "I live in Lisbon.", true)).await.unwrap();
+    test.import("chat.jsonl", &line("ana", "c1", 0, "user", "I live in Lisbon.", true))
+        .await
+        .unwrap();
     // Ana's tier has no configuration: every planning attempt fails.
     assert!(test.app.store.set_user_billing_tier("ana", Some("gold")).await.unwrap());
     let max_attempts = test.app.config.extraction.max_attempts as i64;
@@ -226,11 +228,21 @@ async fn invariant_11_the_sweep_moves_a_failing_segment_forward_once_per_pass_an
         assert!(!memsift::pipeline::sweep(&test.app).await.unwrap().progressed());
         test.advance(Duration::minutes(5 * attempt));
     }
-    let segment = test.app.store.list_segments(Some("ana"), None, None).await.unwrap().remove(0);
+    let segment = test
+        .app
+        .store
+        .list_segments(Some("ana"), None, None)
+        .await
+        .unwrap()
+        .remove(0);
     assert_eq!((segment.status.as_str(), segment.attempts), ("dead", max_attempts));
-    assert!(segment.last_error.unwrap().contains("extraction_gold"));
+    let reason = segment.last_error.unwrap();
+    assert!(reason.contains("`gold`"), "{reason}");
     test.advance(Duration::days(1));
-    assert!(!memsift::pipeline::sweep(&test.app).await.unwrap().progressed(), "a dead segment is not retried by itself");
+    assert!(
+        !memsift::pipeline::sweep(&test.app).await.unwrap().progressed(),
+        "a dead segment is not retried by itself"
+    );
     test.finish().await;
 }
 
