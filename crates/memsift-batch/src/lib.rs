@@ -23,7 +23,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Duration, Utc};
 use memsift_core::status::{Purpose, RequestStatus};
 use memsift_core::{BatchId, Clock, RequestId};
-use memsift_store::{BatchRow, RequestUsage, Store, StoreError, WorkRequest};
+use memsift_store::{BatchRow, PackPolicy, RequestUsage, Store, StoreError, WorkRequest};
 use serde::Serialize;
 
 mod providers;
@@ -259,9 +259,11 @@ impl BatchCoordinator {
                         &config_key,
                         &self.worker_id,
                         now,
-                        self.settings.max_requests_per_batch,
-                        self.settings.pack_max_wait,
-                        self.settings.claim_lease,
+                        PackPolicy {
+                            max_requests: self.settings.max_requests_per_batch,
+                            max_wait: self.settings.pack_max_wait,
+                            lease: self.settings.claim_lease,
+                        },
                     )
                     .await?;
                 let Some(packed) = packed else { break };
@@ -472,12 +474,10 @@ impl BatchCoordinator {
                     }
                 }
                 fail_point!("batch::mid_ingest");
-                if answered {
-                    if let Some(processor) = self.processors.get(&request.purpose) {
-                        if let Err(error) = processor.on_answer(request.id).await {
-                            tracing::warn!(request_id = %request.id, error, "Applying an answer failed; the sweep will retry it.");
-                        }
-                    }
+                if let (true, Some(processor)) = (answered, self.processors.get(&request.purpose))
+                    && let Err(error) = processor.on_answer(request.id).await
+                {
+                    tracing::warn!(request_id = %request.id, error, "Applying an answer failed; the sweep will retry it.");
                 }
                 if cursor % 100 == 0 {
                     self.store.advance_ingest_cursor(batch_id, cursor).await?;

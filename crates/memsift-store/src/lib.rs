@@ -29,7 +29,7 @@ mod work;
 pub use extraction::{ApplyInput, ApplyOutcome, ClaimedSegment, NewRequest, SegmentTurn, StoredOutput};
 pub use ingest::{IngestReport, NewMessage};
 pub use listing::{Counts, MemoryRow, RequestDetail, RequestRow, SegmentRow};
-pub use work::{BatchRow, PackedBatch, ReplanReport, RequestUsage, WorkRequest};
+pub use work::{BatchRow, PackPolicy, PackedBatch, ReplanReport, RequestUsage, WorkRequest};
 
 static SQLITE_MIGRATOR: Migrator = sqlx::migrate!("../../migrations/sqlite");
 static POSTGRES_MIGRATOR: Migrator = sqlx::migrate!("../../migrations/postgres");

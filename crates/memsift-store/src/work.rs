@@ -101,6 +101,26 @@ pub struct RequestUsage {
     pub cost_usd: f64,
 }
 
+#[derive(sqlx::FromRow)]
+struct FailedAttempt {
+    id: String,
+    segment_id: Option<String>,
+    attempt: i64,
+    status: String,
+    error: Option<String>,
+}
+
+/// How batches are packed: when a group is due and how big a batch may be.
+#[derive(Clone, Copy, Debug)]
+pub struct PackPolicy {
+    /// Requests per provider batch at most.
+    pub max_requests: i64,
+    /// A group is due once its oldest request has waited this long, even if the batch is small.
+    pub max_wait: Duration,
+    /// How long the packing worker's claim on the new batch lasts (longer than a create call).
+    pub lease: Duration,
+}
+
 /// What one re-planning pass did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct ReplanReport {
@@ -293,8 +313,8 @@ impl Store {
     pub async fn replan_failed_requests(&self, max_attempts: i64, now: DateTime<Utc>) -> Result<ReplanReport> {
         let mut report = ReplanReport::default();
         in_write_tx!(self, |tx| {
-            let failed: Vec<(String, Option<String>, i64, i64, String, Option<String>)> = sqlx::query_as(
-                "SELECT r.id, r.segment_id, r.chunk_index, r.attempt, r.status, r.error FROM llm_requests r
+            let failed: Vec<FailedAttempt> = sqlx::query_as(
+                "SELECT r.id, r.segment_id, r.attempt, r.status, r.error FROM llm_requests r
                  WHERE r.status IN ('errored', 'expired', 'canceled')
                    AND NOT EXISTS (SELECT 1 FROM llm_requests later
                                    WHERE later.purpose = r.purpose AND later.segment_id = r.segment_id
@@ -303,7 +323,14 @@ impl Store {
             )
             .fetch_all(&mut *tx)
             .await?;
-            for (id, segment_id, _chunk_index, attempt, status, error) in failed {
+            for FailedAttempt {
+                id,
+                segment_id,
+                attempt,
+                status,
+                error,
+            } in failed
+            {
                 if attempt < max_attempts {
                     sqlx::query(
                         "INSERT INTO llm_requests (id, purpose, user_id, segment_id, chunk_index, subject, lane, config_key,
@@ -366,10 +393,13 @@ impl Store {
         config_key: &str,
         worker: &str,
         now: DateTime<Utc>,
-        max_requests: i64,
-        max_wait: Duration,
-        lease: Duration,
+        policy: PackPolicy,
     ) -> Result<Option<PackedBatch>> {
+        let PackPolicy {
+            max_requests,
+            max_wait,
+            lease,
+        } = policy;
         let lock = if self.kind() == BackendKind::Postgres {
             "FOR UPDATE SKIP LOCKED"
         } else {

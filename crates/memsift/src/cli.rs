@@ -344,16 +344,16 @@ async fn run_sim(listen: &str, responder: &str, faults: Option<&std::path::Path>
 }
 
 async fn show(app: &App, id: &str, json: bool) -> anyhow::Result<()> {
-    if let Ok(batch_id) = memsift_core::BatchId::parse(id) {
-        if let Some(batch) = app.store.batch(batch_id).await? {
-            let requests = app.store.list_batch_requests(batch_id).await?;
-            if json {
-                return render::print_json(&serde_json::json!({ "batch": batch, "requests": requests }));
-            }
-            println!("{}", render::batches_table(std::slice::from_ref(&batch)));
-            println!("{}", render::requests_table(&requests));
-            return Ok(());
+    if let Ok(batch_id) = memsift_core::BatchId::parse(id)
+        && let Some(batch) = app.store.batch(batch_id).await?
+    {
+        let requests = app.store.list_batch_requests(batch_id).await?;
+        if json {
+            return render::print_json(&serde_json::json!({ "batch": batch, "requests": requests }));
         }
+        println!("{}", render::batches_table(std::slice::from_ref(&batch)));
+        println!("{}", render::requests_table(&requests));
+        return Ok(());
     }
     let request_id = memsift_core::RequestId::parse(id)?;
     let detail = app.store.request_detail(request_id).await?;

@@ -58,8 +58,10 @@ pub struct StepReport {
 impl StepReport {
     /// Whether the step moved anything.
     pub fn progressed(&self) -> bool {
-        let mut idle = StepReport::default();
-        idle.batch = self.batch.clone();
+        let idle = StepReport {
+            batch: self.batch.clone(),
+            ..StepReport::default()
+        };
         (*self != idle) || self.batch.progressed()
     }
 
