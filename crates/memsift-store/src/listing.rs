@@ -91,6 +91,10 @@ pub struct RequestRow {
     pub input_tokens: i64,
     /// Output tokens.
     pub output_tokens: i64,
+    /// Input tokens written to the prompt cache.
+    pub cache_creation_tokens: i64,
+    /// Input tokens read from the prompt cache.
+    pub cache_read_tokens: i64,
     /// Cost in USD.
     pub cost_usd: f64,
     /// Created.
@@ -200,7 +204,8 @@ impl Store {
         Ok(on_pool!(self, |pool| {
             sqlx::query_as(
                 "SELECT r.id, r.purpose, u.external_id AS user, r.segment_id, r.chunk_index, r.attempt, r.lane, r.status,
-                        r.prompt_version, r.n_items, r.n_dropped, r.input_tokens, r.output_tokens, r.cost_usd, r.created_at
+                        r.prompt_version, r.n_items, r.n_dropped, r.input_tokens, r.output_tokens, r.cache_creation_tokens,
+                        r.cache_read_tokens, r.cost_usd, r.created_at
                  FROM llm_requests r JOIN users u ON u.id = r.user_id
                  WHERE ($1 IS NULL OR u.external_id = $1) AND ($2 IS NULL OR r.status = $2)
                  ORDER BY r.created_at DESC, r.id DESC
@@ -352,7 +357,8 @@ impl Store {
         Ok(on_pool!(self, |pool| {
             sqlx::query_as(
                 "SELECT r.id, r.purpose, u.external_id AS user, r.segment_id, r.chunk_index, r.attempt, r.lane, r.status,
-                        r.prompt_version, r.n_items, r.n_dropped, r.input_tokens, r.output_tokens, r.cost_usd, r.created_at
+                        r.prompt_version, r.n_items, r.n_dropped, r.input_tokens, r.output_tokens, r.cache_creation_tokens,
+                        r.cache_read_tokens, r.cost_usd, r.created_at
                  FROM llm_requests r JOIN users u ON u.id = r.user_id
                  WHERE r.batch_id = $1 ORDER BY r.created_at, r.id",
             )

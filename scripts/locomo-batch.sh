@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# LoCoMo-8 through the batch lane against `memsift sim`, with optional injected faults, and a
+# summary of what happened (segments by status, memories, batches, polls, tokens, sim counters).
+#
+# Usage: scripts/locomo-batch.sh [--database URL] [--faults FILE] [--kill-loop N]
+#   --database URL   default: a fresh SQLite file in a temporary directory
+#   --faults FILE    a memsift-sim fault plan (TOML or JSON)
+#   --kill-loop N    kill -9 `memsift run` N times at random moments, restarting it each time
+# Needs: a built memsift (MEMSIFT_BIN, default target/release/memsift), python3, and the LoCoMo
+# file (LOCOMO, default ../shared/data/locomo/locomo8.json). Talks only to 127.0.0.1.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(dirname "$here")"
+bin="${MEMSIFT_BIN:-${CARGO_TARGET_DIR:-$repo/target}/release/memsift}"
+locomo="${LOCOMO:-$repo/../shared/data/locomo/locomo8.json}"
+work="$(mktemp -d)"
+database="sqlite://$work/memsift.db"
+faults=""
+kills=0
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --database) database="$2"; shift 2 ;;
+        --faults) faults="$2"; shift 2 ;;
+        --kill-loop) kills="$2"; shift 2 ;;
+        *) echo "unknown argument $1" >&2; exit 2 ;;
+    esac
+done
+
+sim_pid=""; run_pid=""
+cleanup() {
+    for pid in $run_pid $sim_pid; do kill "$pid" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+}
+trap cleanup EXIT
+
+sim_args=(sim --listen 127.0.0.1:0 --responder "locomo:$locomo")
+[ -n "$faults" ] && sim_args+=(--faults "$faults")
+"$bin" "${sim_args[@]}" >"$work/sim.out" 2>"$work/sim.err" &
+sim_pid=$!
+for _ in $(seq 1 100); do grep -q '^listening on ' "$work/sim.out" && break; sleep 0.1; done
+sim_url="$(sed -n 's/^listening on //p' "$work/sim.out" | head -n 1)"
+echo "sim: $sim_url"
+echo "sim-key" >"$work/key"
+cat >"$work/memsift.toml" <<TOML
+[batch]
+pack_max_wait_secs = 1
+poll_initial_secs = 1
+poll_max_secs = 5
+reconcile_grace_secs = 5
+
+[extraction]
+claim_lease_secs = 10
+
+[llm.extraction_standard]
+provider = "anthropic"
+endpoint = "$sim_url"
+model = "claude-haiku-4-5"
+api_key_file = "$work/key"
+lane = "batch"
+max_tokens = 8192
+TOML
+m() { "$bin" --config "$work/memsift.toml" --database "$database" "$@"; }
+m import --format locomo "$locomo"
+started=$(date +%s.%N)
+if [ "$kills" -gt 0 ]; then
+    for kill_idx in $(seq 1 "$kills"); do
+        m run --until-idle >>"$work/run.log" 2>&1 &
+        run_pid=$!
+        sleep "0.$(( RANDOM % 9 + 1 ))$(( RANDOM % 10 ))"
+        if kill -0 "$run_pid" 2>/dev/null; then kill -9 "$run_pid" 2>/dev/null || true; fi
+        wait "$run_pid" 2>/dev/null || true
+        run_pid=""
+    done
+    echo "killed memsift run $kills times"
+fi
+m run --until-idle
+finished=$(date +%s.%N)
+echo "wall seconds (final run included): $(python3 -c "print(round($finished - $started, 2))")"
+counters="$(curl -s "$sim_url/_sim/counters")"
+m segments --json >"$work/segments.json"
+m batches --json >"$work/batches.json"
+m requests --json >"$work/requests.json"
+python3 - "$work" "$counters" <<'PY'
+import collections, json, sys
+work, counters = sys.argv[1], json.loads(sys.argv[2])
+segments = json.load(open(f"{work}/segments.json"))
+batches = json.load(open(f"{work}/batches.json"))
+requests = json.load(open(f"{work}/requests.json"))
+by_status = collections.Counter(s["status"] for s in segments)
+print("segments:", len(segments), dict(by_status))
+lost = [s for s in segments if s["status"] not in ("extracted", "dead")]
+print("lost segments (neither extracted nor dead):", len(lost))
+dead = [s for s in segments if s["status"] == "dead"]
+for s in dead[:5]:
+    print("  dead:", s["conversation_key"], s["name"], "-", s["last_error"])
+print("memories:", sum(s["n_memories"] for s in segments))
+applied = collections.Counter((r["segment_id"], r["chunk_index"]) for r in requests if r["status"] == "applied")
+print("double-applied chunks:", sum(1 for n in applied.values() if n > 1))
+print("requests by status:", dict(collections.Counter(r["status"] for r in requests)))
+tracked = [b for b in batches if b["provider_batch_id"]]
+print("batches recorded:", len(batches), "with a provider id:", len(tracked), "| sim creates:", counters["creates"])
+print("duplicate provider batches (sim creates - tracked):", counters["creates"] - len(tracked))
+print("batches by status:", dict(collections.Counter(b["status"] for b in batches)))
+polls = [b["n_polls"] for b in tracked]
+if polls:
+    print("polls per batch: mean %.1f, max %d | sim polls %d, result downloads %d" % (sum(polls) / len(polls), max(polls), counters["polls"], counters["result_downloads"]))
+inp = sum(r["input_tokens"] for r in requests)
+out = sum(r["output_tokens"] for r in requests)
+print("input tokens (uncached) per extracted segment: %.0f" % (inp / max(1, by_status["extracted"])))
+cache_read = sum(r["cache_read_tokens"] for r in requests)
+cache_write = sum(r["cache_creation_tokens"] for r in requests)
+prompt = inp + cache_read + cache_write
+print("prompt tokens: %d uncached, %d cache writes, %d cache reads; share served from cache %.1f%%" % (inp, cache_write, cache_read, 100.0 * cache_read / max(1, prompt)))
+print("output tokens:", out, "| cost $%.4f" % sum(r["cost_usd"] for r in requests))
+print("faults injected:", counters.get("faults", {}))
+PY
