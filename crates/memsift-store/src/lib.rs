@@ -24,10 +24,15 @@ mod ingest;
 mod listing;
 #[cfg(feature = "test-support")]
 pub mod testing;
+mod vectors;
 
 pub use extraction::{ApplyInput, ApplyOutcome, ClaimedSegment, NewRequest, SegmentTurn, StoredOutput};
 pub use ingest::{IngestReport, NewMessage};
 pub use listing::{Counts, MemoryRow, RequestRow, SegmentRow};
+pub use vectors::{
+    LoadedIndex, MemoryToEmbed, MemoryVector, Neighbour, UserVectors, VectorCache, VectorIndex, VectorIndexError, dot,
+    vector_from_le_bytes, vector_to_le_bytes,
+};
 
 static SQLITE_MIGRATOR: Migrator = sqlx::migrate!("../../migrations/sqlite");
 static POSTGRES_MIGRATOR: Migrator = sqlx::migrate!("../../migrations/postgres");

@@ -77,7 +77,10 @@ impl TestDb {
         store.migrate().await.expect("migrate postgres");
         TestDb {
             store,
-            cleanup: Cleanup::Postgres { admin: Box::new(admin), database },
+            cleanup: Cleanup::Postgres {
+                admin: Box::new(admin),
+                database,
+            },
         }
     }
 
