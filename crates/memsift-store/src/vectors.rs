@@ -71,6 +71,9 @@ pub fn vector_from_le_bytes(bytes: &[u8]) -> Option<Vec<f32>> {
     )
 }
 
+/// `id, embedding, embedding_model, embedding_dim` as stored.
+type VectorRow = (String, Option<Vec<u8>>, Option<String>, Option<i64>);
+
 fn parse_memory_id(text: &str) -> Result<MemoryId> {
     MemoryId::parse(text).map_err(|error| corrupt("memories", error))
 }
@@ -153,7 +156,7 @@ impl Store {
     /// Every active memory of `user_id` with whatever embedding it has, and the version read first.
     pub async fn user_memory_vectors(&self, user_id: UserId) -> Result<UserVectors> {
         let version = self.memory_version(user_id).await?;
-        let rows: Vec<(String, Option<Vec<u8>>, Option<String>, Option<i64>)> = on_pool!(self, |pool| {
+        let rows: Vec<VectorRow> = on_pool!(self, |pool| {
             sqlx::query_as(
                 "SELECT id, embedding, embedding_model, embedding_dim FROM memories
                  WHERE user_id = $1 AND archived_at IS NULL
@@ -491,6 +494,11 @@ impl VectorIndex {
     /// True when nothing is indexed.
     pub fn is_empty(&self) -> bool {
         self.ids.is_empty()
+    }
+
+    /// The contiguous `len() × dimension()` unit rows (benchmarks read them for a bandwidth floor).
+    pub fn rows(&self) -> &[f32] {
+        &self.rows
     }
 
     /// True when `memory_id` is indexed.
