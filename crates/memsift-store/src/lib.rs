@@ -24,11 +24,16 @@ mod ingest;
 mod listing;
 #[cfg(feature = "test-support")]
 pub mod testing;
+mod vectors;
 mod work;
 
 pub use extraction::{ApplyInput, ApplyOutcome, ClaimedSegment, NewRequest, SegmentTurn, StoredOutput};
 pub use ingest::{IngestReport, NewMessage};
 pub use listing::{Counts, MemoryRow, RequestDetail, RequestRow, SegmentRow};
+pub use vectors::{
+    LoadedIndex, MemoryToEmbed, MemoryVector, Neighbour, UserVectors, VectorCache, VectorIndex, VectorIndexError, dot,
+    vector_from_le_bytes, vector_to_le_bytes,
+};
 pub use work::{BatchRow, PackPolicy, PackedBatch, ReplanReport, RequestUsage, WorkRequest};
 
 static SQLITE_MIGRATOR: Migrator = sqlx::migrate!("../../migrations/sqlite");

@@ -6,6 +6,7 @@
 
 mod cases;
 mod helpers;
+mod vectors;
 
 macro_rules! store_suite {
     ($($case:ident),+ $(,)?) => {
@@ -46,4 +47,9 @@ store_suite!(
     a_segment_goes_dead_after_max_attempts,
     entities_are_upserted_and_joined,
     memory_listings_are_scoped_by_user,
+    an_embedding_round_trips_as_little_endian_f32,
+    embeddings_are_written_only_within_their_user,
+    vectors_of_another_model_or_dimension_are_reported_not_mixed,
+    a_write_elsewhere_bumps_the_version_and_the_cache_reloads,
+    top_k_matches_a_brute_force_reference,
 );
