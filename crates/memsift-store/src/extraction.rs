@@ -412,6 +412,13 @@ impl Store {
                     }
                     memory_ids.push(memory_id);
                 }
+                if !memory_ids.is_empty() {
+                    // Cached vector indexes compare this version with their own (DESIGN §10).
+                    sqlx::query("UPDATE users SET memory_version = memory_version + 1 WHERE id = $1")
+                        .bind(input.user_id.to_string())
+                        .execute(&mut *tx)
+                        .await?;
+                }
                 let mut segment_extracted = false;
                 if let Some(segment_id) = input.segment_id {
                     segment_extracted = sqlx::query(
