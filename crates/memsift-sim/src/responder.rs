@@ -66,6 +66,11 @@ impl Responder for HeuristicResponder {
 pub struct LocomoResponder {
     observations: Vec<(String, Vec<String>)>,
     by_dia_id: HashMap<String, Vec<usize>>,
+    /// The conversation each observation belongs to (an index into `speakers`).
+    sample_of: Vec<usize>,
+    /// Each conversation's two speakers: dia_ids (`D1:3`) repeat across conversations, so the
+    /// request's speaker names pick the conversation.
+    speakers: Vec<[String; 2]>,
 }
 
 impl LocomoResponder {
@@ -85,7 +90,15 @@ impl LocomoResponder {
     pub fn from_json(text: &str) -> Result<Self, String> {
         let samples: Vec<serde_json::Value> = serde_json::from_str(text).map_err(|error| error.to_string())?;
         let mut observations = Vec::new();
+        let mut sample_of = Vec::new();
+        let mut speakers = Vec::new();
         for sample in &samples {
+            let conversation = sample.get("conversation");
+            let speaker = |key: &str| {
+                conversation.and_then(|c| c.get(key)).and_then(|name| name.as_str()).unwrap_or_default().to_owned()
+            };
+            let sample_idx = speakers.len();
+            speakers.push([speaker("speaker_a"), speaker("speaker_b")]);
             let Some(sessions) = sample.get("observation").and_then(|value| value.as_object()) else {
                 continue;
             };
@@ -104,6 +117,7 @@ impl LocomoResponder {
                     for item in items {
                         if let Some(observation) = parse_observation(item) {
                             observations.push(observation);
+                            sample_of.push(sample_idx);
                         }
                     }
                 }
@@ -118,6 +132,8 @@ impl LocomoResponder {
         Ok(Self {
             observations,
             by_dia_id,
+            sample_of,
+            speakers,
         })
     }
 
@@ -153,11 +169,17 @@ fn parse_observation(item: &serde_json::Value) -> Option<(String, Vec<String>)> 
 impl Responder for LocomoResponder {
     fn respond(&self, request: &ResponderRequest<'_>) -> ResponderReply {
         let labels: Vec<&str> = request.turns.iter().map(|turn| turn.label.as_str()).collect();
+        let request_speakers: Vec<&str> = request.turns.iter().filter_map(|turn| turn.speaker.as_deref()).collect();
+        let same_conversation = |index: usize| {
+            let [a, b] = &self.speakers[self.sample_of[index]];
+            request_speakers.iter().all(|speaker| speaker == a || speaker == b)
+        };
         let mut chosen: Vec<usize> = labels
             .iter()
             .filter_map(|label| self.by_dia_id.get(*label))
             .flatten()
             .copied()
+            .filter(|index| same_conversation(*index))
             .collect();
         chosen.sort_unstable();
         chosen.dedup();
