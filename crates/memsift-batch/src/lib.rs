@@ -79,7 +79,13 @@ pub enum ProviderCreate {
         expires_at: Option<DateTime<Utc>>,
     },
     /// Definitely not created.
-    Rejected(String),
+    Rejected {
+        /// Why.
+        error: String,
+        /// The same batch may succeed later (rate limit, overload, a server that never got it):
+        /// re-plan its requests without spending their attempts, after `retry_after`.
+        retry_after: Option<Duration>,
+    },
     /// Maybe created: reconcile.
     Unknown(String),
 }
@@ -283,10 +289,30 @@ impl BatchCoordinator {
                         report.n_batches_created += 1;
                         tracing::info!(batch_id = %packed.id, provider_batch_id, n_requests = packed.requests.len(), "Batch submitted.");
                     }
-                    ProviderCreate::Rejected(error) => {
+                    ProviderCreate::Rejected {
+                        error,
+                        retry_after: Some(wait),
+                    } => {
+                        self.store
+                            .replan_batch(
+                                packed.id,
+                                &format!("create refused for now: {error}"),
+                                now,
+                                Some(now + wait),
+                            )
+                            .await?;
+                        report.n_batches_rejected += 1;
+                        tracing::warn!(batch_id = %packed.id, error, "Provider refused the batch for now; its requests wait and go again.");
+                        // Try this group again on a later step, not in a tight loop.
+                        break;
+                    }
+                    ProviderCreate::Rejected {
+                        error,
+                        retry_after: None,
+                    } => {
                         self.store.mark_batch_rejected(packed.id, &error, now).await?;
                         report.n_batches_rejected += 1;
-                        tracing::warn!(batch_id = %packed.id, error, "Provider refused the batch; its requests will be re-planned.");
+                        tracing::warn!(batch_id = %packed.id, error, "Provider refused the batch; its requests count a failed attempt.");
                     }
                     ProviderCreate::Unknown(error) => {
                         self.store.note_batch_outcome_unknown(packed.id, &error).await?;
@@ -341,6 +367,7 @@ impl BatchCoordinator {
                                 batch_id,
                                 "no provider batch found in two reconcile passes; requests re-planned",
                                 now,
+                                None,
                             )
                             .await?;
                         report.n_batches_replanned += 1;

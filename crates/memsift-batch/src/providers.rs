@@ -17,6 +17,25 @@ use crate::{BatchProvider, ProviderCreate, ProviderPoll, ResultLine, ResultStrea
 /// between us and the provider, plus the create call's own duration).
 const CLOCK_SKEW: Duration = Duration::minutes(5);
 
+/// How a definite create rejection maps onto the coordinator's choices: a rate limit, an overload
+/// or a server that never received the call may accept the same batch later.
+fn rejected(error: memsift_llm::LlmError) -> ProviderCreate {
+    use memsift_llm::LlmError;
+    let retry_after = match &error {
+        LlmError::RateLimited { retry_after, .. } | LlmError::Overloaded { retry_after, .. } => Some(
+            retry_after
+                .and_then(|wait| Duration::from_std(wait).ok())
+                .unwrap_or(Duration::seconds(30)),
+        ),
+        LlmError::Transient { .. } => Some(Duration::seconds(30)),
+        _ => None,
+    };
+    ProviderCreate::Rejected {
+        error: error.to_string(),
+        retry_after,
+    }
+}
+
 fn body_text<'a>(request: &'a WorkRequest, field: &str) -> &'a str {
     request
         .request_body
@@ -76,7 +95,7 @@ impl BatchProvider for AnthropicBatchProvider {
                 provider_batch_id: batch.id,
                 expires_at: Some(batch.expires_at),
             },
-            CreateOutcome::Rejected(error) => ProviderCreate::Rejected(error.to_string()),
+            CreateOutcome::Rejected(error) => rejected(error),
             CreateOutcome::Unknown(error) => ProviderCreate::Unknown(error.to_string()),
         }
     }
@@ -234,7 +253,7 @@ impl BatchProvider for OpenAiBatchProvider {
             .await
         {
             CreateOutcome::Created(file) => file,
-            CreateOutcome::Rejected(error) => return ProviderCreate::Rejected(error.to_string()),
+            CreateOutcome::Rejected(error) => return rejected(error),
             CreateOutcome::Unknown(error) => return ProviderCreate::Unknown(error.to_string()),
         };
         let metadata = BTreeMap::from([(BATCH_UUID_METADATA_KEY.to_owned(), batch_id.to_string())]);
@@ -245,7 +264,7 @@ impl BatchProvider for OpenAiBatchProvider {
                     .expires_at
                     .and_then(|seconds| Utc.timestamp_opt(seconds, 0).single()),
             },
-            CreateOutcome::Rejected(error) => ProviderCreate::Rejected(error.to_string()),
+            CreateOutcome::Rejected(error) => rejected(error),
             CreateOutcome::Unknown(error) => ProviderCreate::Unknown(error.to_string()),
         }
     }

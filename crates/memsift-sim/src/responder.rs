@@ -95,7 +95,11 @@ impl LocomoResponder {
         for sample in &samples {
             let conversation = sample.get("conversation");
             let speaker = |key: &str| {
-                conversation.and_then(|c| c.get(key)).and_then(|name| name.as_str()).unwrap_or_default().to_owned()
+                conversation
+                    .and_then(|c| c.get(key))
+                    .and_then(|name| name.as_str())
+                    .unwrap_or_default()
+                    .to_owned()
             };
             let sample_idx = speakers.len();
             speakers.push([speaker("speaker_a"), speaker("speaker_b")]);
@@ -169,7 +173,11 @@ fn parse_observation(item: &serde_json::Value) -> Option<(String, Vec<String>)> 
 impl Responder for LocomoResponder {
     fn respond(&self, request: &ResponderRequest<'_>) -> ResponderReply {
         let labels: Vec<&str> = request.turns.iter().map(|turn| turn.label.as_str()).collect();
-        let request_speakers: Vec<&str> = request.turns.iter().filter_map(|turn| turn.speaker.as_deref()).collect();
+        let request_speakers: Vec<&str> = request
+            .turns
+            .iter()
+            .filter_map(|turn| turn.speaker.as_deref())
+            .collect();
         let same_conversation = |index: usize| {
             let [a, b] = &self.speakers[self.sample_of[index]];
             request_speakers.iter().all(|speaker| speaker == a || speaker == b)

@@ -408,6 +408,7 @@ impl Store {
         let select = format!(
             "SELECT {WORK_COLUMNS}, created_at FROM llm_requests
              WHERE lane = 'batch' AND status = 'planned' AND batch_id IS NULL AND provider = $1 AND config_key = $2
+               AND (claimed_until IS NULL OR claimed_until <= $4)
              ORDER BY created_at, id LIMIT $3 {lock}"
         );
         let batch_id = BatchId::new_v7();
@@ -416,6 +417,7 @@ impl Store {
                 .bind(provider)
                 .bind(config_key)
                 .bind(max_requests)
+                .bind(now)
                 .fetch_all(&mut *tx)
                 .await?
                 .into_iter()
@@ -578,8 +580,15 @@ impl Store {
         }))
     }
 
-    /// Proven never created: the batch fails and its requests go back to `planned` (same ids, no attempt used).
-    pub async fn replan_batch(&self, batch_id: BatchId, reason: &str, now: DateTime<Utc>) -> Result<()> {
+    /// Proven never created (or refused for now): the batch fails and its requests go back to
+    /// `planned` (same ids, no attempt used), packable again from `not_before` when given.
+    pub async fn replan_batch(
+        &self,
+        batch_id: BatchId,
+        reason: &str,
+        now: DateTime<Utc>,
+        not_before: Option<DateTime<Utc>>,
+    ) -> Result<()> {
         in_write_tx!(self, |tx| {
             sqlx::query(
                 "UPDATE batches SET status = 'failed', last_error = $2, ended_at = $3, claimed_by = NULL, claimed_until = NULL
@@ -590,11 +599,13 @@ impl Store {
             .bind(now)
             .execute(&mut *tx)
             .await?;
+            // For a planned batch-lane request, `claimed_until` is the earliest time it may be packed.
             sqlx::query(
-                "UPDATE llm_requests SET status = 'planned', batch_id = NULL, submitted_at = NULL
+                "UPDATE llm_requests SET status = 'planned', batch_id = NULL, submitted_at = NULL, claimed_until = $2
                  WHERE batch_id = $1 AND status = 'submitted'",
             )
             .bind(batch_id.to_string())
+            .bind(not_before)
             .execute(&mut *tx)
             .await?;
         });
@@ -775,7 +786,7 @@ impl Store {
             Due,
             Due,
             Due,
-            Due,
+            Vec<(Due, Due)>,
             Vec<(Due, Due)>,
         ) = on_pool!(self, |pool| {
             let poll = sqlx::query_scalar("SELECT MIN(next_poll_at) FROM batches WHERE status = 'submitted'")
@@ -792,11 +803,19 @@ impl Store {
             )
             .fetch_one(pool)
             .await?;
-            let oldest_planned = sqlx::query_scalar(
-                "SELECT MIN(created_at) FROM llm_requests WHERE status = 'planned' AND lane = 'batch'",
+            let waiting: Option<DateTime<Utc>> = sqlx::query_scalar(
+                "SELECT MIN(created_at) FROM llm_requests
+                 WHERE status = 'planned' AND lane = 'batch' AND claimed_until IS NULL",
             )
             .fetch_one(pool)
             .await?;
+            let mut oldest_planned: Vec<(Due, Due)> = sqlx::query_as(
+                "SELECT created_at, claimed_until FROM llm_requests
+                 WHERE status = 'planned' AND lane = 'batch' AND claimed_until IS NOT NULL",
+            )
+            .fetch_all(pool)
+            .await?;
+            oldest_planned.push((waiting, None));
             let submitting =
                 sqlx::query_as("SELECT submit_started_at, claimed_until FROM batches WHERE status = 'submitting'")
                     .fetch_all(pool)
@@ -812,16 +831,18 @@ impl Store {
                 Some(claimed_until.map_or(after_grace, |until| until.max(after_grace)))
             })
             .min();
-        Ok([
-            poll,
-            ingest_lease,
-            retry,
-            request_lease,
-            oldest_planned.map(|at| at + pack_max_wait),
-            reconcile,
-        ]
-        .into_iter()
-        .flatten()
-        .min())
+        // A planned batch request is packable once it has waited `pack_max_wait` and any
+        // not-before time (set after a create refused for now) has passed, whichever is later.
+        let pack = oldest_planned
+            .into_iter()
+            .filter_map(|(created, not_before)| {
+                let waited = created? + pack_max_wait;
+                Some(not_before.map_or(waited, |not_before| not_before.max(waited)))
+            })
+            .min();
+        Ok([poll, ingest_lease, retry, request_lease, pack, reconcile]
+            .into_iter()
+            .flatten()
+            .min())
     }
 }
