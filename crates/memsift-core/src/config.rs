@@ -76,6 +76,8 @@ pub struct Config {
     pub prompts: PromptsConfig,
     /// One internal LLM config per `{purpose}_{tier}` key.
     pub llm: BTreeMap<String, LlmConfig>,
+    /// Prices by model name (USD per million tokens); a model missing here costs 0 with a warning.
+    pub prices: BTreeMap<String, ModelPrice>,
 }
 
 /// Database settings.
@@ -144,6 +146,38 @@ pub struct BillingConfig {
 pub struct PromptsConfig {
     /// A directory whose `<name>.md` files replace the built-in prompts of the same name.
     pub dir: Option<PathBuf>,
+}
+
+/// One model's prices, USD per million tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelPrice {
+    /// Uncached input.
+    pub input_per_mtok: f64,
+    /// Output.
+    pub output_per_mtok: f64,
+    /// Cache write with the 5-minute TTL.
+    pub cache_write_5m_per_mtok: f64,
+    /// Cache write with the 1-hour TTL.
+    pub cache_write_1h_per_mtok: f64,
+    /// Cache read.
+    pub cache_read_per_mtok: f64,
+    /// The fraction taken off every line on the batch lane (0.5 = half price).
+    pub batch_discount: f64,
+}
+
+impl ModelPrice {
+    /// Prices derived the way Anthropic's are: cache write 1.25× (5 m) and 2× (1 h), read 0.1×, batch half off.
+    pub fn anthropic_style(input_per_mtok: f64, output_per_mtok: f64) -> Self {
+        Self {
+            input_per_mtok,
+            output_per_mtok,
+            cache_write_5m_per_mtok: input_per_mtok * 1.25,
+            cache_write_1h_per_mtok: input_per_mtok * 2.0,
+            cache_read_per_mtok: input_per_mtok * 0.1,
+            batch_discount: 0.5,
+        }
+    }
 }
 
 /// Which provider answers a `{purpose}_{tier}` key.
@@ -330,6 +364,24 @@ impl Config {
                 self.llm_for(purpose, tier)?;
             }
         }
+        for (model, price) in &self.prices {
+            let fields = [
+                price.input_per_mtok,
+                price.output_per_mtok,
+                price.cache_write_5m_per_mtok,
+                price.cache_write_1h_per_mtok,
+                price.cache_read_per_mtok,
+            ];
+            if fields.iter().any(|value| !value.is_finite() || *value < 0.0)
+                || !(0.0..1.0).contains(&price.batch_discount)
+            {
+                return Err(invalid(
+                    &format!("prices.\"{model}\""),
+                    "a negative or non-finite price",
+                    "use USD per million tokens, each >= 0, and batch_discount in [0, 1)",
+                ));
+            }
+        }
         for (key, llm) in &self.llm {
             if !matches!(llm.cache_ttl.as_str(), "5m" | "1h") {
                 return Err(invalid(
@@ -400,6 +452,16 @@ mod tests {
             config.llm_for(Purpose::Extraction, "standard").unwrap().provider,
             ProviderKind::Heuristic
         );
+    }
+
+    #[test]
+    fn prices_come_from_config_and_bad_ones_are_refused() {
+        let config = Config::defaults();
+        assert_eq!(config.prices["claude-haiku-4-5"].output_per_mtok, 5.0);
+        let overlay = "[prices.\"my-model\"]\ninput_per_mtok = -1.0\noutput_per_mtok = 1.0\ncache_write_5m_per_mtok = 0.0\n\
+                       cache_write_1h_per_mtok = 0.0\ncache_read_per_mtok = 0.0\nbatch_discount = 0.5\n";
+        let err = Config::from_layers(Some(("test.toml", overlay))).unwrap_err().to_string();
+        assert!(err.starts_with("config: prices.\"my-model\""), "{err}");
     }
 
     #[test]

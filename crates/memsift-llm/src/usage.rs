@@ -39,37 +39,8 @@ impl std::ops::AddAssign for TokenUsage {
     }
 }
 
-/// One model's prices, USD per million tokens.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ModelPrice {
-    /// Uncached input.
-    pub input_per_mtok: f64,
-    /// Output.
-    pub output_per_mtok: f64,
-    /// Cache write with the 5-minute TTL.
-    pub cache_write_5m_per_mtok: f64,
-    /// Cache write with the 1-hour TTL.
-    pub cache_write_1h_per_mtok: f64,
-    /// Cache read.
-    pub cache_read_per_mtok: f64,
-    /// The fraction taken off every line on the batch lane (0.5 = half price).
-    pub batch_discount: f64,
-}
-
-impl ModelPrice {
-    /// Prices derived the way Anthropic's are: cache write 1.25× (5 m) and 2× (1 h), read 0.1×, batch half off.
-    pub fn anthropic_style(input_per_mtok: f64, output_per_mtok: f64) -> Self {
-        Self {
-            input_per_mtok,
-            output_per_mtok,
-            cache_write_5m_per_mtok: input_per_mtok * 1.25,
-            cache_write_1h_per_mtok: input_per_mtok * 2.0,
-            cache_read_per_mtok: input_per_mtok * 0.1,
-            batch_discount: 0.5,
-        }
-    }
-}
+// The per-model price lives in memsift-core because it is configuration (`[prices.<model>]`).
+pub use memsift_core::config::ModelPrice;
 
 /// Prices by model name.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

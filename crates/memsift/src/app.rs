@@ -113,7 +113,9 @@ impl App {
             default_tier: config.billing.default_tier.clone(),
         });
         let router = Arc::new(Router::new(&config, Arc::clone(&billing))?);
-        let prices = PriceTable::default();
+        let prices = PriceTable {
+            models: config.prices.clone(),
+        };
         let extraction_handler = Arc::new(ExtractionHandler::new(store.clone(), Arc::clone(&clock)));
         let coordinator = build_coordinator(&config, &store, &clock, &worker_id, &prices, &extraction_handler)?;
         Ok(App {
