@@ -25,10 +25,15 @@ cleanup() {
 trap cleanup EXIT
 
 if [ -z "${MEMSIFT_SIM_URL:-}" ]; then
-    (cd "$repo" && cargo build -q -p memsift)
-    target="${CARGO_TARGET_DIR:-$repo/target}"
+    # MEMSIFT_BIN: a memsift binary that is already built (.ci/run passes the one its tests built,
+    # which saves a rebuild with another feature set); otherwise build one.
+    bin="${MEMSIFT_BIN:-}"
+    if [ -z "$bin" ]; then
+        (cd "$repo" && cargo build -q -p memsift)
+        bin="${CARGO_TARGET_DIR:-$repo/target}/debug/memsift"
+    fi
     out="$(mktemp)"
-    "$target/debug/memsift" sim --listen 127.0.0.1:0 --responder heuristic >"$out" &
+    "$bin" sim --listen 127.0.0.1:0 --responder heuristic >"$out" &
     sim_pid=$!
     # Wait for the first stdout line, which names the chosen port.
     for _ in $(seq 1 100); do

@@ -460,7 +460,9 @@ mod tests {
         assert_eq!(config.prices["claude-haiku-4-5"].output_per_mtok, 5.0);
         let overlay = "[prices.\"my-model\"]\ninput_per_mtok = -1.0\noutput_per_mtok = 1.0\ncache_write_5m_per_mtok = 0.0\n\
                        cache_write_1h_per_mtok = 0.0\ncache_read_per_mtok = 0.0\nbatch_discount = 0.5\n";
-        let err = Config::from_layers(Some(("test.toml", overlay))).unwrap_err().to_string();
+        let err = Config::from_layers(Some(("test.toml", overlay)))
+            .unwrap_err()
+            .to_string();
         assert!(err.starts_with("config: prices.\"my-model\""), "{err}");
     }
 

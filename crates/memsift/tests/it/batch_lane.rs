@@ -226,3 +226,18 @@ async fn invariant_6_polling_is_a_snooze_with_growing_intervals() {
     );
     test.finish().await;
 }
+
+#[tokio::test]
+async fn the_openai_batch_lane_uploads_a_file_tags_the_batch_and_reads_its_output_file() {
+    let test = TestApp::with_openai_batch_sim(TestDb::sqlite().await).await;
+    test.import("chat.jsonl", &conversations()).await.unwrap();
+    let total = run_until_idle(&test.app).await.unwrap();
+    assert_eq!((total.n_segments_extracted, total.batch.n_batches_created), (4, 1));
+    assert_eq!(n_memories(&test).await, 6);
+    let counters = test.sim().counters();
+    assert_eq!((counters.uploads, counters.creates), (1, 1));
+    let batch = test.app.store.list_batches(None, None).await.unwrap().remove(0);
+    assert_eq!((batch.provider.as_str(), batch.status.as_str()), ("openai", "ingested"));
+    assert!(batch.provider_batch_id.unwrap().starts_with("batch_"));
+    test.finish().await;
+}

@@ -43,10 +43,15 @@ pub fn app_on(store: &memsift_store::Store, clock: &ManualClock, config: Config,
 
 /// The default configuration with extraction on Anthropic's batch lane at `base_url`.
 pub fn batch_config(base_url: &str, key_file: &std::path::Path) -> Config {
+    provider_batch_config("anthropic", base_url, "claude-haiku-4-5", key_file)
+}
+
+/// The default configuration with extraction on one provider's batch lane.
+pub fn provider_batch_config(provider: &str, base_url: &str, model: &str, key_file: &std::path::Path) -> Config {
     std::fs::write(key_file, "test-key").unwrap();
     let overlay = format!(
         "[batch]\npack_max_wait_secs = 0\npoll_initial_secs = 30\nreconcile_grace_secs = 300\n\n\
-         [llm.extraction_standard]\nprovider = \"anthropic\"\nendpoint = \"{base_url}\"\nmodel = \"claude-haiku-4-5\"\n\
+         [llm.extraction_standard]\nprovider = \"{provider}\"\nendpoint = \"{base_url}\"\nmodel = \"{model}\"\n\
          api_key_file = \"{}\"\nlane = \"batch\"\nmax_tokens = 4096\n",
         key_file.display()
     );
@@ -92,6 +97,31 @@ impl TestApp {
         let sim = Sim::start(sim_config).await.unwrap();
         let key_dir = tempfile::tempdir().unwrap();
         let config = batch_config(&sim.base_url, &key_dir.path().join("key"));
+        let app = app_on(&db.store, &clock, config, "daemon-a");
+        TestApp {
+            app,
+            clock,
+            db,
+            sim: Some(sim),
+            _key_dir: Some(key_dir),
+        }
+    }
+
+    /// Like [`TestApp::with_batch_sim`], on OpenAI's Files + Batches API.
+    pub async fn with_openai_batch_sim(db: TestDb) -> TestApp {
+        let clock = ManualClock::new(t0());
+        let sim_config = SimConfig::from_cli("heuristic", None)
+            .unwrap()
+            .with_api_key("test-key")
+            .with_clock(Arc::new(clock.clone()));
+        let sim = Sim::start(sim_config).await.unwrap();
+        let key_dir = tempfile::tempdir().unwrap();
+        let config = provider_batch_config(
+            "openai",
+            &sim.openai_base_url(),
+            "gpt-4o-mini",
+            &key_dir.path().join("key"),
+        );
         let app = app_on(&db.store, &clock, config, "daemon-a");
         TestApp {
             app,
