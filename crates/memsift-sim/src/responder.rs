@@ -180,7 +180,8 @@ impl Responder for LocomoResponder {
             .collect();
         let same_conversation = |index: usize| {
             let [a, b] = &self.speakers[self.sample_of[index]];
-            request_speakers.iter().all(|speaker| speaker == a || speaker == b)
+            // A file without speaker names cannot tell conversations apart: answer from all.
+            (a.is_empty() && b.is_empty()) || request_speakers.iter().all(|speaker| speaker == a || speaker == b)
         };
         let mut chosen: Vec<usize> = labels
             .iter()
@@ -315,6 +316,32 @@ mod tests {
         assert_eq!(items[0].evidence_turns, vec!["D1:3"]);
         assert_eq!(items[1].text, "Caroline likes painting.");
         assert_eq!(items[1].evidence_turns, vec!["D1:5"]);
+    }
+
+    #[test]
+    fn locomo_answers_only_from_the_conversation_whose_speakers_are_in_the_request() {
+        let json = r#"[
+            {"conversation": {"speaker_a": "Caroline", "speaker_b": "Melanie"},
+             "observation": {"session_1_observation": {"Caroline": [["Caroline went to a support group.", "D1:3"]]}}},
+            {"conversation": {"speaker_a": "Jon", "speaker_b": "Gina"},
+             "observation": {"session_1_observation": {"Jon": [["Jon lost his job.", "D1:3"]]}}}
+        ]"#;
+        let responder = LocomoResponder::from_json(json).unwrap();
+        let mut jon = turn("D1:3");
+        jon.speaker = Some("Jon".to_owned());
+        let turns = vec![jon];
+        let request = ResponderRequest {
+            model: "m",
+            system: "",
+            user_text: "",
+            turns: &turns,
+        };
+        let ResponderReply::Text(text) = responder.respond(&request) else {
+            panic!("locomo answers with text")
+        };
+        let items: Vec<ExtractedItem> = serde_json::from_str(&text).unwrap();
+        let texts: Vec<&str> = items.iter().map(|item| item.text.as_str()).collect();
+        assert_eq!(texts, vec!["Jon lost his job."]);
     }
 
     #[test]

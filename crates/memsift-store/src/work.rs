@@ -771,6 +771,20 @@ impl Store {
     }
 }
 
+type Due = Option<DateTime<Utc>>;
+
+/// What `next_due_work` reads: the earliest time of each kind of waiting work.
+struct DueInputs {
+    poll: Due,
+    ingest_lease: Due,
+    retry: Due,
+    request_lease: Due,
+    /// (created, not before) of planned batch requests.
+    oldest_planned: Vec<(Due, Due)>,
+    /// (submit started, claimed until) of `submitting` batches.
+    submitting: Vec<(Due, Due)>,
+}
+
 impl Store {
     /// The earliest time at which waiting work becomes due: a batch poll, a batch waiting to be
     /// packed or reconciled, a claim lease running out, a failed segment's retry. `None`: no work
@@ -780,15 +794,14 @@ impl Store {
         pack_max_wait: Duration,
         reconcile_grace: Duration,
     ) -> Result<Option<DateTime<Utc>>> {
-        type Due = Option<DateTime<Utc>>;
-        let (poll, ingest_lease, retry, request_lease, oldest_planned, submitting): (
-            Due,
-            Due,
-            Due,
-            Due,
-            Vec<(Due, Due)>,
-            Vec<(Due, Due)>,
-        ) = on_pool!(self, |pool| {
+        let DueInputs {
+            poll,
+            ingest_lease,
+            retry,
+            request_lease,
+            oldest_planned,
+            submitting,
+        } = on_pool!(self, |pool| {
             let poll = sqlx::query_scalar("SELECT MIN(next_poll_at) FROM batches WHERE status = 'submitted'")
                 .fetch_one(pool)
                 .await?;
@@ -820,7 +833,14 @@ impl Store {
                 sqlx::query_as("SELECT submit_started_at, claimed_until FROM batches WHERE status = 'submitting'")
                     .fetch_all(pool)
                     .await?;
-            (poll, ingest_lease, retry, request_lease, oldest_planned, submitting)
+            DueInputs {
+                poll,
+                ingest_lease,
+                retry,
+                request_lease,
+                oldest_planned,
+                submitting,
+            }
         });
         // A `submitting` batch is reconciled once its grace period has passed and its
         // submitter's claim has run out, whichever is later.
