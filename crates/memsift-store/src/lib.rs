@@ -242,6 +242,15 @@ impl Store {
         }
     }
 
+    /// The row-lock clause of a claim's inner SELECT: PostgreSQL skips rows another daemon is
+    /// claiming; SQLite needs none, because its single writer makes the claim atomic.
+    pub(crate) fn skip_locked(&self) -> &'static str {
+        match self.kind() {
+            BackendKind::Postgres => "FOR UPDATE SKIP LOCKED",
+            BackendKind::Sqlite => "",
+        }
+    }
+
     /// Closes the pool; on SQLite this checkpoints the WAL.
     pub async fn close(&self) {
         on_pool!(self, |pool| pool.close().await)

@@ -12,7 +12,7 @@ use serde::Serialize;
 use serde_json::Value;
 use sqlx::types::Json;
 
-use crate::{BackendKind, Result, Store, StoreError, corrupt, in_write_tx, on_pool};
+use crate::{Result, Store, StoreError, corrupt, in_write_tx, on_pool};
 
 /// A request attempt as an executor or the coordinator needs it.
 #[derive(Clone, Debug, PartialEq)]
@@ -208,11 +208,7 @@ impl Store {
         lease: Duration,
         limit: i64,
     ) -> Result<Vec<WorkRequest>> {
-        let lock = if self.kind() == BackendKind::Postgres {
-            "FOR UPDATE SKIP LOCKED"
-        } else {
-            ""
-        };
+        let lock = self.skip_locked();
         let sql = format!(
             "UPDATE llm_requests SET status = 'submitted', submitted_at = $2, claimed_by = $3, claimed_until = $4
              WHERE id IN (SELECT id FROM llm_requests
@@ -400,11 +396,7 @@ impl Store {
             max_wait,
             lease,
         } = policy;
-        let lock = if self.kind() == BackendKind::Postgres {
-            "FOR UPDATE SKIP LOCKED"
-        } else {
-            ""
-        };
+        let lock = self.skip_locked();
         let select = format!(
             "SELECT {WORK_COLUMNS}, created_at FROM llm_requests
              WHERE lane = 'batch' AND status = 'planned' AND batch_id IS NULL AND provider = $1 AND config_key = $2
@@ -632,11 +624,7 @@ impl Store {
         lease: Duration,
         limit: i64,
     ) -> Result<Vec<BatchRow>> {
-        let lock = if self.kind() == BackendKind::Postgres {
-            "FOR UPDATE SKIP LOCKED"
-        } else {
-            ""
-        };
+        let lock = self.skip_locked();
         let sql = format!(
             "UPDATE batches SET next_poll_at = $2
              WHERE id IN (SELECT id FROM batches WHERE status = 'submitted' AND next_poll_at <= $1
@@ -692,11 +680,7 @@ impl Store {
         lease: Duration,
         limit: i64,
     ) -> Result<Vec<BatchRow>> {
-        let lock = if self.kind() == BackendKind::Postgres {
-            "FOR UPDATE SKIP LOCKED"
-        } else {
-            ""
-        };
+        let lock = self.skip_locked();
         let sql = format!(
             "UPDATE batches SET claimed_by = $2, claimed_until = $3
              WHERE id IN (SELECT id FROM batches WHERE status = 'ended' AND (claimed_until IS NULL OR claimed_until <= $1)
