@@ -74,6 +74,8 @@ pub struct Config {
     pub billing: BillingConfig,
     /// Prompt files.
     pub prompts: PromptsConfig,
+    /// The embedder behind vector dedupe and similar-memory context.
+    pub embeddings: EmbeddingsConfig,
     /// One internal LLM config per `{purpose}_{tier}` key.
     pub llm: BTreeMap<String, LlmConfig>,
     /// Prices by model name (USD per million tokens); a model missing here costs 0 with a warning.
@@ -108,6 +110,43 @@ pub struct ExtractionConfig {
     pub max_attempts: u32,
     /// How long a claim on a segment holds before another worker may take it over.
     pub claim_lease_secs: u64,
+    /// The user's most similar existing memories shown with each segment (after the ones its
+    /// turns referenced); 0 shows only referenced memories.
+    pub similar_memories: u32,
+}
+
+/// Which embedder makes vectors.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EmbeddingBackend {
+    /// all-MiniLM-L6-v2 in-process (384-d), the reference's model.
+    Minilm,
+    /// A static table distilled from MiniLM by `memsift distill` (fast, slightly weaker).
+    Static,
+    /// An OpenAI-compatible `/v1/embeddings` endpoint.
+    OpenaiCompatible,
+    /// Feature hashing: lexical only, a test double; never use it for real dedupe.
+    Hashing,
+}
+
+/// Embedding settings.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EmbeddingsConfig {
+    /// The embedder.
+    pub backend: EmbeddingBackend,
+    /// The model directory (`minilm`, `static`); unset: the default install location.
+    pub model_dir: Option<PathBuf>,
+    /// Base URL of the endpoint (`openai_compatible`).
+    pub endpoint: Option<String>,
+    /// Model name at the endpoint (`openai_compatible`).
+    pub model: Option<String>,
+    /// Vector length the endpoint returns (`openai_compatible`).
+    pub dimension: Option<u32>,
+    /// Environment variable holding the endpoint's key (`openai_compatible`, optional).
+    pub api_key_env: Option<String>,
+    /// File holding the endpoint's key (`openai_compatible`, optional).
+    pub api_key_file: Option<PathBuf>,
 }
 
 /// Batch-lane settings.
@@ -381,6 +420,32 @@ impl Config {
                     "use USD per million tokens, each >= 0, and batch_discount in [0, 1)",
                 ));
             }
+        }
+        let embeddings = &self.embeddings;
+        match embeddings.backend {
+            EmbeddingBackend::Static if embeddings.model_dir.is_none() => {
+                return Err(invalid(
+                    "embeddings.model_dir",
+                    "unset",
+                    "name the directory `memsift distill --out DIR` wrote",
+                ));
+            }
+            EmbeddingBackend::OpenaiCompatible => {
+                for (field, missing) in [
+                    ("endpoint", embeddings.endpoint.is_none()),
+                    ("model", embeddings.model.is_none()),
+                    ("dimension", embeddings.dimension.unwrap_or(0) == 0),
+                ] {
+                    if missing {
+                        return Err(invalid(
+                            &format!("embeddings.{field}"),
+                            "unset",
+                            "backend \"openai_compatible\" needs endpoint, model and dimension",
+                        ));
+                    }
+                }
+            }
+            _ => {}
         }
         for (key, llm) in &self.llm {
             if !matches!(llm.cache_ttl.as_str(), "5m" | "1h") {

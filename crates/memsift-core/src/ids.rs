@@ -100,6 +100,10 @@ define_id!(
     /// One entity (person, place, organisation…) named by memories.
     EntityId, "entity"
 );
+define_id!(
+    /// One journaled change to a user's memories (a row of `operations`), the handle `undo` takes.
+    OperationId, "operation"
+);
 
 #[cfg(test)]
 mod tests {

@@ -16,4 +16,4 @@ pub mod text;
 pub mod transcript;
 
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use ids::{BatchId, EntityId, MemoryId, MessageId, RequestId, SegmentId, UserId};
+pub use ids::{BatchId, EntityId, MemoryId, MessageId, OperationId, RequestId, SegmentId, UserId};

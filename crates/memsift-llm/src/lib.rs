@@ -29,5 +29,5 @@ pub use params::{
 };
 pub use ratelimit::{LimitKey, RateLimiter};
 pub use retry::{RetryMode, RetryPolicy, Timekeeper, TokioTimekeeper, VirtualTimekeeper};
-pub use secret::{KeyError, load_api_key};
+pub use secret::{KeyError, key_from_env, key_from_file, load_api_key};
 pub use usage::{ModelPrice, PriceTable, TokenUsage, cost};

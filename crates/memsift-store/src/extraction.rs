@@ -11,11 +11,12 @@ use chrono::{DateTime, Duration, Utc};
 use memsift_core::contract::Turn;
 use memsift_core::status::{Lane, Purpose, RequestStatus, Role};
 use memsift_core::text::collapse_whitespace;
-use memsift_core::{EntityId, MemoryId, MessageId, RequestId, SegmentId, UserId};
+use memsift_core::{EntityId, MemoryId, MessageId, OperationId, RequestId, SegmentId, UserId};
 use memsift_processor::ValidItem;
 use serde_json::Value;
 use sqlx::types::Json;
 
+use crate::vectors::vector_to_le_bytes;
 use crate::{BackendKind, Result, Store, StoreError, corrupt, in_write_tx, on_pool};
 
 /// A segment a worker now holds.
@@ -87,8 +88,24 @@ pub struct ApplyInput {
     pub drops: Value,
     /// How many items the processor dropped.
     pub n_dropped: i64,
+    /// One embedding per item, stored with the memory it becomes (`None`: leave the vectors to
+    /// `memsift reembed`).
+    pub embeddings: Option<ItemEmbeddings>,
+    /// `Some(reason)`: a replay of an already-applied request under today's rules. It writes the
+    /// items and journals them in `operations`, leaves the request and segment as they are, and
+    /// refuses a request that was never applied (that one belongs to the normal path).
+    pub replay: Option<String>,
     /// The clock reading.
     pub now: DateTime<Utc>,
+}
+
+/// The embeddings of an apply's items, in item order, all made by one model.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ItemEmbeddings {
+    /// The model that made them (recorded with each vector).
+    pub model_id: String,
+    /// One unit vector per item.
+    pub vectors: Vec<Vec<f32>>,
 }
 
 /// What `apply` did.
@@ -98,10 +115,17 @@ pub enum ApplyOutcome {
     Applied {
         /// The memories created, in item order (duplicates omitted).
         memory_ids: Vec<MemoryId>,
+        /// For each created memory, the position of its item in `ApplyInput::items`.
+        item_positions: Vec<usize>,
+        /// The user's memory version after this write (unchanged when nothing was created), so a
+        /// vector cache can follow its own write without a reload.
+        memory_version: i64,
         /// Items that matched an active memory written since processing (a concurrent writer).
         n_duplicates_at_write: u64,
         /// The segment became `extracted` in this transaction.
         segment_extracted: bool,
+        /// The journal row of a replay.
+        operation_id: Option<OperationId>,
     },
     /// Applied before; nothing written (invariant 2).
     AlreadyApplied,
@@ -302,6 +326,18 @@ impl Store {
             .ok_or_else(|| StoreError::NotFound(format!("no request {request_id}")))
     }
 
+    /// The normalised keys of all a user's memories, archived ones included: a replay must not
+    /// bring back a fact that consolidation or an admin retired.
+    pub async fn all_dedupe_keys(&self, user_id: UserId) -> Result<HashSet<String>> {
+        let keys: Vec<String> = on_pool!(self, |pool| {
+            sqlx::query_scalar("SELECT dedupe_key FROM memories WHERE user_id = $1")
+                .bind(user_id.to_string())
+                .fetch_all(pool)
+                .await?
+        });
+        Ok(keys.into_iter().collect())
+    }
+
     /// The normalised keys of a user's active memories (the exact dedupe stage against the store).
     pub async fn active_dedupe_keys(&self, user_id: UserId) -> Result<HashSet<String>> {
         let keys: Vec<String> = on_pool!(self, |pool| {
@@ -316,24 +352,36 @@ impl Store {
     /// Writes one request's processed output, exactly once (invariants 1 and 2).
     pub async fn apply(&self, input: &ApplyInput) -> Result<ApplyOutcome> {
         in_write_tx!(self, |tx| {
-            let claimed = sqlx::query(
-                "UPDATE llm_requests SET status = 'applied', applied_at = $2, n_items = $3, n_dropped = $4, drops = $5
-                 WHERE id = $1 AND status = 'succeeded'",
-            )
-            .bind(input.request_id.to_string())
-            .bind(input.now)
-            .bind(input.items.len() as i64)
-            .bind(input.n_dropped)
-            .bind(Json(&input.drops))
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
+            let claimed = if input.replay.is_some() {
+                sqlx::query("SELECT id FROM llm_requests WHERE id = $1 AND status = 'applied'")
+                    .bind(input.request_id.to_string())
+                    .fetch_optional(&mut *tx)
+                    .await?
+                    .map_or(0, |_| 1)
+            } else {
+                sqlx::query(
+                    "UPDATE llm_requests SET status = 'applied', applied_at = $2, n_items = $3, n_dropped = $4, drops = $5
+                     WHERE id = $1 AND status = 'succeeded'",
+                )
+                .bind(input.request_id.to_string())
+                .bind(input.now)
+                .bind(input.items.len() as i64)
+                .bind(input.n_dropped)
+                .bind(Json(&input.drops))
+                .execute(&mut *tx)
+                .await?
+                .rows_affected()
+            };
             if claimed == 0 {
                 let status: Option<String> = sqlx::query_scalar("SELECT status FROM llm_requests WHERE id = $1")
                     .bind(input.request_id.to_string())
                     .fetch_optional(&mut *tx)
                     .await?;
                 match status.as_deref().map(RequestStatus::parse) {
+                    Some(Ok(other)) if input.replay.is_some() => Err(StoreError::NotFound(format!(
+                        "request {} is `{other}`: only applied requests are replayed; `memsift run` applies the rest",
+                        input.request_id
+                    ))),
                     Some(Ok(RequestStatus::Applied)) => Ok(ApplyOutcome::AlreadyApplied),
                     Some(Ok(other)) => Err(StoreError::NotFound(format!(
                         "request {} is `{other}`, not `succeeded`: there is no output to apply",
@@ -344,14 +392,23 @@ impl Store {
                 }
             } else {
                 let mut memory_ids = Vec::with_capacity(input.items.len());
+                let mut item_positions = Vec::with_capacity(input.items.len());
                 let mut n_duplicates_at_write = 0;
-                for item in &input.items {
+                for (position, item) in input.items.iter().enumerate() {
                     let memory_id = MemoryId::new_v7();
+                    let embedding = input.embeddings.as_ref().and_then(|embeddings| {
+                        let vector = embeddings.vectors.get(position)?;
+                        Some((
+                            vector_to_le_bytes(vector),
+                            embeddings.model_id.as_str(),
+                            vector.len() as i64,
+                        ))
+                    });
                     let inserted: Option<String> = sqlx::query_scalar(
                         "INSERT INTO memories (id, user_id, text, dedupe_key, confidence, happens_at, expires_at, sensitive,
                                                temporal, source_segment_id, source_request_id, prompt_version,
-                                               created_at, updated_at)
-                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13)
+                                               created_at, updated_at, embedding, embedding_model, embedding_dim)
+                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13, $14, $15, $16)
                          ON CONFLICT (user_id, dedupe_key) WHERE archived_at IS NULL DO NOTHING
                          RETURNING id",
                     )
@@ -368,6 +425,9 @@ impl Store {
                     .bind(input.request_id.to_string())
                     .bind(&input.prompt_version)
                     .bind(input.now)
+                    .bind(embedding.as_ref().map(|(bytes, _, _)| bytes.as_slice()))
+                    .bind(embedding.as_ref().map(|(_, model, _)| *model))
+                    .bind(embedding.as_ref().map(|(_, _, dimension)| *dimension))
                     .fetch_optional(&mut *tx)
                     .await?;
                     if inserted.is_none() {
@@ -411,16 +471,42 @@ impl Store {
                         .await?;
                     }
                     memory_ids.push(memory_id);
+                    item_positions.push(position);
                 }
-                if !memory_ids.is_empty() {
-                    // Cached vector indexes compare this version with their own (DESIGN §10).
-                    sqlx::query("UPDATE users SET memory_version = memory_version + 1 WHERE id = $1")
-                        .bind(input.user_id.to_string())
-                        .execute(&mut *tx)
-                        .await?;
-                }
+                // Cached vector indexes compare this version with their own (DESIGN §10).
+                let memory_version: i64 = sqlx::query_scalar(
+                    "UPDATE users SET memory_version = memory_version + $2 WHERE id = $1 RETURNING memory_version",
+                )
+                .bind(input.user_id.to_string())
+                .bind(i64::from(!memory_ids.is_empty()))
+                .fetch_one(&mut *tx)
+                .await?;
                 let mut segment_extracted = false;
-                if let Some(segment_id) = input.segment_id {
+                let mut operation_id = None;
+                if let Some(reason) = &input.replay {
+                    let id = OperationId::new_v7();
+                    let written: Vec<Value> = memory_ids
+                        .iter()
+                        .zip(&item_positions)
+                        .map(|(memory_id, &position)| {
+                            serde_json::json!({ "memory_id": memory_id, "text": input.items[position].text })
+                        })
+                        .collect();
+                    sqlx::query(
+                        "INSERT INTO operations (id, kind, user_id, request_id, reason, before, after, applied_at)
+                         VALUES ($1, 'replay', $2, $3, $4, $5, $6, $7)",
+                    )
+                    .bind(id.to_string())
+                    .bind(input.user_id.to_string())
+                    .bind(input.request_id.to_string())
+                    .bind(reason)
+                    .bind(Json(serde_json::json!({ "memories": [] })))
+                    .bind(Json(serde_json::json!({ "memories": written, "drops": input.drops })))
+                    .bind(input.now)
+                    .execute(&mut *tx)
+                    .await?;
+                    operation_id = Some(id);
+                } else if let Some(segment_id) = input.segment_id {
                     segment_extracted = sqlx::query(
                         "UPDATE segments SET status = 'extracted', extracted_at = $2, prompt_version = $3, model = $4,
                                              claimed_by = NULL, claimed_until = NULL, last_error = NULL
@@ -440,8 +526,11 @@ impl Store {
                 }
                 Ok(ApplyOutcome::Applied {
                     memory_ids,
+                    item_positions,
+                    memory_version,
                     n_duplicates_at_write,
                     segment_extracted,
+                    operation_id,
                 })
             }
         })
@@ -618,6 +707,55 @@ impl Store {
         rows.into_iter()
             .map(|(id, text)| Ok((MemoryId::parse(&id).map_err(|error| corrupt("memories", error))?, text)))
             .collect()
+    }
+
+    /// The memories a segment's turns referenced (the host's retrieval hits, recorded at ingest), in
+    /// order of first reference, each once. Only the segment owner's active memories count: an id
+    /// of another user's memory, or of an archived one, is skipped.
+    pub async fn referenced_memories(&self, segment_id: SegmentId) -> Result<Vec<(MemoryId, String)>> {
+        let rows: Vec<(String, Json<Vec<String>>)> = on_pool!(self, |pool| {
+            sqlx::query_as(
+                "SELECT user_id, referenced_memory_ids FROM messages
+                 WHERE segment_id = $1 ORDER BY seq",
+            )
+            .bind(segment_id.to_string())
+            .fetch_all(pool)
+            .await?
+        });
+        let Some((user_id, _)) = rows.first() else {
+            return Ok(Vec::new());
+        };
+        let user_id = UserId::parse(user_id).map_err(|error| corrupt("messages", error))?;
+        let mut seen = HashSet::new();
+        let mut ids = Vec::new();
+        for (_, Json(referenced)) in &rows {
+            for id in referenced {
+                let id = MemoryId::parse(id).map_err(|error| corrupt("messages", error))?;
+                if seen.insert(id) {
+                    ids.push(id);
+                }
+            }
+        }
+        self.active_memory_texts(user_id, &ids).await
+    }
+
+    /// The texts of `user_id`'s active memories among `ids`, in the order given; ids of other users'
+    /// memories and of archived ones are skipped (invariant 9).
+    pub async fn active_memory_texts(&self, user_id: UserId, ids: &[MemoryId]) -> Result<Vec<(MemoryId, String)>> {
+        let mut found = Vec::with_capacity(ids.len());
+        for &id in ids {
+            let text: Option<String> = on_pool!(self, |pool| {
+                sqlx::query_scalar("SELECT text FROM memories WHERE id = $1 AND user_id = $2 AND archived_at IS NULL")
+                    .bind(id.to_string())
+                    .bind(user_id.to_string())
+                    .fetch_optional(pool)
+                    .await?
+            });
+            if let Some(text) = text {
+                found.push((id, text));
+            }
+        }
+        Ok(found)
     }
 }
 

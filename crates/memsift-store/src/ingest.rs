@@ -11,8 +11,9 @@ use chrono::{DateTime, Duration, Utc};
 use memsift_core::segment::{Placement, place_message};
 use memsift_core::status::Role;
 use memsift_core::text::short_hash;
-use memsift_core::{MessageId, SegmentId, UserId};
+use memsift_core::{MemoryId, MessageId, SegmentId, UserId};
 use serde::Serialize;
+use sqlx::types::Json;
 
 use crate::{Result, Store, in_write_tx};
 
@@ -37,6 +38,9 @@ pub struct NewMessage {
     pub external_id: Option<String>,
     /// Close the segment after this message.
     pub boundary_after: bool,
+    /// Memories the host application showed the assistant for this turn (retrieval hits); they
+    /// become the known-memory context of the chunk, so the model can mark updates to them.
+    pub referenced_memory_ids: Vec<MemoryId>,
 }
 
 impl NewMessage {
@@ -204,8 +208,9 @@ impl Store {
                 };
 
                 sqlx::query(
-                    "INSERT INTO messages (id, user_id, segment_id, seq, role, speaker, content, created_at, external_id, dedupe_key)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+                    "INSERT INTO messages (id, user_id, segment_id, seq, role, speaker, content, created_at, external_id, dedupe_key,
+                                           referenced_memory_ids)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
                 )
                 .bind(MessageId::new_v7().to_string())
                 .bind(user_id.to_string())
@@ -217,6 +222,13 @@ impl Store {
                 .bind(message.at)
                 .bind(&message.external_id)
                 .bind(&dedupe_key)
+                .bind(Json(
+                    message
+                        .referenced_memory_ids
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>(),
+                ))
                 .execute(&mut *tx)
                 .await?;
                 report.n_added += 1;

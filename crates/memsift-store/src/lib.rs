@@ -27,7 +27,7 @@ pub mod testing;
 mod vectors;
 mod work;
 
-pub use extraction::{ApplyInput, ApplyOutcome, ClaimedSegment, NewRequest, SegmentTurn, StoredOutput};
+pub use extraction::{ApplyInput, ApplyOutcome, ClaimedSegment, ItemEmbeddings, NewRequest, SegmentTurn, StoredOutput};
 pub use ingest::{IngestReport, NewMessage};
 pub use listing::{Counts, MemoryRow, RequestDetail, RequestRow, SegmentRow};
 pub use vectors::{

@@ -6,7 +6,7 @@
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use crate::{Result, Store, on_pool};
+use crate::{Result, Store, StoreError, on_pool};
 
 /// One row of `memsift segments`.
 #[derive(Clone, Debug, PartialEq, Serialize, sqlx::FromRow)]
@@ -331,6 +331,20 @@ pub struct RequestDetail {
 }
 
 impl Store {
+    /// The body a request was (or will be) sent with: the system prompt and the user message.
+    pub async fn request_body(&self, request_id: memsift_core::RequestId) -> Result<serde_json::Value> {
+        let body: Option<Option<sqlx::types::Json<serde_json::Value>>> = on_pool!(self, |pool| {
+            sqlx::query_scalar("SELECT request_body FROM llm_requests WHERE id = $1")
+                .bind(request_id.to_string())
+                .fetch_optional(pool)
+                .await?
+        });
+        match body {
+            None => Err(StoreError::NotFound(format!("no request {request_id}"))),
+            Some(body) => Ok(body.map_or(serde_json::Value::Null, |body| body.0)),
+        }
+    }
+
     /// One request in full.
     pub async fn request_detail(&self, request_id: memsift_core::RequestId) -> Result<RequestDetail> {
         let row: Option<RequestDetail> = on_pool!(self, |pool| {

@@ -128,6 +128,48 @@ impl Store {
         })
     }
 
+    /// Stores several of `user_id`'s memory embeddings (all made by `model_id`) in one transaction
+    /// with one memory-version bump; returns the new version. Memories of other users, and ones
+    /// deleted meanwhile, are skipped (the version still moves, so caches reload).
+    pub async fn set_memory_embeddings(
+        &self,
+        user_id: UserId,
+        model_id: &str,
+        vectors: &[(MemoryId, Vec<f32>)],
+    ) -> Result<i64> {
+        if let Some((memory_id, _)) = vectors
+            .iter()
+            .find(|(_, vector)| vector.is_empty() || vector.iter().any(|value| !value.is_finite()))
+        {
+            return Err(corrupt(
+                "memories",
+                format!("refusing to store an empty or non-finite embedding for memory {memory_id}"),
+            ));
+        }
+        in_write_tx!(self, |tx| {
+            for (memory_id, vector) in vectors {
+                sqlx::query(
+                    "UPDATE memories SET embedding = $1, embedding_model = $2, embedding_dim = $3
+                     WHERE id = $4 AND user_id = $5",
+                )
+                .bind(vector_to_le_bytes(vector))
+                .bind(model_id)
+                .bind(vector.len() as i64)
+                .bind(memory_id.to_string())
+                .bind(user_id.to_string())
+                .execute(&mut *tx)
+                .await?;
+            }
+            let version: i64 = sqlx::query_scalar(
+                "UPDATE users SET memory_version = memory_version + 1 WHERE id = $1 RETURNING memory_version",
+            )
+            .bind(user_id.to_string())
+            .fetch_one(&mut *tx)
+            .await?;
+            Ok(version)
+        })
+    }
+
     /// Bumps `user_id`'s memory version and returns the new value. Every write that changes a
     /// user's active memories or their vectors calls this inside its own transaction.
     pub async fn bump_memory_version(&self, user_id: UserId) -> Result<i64> {
@@ -265,6 +307,20 @@ impl Store {
         on_pool!(self, |pool| {
             sqlx::query("UPDATE memories SET archived_at = $1, archive_reason = 'test' WHERE id = $2 AND user_id = $3")
                 .bind(now)
+                .bind(memory_id.to_string())
+                .bind(user_id.to_string())
+                .execute(pool)
+                .await?
+                .rows_affected()
+        });
+        self.bump_memory_version(user_id).await
+    }
+
+    /// Test support: deletes a memory outright, standing in for a fault that lost it.
+    #[cfg(feature = "test-support")]
+    pub async fn delete_test_memory(&self, user_id: UserId, memory_id: MemoryId) -> Result<i64> {
+        on_pool!(self, |pool| {
+            sqlx::query("DELETE FROM memories WHERE id = $1 AND user_id = $2")
                 .bind(memory_id.to_string())
                 .bind(user_id.to_string())
                 .execute(pool)
@@ -573,6 +629,26 @@ impl VectorCache {
                 indexes.remove(&user_id);
             }
         }
+    }
+
+    /// Applies this process's own write of several vectors made in one transaction that bumped the
+    /// user's memory version once to `new_version` (an extraction apply).
+    pub fn record_embeddings(&self, user_id: UserId, written: &[(MemoryId, &[f32])], new_version: i64) {
+        let mut indexes = self.lock();
+        if let Some(index) = indexes.get_mut(&user_id) {
+            let index = Arc::make_mut(index);
+            let inserted = written
+                .iter()
+                .all(|(memory_id, vector)| index.insert(*memory_id, vector).is_ok());
+            if !inserted || !index.advance_version(new_version) {
+                indexes.remove(&user_id);
+            }
+        }
+    }
+
+    /// The model whose vectors this cache holds.
+    pub fn model_id(&self) -> &str {
+        &self.model_id
     }
 
     /// Drops a user's index (erasure, or a change the caller cannot apply in place).

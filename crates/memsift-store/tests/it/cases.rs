@@ -2,9 +2,9 @@
 
 use chrono::Duration;
 use memsift_core::status::{Lane, Purpose, Role, Temporal};
-use memsift_core::{MessageId, RequestId, SegmentId, UserId};
+use memsift_core::{MemoryId, MessageId, RequestId, SegmentId, UserId};
 use memsift_processor::ValidItem;
-use memsift_store::{ApplyInput, ApplyOutcome, NewMessage, NewRequest, Store};
+use memsift_store::{ApplyInput, ApplyOutcome, ItemEmbeddings, NewMessage, NewRequest, Store};
 use serde_json::json;
 
 use crate::helpers::{idle, message, no_progress, t0};
@@ -91,6 +91,8 @@ fn apply_input(request: &NewRequest, items: Vec<ValidItem>) -> ApplyInput {
         items,
         drops: json!([]),
         n_dropped: 0,
+        embeddings: None,
+        replay: None,
         now: t0(),
     }
 }
@@ -448,4 +450,93 @@ pub async fn memory_listings_are_scoped_by_user(store: &Store) {
     assert_eq!(ana, vec!["Ana lives in Lisbon."]);
     assert!(store.list_memories("nobody", None).await.unwrap().is_empty());
     assert_eq!(store.list_requests(Some("bo"), None, None).await.unwrap().len(), 1);
+}
+
+pub async fn apply_stores_each_items_vector_with_its_model(store: &Store) {
+    let (segment_id, user_id, _) = closed_claimed_segment(store, "ana", "c1").await;
+    let request = request(segment_id, user_id, 0);
+    store
+        .plan_segment_requests(segment_id, std::slice::from_ref(&request), t0())
+        .await
+        .unwrap();
+    store
+        .record_output(request.id, "[...]", Some("end_turn"), t0())
+        .await
+        .unwrap();
+    let version_before = store.memory_version(user_id).await.unwrap();
+    let vectors = vec![vec![0.6, 0.8, 0.0], vec![0.0, 0.0, 1.0]];
+    let input = ApplyInput {
+        embeddings: Some(ItemEmbeddings {
+            model_id: "test-model".to_owned(),
+            vectors: vectors.clone(),
+        }),
+        ..apply_input(
+            &request,
+            vec![
+                item("Ana lives in Lisbon.", vec![]),
+                item("Ana has a cat named Miso.", vec![]),
+            ],
+        )
+    };
+    let ApplyOutcome::Applied {
+        memory_ids,
+        item_positions,
+        memory_version,
+        ..
+    } = store.apply(&input).await.unwrap()
+    else {
+        panic!("the first apply writes")
+    };
+    // One bump for the whole write, reported so a cache can follow it without a reload.
+    assert_eq!(memory_version, version_before + 1);
+    assert_eq!(store.memory_version(user_id).await.unwrap(), memory_version);
+    assert_eq!(item_positions, vec![0, 1]);
+    let stored = store.user_memory_vectors(user_id).await.unwrap();
+    for (memory_id, position) in memory_ids.iter().zip(&item_positions) {
+        let row = stored.rows.iter().find(|row| row.memory_id == *memory_id).unwrap();
+        assert_eq!(row.model_id.as_deref(), Some("test-model"));
+        assert_eq!(row.dimension, Some(3));
+        assert_eq!(row.vector.as_ref(), Some(&vectors[*position]));
+    }
+}
+
+pub async fn referenced_memories_are_the_owners_active_ones_in_order(store: &Store) {
+    let (ana, lisbon) = store.insert_test_memory("ana", "Ana lives in Lisbon.").await.unwrap();
+    let (_, miso) = store
+        .insert_test_memory("ana", "Ana has a cat named Miso.")
+        .await
+        .unwrap();
+    let (_, archived) = store
+        .insert_test_memory("ana", "Ana used to live in Porto.")
+        .await
+        .unwrap();
+    store.archive_test_memory(ana, archived).await.unwrap();
+    let (_, bobs) = store.insert_test_memory("bob", "Bob plays chess.").await.unwrap();
+    let unknown = MemoryId::new_v7();
+
+    let mut question = message("ana", "c9", 0, Role::User, "Where should I move?");
+    question.referenced_memory_ids = vec![miso];
+    let mut answer = message("ana", "c9", 1, Role::Assistant, "You like Lisbon.");
+    // Another user's memory, an archived one and an unknown id must never reach Ana's prompt.
+    answer.referenced_memory_ids = vec![bobs, lisbon, archived, miso, unknown];
+    answer.boundary_after = true;
+    store
+        .ingest(&[question, answer], idle(), t0(), &no_progress)
+        .await
+        .unwrap();
+    let segment = store
+        .list_segments(Some("ana"), None, None)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|row| row.n_messages == 2)
+        .unwrap();
+    let referenced = store.referenced_memories(segment.id.parse().unwrap()).await.unwrap();
+    assert_eq!(
+        referenced,
+        vec![
+            (miso, "Ana has a cat named Miso.".to_owned()),
+            (lisbon, "Ana lives in Lisbon.".to_owned()),
+        ]
+    );
 }

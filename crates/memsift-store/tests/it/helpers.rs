@@ -21,6 +21,7 @@ pub fn message(user: &str, conversation: &str, minute: i64, role: Role, content:
         at: t0() + Duration::minutes(minute),
         external_id: None,
         boundary_after: false,
+        referenced_memory_ids: Vec::new(),
     }
 }
 

@@ -52,4 +52,6 @@ store_suite!(
     vectors_of_another_model_or_dimension_are_reported_not_mixed,
     a_write_elsewhere_bumps_the_version_and_the_cache_reloads,
     top_k_matches_a_brute_force_reference,
+    apply_stores_each_items_vector_with_its_model,
+    referenced_memories_are_the_owners_active_ones_in_order,
 );
