@@ -14,7 +14,8 @@ use memsift_llm::{AnthropicClient, ClientOptions, OpenAiClient, PriceTable, Reso
 use memsift_routing::{BillingBackend, ColumnBilling, HeuristicStrategy, ImmediateStrategy, Router};
 use memsift_store::{Store, StoreOptions, redact};
 
-use crate::pipeline::{ExtractionHandler, SleepWaiter, Waiter};
+use crate::embedding::Vectors;
+use crate::pipeline::{ApplyContext, ExtractionHandler, SleepWaiter, Waiter};
 
 /// Everything a command needs.
 #[derive(Clone)]
@@ -43,6 +44,8 @@ pub struct App {
     pub extraction_handler: Arc<ExtractionHandler>,
     /// How `run --until-idle` waits for work due later.
     pub waiter: Arc<dyn Waiter>,
+    /// The embedder (loaded on first use) and per-user exact vector indexes.
+    pub vectors: Arc<Vectors>,
 }
 
 /// Where the database is, as the operator asked for it.
@@ -116,7 +119,12 @@ impl App {
         let prices = PriceTable {
             models: config.prices.clone(),
         };
-        let extraction_handler = Arc::new(ExtractionHandler::new(store.clone(), Arc::clone(&clock)));
+        let vectors = Arc::new(Vectors::new(&config.embeddings));
+        let extraction_handler = Arc::new(ExtractionHandler::new(ApplyContext {
+            store: store.clone(),
+            clock: Arc::clone(&clock),
+            vectors: Arc::clone(&vectors),
+        }));
         let coordinator = build_coordinator(&config, &store, &clock, &worker_id, &prices, &extraction_handler)?;
         Ok(App {
             immediate: Arc::new(ImmediateStrategy::from_config(&config, prices.clone())?),
@@ -131,7 +139,17 @@ impl App {
             coordinator,
             extraction_handler,
             waiter,
+            vectors,
         })
+    }
+
+    /// What the apply path needs, borrowed from the application.
+    pub fn apply_context(&self) -> ApplyContext {
+        ApplyContext {
+            store: self.store.clone(),
+            clock: Arc::clone(&self.clock),
+            vectors: Arc::clone(&self.vectors),
+        }
     }
 
     /// The resolved `{purpose}_{tier}` config (validated at start-up by the router).

@@ -117,6 +117,39 @@ pub enum Command {
         /// A request id or a batch id.
         id: String,
     },
+    /// Give every active memory a vector of the configured embedder (after changing [embeddings],
+    /// or for memories stored before embeddings were on). Safe to interrupt and rerun.
+    Reembed {
+        /// Memories per embedding call.
+        #[arg(long, default_value_t = 256)]
+        page: i64,
+    },
+    /// Re-run parsing, validation and dedupe over stored outputs of applied requests, with no
+    /// provider call; write what today's rules accept and the store lacks, journaled.
+    Replay {
+        /// A request id (repeatable).
+        #[arg(long = "request", value_name = "ID", required_unless_present = "user")]
+        requests: Vec<String>,
+        /// Every applied extraction request of this user (external id).
+        #[arg(long)]
+        user: Option<String>,
+        /// Report what would be written; write nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Distill the fast static embedder from MiniLM (set [embeddings] backend = "static" and
+    /// model_dir = OUT to use it).
+    Distill {
+        /// The directory to write.
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+        /// Vector length (PCA below MiniLM's 384).
+        #[arg(long, default_value_t = 256)]
+        dims: usize,
+        /// The MiniLM model directory. Default: [embeddings] model_dir, else the install location.
+        #[arg(long, value_name = "DIR")]
+        model_dir: Option<PathBuf>,
+    },
     /// Check the configuration (and that every reachable `{purpose}_{tier}` key resolves).
     CheckConfig,
     /// Serve the protocol-faithful provider simulator (Anthropic and OpenAI wire formats) until Ctrl-C.
@@ -146,6 +179,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     } = &cli.command
     {
         return run_sim(listen, responder, faults.as_deref()).await;
+    }
+    if let Command::Distill { out, dims, model_dir } = &cli.command {
+        return distill(&config, out, *dims, model_dir.as_deref()).await;
     }
     if let Command::CheckConfig = cli.command {
         let problems: Vec<String> = config
@@ -178,8 +214,20 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
 }
 
 async fn dispatch(app: &App, command: Command, json: bool) -> anyhow::Result<()> {
+    let embeds = matches!(
+        command,
+        Command::Extract { .. }
+            | Command::Run { .. }
+            | Command::Sweep
+            | Command::Reembed { .. }
+            | Command::Replay { .. }
+    );
+    if embeds {
+        // Report a missing model before any work starts, not halfway through a run.
+        app.vectors.embedder()?;
+    }
     match command {
-        Command::Demo { .. } | Command::CheckConfig | Command::Sim { .. } => {
+        Command::Demo { .. } | Command::CheckConfig | Command::Sim { .. } | Command::Distill { .. } => {
             unreachable!("handled before the store is opened")
         }
         Command::Migrate => println!("migrate: schema is up to date"),
@@ -201,6 +249,26 @@ async fn dispatch(app: &App, command: Command, json: bool) -> anyhow::Result<()>
                 }
             }
         }
+        Command::Reembed { page } => {
+            let bar = ProgressBar::new_spinner();
+            bar.set_message("reembed");
+            let report =
+                crate::embedding::reembed(&app.store, &app.vectors, page, &|n_done| bar.set_position(n_done)).await?;
+            bar.finish_and_clear();
+            if json {
+                render::print_json(&report)?;
+            } else {
+                println!(
+                    "reembed: {} memories embedded with {} ({} had a vector of another model), {} users",
+                    report.n_memories, report.model_id, report.n_replaced, report.n_users
+                );
+            }
+        }
+        Command::Replay {
+            requests,
+            user,
+            dry_run,
+        } => replay(app, requests, user, dry_run, json).await?,
         Command::Extract {
             pending: _,
             segment: Some(segment),
@@ -340,6 +408,83 @@ async fn run_sim(listen: &str, responder: &str, faults: Option<&std::path::Path>
         let _ = tokio::signal::ctrl_c().await;
     })
     .await?;
+    Ok(())
+}
+
+async fn replay(
+    app: &App,
+    requests: Vec<String>,
+    user: Option<String>,
+    dry_run: bool,
+    json: bool,
+) -> anyhow::Result<()> {
+    let mut ids = requests
+        .iter()
+        .map(|id| memsift_core::RequestId::parse(id).with_context(|| format!("replay: `{id}` is not a request id")))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    if let Some(user) = &user {
+        for row in app.store.list_requests(Some(user), Some("applied"), None).await? {
+            if row.purpose == "extraction" {
+                ids.push(memsift_core::RequestId::parse(&row.id)?);
+            }
+        }
+    }
+    let context = app.apply_context();
+    let mut reports = Vec::with_capacity(ids.len());
+    for id in ids {
+        reports.push(pipeline::replay_request(&context, id, dry_run).await?);
+    }
+    if json {
+        return render::print_json(&reports);
+    }
+    let verb = if dry_run { "would write" } else { "wrote" };
+    for report in &reports {
+        println!(
+            "replay: request {}: {verb} {} memories; dropped {:?}{}",
+            report.request_id,
+            report.new_memories.len(),
+            report.dropped_by_reason,
+            report
+                .operation_id
+                .as_ref()
+                .map(|id| format!("; journaled as operation {id}"))
+                .unwrap_or_default()
+        );
+        for text in &report.new_memories {
+            println!("  + {text}");
+        }
+    }
+    let total: usize = reports.iter().map(|report| report.new_memories.len()).sum();
+    println!("replay: {} requests, {total} memories {verb}", reports.len());
+    Ok(())
+}
+
+async fn distill(
+    config: &memsift_core::config::Config,
+    out: &std::path::Path,
+    dims: usize,
+    model_dir: Option<&std::path::Path>,
+) -> anyhow::Result<()> {
+    let dir = model_dir
+        .map(std::path::Path::to_path_buf)
+        .or_else(|| config.embeddings.model_dir.clone())
+        .unwrap_or_else(memsift_embed::model::default_model_dir);
+    let location = memsift_embed::model::locate_or_install(&dir)
+        .with_context(|| format!("distill: the MiniLM model is needed at {}", dir.display()))?;
+    let out = out.to_owned();
+    let report = tokio::task::spawn_blocking(move || -> anyhow::Result<memsift_embed::DistillReport> {
+        let model = memsift_embed::MiniLmEmbedder::load(&location.dir)?;
+        Ok(memsift_embed::distill_static(&model, &out, dims)?)
+    })
+    .await??;
+    println!(
+        "distill: wrote {} ({} rows x {} dims, model id {}); use it with [embeddings] backend = \"static\", model_dir = \"{}\"",
+        report.dir.display(),
+        report.rows,
+        report.dimension,
+        report.model_id,
+        report.dir.display()
+    );
     Ok(())
 }
 

@@ -4,8 +4,11 @@
 //! Anthropic Message Batches wire format, answering with the offline extractor), so the demo shows
 //! the coordinator's tables; `--lane heuristic` skips the simulator.
 
+use std::sync::Arc;
+
 use anyhow::Context;
 use memsift_core::config::Config;
+use memsift_embed::{Embedder, HashingEmbedder};
 use memsift_sim::{Sim, SimConfig};
 
 use crate::app::{App, demo_database_path, sqlite_url};
@@ -63,10 +66,29 @@ pub async fn run(config: Config, lane: DemoLane) -> anyhow::Result<()> {
             sim = Some(handle);
             let mut merged = Config::from_layers(Some(("demo overlay", &overlay)))?;
             merged.database = config.database;
+            merged.embeddings = config.embeddings;
             merged
         }
     };
     let app = App::open_with_system_clock(config, &sqlite_url(&path)).await?;
+    match app.vectors.embedder() {
+        Ok(embedder) => println!(
+            "demo: embeddings: {} ({} dimensions)",
+            embedder.model_id(),
+            embedder.dimension()
+        ),
+        Err(error) => {
+            // The demo must run on a machine that cannot reach the package registry; it says so
+            // and labels what it uses instead, so nobody mistakes lexical dedupe for the real one.
+            println!("demo: {error}");
+            let double = Arc::new(HashingEmbedder::new());
+            println!(
+                "demo: embeddings: {} (TEST DOUBLE: feature hashing, duplicates found by shared words only)",
+                double.model_id()
+            );
+            app.vectors.use_embedder(double)?;
+        }
+    }
     let messages = parse_jsonl("built-in sample", SAMPLE_JSONL)?;
     let report = app
         .store

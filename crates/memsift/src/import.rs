@@ -7,6 +7,7 @@
 use std::path::Path;
 
 use chrono::{DateTime, Duration, NaiveDate, NaiveDateTime, Utc};
+use memsift_core::MemoryId;
 use memsift_core::status::Role;
 use memsift_store::NewMessage;
 use serde::Deserialize;
@@ -59,6 +60,8 @@ struct JsonlMessage {
     id: Option<String>,
     #[serde(default)]
     speaker: Option<String>,
+    #[serde(default)]
+    referenced_memory_ids: Vec<String>,
 }
 
 /// Reads a file in the given format.
@@ -105,6 +108,17 @@ pub fn parse_jsonl(file: &str, text: &str) -> Result<Vec<NewMessage>, ImportErro
                 "field `content` is empty; drop the line or give the message text".to_owned()
             ));
         }
+        let referenced_memory_ids = row
+            .referenced_memory_ids
+            .iter()
+            .map(|id| {
+                MemoryId::parse(id.trim()).map_err(|_| {
+                    bad(format!(
+                        "field `referenced_memory_ids`: `{id}` is not a memory id; give the ids memsift returned (UUIDs)"
+                    ))
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         messages.push(NewMessage {
             user_external_id: row.user.trim().to_owned(),
             conversation_key: row.conversation.trim().to_owned(),
@@ -115,6 +129,7 @@ pub fn parse_jsonl(file: &str, text: &str) -> Result<Vec<NewMessage>, ImportErro
             at,
             external_id: row.id,
             boundary_after: row.boundary,
+            referenced_memory_ids,
         });
     }
     Ok(messages)
@@ -233,6 +248,7 @@ pub fn parse_locomo(file: &str, text: &str) -> Result<Vec<NewMessage>, ImportErr
                     at: started + Duration::seconds(LOCOMO_TURN_SPACING_SECS * turn_idx as i64),
                     external_id: Some(field("dia_id")?.to_owned()),
                     boundary_after: turn_idx + 1 == turns.len(),
+                    referenced_memory_ids: Vec::new(),
                 });
             }
         }

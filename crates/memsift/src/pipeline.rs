@@ -7,23 +7,25 @@
 //! attempts. Every lane ends in [`apply_request_output`], the single place that turns a stored raw
 //! output into memories. Background work is driven step by step, so tests need no sleeps.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use anyhow::Context;
 use chrono::{DateTime, Duration, Utc};
 use memsift_batch::BatchResultProcessor;
 use memsift_core::config::ProviderKind;
-use memsift_core::status::{Lane, Purpose, RequestStatus};
+use memsift_core::status::{Lane, Purpose, RequestStatus, Role};
 use memsift_core::transcript::parse_turns;
-use memsift_core::{Clock, MemoryId, MessageId, RequestId};
+use memsift_core::{Clock, MemoryId, MessageId, RequestId, UserId};
 use memsift_payload::{KnownMemory, PayloadOptions, build_extraction_chunks};
-use memsift_processor::{ProcessInput, StopReason, process};
+use memsift_processor::{ProcessInput, ProcessOutput, StopReason, VECTOR_DUPLICATE_THRESHOLD, process};
 use memsift_routing::{ExecutionOutcome, ExecutionRequest, ExecutionStrategy};
-use memsift_store::{ApplyInput, ApplyOutcome, ClaimedSegment, NewRequest, RequestUsage, Store};
+use memsift_store::{ApplyInput, ApplyOutcome, ClaimedSegment, ItemEmbeddings, NewRequest, RequestUsage, Store};
 use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::app::App;
+use crate::embedding::Vectors;
 
 /// How many segments or requests one step claims per stage.
 const CLAIM_BATCH: i64 = 32;
@@ -116,7 +118,7 @@ pub async fn run_once(app: &App) -> anyhow::Result<StepReport> {
         report.add_applied(&applied);
     }
     for request_id in app.store.unapplied_answers(CLAIM_BATCH).await? {
-        let applied = apply_request_output(&app.store, app.clock.as_ref(), request_id).await?;
+        let applied = apply_request_output(&app.apply_context(), request_id).await?;
         report.add_applied(&applied);
     }
     let replan = app
@@ -208,13 +210,7 @@ pub async fn plan_segment(app: &App, segment: &ClaimedSegment) -> anyhow::Result
         .iter()
         .map(|turn| (turn.message_id, turn.turn.clone()))
         .collect();
-    let known: Vec<KnownMemory> = app
-        .store
-        .recent_memories(segment.user_id, app.config.batch.max_known_memories as i64)
-        .await?
-        .into_iter()
-        .map(|(id, text)| KnownMemory { id, text })
-        .collect();
+    let known = memory_context(app, segment, &segment_turns).await?;
     let prompt = app.prompts.get("extraction")?;
     let options = PayloadOptions {
         chunk_budget_tokens: app.config.batch.chunk_budget_tokens as usize,
@@ -263,6 +259,44 @@ pub async fn plan_segment(app: &App, segment: &ClaimedSegment) -> anyhow::Result
         .collect();
     app.store.plan_segment_requests(segment.id, &requests, now).await?;
     Ok(requests.len() as u64)
+}
+
+/// The known memories shown with a segment, most relevant first: those its turns referenced (the
+/// host application's retrieval hits), then the user's memories most similar to what the user
+/// said, by exact cosine over every active memory. The payload caps the list.
+async fn memory_context(
+    app: &App,
+    segment: &ClaimedSegment,
+    turns: &[memsift_store::SegmentTurn],
+) -> anyhow::Result<Vec<KnownMemory>> {
+    let mut known = app.store.referenced_memories(segment.id).await?;
+    let n_similar = app.config.extraction.similar_memories as usize;
+    let room = (app.config.batch.max_known_memories as usize).saturating_sub(known.len());
+    let user_texts: Vec<String> = turns
+        .iter()
+        .filter(|turn| turn.turn.role == Role::User && !turn.turn.content.trim().is_empty())
+        .map(|turn| turn.turn.content.clone())
+        .collect();
+    if n_similar > 0 && room > 0 && !user_texts.is_empty() {
+        let index = app.vectors.fresh_index(&app.store, segment.user_id).await?;
+        if !index.is_empty() {
+            let mut best: HashMap<MemoryId, f32> = HashMap::new();
+            for vector in app.vectors.embed(user_texts).await? {
+                for neighbour in index.search(&vector, n_similar)? {
+                    let score = best.entry(neighbour.memory_id).or_insert(f32::MIN);
+                    *score = score.max(neighbour.score);
+                }
+            }
+            for (id, _) in &known {
+                best.remove(id);
+            }
+            let mut ranked: Vec<(MemoryId, f32)> = best.into_iter().collect();
+            ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+            let ids: Vec<MemoryId> = ranked.into_iter().take(n_similar.min(room)).map(|(id, _)| id).collect();
+            known.extend(app.store.active_memory_texts(segment.user_id, &ids).await?);
+        }
+    }
+    Ok(known.into_iter().map(|(id, text)| KnownMemory { id, text }).collect())
 }
 
 /// The stored name of a provider kind.
@@ -329,7 +363,7 @@ async fn execute_lane(app: &App, lane: Lane, report: &mut StepReport) -> anyhow:
                 app.router
                     .record_outcome(llm.provider, memsift_routing::HealthSignal::Success, now);
                 report.n_requests_executed += 1;
-                let applied = apply_request_output(&app.store, app.clock.as_ref(), request.id).await?;
+                let applied = apply_request_output(&app.apply_context(), request.id).await?;
                 report.add_applied(&applied);
             }
             ExecutionOutcome::Failed {
@@ -375,9 +409,65 @@ pub struct Applied {
     pub n_segments_extracted: u64,
 }
 
-/// The one path from a stored raw output to memories, shared by every lane.
-pub async fn apply_request_output(store: &Store, clock: &dyn Clock, request_id: RequestId) -> anyhow::Result<Applied> {
+/// What the apply path reads and writes through: the store, the clock and the vectors.
+#[derive(Clone)]
+pub struct ApplyContext {
+    /// Where outputs are read and memories written.
+    pub store: Store,
+    /// The clock stamped on what is written.
+    pub clock: Arc<dyn Clock>,
+    /// The embedder and the per-user exact indexes.
+    pub vectors: Arc<Vectors>,
+}
+
+/// Nearest stored memories compared per item in the vector stage; only the best one decides.
+const VECTOR_NEIGHBOURS: usize = 5;
+
+/// The one path from a stored raw output to memories, shared by every lane: parse, validate and
+/// fuzzy-dedupe (pure), then embed the survivors and drop those within cosine 0.92 of the user's
+/// exact nearest memories or of an earlier item, then write them with their vectors exactly once.
+pub async fn apply_request_output(ctx: &ApplyContext, request_id: RequestId) -> anyhow::Result<Applied> {
+    let prepared = prepare_output(ctx, request_id, false).await?;
+    let n_dropped = prepared.output.dropped.len() as u64;
+    let mut applied = Applied {
+        n_items_dropped: n_dropped,
+        ..Applied::default()
+    };
+    match write_output(ctx, prepared, None).await? {
+        ApplyOutcome::Applied {
+            memory_ids,
+            n_duplicates_at_write,
+            segment_extracted,
+            ..
+        } => {
+            applied.n_memories = memory_ids.len() as u64;
+            applied.n_items_dropped += n_duplicates_at_write;
+            applied.n_segments_extracted = u64::from(segment_extracted);
+        }
+        ApplyOutcome::AlreadyApplied => {
+            tracing::info!(%request_id, "Request was already applied; nothing written.");
+        }
+    }
+    Ok(applied)
+}
+
+/// A stored output run through today's rules, ready to write.
+struct PreparedOutput {
+    stored: memsift_store::StoredOutput,
+    output: ProcessOutput,
+    embeddings: Option<ItemEmbeddings>,
+}
+
+/// Parses, validates and dedupes a stored raw output against the user's memories as they are now
+/// (fuzzy, then vectors); writes nothing.
+async fn prepare_output(ctx: &ApplyContext, request_id: RequestId, replay: bool) -> anyhow::Result<PreparedOutput> {
+    let store = &ctx.store;
     let stored = store.stored_output(request_id).await?;
+    let existing_keys = if replay {
+        store.all_dedupe_keys(stored.user_id).await?
+    } else {
+        store.active_dedupe_keys(stored.user_id).await?
+    };
     let raw_output = stored
         .raw_output
         .as_deref()
@@ -389,7 +479,7 @@ pub async fn apply_request_output(store: &Store, clock: &dyn Clock, request_id: 
             "max_tokens" | "length" => StopReason::MaxTokens,
             _ => StopReason::Other,
         }),
-        existing_keys: store.active_dedupe_keys(stored.user_id).await?,
+        existing_keys,
         ..ProcessInput::default()
     };
     if let Some(turns) = stored.context.get("turns").and_then(Value::as_object) {
@@ -412,54 +502,183 @@ pub async fn apply_request_output(store: &Store, clock: &dyn Clock, request_id: 
             }
         }
     }
-    let output = process(&input);
-    let n_dropped = output.dropped.len() as i64;
+    let mut output = process(&input);
+    let embeddings = vector_stage(ctx, stored.user_id, &mut output).await?;
+    Ok(PreparedOutput {
+        stored,
+        output,
+        embeddings,
+    })
+}
+
+/// Writes a prepared output: exactly once on the normal path, journaled when `replay` says why.
+async fn write_output(
+    ctx: &ApplyContext,
+    prepared: PreparedOutput,
+    replay: Option<String>,
+) -> anyhow::Result<ApplyOutcome> {
+    let PreparedOutput {
+        stored,
+        output,
+        embeddings,
+    } = prepared;
     let apply = ApplyInput {
-        request_id,
+        request_id: stored.request_id,
         user_id: stored.user_id,
         segment_id: stored.segment_id,
         prompt_version: stored.prompt_version.clone(),
         model: stored.model.clone(),
-        items: output.items,
+        n_dropped: output.dropped.len() as i64,
         drops: serde_json::to_value(&output.dropped)?,
-        n_dropped,
-        now: clock.now(),
+        items: output.items,
+        embeddings,
+        replay,
+        now: ctx.clock.now(),
     };
-    let mut applied = Applied {
-        n_items_dropped: n_dropped as u64,
-        ..Applied::default()
-    };
-    match store.apply(&apply).await? {
+    let outcome = ctx.store.apply(&apply).await?;
+    if let (
         ApplyOutcome::Applied {
             memory_ids,
-            n_duplicates_at_write,
-            segment_extracted,
-        } => {
-            applied.n_memories = memory_ids.len() as u64;
-            applied.n_items_dropped += n_duplicates_at_write;
-            applied.n_segments_extracted = u64::from(segment_extracted);
-        }
-        ApplyOutcome::AlreadyApplied => {
-            tracing::info!(%request_id, "Request was already applied; nothing written.");
-        }
+            item_positions,
+            memory_version,
+            ..
+        },
+        Some(embeddings),
+        Ok(cache),
+    ) = (&outcome, &apply.embeddings, ctx.vectors.cache())
+    {
+        let written: Vec<(MemoryId, &[f32])> = memory_ids
+            .iter()
+            .zip(item_positions)
+            .map(|(&id, &position)| (id, embeddings.vectors[position].as_slice()))
+            .collect();
+        cache.record_embeddings(stored.user_id, &written, *memory_version);
     }
-    Ok(applied)
+    Ok(outcome)
+}
+
+/// What replaying one request under today's rules found, and wrote unless it was a dry run.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct ReplayReport {
+    /// The request.
+    pub request_id: String,
+    /// Items today's rules accept that are not stored yet (each written unless `dry_run`).
+    pub new_memories: Vec<String>,
+    /// Items dropped today, by reason (stored ones show up as duplicates of themselves).
+    pub dropped_by_reason: std::collections::BTreeMap<String, u64>,
+    /// The journal row, when something was written.
+    pub operation_id: Option<String>,
+    /// Nothing was written.
+    pub dry_run: bool,
+}
+
+/// Re-runs parsing, validation and dedupe over an applied request's stored raw output with no
+/// provider call, writes only what today's rules accept and the store does not hold yet, and
+/// journals it in `operations`. A dry run reports the same without writing.
+pub async fn replay_request(ctx: &ApplyContext, request_id: RequestId, dry_run: bool) -> anyhow::Result<ReplayReport> {
+    let prepared = prepare_output(ctx, request_id, true).await?;
+    if prepared.stored.status != RequestStatus::Applied {
+        anyhow::bail!(
+            "request {request_id} is `{}`: only applied requests are replayed; `memsift run` applies the rest",
+            prepared.stored.status
+        );
+    }
+    let mut report = ReplayReport {
+        request_id: request_id.to_string(),
+        new_memories: prepared.output.items.iter().map(|item| item.text.clone()).collect(),
+        dry_run,
+        ..ReplayReport::default()
+    };
+    for drop in &prepared.output.dropped {
+        *report
+            .dropped_by_reason
+            .entry(drop.reason.as_str().to_owned())
+            .or_default() += 1;
+    }
+    if dry_run || prepared.output.items.is_empty() {
+        return Ok(report);
+    }
+    let reason = format!(
+        "replay of request {request_id} under today's rules (prompt {})",
+        prepared.stored.prompt_version
+    );
+    if let ApplyOutcome::Applied {
+        memory_ids,
+        item_positions,
+        operation_id,
+        ..
+    } = write_output(ctx, prepared, Some(reason)).await?
+    {
+        // A concurrent writer may have stored some items since they were prepared.
+        let written: std::collections::HashSet<usize> = item_positions.iter().copied().collect();
+        report.new_memories = std::mem::take(&mut report.new_memories)
+            .into_iter()
+            .enumerate()
+            .filter(|(position, _)| written.contains(position))
+            .map(|(_, text)| text)
+            .collect();
+        debug_assert_eq!(report.new_memories.len(), memory_ids.len());
+        report.operation_id = operation_id.map(|id| id.to_string());
+    }
+    Ok(report)
+}
+
+/// Embeds the items that survived the pure stages and drops vector duplicates (DESIGN §4 invariant
+/// 8); returns the survivors' vectors for the write. Nothing to embed, nothing to compare.
+async fn vector_stage(
+    ctx: &ApplyContext,
+    user_id: UserId,
+    output: &mut ProcessOutput,
+) -> anyhow::Result<Option<ItemEmbeddings>> {
+    if output.items.is_empty() {
+        return Ok(None);
+    }
+    let vectors = ctx
+        .vectors
+        .embed(output.items.iter().map(|item| item.text.clone()).collect())
+        .await?;
+    let index = ctx.vectors.fresh_index(&ctx.store, user_id).await?;
+    let neighbours = vectors
+        .iter()
+        .map(|vector| {
+            Ok(index
+                .search(vector, VECTOR_NEIGHBOURS)?
+                .into_iter()
+                .map(|neighbour| (neighbour.memory_id, neighbour.score))
+                .collect())
+        })
+        .collect::<anyhow::Result<Vec<Vec<(MemoryId, f32)>>>>()?;
+    let mut by_response_index: HashMap<usize, Vec<f32>> = output
+        .item_indices
+        .iter()
+        .copied()
+        .zip(vectors.iter().cloned())
+        .collect();
+    output.apply_vector_stage(&vectors, &neighbours, VECTOR_DUPLICATE_THRESHOLD);
+    let kept = output
+        .item_indices
+        .iter()
+        .map(|index| by_response_index.remove(index))
+        .collect::<Option<Vec<_>>>()
+        .context("the vector stage kept an item it was not given")?;
+    Ok(Some(ItemEmbeddings {
+        model_id: index.model_id().to_owned(),
+        vectors: kept,
+    }))
 }
 
 /// The batch coordinator's handler for extraction answers: the same apply path as every lane.
 pub struct ExtractionHandler {
-    store: Store,
-    clock: Arc<dyn Clock>,
+    context: ApplyContext,
     // A std mutex: held only to add or take totals, never across an await.
     totals: std::sync::Mutex<Applied>,
 }
 
 impl ExtractionHandler {
-    /// A handler writing through `store`.
-    pub fn new(store: Store, clock: Arc<dyn Clock>) -> Self {
+    /// A handler writing through `context`.
+    pub fn new(context: ApplyContext) -> Self {
         Self {
-            store,
-            clock,
+            context,
             totals: std::sync::Mutex::new(Applied::default()),
         }
     }
@@ -478,7 +697,7 @@ impl ExtractionHandler {
 #[async_trait::async_trait(?Send)]
 impl BatchResultProcessor for ExtractionHandler {
     async fn on_answer(&self, request_id: RequestId) -> Result<(), String> {
-        let applied = apply_request_output(&self.store, self.clock.as_ref(), request_id)
+        let applied = apply_request_output(&self.context, request_id)
             .await
             .map_err(|error| format!("{error:#}"))?;
         let mut totals = self

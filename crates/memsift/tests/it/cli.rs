@@ -12,11 +12,25 @@ fn memsift(home: &std::path::Path) -> Command {
     command
 }
 
+/// The MiniLM directory every test shares (installed once per machine, as `.ci/run` does), so a
+/// fresh HOME does not download 90 MB per test.
+fn installed_model_dir() -> std::path::PathBuf {
+    let dir = memsift_embed::model::default_model_dir();
+    memsift_embed::model::locate_or_install(&dir)
+        .unwrap_or_else(|error| panic!("the MiniLM model is needed at {}: {error}", dir.display()))
+        .dir
+}
+
 #[test]
 fn the_demo_runs_twice_on_a_fresh_home_and_ends_with_its_summary() {
     let home = tempfile::tempdir().unwrap();
+    let model_dir = installed_model_dir();
     for _ in 0..2 {
-        let output = memsift(home.path()).arg("demo").output().unwrap();
+        let output = memsift(home.path())
+            .env("MEMSIFT_MODEL_DIR", &model_dir)
+            .arg("demo")
+            .output()
+            .unwrap();
         let stdout = String::from_utf8(output.stdout).unwrap();
         assert!(
             output.status.success(),
@@ -28,8 +42,45 @@ fn the_demo_runs_twice_on_a_fresh_home_and_ends_with_its_summary() {
         let n_memory_rows = stdout.lines().filter(|row| row.contains("┆ The user")).count();
         assert!(n_memory_rows > 0, "{stdout}");
         assert_eq!(last, format!("demo: 5 segments, {n_memory_rows} memories"));
+        assert!(
+            stdout.contains("demo: embeddings: all-MiniLM-L6-v2 (384 dimensions)"),
+            "{stdout}"
+        );
     }
     assert!(home.path().join(".local/share/memsift/memsift-demo.db").exists());
+}
+
+#[test]
+fn without_the_model_or_pip_the_demo_says_so_once_and_runs_on_the_labelled_double() {
+    let home = tempfile::tempdir().unwrap();
+    let no_tools = home.path().join("empty-bin");
+    std::fs::create_dir_all(&no_tools).unwrap();
+    let output = memsift(home.path())
+        .env("PATH", &no_tools)
+        .env("MEMSIFT_MODEL_DIR", home.path().join("no-model"))
+        .args(["demo", "--lane", "heuristic"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let said: Vec<&str> = stdout
+        .lines()
+        .filter(|line| line.contains("could not be installed"))
+        .collect();
+    assert_eq!(said.len(), 1, "{stdout}");
+    assert!(
+        said[0].contains("python3"),
+        "the line names what was missing: {}",
+        said[0]
+    );
+    assert!(
+        stdout.contains("demo: embeddings: hashing-384-v1 (TEST DOUBLE"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.lines().last().unwrap().starts_with("demo: 5 segments, "),
+        "{stdout}"
+    );
 }
 
 #[test]

@@ -7,7 +7,7 @@ use memsift::app::App;
 use memsift::pipeline::Waiter;
 use memsift_core::config::Config;
 use memsift_core::{Clock, ManualClock};
-use memsift_sim::{FaultConfig, Sim, SimConfig, SimHandle};
+use memsift_sim::{FaultConfig, ScriptedResponder, Sim, SimConfig, SimHandle};
 use memsift_store::testing::TestDb;
 
 /// Waiting for due work in a test means moving the hand-driven clock there: no sleeps.
@@ -50,12 +50,21 @@ pub fn batch_config(base_url: &str, key_file: &std::path::Path) -> Config {
 pub fn provider_batch_config(provider: &str, base_url: &str, model: &str, key_file: &std::path::Path) -> Config {
     std::fs::write(key_file, "test-key").unwrap();
     let overlay = format!(
-        "[batch]\npack_max_wait_secs = 0\npoll_initial_secs = 30\nreconcile_grace_secs = 300\n\n\
+        "{HASHING}[batch]\npack_max_wait_secs = 0\npoll_initial_secs = 30\nreconcile_grace_secs = 300\n\n\
          [llm.extraction_standard]\nprovider = \"{provider}\"\nendpoint = \"{base_url}\"\nmodel = \"{model}\"\n\
          api_key_file = \"{}\"\nlane = \"batch\"\nmax_tokens = 4096\n",
         key_file.display()
     );
     Config::from_layers(Some(("test overlay", &overlay))).unwrap()
+}
+
+/// Tests embed with the hashing double: fast and deterministic, and enough to exercise the vector
+/// stage and the similar-memory context. The MiniLM path has its own tests.
+const HASHING: &str = "[embeddings]\nbackend = \"hashing\"\n\n";
+
+/// The default configuration with the hashing embedder.
+pub fn test_config() -> Config {
+    Config::from_layers(Some(("test overlay", HASHING))).unwrap()
 }
 
 pub fn t0() -> DateTime<Utc> {
@@ -75,7 +84,7 @@ impl TestApp {
 
     async fn on(db: TestDb) -> TestApp {
         let clock = ManualClock::new(t0());
-        let app = app_on(&db.store, &clock, Config::defaults(), "test-worker");
+        let app = app_on(&db.store, &clock, test_config(), "test-worker");
         TestApp {
             app,
             clock,
@@ -93,6 +102,25 @@ impl TestApp {
             .unwrap()
             .with_api_key("test-key")
             .with_faults(faults)
+            .with_clock(Arc::new(clock.clone()));
+        let sim = Sim::start(sim_config).await.unwrap();
+        let key_dir = tempfile::tempdir().unwrap();
+        let config = batch_config(&sim.base_url, &key_dir.path().join("key"));
+        let app = app_on(&db.store, &clock, config, "daemon-a");
+        TestApp {
+            app,
+            clock,
+            db,
+            sim: Some(sim),
+            _key_dir: Some(key_dir),
+        }
+    }
+
+    /// Like [`TestApp::with_batch_sim`], answering from a script instead of the heuristic rules.
+    pub async fn with_scripted_batch_sim(db: TestDb, script: ScriptedResponder) -> TestApp {
+        let clock = ManualClock::new(t0());
+        let sim_config = SimConfig::new(Arc::new(script))
+            .with_api_key("test-key")
             .with_clock(Arc::new(clock.clone()));
         let sim = Sim::start(sim_config).await.unwrap();
         let key_dir = tempfile::tempdir().unwrap();

@@ -6,3 +6,4 @@ mod crash;
 mod helpers;
 mod pipeline;
 mod tidy;
+mod vectors;

@@ -132,7 +132,7 @@ async fn replaying_an_applied_output_writes_nothing() {
         .unwrap()
         .remove(0);
     let before = test.app.store.counts().await.unwrap();
-    let replay = apply_request_output(&test.app.store, test.app.clock.as_ref(), request.id.parse().unwrap())
+    let replay = apply_request_output(&test.app.apply_context(), request.id.parse().unwrap())
         .await
         .unwrap();
     assert_eq!(replay.n_memories, 0);
