@@ -25,6 +25,29 @@ const BAG_BUCKETS: usize = 64;
 const SPACE_BUCKET: u8 = 36;
 /// Bucket of each lowercased ASCII byte; 0xFF marks whitespace, which normalization collapses.
 const ASCII_BUCKET: [u8; 128] = ascii_buckets();
+/// Bucket of each byte of already-normalized ASCII text, where the only whitespace left is a single space; other
+/// bytes never occur there but get a harmless bucket so the lookup needs no branch.
+const NORMALIZED_BUCKET: [u8; 256] = normalized_buckets();
+
+const fn normalized_buckets() -> [u8; 256] {
+    let mut table = [0u8; 256];
+    let mut byte = 0usize;
+    while byte < 128 {
+        table[byte] = if byte == b' ' as usize {
+            SPACE_BUCKET
+        } else if ASCII_BUCKET[byte] == 0xFF {
+            37
+        } else {
+            ASCII_BUCKET[byte]
+        };
+        byte += 1;
+    }
+    while byte < 256 {
+        table[byte] = 37;
+        byte += 1;
+    }
+    table
+}
 
 const fn ascii_buckets() -> [u8; 128] {
     let mut table = [0u8; 128];
@@ -46,10 +69,15 @@ const fn ascii_buckets() -> [u8; 128] {
 }
 
 /// Character count and bucketed histogram of a text's normalized form: all the cheap bounds need.
+///
+/// Counts are `u16`, saturating: SSE2 (the baseline x86-64 target) subtracts 16-bit lanes with saturation in one
+/// instruction but has no such instruction for 32-bit lanes, and the histogram bound runs for every pair that
+/// passes the length bound. Clipping both counts at the same ceiling never increases a surplus, so a clipped
+/// histogram still gives a lower bound on the edits; items are at most 2000 characters and never clip.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Signature {
     n_chars: usize,
-    bag: [u32; BAG_BUCKETS],
+    bag: [u16; BAG_BUCKETS],
 }
 
 impl Signature {
@@ -62,20 +90,24 @@ impl Signature {
         };
         let mut pending_space = false;
         if text.is_ascii() {
+            let mut counts = [0u32; BAG_BUCKETS];
+            let mut n_chars = 0usize;
             for &byte in text.as_bytes() {
                 let bucket = ASCII_BUCKET[usize::from(byte)];
                 if bucket == 0xFF {
-                    pending_space = signature.n_chars > 0;
+                    pending_space = n_chars > 0;
                     continue;
                 }
                 if pending_space {
-                    signature.bag[usize::from(SPACE_BUCKET)] += 1;
-                    signature.n_chars += 1;
+                    counts[usize::from(SPACE_BUCKET)] += 1;
+                    n_chars += 1;
                     pending_space = false;
                 }
-                signature.bag[usize::from(bucket) % BAG_BUCKETS] += 1;
-                signature.n_chars += 1;
+                counts[usize::from(bucket) % BAG_BUCKETS] += 1;
+                n_chars += 1;
             }
+            signature.n_chars = n_chars;
+            signature.bag = clip_counts(&counts);
         } else {
             for c in text.chars() {
                 if c.is_whitespace() {
@@ -125,6 +157,15 @@ impl Signature {
         };
         (low, high)
     }
+}
+
+/// Narrows counts to the histogram's `u16`, saturating (see [`Signature`] for why that keeps the bound sound).
+fn clip_counts(counts: &[u32; BAG_BUCKETS]) -> [u16; BAG_BUCKETS] {
+    let mut bag = [0u16; BAG_BUCKETS];
+    for (slot, &count) in bag.iter_mut().zip(counts) {
+        *slot = u16::try_from(count).unwrap_or(u16::MAX);
+    }
+    bag
 }
 
 /// The character count of a text's normalized form, without the histogram (which most known texts never need).
@@ -196,10 +237,7 @@ impl FuzzyText {
         }
         let mut normalized = Vec::with_capacity(text.len());
         let mut key = Vec::with_capacity(text.len());
-        let mut signature = Signature {
-            n_chars: 0,
-            bag: [0; BAG_BUCKETS],
-        };
+        let mut counts = [0u32; BAG_BUCKETS];
         let mut pending_space = false;
         let mut pending_key_space = false;
         for &byte in text.as_bytes() {
@@ -211,12 +249,12 @@ impl FuzzyText {
             }
             if pending_space {
                 normalized.push(b' ');
-                signature.bag[usize::from(SPACE_BUCKET)] += 1;
+                counts[usize::from(SPACE_BUCKET)] += 1;
                 pending_space = false;
             }
             let lower = byte.to_ascii_lowercase();
             normalized.push(lower);
-            signature.bag[usize::from(bucket) % BAG_BUCKETS] += 1;
+            counts[usize::from(bucket) % BAG_BUCKETS] += 1;
             if lower.is_ascii_alphanumeric() {
                 if pending_key_space && !key.is_empty() {
                     key.push(b' ');
@@ -227,9 +265,53 @@ impl FuzzyText {
                 pending_key_space = true;
             }
         }
-        signature.n_chars = normalized.len();
+        let signature = Signature {
+            n_chars: normalized.len(),
+            bag: clip_counts(&counts),
+        };
         // ASCII in, ASCII out; the fallbacks only exist so that no `expect` is needed.
         let normalized = String::from_utf8(normalized).unwrap_or_else(|_| normalize_for_fuzzy(text));
+        let key = String::from_utf8(key).unwrap_or_else(|_| memsift_core::text::dedupe_key(text));
+        (Self { normalized, signature }, key)
+    }
+
+    /// [`FuzzyText::with_exact_key`] for a text that `clean_text` produced: trimmed, with single spaces as its only
+    /// whitespace. For ASCII, normalizing is then just lowercasing, so the per-byte work is a table lookup for the
+    /// histogram and an in-place compaction for the key, instead of two growing buffers checked on every push.
+    pub(crate) fn of_clean_with_exact_key(text: &str) -> (Self, String) {
+        if !text.is_ascii() || !is_collapsed_ascii(text.as_bytes()) {
+            return Self::with_exact_key(text);
+        }
+        let normalized = text.to_ascii_lowercase();
+        let mut counts = [0u32; BAG_BUCKETS];
+        for &byte in normalized.as_bytes() {
+            counts[usize::from(NORMALIZED_BUCKET[usize::from(byte)]) % BAG_BUCKETS] += 1;
+        }
+        let signature = Signature {
+            n_chars: normalized.len(),
+            bag: clip_counts(&counts),
+        };
+        // The key keeps alphanumeric runs separated by one space: it is never longer than the normalized text, so
+        // it is compacted in a copy of it, writing behind the read position.
+        let mut key = normalized.clone().into_bytes();
+        let mut key_len = 0usize;
+        let mut pending_key_space = false;
+        for read in 0..key.len() {
+            let byte = key[read];
+            if byte.is_ascii_alphanumeric() {
+                if pending_key_space && key_len > 0 {
+                    key[key_len] = b' ';
+                    key_len += 1;
+                }
+                pending_key_space = false;
+                key[key_len] = byte;
+                key_len += 1;
+            } else {
+                pending_key_space = true;
+            }
+        }
+        key.truncate(key_len);
+        // ASCII in, ASCII out; the fallback only exists so that no `expect` is needed.
         let key = String::from_utf8(key).unwrap_or_else(|_| memsift_core::text::dedupe_key(text));
         (Self { normalized, signature }, key)
     }
@@ -270,6 +352,20 @@ impl FuzzyText {
     }
 }
 
+/// Whether ASCII text is already whitespace-collapsed: no whitespace but single inner spaces. `clean_text` output
+/// always is; the check is one cheap pass that keeps [`FuzzyText::of_clean_with_exact_key`] correct for any input.
+fn is_collapsed_ascii(bytes: &[u8]) -> bool {
+    let mut previous_is_space = true;
+    for &byte in bytes {
+        let is_space = byte == b' ';
+        if (is_space && previous_is_space) || (byte.is_ascii_whitespace() && !is_space) {
+            return false;
+        }
+        previous_is_space = is_space;
+    }
+    !previous_is_space || bytes.is_empty()
+}
+
 fn full_ratio_at_least(a_normalized: &str, b_normalized: &str, threshold: f64) -> Option<f64> {
     let score = strsim::normalized_levenshtein(a_normalized, b_normalized);
     (score + SCORE_TOLERANCE >= threshold).then_some(score)
@@ -277,13 +373,14 @@ fn full_ratio_at_least(a_normalized: &str, b_normalized: &str, threshold: f64) -
 
 /// Each edit removes at most one surplus character from either side, so the larger surplus bounds the edits.
 /// Merging characters into buckets only shrinks surpluses, so the bound holds for the bucketed histogram too.
-fn histogram_edit_bound(a: &[u32; BAG_BUCKETS], b: &[u32; BAG_BUCKETS]) -> usize {
-    // Branch-free so the loop vectorizes: it runs for every pair that passes the length bound.
-    let mut surplus_a = 0u64;
-    let mut surplus_b = 0u64;
+fn histogram_edit_bound(a: &[u16; BAG_BUCKETS], b: &[u16; BAG_BUCKETS]) -> usize {
+    // Branch-free so the loop vectorizes: it runs for every pair that passes the length bound. 64 buckets of at
+    // most u16::MAX sum to less than u32::MAX.
+    let mut surplus_a = 0u32;
+    let mut surplus_b = 0u32;
     for (count_a, count_b) in a.iter().zip(b) {
-        surplus_a += u64::from(count_a.saturating_sub(*count_b));
-        surplus_b += u64::from(count_b.saturating_sub(*count_a));
+        surplus_a += u32::from(count_a.saturating_sub(*count_b));
+        surplus_b += u32::from(count_b.saturating_sub(*count_a));
     }
     usize::try_from(surplus_a.max(surplus_b)).unwrap_or(usize::MAX)
 }
@@ -447,6 +544,40 @@ mod tests {
             assert_eq!(fuzzy.signature, Signature::of(text));
             assert_eq!(normalized_char_count(text), fuzzy.signature.n_chars);
         }
+        for text in [" ", "  a", "a  ", " a b ", "\t\n", "ab", "a\x0bb"] {
+            assert_eq!(normalized_char_count(text), normalize_for_fuzzy(text).len(), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn the_clean_text_path_matches_the_general_one() {
+        for text in [
+            "Hello World",
+            "a",
+            "",
+            "Mixed CASE, punctuation! and--dashes 42x",
+            "  not   collapsed ",
+            "tab\there",
+            "Café Zoë",
+            "trailing ",
+        ] {
+            let (fast, fast_key) = FuzzyText::of_clean_with_exact_key(text);
+            let (general, general_key) = FuzzyText::with_exact_key(text);
+            assert_eq!(fast.normalized, general.normalized, "{text:?}");
+            assert_eq!(fast.signature, general.signature, "{text:?}");
+            assert_eq!(fast_key, general_key, "{text:?}");
+            assert_eq!(fast_key, memsift_core::text::dedupe_key(text), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn clipped_histograms_still_bound_the_edits() {
+        let long_a = "a".repeat(70_000);
+        let long_b = format!("{}{}", "a".repeat(69_000), "b".repeat(1_000));
+        let (a, b) = (Signature::of(&long_a), Signature::of(&long_b));
+        assert_eq!(a.bag[0], u16::MAX);
+        // The true surplus is 1000; clipping may only make the bound smaller.
+        assert!(histogram_edit_bound(&a.bag, &b.bag) <= 1_000);
     }
 
     #[test]

@@ -86,20 +86,32 @@ pub fn parse_response(raw: &str) -> ParsedResponse<'_> {
     if trimmed.is_empty() {
         return ParsedResponse::new(Vec::new(), ParsePath::Empty, false);
     }
-    // The common case costs one parsing pass and nothing else.
-    if let Ok(value) = LooseValue::parse(trimmed)
+    // The common case costs one parsing pass and nothing else. Only an array, an object or a string can yield
+    // elements, and each must end with its closing character, so text that cannot is not parsed twice (a cut-off
+    // array would otherwise be read to its end here and again by the pre-pass).
+    let may_yield_elements =
+        matches!(trimmed.as_bytes().first(), Some(b'[' | b'{' | b'"')) && trimmed.ends_with([']', '}', '"']);
+    if may_yield_elements
+        && let Ok(value) = LooseValue::parse(trimmed)
         && let Some(elements) = elements_of(value)
     {
         return ParsedResponse::new(elements, ParsePath::Strict, false);
     }
     match strip_thinking_blocks(trimmed) {
-        Cow::Borrowed(text) => parse_unwrapped(text),
-        Cow::Owned(text) => parse_unwrapped(&text).into_owned(),
+        // The strict step has already read exactly this text when it was a candidate.
+        Cow::Borrowed(text) => parse_unwrapped(text, may_yield_elements.then_some(trimmed)),
+        Cow::Owned(text) => parse_unwrapped(&text, None).into_owned(),
     }
 }
 
-/// Steps 3–5 of the recipe on text whose `<thinking>` blocks are gone.
-fn parse_unwrapped(without_thinking: &str) -> ParsedResponse<'_> {
+/// Whether two slices are the same text at the same address (not merely equal).
+fn same_slice(a: &str, b: &str) -> bool {
+    std::ptr::eq(a, b)
+}
+
+/// Steps 3–5 of the recipe on text whose `<thinking>` blocks are gone; `already_failed` is text that the strict
+/// step parsed without getting elements, so a candidate that is that very slice is not parsed again.
+fn parse_unwrapped<'a>(without_thinking: &'a str, already_failed: Option<&str>) -> ParsedResponse<'a> {
     let body = fenced_body(without_thinking).unwrap_or(without_thinking);
     let Some(start) = body.find(['[', '{']) else {
         let path = if body.trim().is_empty() {
@@ -117,7 +129,9 @@ fn parse_unwrapped(without_thinking: &str) -> ParsedResponse<'_> {
     };
     let cut_off = scan.balanced_end.is_none();
 
-    if let Ok(value) = LooseValue::parse(candidate)
+    let parsed_before = already_failed.is_some_and(|failed| same_slice(failed, candidate));
+    if !parsed_before
+        && let Ok(value) = LooseValue::parse(candidate)
         && let Some(elements) = elements_of(value)
     {
         return ParsedResponse::new(elements, ParsePath::Prepass, false);

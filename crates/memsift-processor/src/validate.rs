@@ -92,7 +92,7 @@ pub(crate) fn validate_item(
         repairs.control_characters += 1;
     }
     let text = cleaned.text;
-    let (fuzzy, exact_key) = FuzzyText::with_exact_key(&text);
+    let (fuzzy, exact_key) = FuzzyText::of_clean_with_exact_key(&text);
 
     let confidence = match object.get("confidence") {
         None | Some(LooseValue::Null) => DEFAULT_CONFIDENCE,
