@@ -21,13 +21,13 @@ pub const VECTOR_DUPLICATE_THRESHOLD: f32 = 0.92;
 const SCORE_TOLERANCE: f64 = 1e-9;
 /// Histogram buckets. ASCII letters, digits and space get a bucket each (they make up nearly all text), so the
 /// histogram bound is tight where it matters; other characters share the remaining buckets.
-const BAG_BUCKETS: usize = 64;
+pub(crate) const BAG_BUCKETS: usize = 64;
 const SPACE_BUCKET: u8 = 36;
 /// Bucket of each lowercased ASCII byte; 0xFF marks whitespace, which normalization collapses.
 const ASCII_BUCKET: [u8; 128] = ascii_buckets();
 /// Bucket of each byte of already-normalized ASCII text, where the only whitespace left is a single space; other
 /// bytes never occur there but get a harmless bucket so the lookup needs no branch.
-const NORMALIZED_BUCKET: [u8; 256] = normalized_buckets();
+pub(crate) const NORMALIZED_BUCKET: [u8; 256] = normalized_buckets();
 
 const fn normalized_buckets() -> [u8; 256] {
     let mut table = [0u8; 256];
@@ -314,6 +314,15 @@ impl FuzzyText {
         // ASCII in, ASCII out; the fallback only exists so that no `expect` is needed.
         let key = String::from_utf8(key).unwrap_or_else(|_| memsift_core::text::dedupe_key(text));
         (Self { normalized, signature }, key)
+    }
+
+    /// A text whose caller already normalized it and counted its bytes' [`NORMALIZED_BUCKET`]s while doing so.
+    pub(crate) fn from_normalized_counts(normalized: String, counts: &[u32; BAG_BUCKETS]) -> Self {
+        let signature = Signature {
+            n_chars: normalized.len(),
+            bag: clip_counts(counts),
+        };
+        Self { normalized, signature }
     }
 
     /// The lowercased, whitespace-collapsed text.

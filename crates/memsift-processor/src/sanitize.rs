@@ -6,6 +6,7 @@
 use chrono::{DateTime, FixedOffset, NaiveDate, NaiveDateTime, TimeZone, Utc};
 use memsift_core::status::Temporal;
 
+use crate::dedupe::{BAG_BUCKETS, FuzzyText, NORMALIZED_BUCKET};
 use crate::loose::LooseValue;
 
 /// Link kinds a memory may declare towards known memories (the link validator's vocabulary).
@@ -171,6 +172,167 @@ fn is_already_clean(raw: &str) -> bool {
     previous != b' ' || bytes.is_empty()
 }
 
+/// Everything validation and dedupe need from an item's text.
+pub(crate) struct AnalyzedText {
+    /// Trimmed and whitespace-collapsed, controls removed.
+    pub text: String,
+    pub stripped_controls: bool,
+    pub fuzzy: FuzzyText,
+    /// `memsift_core::text::dedupe_key` of `text`.
+    pub exact_key: String,
+    /// [`mentions_private_fact`] of the normalized text.
+    pub mentions_private: bool,
+}
+
+impl AnalyzedText {
+    /// Cleans, normalizes, keys and scans a text. Nearly every model text is printable ASCII with single inner
+    /// spaces; for those all of it happens in one pass over the bytes, where separate passes (clean, lowercase,
+    /// histogram, key, phrases) were the bulk of the per-item cost. Anything else takes the general path.
+    pub(crate) fn of(raw: &str) -> Self {
+        if let Some(analyzed) = Self::of_clean_ascii(raw) {
+            return analyzed;
+        }
+        let cleaned = clean_text(raw);
+        let (fuzzy, exact_key) = FuzzyText::of_clean_with_exact_key(&cleaned.text);
+        let mentions_private = mentions_private_fact(fuzzy.normalized());
+        Self {
+            text: cleaned.text,
+            stripped_controls: cleaned.stripped_controls,
+            fuzzy,
+            exact_key,
+            mentions_private,
+        }
+    }
+
+    /// The fast path; `None` unless `raw` is non-empty printable ASCII with single inner spaces (what
+    /// [`is_already_clean`] accepts), for which cleaning is a copy and normalizing is lowercasing. Table lookups
+    /// replace per-byte branches: the loops run over every byte of every item.
+    fn of_clean_ascii(raw: &str) -> Option<Self> {
+        let bytes = raw.as_bytes();
+        if bytes.first().is_none_or(|&first| first == b' ') || bytes.last() == Some(&b' ') {
+            return None;
+        }
+        let normalized = bytes.to_ascii_lowercase();
+        let mut counts = [0u32; BAG_BUCKETS];
+        let mut seen = 0u8;
+        let mut double_space = false;
+        let mut previous = 0u8;
+        for &byte in &normalized {
+            let info = BYTE_INFO[usize::from(byte)];
+            seen |= info;
+            counts[usize::from(info & BUCKET_BITS)] += 1;
+            double_space |= (byte == b' ') & (previous == b' ');
+            previous = byte;
+        }
+        if seen & NOT_CLEAN != 0 || double_space {
+            return None;
+        }
+        let mentions_private = private_phrase_in_clean_ascii(&normalized);
+        // The key keeps alphanumeric runs separated by one space: never longer than the normalized text, so it is
+        // compacted in a copy of it, writing behind the read position.
+        let mut key = normalized.clone();
+        let mut key_len = 0usize;
+        let mut pending_key_space = false;
+        for read in 0..key.len() {
+            let byte = key[read];
+            if BYTE_INFO[usize::from(byte)] & WORD != 0 {
+                if pending_key_space && key_len > 0 {
+                    key[key_len] = b' ';
+                    key_len += 1;
+                }
+                pending_key_space = false;
+                key[key_len] = byte;
+                key_len += 1;
+            } else {
+                pending_key_space = true;
+            }
+        }
+        key.truncate(key_len);
+        // Printable ASCII in, ASCII out: both conversions succeed; `?` only avoids an `expect`.
+        let normalized = String::from_utf8(normalized).ok()?;
+        let exact_key = String::from_utf8(key).ok()?;
+        Some(Self {
+            text: raw.to_owned(),
+            stripped_controls: false,
+            fuzzy: FuzzyText::from_normalized_counts(normalized, &counts),
+            exact_key,
+            mentions_private,
+        })
+    }
+}
+
+/// Bits of [`BYTE_INFO`].
+const NOT_CLEAN: u8 = 0x80;
+const WORD: u8 = 0x40;
+const BUCKET_BITS: u8 = 0x3F;
+
+/// For each byte of lowercased text: whether it is outside printable ASCII, whether it continues a word, and its
+/// histogram bucket.
+const BYTE_INFO: [u8; 256] = byte_info();
+
+const fn byte_info() -> [u8; 256] {
+    let mut table = [0u8; 256];
+    let mut byte = 0usize;
+    while byte < 256 {
+        let bucket = NORMALIZED_BUCKET[byte] & BUCKET_BITS;
+        let not_clean = if byte >= 0x20 && byte <= 0x7E { 0 } else { NOT_CLEAN };
+        let word = if (byte as u8).is_ascii_alphanumeric() { WORD } else { 0 };
+        table[byte] = bucket | not_clean | word;
+        byte += 1;
+    }
+    table
+}
+
+/// For each pair of lowercase ASCII letters, the range of [`SENSITIVE_PHRASES`] starting with it (the list is
+/// sorted), so nearly every word start is ruled out by one lookup.
+const PHRASES_BY_PREFIX: [(u8, u8); 26 * 26] = phrases_by_prefix();
+
+const fn phrases_by_prefix() -> [(u8, u8); 26 * 26] {
+    let mut ranges = [(0u8, 0u8); 26 * 26];
+    assert!(SENSITIVE_PHRASES.len() < 256, "phrase indices fit in a byte");
+    let mut index = 0;
+    while index < SENSITIVE_PHRASES.len() {
+        let phrase = SENSITIVE_PHRASES[index].as_bytes();
+        assert!(
+            phrase.len() >= 2 && phrase[0].is_ascii_lowercase() && phrase[1].is_ascii_lowercase(),
+            "phrases start with two lowercase ASCII letters"
+        );
+        let prefix = (phrase[0] - b'a') as usize * 26 + (phrase[1] - b'a') as usize;
+        if index > 0 {
+            let before = SENSITIVE_PHRASES[index - 1].as_bytes();
+            let before_prefix = (before[0] - b'a') as usize * 26 + (before[1] - b'a') as usize;
+            assert!(before_prefix <= prefix, "phrases are sorted by their first two letters");
+        }
+        if ranges[prefix].1 == 0 {
+            ranges[prefix].0 = index as u8;
+        }
+        ranges[prefix].1 = index as u8 + 1;
+        index += 1;
+    }
+    ranges
+}
+
+/// [`mentions_private_fact`] for lowercased printable ASCII, looking phrases up by their first two letters.
+fn private_phrase_in_clean_ascii(lowercased: &[u8]) -> bool {
+    let mut previous_is_word = false;
+    for (at, pair) in lowercased.windows(2).enumerate() {
+        let is_word = BYTE_INFO[usize::from(pair[0])] & WORD != 0;
+        if is_word && !previous_is_word && pair[0].is_ascii_lowercase() && pair[1].is_ascii_lowercase() {
+            let (first, end) = PHRASES_BY_PREFIX[usize::from(pair[0] - b'a') * 26 + usize::from(pair[1] - b'a')];
+            let rest = &lowercased[at..];
+            if SENSITIVE_PHRASES[usize::from(first)..usize::from(end)]
+                .iter()
+                .any(|phrase| rest.starts_with(phrase.as_bytes()))
+            {
+                return true;
+            }
+        }
+        previous_is_word = is_word;
+    }
+    // Every phrase is at least two bytes long, so the last byte alone never starts one.
+    false
+}
+
 /// The outcome of reading an optional date field.
 pub(crate) enum DateField {
     Absent,
@@ -314,6 +476,60 @@ mod tests {
         assert_eq!(clean.text, "ab cd");
         assert!(clean.stripped_controls);
         assert!(!clean_text("plain text").stripped_controls);
+    }
+
+    #[test]
+    fn the_one_pass_text_analysis_matches_the_general_one() {
+        let texts = [
+            "Caroline moved to Boston (lives in Back Bay)",
+            "He is ALLERGIC to nuts; my WIFE knows",
+            "plain text with 42 numbers--and dashes",
+            "alive in concert",
+            "x",
+            "Lives",
+            "ends with phrase live in",
+            " leading space",
+            "double  space",
+            "tab\there",
+            "café lives in paris",
+            "",
+        ];
+        for raw in texts {
+            let general = {
+                let cleaned = clean_text(raw);
+                let (fuzzy, exact_key) = FuzzyText::of_clean_with_exact_key(&cleaned.text);
+                let private = mentions_private_fact(fuzzy.normalized());
+                (
+                    cleaned.text,
+                    cleaned.stripped_controls,
+                    fuzzy.normalized().to_owned(),
+                    exact_key,
+                    private,
+                )
+            };
+            let analyzed = AnalyzedText::of(raw);
+            assert_eq!(
+                (
+                    analyzed.text.clone(),
+                    analyzed.stripped_controls,
+                    analyzed.fuzzy.normalized().to_owned(),
+                    analyzed.exact_key.clone(),
+                    analyzed.mentions_private
+                ),
+                general,
+                "{raw:?}"
+            );
+            let general_fuzzy = FuzzyText::new(&analyzed.text);
+            assert!(
+                analyzed.fuzzy.similarity_at_least(&general_fuzzy, 1.0).is_some(),
+                "{raw:?}"
+            );
+            assert_eq!(
+                analyzed.exact_key,
+                memsift_core::text::dedupe_key(&analyzed.text),
+                "{raw:?}"
+            );
+        }
     }
 
     #[test]

@@ -10,8 +10,8 @@ use memsift_core::{MemoryId, MessageId};
 use crate::dedupe::FuzzyText;
 use crate::loose::LooseValue;
 use crate::sanitize::{
-    DateField, MIN_ENTITY_CHARS, RELATIONSHIP_TYPES, clean_text, mentions_private_fact, normalize_entity_kind,
-    parse_date_field, parse_flag, parse_temporal,
+    AnalyzedText, DateField, MIN_ENTITY_CHARS, RELATIONSHIP_TYPES, clean_text, normalize_entity_kind, parse_date_field,
+    parse_flag, parse_temporal,
 };
 use crate::{DropReason, FieldRepairs, MAX_TEXT_CHARS, MIN_TEXT_CHARS, ProcessInput, ValidItem};
 
@@ -71,8 +71,8 @@ pub(crate) fn validate_item(
             ));
         }
     };
-    let cleaned = clean_text(raw_text);
-    let n_chars = cleaned.text.chars().count();
+    let analyzed = AnalyzedText::of(raw_text);
+    let n_chars = analyzed.text.chars().count();
     if n_chars == 0 {
         return Err(Rejection::new(DropReason::MissingText, "`text` is blank"));
     }
@@ -88,11 +88,16 @@ pub(crate) fn validate_item(
             format!("{n_chars} characters > {MAX_TEXT_CHARS}"),
         ));
     }
-    if cleaned.stripped_controls {
+    if analyzed.stripped_controls {
         repairs.control_characters += 1;
     }
-    let text = cleaned.text;
-    let (fuzzy, exact_key) = FuzzyText::of_clean_with_exact_key(&text);
+    let AnalyzedText {
+        text,
+        fuzzy,
+        exact_key,
+        mentions_private: phrase_sensitive,
+        ..
+    } = analyzed;
 
     let confidence = match object.get("confidence") {
         None | Some(LooseValue::Null) => DEFAULT_CONFIDENCE,
@@ -125,7 +130,6 @@ pub(crate) fn validate_item(
         repairs.bad_sensitive += 1;
         false
     });
-    let phrase_sensitive = mentions_private_fact(fuzzy.normalized());
     if phrase_sensitive && !declared_sensitive {
         repairs.sensitive_by_phrase += 1;
     }
