@@ -25,6 +25,7 @@
 #![deny(missing_docs)]
 
 mod dedupe;
+mod item;
 mod loose;
 mod parse;
 mod sanitize;
@@ -50,6 +51,7 @@ pub use sanitize::{
 pub use validate::DEFAULT_CONFIDENCE;
 
 use crate::dedupe::{Signature, normalized_char_count, remap_hints};
+use crate::item::Element;
 use crate::validate::{Candidate, ItemContext, validate_item};
 
 /// Shortest memory text kept, in characters (the reference's rule).
@@ -299,20 +301,19 @@ impl ProcessOutput {
 
 /// Parses, validates and deduplicates one response.
 pub fn process(input: &ProcessInput<'_>) -> ProcessOutput {
-    let parsed = parse_response(input.raw_text);
-    let elements = parsed.elements;
+    let (elements, path, cut_off) = parse_elements(input.raw_text);
     let n_elements = elements.len();
     let mut output = ProcessOutput {
-        unparseable: parsed.path == ParsePath::Unparseable,
-        parse_path: parsed.path,
-        cut_off: parsed.cut_off,
+        unparseable: path == ParsePath::Unparseable,
+        parse_path: path,
+        cut_off,
         elements_parsed: n_elements,
         ..ProcessOutput::default()
     };
     if n_elements == 0 {
         return output;
     }
-    let last_may_be_partial = parsed.cut_off || input.stop_reason == Some(StopReason::MaxTokens);
+    let last_may_be_partial = cut_off || input.stop_reason == Some(StopReason::MaxTokens);
     let context = ItemContext {
         input,
         user_offset: input.user_offset(),
@@ -325,10 +326,10 @@ pub fn process(input: &ProcessInput<'_>) -> ProcessOutput {
     output.item_indices.reserve_exact(n_elements);
     for (index, element) in elements.iter().enumerate() {
         if last_may_be_partial && index + 1 == n_elements {
-            let text = element.get("text").and_then(LooseValue::as_str).map(str::to_owned);
+            let text = element.text().map(str::to_owned);
             output.dropped.push(DroppedItem {
                 detail: Some(
-                    if parsed.cut_off {
+                    if cut_off {
                         "the JSON was cut off"
                     } else {
                         "stop_reason = max_tokens"
@@ -342,7 +343,7 @@ pub fn process(input: &ProcessInput<'_>) -> ProcessOutput {
         let candidate = match validate_item(element, index, &context, &mut output.repairs) {
             Ok(candidate) => candidate,
             Err(rejection) => {
-                let text = element.get("text").and_then(LooseValue::as_str).map(str::to_owned);
+                let text = element.text().map(str::to_owned);
                 output.dropped.push(DroppedItem {
                     detail: Some(rejection.detail),
                     ..DroppedItem::new(index, rejection.reason, text)
@@ -379,6 +380,22 @@ pub fn process(input: &ProcessInput<'_>) -> ProcessOutput {
         output.item_indices.push(index);
     }
     output
+}
+
+/// [`parse_response`] with the elements read as [`Element`]s: an array that is valid JSON as it stands (nearly
+/// every response) is read into them directly; anything else goes through the parser's other paths and is
+/// converted, so the path, the cut-off flag and the elements are the ones `parse_response` reports.
+fn parse_elements(raw: &str) -> (Vec<Element<'_>>, ParsePath, bool) {
+    let parsed = match parse::strict_array_candidate(raw) {
+        Some(array) => match item::parse_array(array) {
+            Ok(elements) => return (elements, ParsePath::Strict, false),
+            // The generic strict parse reads the same grammar and would fail the same way.
+            Err(_) => parse::parse_response_after_strict(raw),
+        },
+        None => parse_response(raw),
+    };
+    let elements = parsed.elements.into_iter().map(Element::from_loose).collect();
+    (elements, parsed.path, parsed.cut_off)
 }
 
 /// A memory the user already has, summarized for the fuzzy bounds.

@@ -82,6 +82,22 @@ impl<'a> ParsedResponse<'a> {
 
 /// Reads a raw response as a list of elements; never panics, whatever the input.
 pub fn parse_response(raw: &str) -> ParsedResponse<'_> {
+    parse_from(raw, false)
+}
+
+/// [`parse_response`] for a caller whose own strict parse of the trimmed text (an array) already failed, so the
+/// strict step, and a pre-pass over that same text, are not repeated.
+pub(crate) fn parse_response_after_strict(raw: &str) -> ParsedResponse<'_> {
+    parse_from(raw, true)
+}
+
+/// The text `parse_response` reads strictly: `Some` when it is an array, the shape a typed strict read handles.
+pub(crate) fn strict_array_candidate(raw: &str) -> Option<&str> {
+    let trimmed = raw.trim();
+    (trimmed.starts_with('[') && trimmed.ends_with(']')).then_some(trimmed)
+}
+
+fn parse_from(raw: &str, strict_failed: bool) -> ParsedResponse<'_> {
     let trimmed = raw.trim();
     if trimmed.is_empty() {
         return ParsedResponse::new(Vec::new(), ParsePath::Empty, false);
@@ -92,6 +108,7 @@ pub fn parse_response(raw: &str) -> ParsedResponse<'_> {
     let may_yield_elements =
         matches!(trimmed.as_bytes().first(), Some(b'[' | b'{' | b'"')) && trimmed.ends_with([']', '}', '"']);
     if may_yield_elements
+        && !strict_failed
         && let Ok(value) = LooseValue::parse(trimmed)
         && let Some(elements) = elements_of(value)
     {

@@ -533,6 +533,26 @@ mod tests {
     }
 
     #[test]
+    fn the_prefix_table_agrees_with_the_first_letter_scan() {
+        let mut texts: Vec<String> = Vec::new();
+        for phrase in SENSITIVE_PHRASES {
+            texts.push(format!("x {phrase} y"));
+            texts.push(format!("a{phrase}"));
+            texts.push(format!("({phrase}"));
+            texts.push(phrase[..phrase.len() - 1].to_owned());
+            texts.push((*phrase).to_owned());
+        }
+        texts.extend(["", "l", "my", "zip", "m y wife", "9lives in"].map(str::to_owned));
+        for text in &texts {
+            assert_eq!(
+                private_phrase_in_clean_ascii(text.as_bytes()),
+                mentions_private_fact(text),
+                "{text:?}"
+            );
+        }
+    }
+
+    #[test]
     fn naive_dates_are_read_in_the_users_offset() {
         let paris = FixedOffset::east_opt(3600).unwrap();
         let utc = FixedOffset::east_opt(0).unwrap();
