@@ -227,15 +227,19 @@ impl AnalyzedText {
         if seen & NOT_CLEAN != 0 || double_space {
             return None;
         }
-        let mentions_private = private_phrase_in_clean_ascii(&normalized);
         // The key keeps alphanumeric runs separated by one space: never longer than the normalized text, so it is
-        // compacted in a copy of it, writing behind the read position.
+        // compacted in a copy of it, writing behind the read position; the bytes from `read` on are still the
+        // normalized text, which is where the phrase scan looks, at each word start.
         let mut key = normalized.clone();
         let mut key_len = 0usize;
         let mut pending_key_space = false;
+        let mut mentions_private = false;
         for read in 0..key.len() {
             let byte = key[read];
             if BYTE_INFO[usize::from(byte)] & WORD != 0 {
+                if !mentions_private && (pending_key_space || key_len == 0) {
+                    mentions_private = phrase_starts(&key[read..]);
+                }
                 if pending_key_space && key_len > 0 {
                     key[key_len] = b' ';
                     key_len += 1;
@@ -312,25 +316,19 @@ const fn phrases_by_prefix() -> [(u8, u8); 26 * 26] {
     ranges
 }
 
-/// [`mentions_private_fact`] for lowercased printable ASCII, looking phrases up by their first two letters.
-fn private_phrase_in_clean_ascii(lowercased: &[u8]) -> bool {
-    let mut previous_is_word = false;
-    for (at, pair) in lowercased.windows(2).enumerate() {
-        let is_word = BYTE_INFO[usize::from(pair[0])] & WORD != 0;
-        if is_word && !previous_is_word && pair[0].is_ascii_lowercase() && pair[1].is_ascii_lowercase() {
-            let (first, end) = PHRASES_BY_PREFIX[usize::from(pair[0] - b'a') * 26 + usize::from(pair[1] - b'a')];
-            let rest = &lowercased[at..];
-            if SENSITIVE_PHRASES[usize::from(first)..usize::from(end)]
-                .iter()
-                .any(|phrase| rest.starts_with(phrase.as_bytes()))
-            {
-                return true;
-            }
-        }
-        previous_is_word = is_word;
+/// Whether lowercased text that starts at a word start begins with one of [`SENSITIVE_PHRASES`], looked up by
+/// its first two letters (every phrase has at least two).
+fn phrase_starts(rest: &[u8]) -> bool {
+    let [first, second, ..] = *rest else {
+        return false;
+    };
+    if !first.is_ascii_lowercase() || !second.is_ascii_lowercase() {
+        return false;
     }
-    // Every phrase is at least two bytes long, so the last byte alone never starts one.
-    false
+    let (start, end) = PHRASES_BY_PREFIX[usize::from(first - b'a') * 26 + usize::from(second - b'a')];
+    SENSITIVE_PHRASES[usize::from(start)..usize::from(end)]
+        .iter()
+        .any(|phrase| rest.starts_with(phrase.as_bytes()))
 }
 
 /// The outcome of reading an optional date field.
@@ -544,11 +542,8 @@ mod tests {
         }
         texts.extend(["", "l", "my", "zip", "m y wife", "9lives in"].map(str::to_owned));
         for text in &texts {
-            assert_eq!(
-                private_phrase_in_clean_ascii(text.as_bytes()),
-                mentions_private_fact(text),
-                "{text:?}"
-            );
+            let fast = AnalyzedText::of(text);
+            assert_eq!(fast.mentions_private, mentions_private_fact(text), "{text:?}");
         }
     }
 
