@@ -173,6 +173,10 @@ pub(crate) fn normalized_char_count(text: &str) -> usize {
     if !text.is_ascii() {
         return Signature::of(text).n_chars;
     }
+    // Stored memories are nearly always already collapsed, and then their normalized length is their length.
+    if is_collapsed_printable_ascii(text.as_bytes()) {
+        return text.len();
+    }
     let mut n_chars = 0usize;
     let mut pending_space = false;
     for &byte in text.as_bytes() {
@@ -184,6 +188,45 @@ pub(crate) fn normalized_char_count(text: &str) -> usize {
         }
     }
     n_chars
+}
+
+/// Whether the bytes are printable ASCII (0x20–0x7E) with single inner spaces and none at either end.
+///
+/// Eight bytes at a time, with exact per-byte tests: this runs over every known text of every call, where a
+/// byte-at-a-time loop cost about as much as validating the items themselves.
+pub(crate) fn is_collapsed_printable_ascii(bytes: &[u8]) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = ONES * 0x80;
+    const LOW7: u64 = ONES * 0x7F;
+    // High bit of each byte that is zero; exact per byte for bytes below 0x80 (no carry crosses a byte).
+    let zero_bytes = |word: u64| !(((word & LOW7) + LOW7) | word) & HIGH;
+    if bytes.first() == Some(&b' ') || bytes.last() == Some(&b' ') {
+        return false;
+    }
+    let mut previous_is_space = false;
+    let mut chunks = bytes.chunks_exact(8);
+    for chunk in &mut chunks {
+        let word = u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8]));
+        // Any byte at or above 0x80, below 0x20, or equal to 0x7F.
+        let below_space = word.wrapping_sub(ONES * 0x20) & !word & HIGH;
+        if word & HIGH != 0 || below_space != 0 || zero_bytes(word ^ LOW7) != 0 {
+            return false;
+        }
+        let spaces = zero_bytes(word ^ (ONES * 0x20));
+        // Little-endian: shifting left by 8 moves each byte's flag onto the byte after it.
+        if spaces & (spaces << 8) != 0 || (previous_is_space && spaces & 0x80 != 0) {
+            return false;
+        }
+        previous_is_space = spaces >> 63 != 0;
+    }
+    for &byte in chunks.remainder() {
+        let is_space = byte == b' ';
+        if !(b' '..=b'~').contains(&byte) || (is_space && previous_is_space) {
+            return false;
+        }
+        previous_is_space = is_space;
+    }
+    true
 }
 
 /// Lowercases and collapses whitespace: the form the fuzzy ratio compares.
@@ -587,6 +630,43 @@ mod tests {
         assert_eq!(a.bag[0], u16::MAX);
         // The true surplus is 1000; clipping may only make the bound smaller.
         assert!(histogram_edit_bound(&a.bag, &b.bag) <= 1_000);
+    }
+
+    #[test]
+    fn the_word_at_a_time_cleanliness_check_matches_a_byte_loop() {
+        let by_bytes = |bytes: &[u8]| {
+            bytes.first() != Some(&b' ')
+                && bytes.last() != Some(&b' ')
+                && bytes.iter().all(|byte| (b' '..=b'~').contains(byte))
+                && !bytes.windows(2).any(|pair| pair == b"  ")
+        };
+        let mut texts: Vec<Vec<u8>> = vec![
+            b"".to_vec(),
+            b"Caroline volunteers at the animal shelter.".to_vec(),
+            b"exactly8".to_vec(),
+            b"1234567 9".to_vec(),
+            b"1234567  0123".to_vec(),
+            b"12345678  abc".to_vec(),
+            b"tab\there and more text".to_vec(),
+            "café is not ascii at all".as_bytes().to_vec(),
+            b"del\x7f byte in the middle".to_vec(),
+        ];
+        // Every position of a stray byte, across chunk boundaries.
+        for bad in [b' ', b'\t', b'\n', 0x00, 0x1F, 0x7F, 0x80, b'~', b'a'] {
+            for at in 0..20 {
+                let mut text = b"abcdefgh ijklmnop qrstuv".to_vec();
+                text[at] = bad;
+                texts.push(text);
+            }
+        }
+        for text in &texts {
+            assert_eq!(
+                is_collapsed_printable_ascii(text),
+                by_bytes(text),
+                "{:?}",
+                String::from_utf8_lossy(text)
+            );
+        }
     }
 
     #[test]

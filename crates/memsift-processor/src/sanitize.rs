@@ -6,7 +6,7 @@
 use chrono::{DateTime, FixedOffset, NaiveDate, NaiveDateTime, TimeZone, Utc};
 use memsift_core::status::Temporal;
 
-use crate::dedupe::{BAG_BUCKETS, FuzzyText, NORMALIZED_BUCKET};
+use crate::dedupe::{BAG_BUCKETS, FuzzyText, NORMALIZED_BUCKET, is_collapsed_printable_ascii};
 use crate::loose::LooseValue;
 
 /// Link kinds a memory may declare towards known memories (the link validator's vocabulary).
@@ -209,23 +209,13 @@ impl AnalyzedText {
     /// replace per-byte branches: the loops run over every byte of every item.
     fn of_clean_ascii(raw: &str) -> Option<Self> {
         let bytes = raw.as_bytes();
-        if bytes.first().is_none_or(|&first| first == b' ') || bytes.last() == Some(&b' ') {
+        if bytes.is_empty() || !is_collapsed_printable_ascii(bytes) {
             return None;
         }
         let normalized = bytes.to_ascii_lowercase();
         let mut counts = [0u32; BAG_BUCKETS];
-        let mut seen = 0u8;
-        let mut double_space = false;
-        let mut previous = 0u8;
         for &byte in &normalized {
-            let info = BYTE_INFO[usize::from(byte)];
-            seen |= info;
-            counts[usize::from(info & BUCKET_BITS)] += 1;
-            double_space |= (byte == b' ') & (previous == b' ');
-            previous = byte;
-        }
-        if seen & NOT_CLEAN != 0 || double_space {
-            return None;
+            counts[usize::from(BYTE_INFO[usize::from(byte)] & BUCKET_BITS)] += 1;
         }
         // The key keeps alphanumeric runs separated by one space: never longer than the normalized text, so it is
         // compacted in a copy of it, writing behind the read position; the bytes from `read` on are still the
@@ -266,12 +256,10 @@ impl AnalyzedText {
 }
 
 /// Bits of [`BYTE_INFO`].
-const NOT_CLEAN: u8 = 0x80;
 const WORD: u8 = 0x40;
 const BUCKET_BITS: u8 = 0x3F;
 
-/// For each byte of lowercased text: whether it is outside printable ASCII, whether it continues a word, and its
-/// histogram bucket.
+/// For each byte of lowercased printable ASCII: whether it continues a word, and its histogram bucket.
 const BYTE_INFO: [u8; 256] = byte_info();
 
 const fn byte_info() -> [u8; 256] {
@@ -279,9 +267,8 @@ const fn byte_info() -> [u8; 256] {
     let mut byte = 0usize;
     while byte < 256 {
         let bucket = NORMALIZED_BUCKET[byte] & BUCKET_BITS;
-        let not_clean = if byte >= 0x20 && byte <= 0x7E { 0 } else { NOT_CLEAN };
         let word = if (byte as u8).is_ascii_alphanumeric() { WORD } else { 0 };
-        table[byte] = bucket | not_clean | word;
+        table[byte] = bucket | word;
         byte += 1;
     }
     table
