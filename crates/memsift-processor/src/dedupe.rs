@@ -29,6 +29,23 @@ const ASCII_BUCKET: [u8; 128] = ascii_buckets();
 /// bytes never occur there but get a harmless bucket so the lookup needs no branch.
 pub(crate) const NORMALIZED_BUCKET: [u8; 256] = normalized_buckets();
 
+/// Bucket of each byte of printable ASCII whose only whitespace is single spaces, case folded.
+const CLEAN_ASCII_BUCKET: [u8; 256] = clean_ascii_buckets();
+
+const fn clean_ascii_buckets() -> [u8; 256] {
+    let mut table = [37u8; 256];
+    let mut byte = 0x20usize;
+    while byte <= 0x7E {
+        table[byte] = if byte == b' ' as usize {
+            SPACE_BUCKET
+        } else {
+            ASCII_BUCKET[byte]
+        };
+        byte += 1;
+    }
+    table
+}
+
 const fn normalized_buckets() -> [u8; 256] {
     let mut table = [0u8; 256];
     let mut byte = 0usize;
@@ -89,7 +106,15 @@ impl Signature {
             bag: [0; BAG_BUCKETS],
         };
         let mut pending_space = false;
-        if text.is_ascii() {
+        if text.is_ascii() && is_collapsed_printable_ascii(text.as_bytes()) {
+            // Normalizing it is lowercasing, so each byte is one table lookup (what stored memories nearly always are).
+            let mut counts = [0u32; BAG_BUCKETS];
+            for &byte in text.as_bytes() {
+                counts[usize::from(CLEAN_ASCII_BUCKET[usize::from(byte)]) % BAG_BUCKETS] += 1;
+            }
+            signature.n_chars = text.len();
+            signature.bag = clip_counts(&counts);
+        } else if text.is_ascii() {
             let mut counts = [0u32; BAG_BUCKETS];
             let mut n_chars = 0usize;
             for &byte in text.as_bytes() {
@@ -579,7 +604,14 @@ mod tests {
 
     #[test]
     fn signatures_of_raw_and_normalized_text_agree() {
-        for text in ["  Hello   World  ", "Café\tZOË  déjà vu", "", "x"] {
+        for text in [
+            "  Hello   World  ",
+            "Café\tZOË  déjà vu",
+            "",
+            "x",
+            "Hello World",
+            "MiXed, punct! 42 ~{}|",
+        ] {
             assert_eq!(
                 Signature::of(text),
                 Signature::of(&normalize_for_fuzzy(text)),
@@ -590,7 +622,14 @@ mod tests {
 
     #[test]
     fn the_one_pass_ascii_path_matches_the_general_one() {
-        for text in ["  Hello   World \t", "a", "", "Mixed CASE, punctuation!  and\nnewlines"] {
+        for text in [
+            "  Hello   World \t",
+            "a",
+            "",
+            "Mixed CASE, punctuation!  and\nnewlines",
+            "Hello World",
+            "MiXed, punct! 42 ~{}|",
+        ] {
             let fuzzy = FuzzyText::new(text);
             assert_eq!(fuzzy.normalized(), normalize_for_fuzzy(text));
             assert_eq!(fuzzy.signature, Signature::of(text));
