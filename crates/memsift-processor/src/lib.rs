@@ -386,12 +386,21 @@ pub fn process(input: &ProcessInput<'_>) -> ProcessOutput {
 /// every response) is read into them directly; anything else goes through the parser's other paths and is
 /// converted, so the path, the cut-off flag and the elements are the ones `parse_response` reports.
 fn parse_elements(raw: &str) -> (Vec<Element<'_>>, ParsePath, bool) {
-    let parsed = match parse::strict_array_candidate(raw) {
-        Some(array) => match item::parse_array(array) {
-            Ok(elements) => return (elements, ParsePath::Strict, false),
-            // The generic strict parse reads the same grammar and would fail the same way.
-            Err(_) => parse::parse_response_after_strict(raw),
-        },
+    let strict = parse::strict_array_candidate(raw);
+    if let Some(array) = strict
+        && let Ok(elements) = item::parse_array(array)
+    {
+        return (elements, ParsePath::Strict, false);
+    }
+    // Fenced arrays and arrays after prose are the next most common shapes.
+    if let Some(array) = parse::prepass_array_candidate(raw, strict.is_some())
+        && let Ok(elements) = item::parse_array(array)
+    {
+        return (elements, ParsePath::Prepass, false);
+    }
+    let parsed = match strict {
+        // The generic strict parse reads the same grammar and would fail the same way.
+        Some(_) => parse::parse_response_after_strict(raw),
         None => parse_response(raw),
     };
     let elements = parsed.elements.into_iter().map(Element::from_loose).collect();
@@ -509,4 +518,54 @@ fn best_match<'a, K>(others: impl Iterator<Item = (K, &'a FuzzyText)>, text: &Fu
         }
     }
     best
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The typed fast paths must report what the generic parser reports: path, cut-off flag and every element.
+    #[test]
+    fn typed_reading_agrees_with_parse_response() {
+        let array = r#"[{"text": "Caroline moved to Boston", "entities": [{"name": "Caroline"}]}, 7, "s", {"x": 1e5}]"#;
+        let samples = [
+            array.to_owned(),
+            format!("```json\n{array}\n```"),
+            format!("```json\n{array}\n```\nHope that helps."),
+            format!("Here you go:\n{array}"),
+            format!("Here you go:\n{array}\nLet me know."),
+            format!("<thinking>[1]</thinking>{array}"),
+            array.replace("}]", "},]"),
+            array[..array.len() - 10].to_owned(),
+            format!("```\n{}", &array[..array.len() - 5]),
+            r#"{"text": "```json [1] ``` inside a string"}"#.to_owned(),
+            r#"{"memories": [{"text": "wrapped in an object"}]}"#.to_owned(),
+            r#""[{\"text\": \"double encoded\"}]""#.to_owned(),
+            r#"Sure: [{"text": "it's a 'quote' and “smart” ones // not a comment"}]"#.to_owned(),
+            "[[[[1]]]]".to_owned(),
+            "[1, 2] [3]".to_owned(),
+            "   ".to_owned(),
+            "no json here".to_owned(),
+        ];
+        for raw in &samples {
+            let (elements, path, cut_off) = parse_elements(raw);
+            let generic = parse_response(raw);
+            assert_eq!((path, cut_off), (generic.path, generic.cut_off), "{raw:?}");
+            assert_eq!(elements.len(), generic.elements.len(), "{raw:?}");
+            for (element, value) in elements.iter().zip(generic.elements) {
+                assert_eq!(
+                    element.text(),
+                    value.get("text").and_then(LooseValue::as_str),
+                    "{raw:?}"
+                );
+                match (element, Element::from_loose(value)) {
+                    (Element::Item(item), Element::Item(converted)) => {
+                        assert_eq!(item.entities, converted.entities, "{raw:?}");
+                    }
+                    (Element::Other(other), Element::Other(converted)) => assert_eq!(*other, converted, "{raw:?}"),
+                    _ => panic!("the readings disagree on an element of {raw:?}"),
+                }
+            }
+        }
+    }
 }

@@ -97,6 +97,32 @@ pub(crate) fn strict_array_candidate(raw: &str) -> Option<&str> {
     (trimmed.starts_with('[') && trimmed.ends_with(']')).then_some(trimmed)
 }
 
+/// The text the pre-pass would read, when it is an array, so a caller can read it directly: if that read succeeds
+/// the pre-pass would have returned the same elements. `None` whenever the strict step might still succeed (it
+/// comes first), the pre-pass would strip `<thinking>` blocks, or the array does not end the text.
+/// `strict_failed` says that a strict read of the trimmed text (an array) has already failed.
+///
+/// Inside valid JSON, quotes other than `"`, `//` and `/*` occur only within strings, where the structure scan
+/// skips them too, so the scan would close the value exactly where the JSON ends and cut nothing else.
+pub(crate) fn prepass_array_candidate(raw: &str, strict_failed: bool) -> Option<&str> {
+    let trimmed = raw.trim();
+    if (may_yield_elements(trimmed) && !strict_failed) || trimmed.contains("<think") {
+        return None;
+    }
+    let body = fenced_body(trimmed).unwrap_or(trimmed);
+    let start = body.find(['[', '{'])?;
+    let candidate = body[start..].trim_end();
+    // The strict read has just rejected exactly this text.
+    let already_rejected = strict_failed && same_slice(trimmed, candidate);
+    (candidate.starts_with('[') && candidate.ends_with(']') && !already_rejected).then_some(candidate)
+}
+
+/// Whether strict parsing can yield elements: only an array, an object or a string can, and each must end with its
+/// closing character.
+fn may_yield_elements(trimmed: &str) -> bool {
+    matches!(trimmed.as_bytes().first(), Some(b'[' | b'{' | b'"')) && trimmed.ends_with([']', '}', '"'])
+}
+
 fn parse_from(raw: &str, strict_failed: bool) -> ParsedResponse<'_> {
     let trimmed = raw.trim();
     if trimmed.is_empty() {
@@ -105,8 +131,7 @@ fn parse_from(raw: &str, strict_failed: bool) -> ParsedResponse<'_> {
     // The common case costs one parsing pass and nothing else. Only an array, an object or a string can yield
     // elements, and each must end with its closing character, so text that cannot is not parsed twice (a cut-off
     // array would otherwise be read to its end here and again by the pre-pass).
-    let may_yield_elements =
-        matches!(trimmed.as_bytes().first(), Some(b'[' | b'{' | b'"')) && trimmed.ends_with([']', '}', '"']);
+    let may_yield_elements = may_yield_elements(trimmed);
     if may_yield_elements
         && !strict_failed
         && let Ok(value) = LooseValue::parse(trimmed)
