@@ -1,4 +1,5 @@
-//! Fuzz target: arbitrary bytes, read as a model response, through `parse_response` and `process`, never panic.
+//! Fuzz target: arbitrary bytes, read as a model response, through `parse_response` and `process`, never panic,
+//! and `process` reports the same parse path, cut-off flag and element count as `parse_response`.
 //!
 //! The first byte picks the stop reason and whether the request had known memories, so one corpus explores the
 //! truncation rule and the fuzzy stage against known texts as well as the parser; the rest is the response text,
@@ -31,6 +32,7 @@ fuzz_target!(|data: &[u8]| {
 
     // The parser alone is public too, and `replay` calls it directly.
     let parsed = parse_response(&raw);
+    let (generic_path, generic_cut_off, generic_len) = (parsed.path, parsed.cut_off, parsed.elements.len());
     let _ = parsed.into_owned();
 
     let stop_reason = match selector % 4 {
@@ -65,6 +67,11 @@ fuzz_target!(|data: &[u8]| {
     }
 
     let output = process(&input);
+    // `process` reads common shapes through its own typed fast paths; they must agree with the parser.
+    assert_eq!(
+        (output.parse_path, output.cut_off, output.elements_parsed),
+        (generic_path, generic_cut_off, generic_len)
+    );
     assert_eq!(output.items.len() + output.dropped.len(), output.elements_parsed);
     assert_eq!(output.item_indices.len(), output.items.len());
     for item in &output.items {
