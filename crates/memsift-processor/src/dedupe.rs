@@ -21,10 +21,50 @@ pub const VECTOR_DUPLICATE_THRESHOLD: f32 = 0.92;
 const SCORE_TOLERANCE: f64 = 1e-9;
 /// Histogram buckets. ASCII letters, digits and space get a bucket each (they make up nearly all text), so the
 /// histogram bound is tight where it matters; other characters share the remaining buckets.
-const BAG_BUCKETS: usize = 64;
+pub(crate) const BAG_BUCKETS: usize = 64;
 const SPACE_BUCKET: u8 = 36;
 /// Bucket of each lowercased ASCII byte; 0xFF marks whitespace, which normalization collapses.
 const ASCII_BUCKET: [u8; 128] = ascii_buckets();
+/// Bucket of each byte of already-normalized ASCII text, where the only whitespace left is a single space; other
+/// bytes never occur there but get a harmless bucket so the lookup needs no branch.
+pub(crate) const NORMALIZED_BUCKET: [u8; 256] = normalized_buckets();
+
+/// Bucket of each byte of printable ASCII whose only whitespace is single spaces, case folded.
+const CLEAN_ASCII_BUCKET: [u8; 256] = clean_ascii_buckets();
+
+const fn clean_ascii_buckets() -> [u8; 256] {
+    let mut table = [37u8; 256];
+    let mut byte = 0x20usize;
+    while byte <= 0x7E {
+        table[byte] = if byte == b' ' as usize {
+            SPACE_BUCKET
+        } else {
+            ASCII_BUCKET[byte]
+        };
+        byte += 1;
+    }
+    table
+}
+
+const fn normalized_buckets() -> [u8; 256] {
+    let mut table = [0u8; 256];
+    let mut byte = 0usize;
+    while byte < 128 {
+        table[byte] = if byte == b' ' as usize {
+            SPACE_BUCKET
+        } else if ASCII_BUCKET[byte] == 0xFF {
+            37
+        } else {
+            ASCII_BUCKET[byte]
+        };
+        byte += 1;
+    }
+    while byte < 256 {
+        table[byte] = 37;
+        byte += 1;
+    }
+    table
+}
 
 const fn ascii_buckets() -> [u8; 128] {
     let mut table = [0u8; 128];
@@ -46,10 +86,15 @@ const fn ascii_buckets() -> [u8; 128] {
 }
 
 /// Character count and bucketed histogram of a text's normalized form: all the cheap bounds need.
+///
+/// Counts are `u16`, saturating: SSE2 (the baseline x86-64 target) subtracts 16-bit lanes with saturation in one
+/// instruction but has no such instruction for 32-bit lanes, and the histogram bound runs for every pair that
+/// passes the length bound. Clipping both counts at the same ceiling never increases a surplus, so a clipped
+/// histogram still gives a lower bound on the edits; items are at most 2000 characters and never clip.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Signature {
     n_chars: usize,
-    bag: [u32; BAG_BUCKETS],
+    bag: [u16; BAG_BUCKETS],
 }
 
 impl Signature {
@@ -61,21 +106,33 @@ impl Signature {
             bag: [0; BAG_BUCKETS],
         };
         let mut pending_space = false;
-        if text.is_ascii() {
+        if text.is_ascii() && is_collapsed_printable_ascii(text.as_bytes()) {
+            // Normalizing it is lowercasing, so each byte is one table lookup (what stored memories nearly always are).
+            let mut counts = [0u32; BAG_BUCKETS];
+            for &byte in text.as_bytes() {
+                counts[usize::from(CLEAN_ASCII_BUCKET[usize::from(byte)]) % BAG_BUCKETS] += 1;
+            }
+            signature.n_chars = text.len();
+            signature.bag = clip_counts(&counts);
+        } else if text.is_ascii() {
+            let mut counts = [0u32; BAG_BUCKETS];
+            let mut n_chars = 0usize;
             for &byte in text.as_bytes() {
                 let bucket = ASCII_BUCKET[usize::from(byte)];
                 if bucket == 0xFF {
-                    pending_space = signature.n_chars > 0;
+                    pending_space = n_chars > 0;
                     continue;
                 }
                 if pending_space {
-                    signature.bag[usize::from(SPACE_BUCKET)] += 1;
-                    signature.n_chars += 1;
+                    counts[usize::from(SPACE_BUCKET)] += 1;
+                    n_chars += 1;
                     pending_space = false;
                 }
-                signature.bag[usize::from(bucket) % BAG_BUCKETS] += 1;
-                signature.n_chars += 1;
+                counts[usize::from(bucket) % BAG_BUCKETS] += 1;
+                n_chars += 1;
             }
+            signature.n_chars = n_chars;
+            signature.bag = clip_counts(&counts);
         } else {
             for c in text.chars() {
                 if c.is_whitespace() {
@@ -127,10 +184,23 @@ impl Signature {
     }
 }
 
+/// Narrows counts to the histogram's `u16`, saturating (see [`Signature`] for why that keeps the bound sound).
+fn clip_counts(counts: &[u32; BAG_BUCKETS]) -> [u16; BAG_BUCKETS] {
+    let mut bag = [0u16; BAG_BUCKETS];
+    for (slot, &count) in bag.iter_mut().zip(counts) {
+        *slot = u16::try_from(count).unwrap_or(u16::MAX);
+    }
+    bag
+}
+
 /// The character count of a text's normalized form, without the histogram (which most known texts never need).
 pub(crate) fn normalized_char_count(text: &str) -> usize {
     if !text.is_ascii() {
         return Signature::of(text).n_chars;
+    }
+    // Stored memories are nearly always already collapsed, and then their normalized length is their length.
+    if is_collapsed_printable_ascii(text.as_bytes()) {
+        return text.len();
     }
     let mut n_chars = 0usize;
     let mut pending_space = false;
@@ -143,6 +213,45 @@ pub(crate) fn normalized_char_count(text: &str) -> usize {
         }
     }
     n_chars
+}
+
+/// Whether the bytes are printable ASCII (0x20–0x7E) with single inner spaces and none at either end.
+///
+/// Eight bytes at a time, with exact per-byte tests: this runs over every known text of every call, where a
+/// byte-at-a-time loop cost about as much as validating the items themselves.
+pub(crate) fn is_collapsed_printable_ascii(bytes: &[u8]) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = ONES * 0x80;
+    const LOW7: u64 = ONES * 0x7F;
+    // High bit of each byte that is zero; exact per byte for bytes below 0x80 (no carry crosses a byte).
+    let zero_bytes = |word: u64| !(((word & LOW7) + LOW7) | word) & HIGH;
+    if bytes.first() == Some(&b' ') || bytes.last() == Some(&b' ') {
+        return false;
+    }
+    let mut previous_is_space = false;
+    let mut chunks = bytes.chunks_exact(8);
+    for chunk in &mut chunks {
+        let word = u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8]));
+        // Any byte at or above 0x80, below 0x20, or equal to 0x7F.
+        let below_space = word.wrapping_sub(ONES * 0x20) & !word & HIGH;
+        if word & HIGH != 0 || below_space != 0 || zero_bytes(word ^ LOW7) != 0 {
+            return false;
+        }
+        let spaces = zero_bytes(word ^ (ONES * 0x20));
+        // Little-endian: shifting left by 8 moves each byte's flag onto the byte after it.
+        if spaces & (spaces << 8) != 0 || (previous_is_space && spaces & 0x80 != 0) {
+            return false;
+        }
+        previous_is_space = spaces >> 63 != 0;
+    }
+    for &byte in chunks.remainder() {
+        let is_space = byte == b' ';
+        if !(b' '..=b'~').contains(&byte) || (is_space && previous_is_space) {
+            return false;
+        }
+        previous_is_space = is_space;
+    }
+    true
 }
 
 /// Lowercases and collapses whitespace: the form the fuzzy ratio compares.
@@ -196,10 +305,7 @@ impl FuzzyText {
         }
         let mut normalized = Vec::with_capacity(text.len());
         let mut key = Vec::with_capacity(text.len());
-        let mut signature = Signature {
-            n_chars: 0,
-            bag: [0; BAG_BUCKETS],
-        };
+        let mut counts = [0u32; BAG_BUCKETS];
         let mut pending_space = false;
         let mut pending_key_space = false;
         for &byte in text.as_bytes() {
@@ -211,12 +317,12 @@ impl FuzzyText {
             }
             if pending_space {
                 normalized.push(b' ');
-                signature.bag[usize::from(SPACE_BUCKET)] += 1;
+                counts[usize::from(SPACE_BUCKET)] += 1;
                 pending_space = false;
             }
             let lower = byte.to_ascii_lowercase();
             normalized.push(lower);
-            signature.bag[usize::from(bucket) % BAG_BUCKETS] += 1;
+            counts[usize::from(bucket) % BAG_BUCKETS] += 1;
             if lower.is_ascii_alphanumeric() {
                 if pending_key_space && !key.is_empty() {
                     key.push(b' ');
@@ -227,11 +333,64 @@ impl FuzzyText {
                 pending_key_space = true;
             }
         }
-        signature.n_chars = normalized.len();
+        let signature = Signature {
+            n_chars: normalized.len(),
+            bag: clip_counts(&counts),
+        };
         // ASCII in, ASCII out; the fallbacks only exist so that no `expect` is needed.
         let normalized = String::from_utf8(normalized).unwrap_or_else(|_| normalize_for_fuzzy(text));
         let key = String::from_utf8(key).unwrap_or_else(|_| memsift_core::text::dedupe_key(text));
         (Self { normalized, signature }, key)
+    }
+
+    /// [`FuzzyText::with_exact_key`] for a text that `clean_text` produced: trimmed, with single spaces as its only
+    /// whitespace. For ASCII, normalizing is then just lowercasing, so the per-byte work is a table lookup for the
+    /// histogram and an in-place compaction for the key, instead of two growing buffers checked on every push.
+    pub(crate) fn of_clean_with_exact_key(text: &str) -> (Self, String) {
+        if !text.is_ascii() || !is_collapsed_ascii(text.as_bytes()) {
+            return Self::with_exact_key(text);
+        }
+        let normalized = text.to_ascii_lowercase();
+        let mut counts = [0u32; BAG_BUCKETS];
+        for &byte in normalized.as_bytes() {
+            counts[usize::from(NORMALIZED_BUCKET[usize::from(byte)]) % BAG_BUCKETS] += 1;
+        }
+        let signature = Signature {
+            n_chars: normalized.len(),
+            bag: clip_counts(&counts),
+        };
+        // The key keeps alphanumeric runs separated by one space: it is never longer than the normalized text, so
+        // it is compacted in a copy of it, writing behind the read position.
+        let mut key = normalized.clone().into_bytes();
+        let mut key_len = 0usize;
+        let mut pending_key_space = false;
+        for read in 0..key.len() {
+            let byte = key[read];
+            if byte.is_ascii_alphanumeric() {
+                if pending_key_space && key_len > 0 {
+                    key[key_len] = b' ';
+                    key_len += 1;
+                }
+                pending_key_space = false;
+                key[key_len] = byte;
+                key_len += 1;
+            } else {
+                pending_key_space = true;
+            }
+        }
+        key.truncate(key_len);
+        // ASCII in, ASCII out; the fallback only exists so that no `expect` is needed.
+        let key = String::from_utf8(key).unwrap_or_else(|_| memsift_core::text::dedupe_key(text));
+        (Self { normalized, signature }, key)
+    }
+
+    /// A text whose caller already normalized it and counted its bytes' [`NORMALIZED_BUCKET`]s while doing so.
+    pub(crate) fn from_normalized_counts(normalized: String, counts: &[u32; BAG_BUCKETS]) -> Self {
+        let signature = Signature {
+            n_chars: normalized.len(),
+            bag: clip_counts(counts),
+        };
+        Self { normalized, signature }
     }
 
     /// The lowercased, whitespace-collapsed text.
@@ -270,6 +429,20 @@ impl FuzzyText {
     }
 }
 
+/// Whether ASCII text is already whitespace-collapsed: no whitespace but single inner spaces. `clean_text` output
+/// always is; the check is one cheap pass that keeps [`FuzzyText::of_clean_with_exact_key`] correct for any input.
+fn is_collapsed_ascii(bytes: &[u8]) -> bool {
+    let mut previous_is_space = true;
+    for &byte in bytes {
+        let is_space = byte == b' ';
+        if (is_space && previous_is_space) || (byte.is_ascii_whitespace() && !is_space) {
+            return false;
+        }
+        previous_is_space = is_space;
+    }
+    !previous_is_space || bytes.is_empty()
+}
+
 fn full_ratio_at_least(a_normalized: &str, b_normalized: &str, threshold: f64) -> Option<f64> {
     let score = strsim::normalized_levenshtein(a_normalized, b_normalized);
     (score + SCORE_TOLERANCE >= threshold).then_some(score)
@@ -277,13 +450,14 @@ fn full_ratio_at_least(a_normalized: &str, b_normalized: &str, threshold: f64) -
 
 /// Each edit removes at most one surplus character from either side, so the larger surplus bounds the edits.
 /// Merging characters into buckets only shrinks surpluses, so the bound holds for the bucketed histogram too.
-fn histogram_edit_bound(a: &[u32; BAG_BUCKETS], b: &[u32; BAG_BUCKETS]) -> usize {
-    // Branch-free so the loop vectorizes: it runs for every pair that passes the length bound.
-    let mut surplus_a = 0u64;
-    let mut surplus_b = 0u64;
+fn histogram_edit_bound(a: &[u16; BAG_BUCKETS], b: &[u16; BAG_BUCKETS]) -> usize {
+    // Branch-free so the loop vectorizes: it runs for every pair that passes the length bound. 64 buckets of at
+    // most u16::MAX sum to less than u32::MAX.
+    let mut surplus_a = 0u32;
+    let mut surplus_b = 0u32;
     for (count_a, count_b) in a.iter().zip(b) {
-        surplus_a += u64::from(count_a.saturating_sub(*count_b));
-        surplus_b += u64::from(count_b.saturating_sub(*count_a));
+        surplus_a += u32::from(count_a.saturating_sub(*count_b));
+        surplus_b += u32::from(count_b.saturating_sub(*count_a));
     }
     usize::try_from(surplus_a.max(surplus_b)).unwrap_or(usize::MAX)
 }
@@ -430,7 +604,14 @@ mod tests {
 
     #[test]
     fn signatures_of_raw_and_normalized_text_agree() {
-        for text in ["  Hello   World  ", "Café\tZOË  déjà vu", "", "x"] {
+        for text in [
+            "  Hello   World  ",
+            "Café\tZOË  déjà vu",
+            "",
+            "x",
+            "Hello World",
+            "MiXed, punct! 42 ~{}|",
+        ] {
             assert_eq!(
                 Signature::of(text),
                 Signature::of(&normalize_for_fuzzy(text)),
@@ -441,11 +622,89 @@ mod tests {
 
     #[test]
     fn the_one_pass_ascii_path_matches_the_general_one() {
-        for text in ["  Hello   World \t", "a", "", "Mixed CASE, punctuation!  and\nnewlines"] {
+        for text in [
+            "  Hello   World \t",
+            "a",
+            "",
+            "Mixed CASE, punctuation!  and\nnewlines",
+            "Hello World",
+            "MiXed, punct! 42 ~{}|",
+        ] {
             let fuzzy = FuzzyText::new(text);
             assert_eq!(fuzzy.normalized(), normalize_for_fuzzy(text));
             assert_eq!(fuzzy.signature, Signature::of(text));
             assert_eq!(normalized_char_count(text), fuzzy.signature.n_chars);
+        }
+        for text in [" ", "  a", "a  ", " a b ", "\t\n", "ab", "a\x0bb"] {
+            assert_eq!(normalized_char_count(text), normalize_for_fuzzy(text).len(), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn the_clean_text_path_matches_the_general_one() {
+        for text in [
+            "Hello World",
+            "a",
+            "",
+            "Mixed CASE, punctuation! and--dashes 42x",
+            "  not   collapsed ",
+            "tab\there",
+            "Café Zoë",
+            "trailing ",
+        ] {
+            let (fast, fast_key) = FuzzyText::of_clean_with_exact_key(text);
+            let (general, general_key) = FuzzyText::with_exact_key(text);
+            assert_eq!(fast.normalized, general.normalized, "{text:?}");
+            assert_eq!(fast.signature, general.signature, "{text:?}");
+            assert_eq!(fast_key, general_key, "{text:?}");
+            assert_eq!(fast_key, memsift_core::text::dedupe_key(text), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn clipped_histograms_still_bound_the_edits() {
+        let long_a = "a".repeat(70_000);
+        let long_b = format!("{}{}", "a".repeat(69_000), "b".repeat(1_000));
+        let (a, b) = (Signature::of(&long_a), Signature::of(&long_b));
+        assert_eq!(a.bag[0], u16::MAX);
+        // The true surplus is 1000; clipping may only make the bound smaller.
+        assert!(histogram_edit_bound(&a.bag, &b.bag) <= 1_000);
+    }
+
+    #[test]
+    fn the_word_at_a_time_cleanliness_check_matches_a_byte_loop() {
+        let by_bytes = |bytes: &[u8]| {
+            bytes.first() != Some(&b' ')
+                && bytes.last() != Some(&b' ')
+                && bytes.iter().all(|byte| (b' '..=b'~').contains(byte))
+                && !bytes.windows(2).any(|pair| pair == b"  ")
+        };
+        let mut texts: Vec<Vec<u8>> = vec![
+            b"".to_vec(),
+            b"Caroline volunteers at the animal shelter.".to_vec(),
+            b"exactly8".to_vec(),
+            b"1234567 9".to_vec(),
+            b"1234567  0123".to_vec(),
+            b"12345678  abc".to_vec(),
+            b"tab\there and more text".to_vec(),
+            "café is not ascii at all".as_bytes().to_vec(),
+            b"del\x7f byte in the middle".to_vec(),
+        ];
+        // Every position of a stray byte, across chunk boundaries.
+        for bad in [b' ', b'\t', b'\n', 0x00, 0x1F, 0x7F, 0x80, b'~', b'a'] {
+            for at in 0..20 {
+                let mut text = b"abcdefgh ijklmnop qrstuv".to_vec();
+                text[at] = bad;
+                texts.push(text);
+            }
+        }
+        for text in &texts {
+            assert_eq!(
+                is_collapsed_printable_ascii(text),
+                by_bytes(text),
+                "{:?}",
+                String::from_utf8_lossy(text)
+            );
         }
     }
 

@@ -25,6 +25,7 @@
 #![deny(missing_docs)]
 
 mod dedupe;
+mod item;
 mod loose;
 mod parse;
 mod sanitize;
@@ -50,6 +51,7 @@ pub use sanitize::{
 pub use validate::DEFAULT_CONFIDENCE;
 
 use crate::dedupe::{Signature, normalized_char_count, remap_hints};
+use crate::item::Element;
 use crate::validate::{Candidate, ItemContext, validate_item};
 
 /// Shortest memory text kept, in characters (the reference's rule).
@@ -299,20 +301,19 @@ impl ProcessOutput {
 
 /// Parses, validates and deduplicates one response.
 pub fn process(input: &ProcessInput<'_>) -> ProcessOutput {
-    let parsed = parse_response(input.raw_text);
-    let elements = parsed.elements;
+    let (elements, path, cut_off) = parse_elements(input.raw_text);
     let n_elements = elements.len();
     let mut output = ProcessOutput {
-        unparseable: parsed.path == ParsePath::Unparseable,
-        parse_path: parsed.path,
-        cut_off: parsed.cut_off,
+        unparseable: path == ParsePath::Unparseable,
+        parse_path: path,
+        cut_off,
         elements_parsed: n_elements,
         ..ProcessOutput::default()
     };
     if n_elements == 0 {
         return output;
     }
-    let last_may_be_partial = parsed.cut_off || input.stop_reason == Some(StopReason::MaxTokens);
+    let last_may_be_partial = cut_off || input.stop_reason == Some(StopReason::MaxTokens);
     let context = ItemContext {
         input,
         user_offset: input.user_offset(),
@@ -321,12 +322,14 @@ pub fn process(input: &ProcessInput<'_>) -> ProcessOutput {
     let known = known_texts(input);
 
     let mut survivors: Vec<(usize, Candidate)> = Vec::with_capacity(n_elements);
+    output.items.reserve_exact(n_elements);
+    output.item_indices.reserve_exact(n_elements);
     for (index, element) in elements.iter().enumerate() {
         if last_may_be_partial && index + 1 == n_elements {
-            let text = element.get("text").and_then(LooseValue::as_str).map(str::to_owned);
+            let text = element.text().map(str::to_owned);
             output.dropped.push(DroppedItem {
                 detail: Some(
-                    if parsed.cut_off {
+                    if cut_off {
                         "the JSON was cut off"
                     } else {
                         "stop_reason = max_tokens"
@@ -340,7 +343,7 @@ pub fn process(input: &ProcessInput<'_>) -> ProcessOutput {
         let candidate = match validate_item(element, index, &context, &mut output.repairs) {
             Ok(candidate) => candidate,
             Err(rejection) => {
-                let text = element.get("text").and_then(LooseValue::as_str).map(str::to_owned);
+                let text = element.text().map(str::to_owned);
                 output.dropped.push(DroppedItem {
                     detail: Some(rejection.detail),
                     ..DroppedItem::new(index, rejection.reason, text)
@@ -379,50 +382,81 @@ pub fn process(input: &ProcessInput<'_>) -> ProcessOutput {
     output
 }
 
+/// [`parse_response`] with the elements read as [`Element`]s: an array that is valid JSON as it stands (nearly
+/// every response) is read into them directly; anything else goes through the parser's other paths and is
+/// converted, so the path, the cut-off flag and the elements are the ones `parse_response` reports.
+fn parse_elements(raw: &str) -> (Vec<Element<'_>>, ParsePath, bool) {
+    let strict = parse::strict_array_candidate(raw);
+    if let Some(array) = strict
+        && let Ok(elements) = item::parse_array(array)
+    {
+        return (elements, ParsePath::Strict, false);
+    }
+    // Fenced arrays and arrays after prose are the next most common shapes.
+    if let Some(array) = parse::prepass_array_candidate(raw, strict.is_some())
+        && let Ok(elements) = item::parse_array(array)
+    {
+        return (elements, ParsePath::Prepass, false);
+    }
+    let parsed = match strict {
+        // The generic strict parse reads the same grammar and would fail the same way.
+        Some(_) => parse::parse_response_after_strict(raw),
+        None => parse_response(raw),
+    };
+    let elements = parsed.elements.into_iter().map(Element::from_loose).collect();
+    (elements, parsed.path, parsed.cut_off)
+}
+
 /// A memory the user already has, summarized for the fuzzy bounds.
 struct KnownText<'a> {
     id: MemoryId,
     text: &'a str,
     n_chars: usize,
-    /// Computed the first time an item's length window reaches this text; most never need it.
-    signature: OnceCell<Signature>,
 }
 
-impl<'a> KnownText<'a> {
-    fn new(id: MemoryId, text: &'a str) -> Self {
-        Self {
-            id,
-            text,
-            n_chars: normalized_char_count(text),
-            signature: OnceCell::new(),
-        }
-    }
+/// The known texts sorted by normalized length, with their histograms beside them.
+struct KnownTexts<'a> {
+    texts: Vec<KnownText<'a>>,
+    /// Parallel to `texts`; each is computed the first time an item's length window reaches its text, since
+    /// most never need it. Kept apart from `texts` so the sort moves 40-byte entries instead of 300-byte ones.
+    signatures: Vec<OnceCell<Signature>>,
 }
 
 /// The context texts and the caller's known texts, each memory once, sorted by normalized length.
-fn known_texts<'a>(input: &'a ProcessInput<'_>) -> Vec<KnownText<'a>> {
-    let mut known: Vec<KnownText<'a>> = Vec::with_capacity(input.context.len() + input.known_texts.len());
+fn known_texts<'a>(input: &'a ProcessInput<'_>) -> KnownTexts<'a> {
+    let mut texts: Vec<KnownText<'a>> = Vec::with_capacity(input.context.len() + input.known_texts.len());
     for (id, text) in input.context.values() {
-        known.push(KnownText::new(*id, text));
+        texts.push(KnownText {
+            id: *id,
+            text,
+            n_chars: normalized_char_count(text),
+        });
     }
     // The caller usually repeats the context among its known texts; summarizing them twice would double the cost.
-    let mut context_ids: Vec<MemoryId> = known.iter().map(|known| known.id).collect();
+    let mut context_ids: Vec<MemoryId> = texts.iter().map(|known| known.id).collect();
     context_ids.sort_unstable();
     for (id, text) in &input.known_texts {
         if context_ids.binary_search(id).is_err() {
-            known.push(KnownText::new(*id, text));
+            texts.push(KnownText {
+                id: *id,
+                text,
+                n_chars: normalized_char_count(text),
+            });
         }
     }
     // Sorted by length so each item only looks at the texts whose length lets the ratio reach the threshold.
-    known.sort_unstable_by_key(|known| known.n_chars);
-    known
+    // Stable, so texts of equal length keep the input's order and ties between equal scores resolve the same way
+    // on every run.
+    texts.sort_by_key(|known| known.n_chars);
+    let signatures = texts.iter().map(|_| OnceCell::new()).collect();
+    KnownTexts { texts, signatures }
 }
 
 /// The first stage that calls the candidate a duplicate, as a drop template (index and text filled by the caller).
 fn find_duplicate(
     candidate: &Candidate,
     survivors: &[(usize, Candidate)],
-    known: &[KnownText<'_>],
+    known: &KnownTexts<'_>,
     input: &ProcessInput<'_>,
 ) -> Option<DroppedItem> {
     let key = &candidate.item.dedupe_key;
@@ -453,12 +487,15 @@ fn find_duplicate(
     }
     let mut best_known: Option<(MemoryId, f64)> = None;
     let (shortest, longest) = candidate.fuzzy.signature().length_window(FUZZY_DUPLICATE_THRESHOLD);
-    let first = known.partition_point(|other| other.n_chars < shortest);
-    let in_window = known[first..].iter().take_while(|other| other.n_chars <= longest);
-    for other in in_window {
+    let first = known.texts.partition_point(|other| other.n_chars < shortest);
+    let in_window = known.texts[first..]
+        .iter()
+        .zip(&known.signatures[first..])
+        .take_while(|(other, _)| other.n_chars <= longest);
+    for (other, signature) in in_window {
         if let Some(score) = candidate
             .fuzzy
-            .similarity_to_raw(other.text, &other.signature, FUZZY_DUPLICATE_THRESHOLD)
+            .similarity_to_raw(other.text, signature, FUZZY_DUPLICATE_THRESHOLD)
             && best_known.is_none_or(|(_, best_score)| score > best_score)
         {
             best_known = Some((other.id, score));
@@ -481,4 +518,54 @@ fn best_match<'a, K>(others: impl Iterator<Item = (K, &'a FuzzyText)>, text: &Fu
         }
     }
     best
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The typed fast paths must report what the generic parser reports: path, cut-off flag and every element.
+    #[test]
+    fn typed_reading_agrees_with_parse_response() {
+        let array = r#"[{"text": "Caroline moved to Boston", "entities": [{"name": "Caroline"}]}, 7, "s", {"x": 1e5}]"#;
+        let samples = [
+            array.to_owned(),
+            format!("```json\n{array}\n```"),
+            format!("```json\n{array}\n```\nHope that helps."),
+            format!("Here you go:\n{array}"),
+            format!("Here you go:\n{array}\nLet me know."),
+            format!("<thinking>[1]</thinking>{array}"),
+            array.replace("}]", "},]"),
+            array[..array.len() - 10].to_owned(),
+            format!("```\n{}", &array[..array.len() - 5]),
+            r#"{"text": "```json [1] ``` inside a string"}"#.to_owned(),
+            r#"{"memories": [{"text": "wrapped in an object"}]}"#.to_owned(),
+            r#""[{\"text\": \"double encoded\"}]""#.to_owned(),
+            r#"Sure: [{"text": "it's a 'quote' and “smart” ones // not a comment"}]"#.to_owned(),
+            "[[[[1]]]]".to_owned(),
+            "[1, 2] [3]".to_owned(),
+            "   ".to_owned(),
+            "no json here".to_owned(),
+        ];
+        for raw in &samples {
+            let (elements, path, cut_off) = parse_elements(raw);
+            let generic = parse_response(raw);
+            assert_eq!((path, cut_off), (generic.path, generic.cut_off), "{raw:?}");
+            assert_eq!(elements.len(), generic.elements.len(), "{raw:?}");
+            for (element, value) in elements.iter().zip(generic.elements) {
+                assert_eq!(
+                    element.text(),
+                    value.get("text").and_then(LooseValue::as_str),
+                    "{raw:?}"
+                );
+                match (element, Element::from_loose(value)) {
+                    (Element::Item(item), Element::Item(converted)) => {
+                        assert_eq!(item.entities, converted.entities, "{raw:?}");
+                    }
+                    (Element::Other(other), Element::Other(converted)) => assert_eq!(*other, converted, "{raw:?}"),
+                    _ => panic!("the readings disagree on an element of {raw:?}"),
+                }
+            }
+        }
+    }
 }

@@ -82,24 +82,78 @@ impl<'a> ParsedResponse<'a> {
 
 /// Reads a raw response as a list of elements; never panics, whatever the input.
 pub fn parse_response(raw: &str) -> ParsedResponse<'_> {
+    parse_from(raw, false)
+}
+
+/// [`parse_response`] for a caller whose own strict parse of the trimmed text (an array) already failed, so the
+/// strict step, and a pre-pass over that same text, are not repeated.
+pub(crate) fn parse_response_after_strict(raw: &str) -> ParsedResponse<'_> {
+    parse_from(raw, true)
+}
+
+/// The text `parse_response` reads strictly: `Some` when it is an array, the shape a typed strict read handles.
+pub(crate) fn strict_array_candidate(raw: &str) -> Option<&str> {
+    let trimmed = raw.trim();
+    (trimmed.starts_with('[') && trimmed.ends_with(']')).then_some(trimmed)
+}
+
+/// The text the pre-pass would read, when it is an array, so a caller can read it directly: if that read succeeds
+/// the pre-pass would have returned the same elements. `None` whenever the strict step might still succeed (it
+/// comes first), the pre-pass would strip `<thinking>` blocks, or the array does not end the text.
+/// `strict_failed` says that a strict read of the trimmed text (an array) has already failed.
+///
+/// Inside valid JSON, quotes other than `"`, `//` and `/*` occur only within strings, where the structure scan
+/// skips them too, so the scan would close the value exactly where the JSON ends and cut nothing else.
+pub(crate) fn prepass_array_candidate(raw: &str, strict_failed: bool) -> Option<&str> {
+    let trimmed = raw.trim();
+    if (may_yield_elements(trimmed) && !strict_failed) || trimmed.contains("<think") {
+        return None;
+    }
+    let body = fenced_body(trimmed).unwrap_or(trimmed);
+    let start = body.find(['[', '{'])?;
+    let candidate = body[start..].trim_end();
+    // The strict read has just rejected exactly this text.
+    let already_rejected = strict_failed && same_slice(trimmed, candidate);
+    (candidate.starts_with('[') && candidate.ends_with(']') && !already_rejected).then_some(candidate)
+}
+
+/// Whether strict parsing can yield elements: only an array, an object or a string can, and each must end with its
+/// closing character.
+fn may_yield_elements(trimmed: &str) -> bool {
+    matches!(trimmed.as_bytes().first(), Some(b'[' | b'{' | b'"')) && trimmed.ends_with([']', '}', '"'])
+}
+
+fn parse_from(raw: &str, strict_failed: bool) -> ParsedResponse<'_> {
     let trimmed = raw.trim();
     if trimmed.is_empty() {
         return ParsedResponse::new(Vec::new(), ParsePath::Empty, false);
     }
-    // The common case costs one parsing pass and nothing else.
-    if let Ok(value) = LooseValue::parse(trimmed)
+    // The common case costs one parsing pass and nothing else. Only an array, an object or a string can yield
+    // elements, and each must end with its closing character, so text that cannot is not parsed twice (a cut-off
+    // array would otherwise be read to its end here and again by the pre-pass).
+    let may_yield_elements = may_yield_elements(trimmed);
+    if may_yield_elements
+        && !strict_failed
+        && let Ok(value) = LooseValue::parse(trimmed)
         && let Some(elements) = elements_of(value)
     {
         return ParsedResponse::new(elements, ParsePath::Strict, false);
     }
     match strip_thinking_blocks(trimmed) {
-        Cow::Borrowed(text) => parse_unwrapped(text),
-        Cow::Owned(text) => parse_unwrapped(&text).into_owned(),
+        // The strict step has already read exactly this text when it was a candidate.
+        Cow::Borrowed(text) => parse_unwrapped(text, may_yield_elements.then_some(trimmed)),
+        Cow::Owned(text) => parse_unwrapped(&text, None).into_owned(),
     }
 }
 
-/// Steps 3–5 of the recipe on text whose `<thinking>` blocks are gone.
-fn parse_unwrapped(without_thinking: &str) -> ParsedResponse<'_> {
+/// Whether two slices are the same text at the same address (not merely equal).
+fn same_slice(a: &str, b: &str) -> bool {
+    std::ptr::eq(a, b)
+}
+
+/// Steps 3–5 of the recipe on text whose `<thinking>` blocks are gone; `already_failed` is text that the strict
+/// step parsed without getting elements, so a candidate that is that very slice is not parsed again.
+fn parse_unwrapped<'a>(without_thinking: &'a str, already_failed: Option<&str>) -> ParsedResponse<'a> {
     let body = fenced_body(without_thinking).unwrap_or(without_thinking);
     let Some(start) = body.find(['[', '{']) else {
         let path = if body.trim().is_empty() {
@@ -117,7 +171,9 @@ fn parse_unwrapped(without_thinking: &str) -> ParsedResponse<'_> {
     };
     let cut_off = scan.balanced_end.is_none();
 
-    if let Ok(value) = LooseValue::parse(candidate)
+    let parsed_before = already_failed.is_some_and(|failed| same_slice(failed, candidate));
+    if !parsed_before
+        && let Ok(value) = LooseValue::parse(candidate)
         && let Some(elements) = elements_of(value)
     {
         return ParsedResponse::new(elements, ParsePath::Prepass, false);

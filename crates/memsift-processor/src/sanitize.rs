@@ -6,6 +6,7 @@
 use chrono::{DateTime, FixedOffset, NaiveDate, NaiveDateTime, TimeZone, Utc};
 use memsift_core::status::Temporal;
 
+use crate::dedupe::{BAG_BUCKETS, FuzzyText, NORMALIZED_BUCKET, is_collapsed_printable_ascii};
 use crate::loose::LooseValue;
 
 /// Link kinds a memory may declare towards known memories (the link validator's vocabulary).
@@ -171,6 +172,152 @@ fn is_already_clean(raw: &str) -> bool {
     previous != b' ' || bytes.is_empty()
 }
 
+/// Everything validation and dedupe need from an item's text.
+pub(crate) struct AnalyzedText {
+    /// Trimmed and whitespace-collapsed, controls removed.
+    pub text: String,
+    pub stripped_controls: bool,
+    pub fuzzy: FuzzyText,
+    /// `memsift_core::text::dedupe_key` of `text`.
+    pub exact_key: String,
+    /// [`mentions_private_fact`] of the normalized text.
+    pub mentions_private: bool,
+}
+
+impl AnalyzedText {
+    /// Cleans, normalizes, keys and scans a text. Nearly every model text is printable ASCII with single inner
+    /// spaces; for those all of it happens in one pass over the bytes, where separate passes (clean, lowercase,
+    /// histogram, key, phrases) were the bulk of the per-item cost. Anything else takes the general path.
+    pub(crate) fn of(raw: &str) -> Self {
+        if let Some(analyzed) = Self::of_clean_ascii(raw) {
+            return analyzed;
+        }
+        let cleaned = clean_text(raw);
+        let (fuzzy, exact_key) = FuzzyText::of_clean_with_exact_key(&cleaned.text);
+        let mentions_private = mentions_private_fact(fuzzy.normalized());
+        Self {
+            text: cleaned.text,
+            stripped_controls: cleaned.stripped_controls,
+            fuzzy,
+            exact_key,
+            mentions_private,
+        }
+    }
+
+    /// The fast path; `None` unless `raw` is non-empty printable ASCII with single inner spaces (what
+    /// [`is_already_clean`] accepts), for which cleaning is a copy and normalizing is lowercasing. Table lookups
+    /// replace per-byte branches: the loops run over every byte of every item.
+    fn of_clean_ascii(raw: &str) -> Option<Self> {
+        let bytes = raw.as_bytes();
+        if bytes.is_empty() || !is_collapsed_printable_ascii(bytes) {
+            return None;
+        }
+        let normalized = bytes.to_ascii_lowercase();
+        let mut counts = [0u32; BAG_BUCKETS];
+        for &byte in &normalized {
+            counts[usize::from(BYTE_INFO[usize::from(byte)] & BUCKET_BITS)] += 1;
+        }
+        // The key keeps alphanumeric runs separated by one space: never longer than the normalized text, so it is
+        // compacted in a copy of it, writing behind the read position; the bytes from `read` on are still the
+        // normalized text, which is where the phrase scan looks, at each word start.
+        let mut key = normalized.clone();
+        let mut key_len = 0usize;
+        let mut pending_key_space = false;
+        let mut mentions_private = false;
+        for read in 0..key.len() {
+            let byte = key[read];
+            if BYTE_INFO[usize::from(byte)] & WORD != 0 {
+                if !mentions_private && (pending_key_space || key_len == 0) {
+                    mentions_private = phrase_starts(&key[read..]);
+                }
+                if pending_key_space && key_len > 0 {
+                    key[key_len] = b' ';
+                    key_len += 1;
+                }
+                pending_key_space = false;
+                key[key_len] = byte;
+                key_len += 1;
+            } else {
+                pending_key_space = true;
+            }
+        }
+        key.truncate(key_len);
+        // Printable ASCII in, ASCII out: both conversions succeed; `?` only avoids an `expect`.
+        let normalized = String::from_utf8(normalized).ok()?;
+        let exact_key = String::from_utf8(key).ok()?;
+        Some(Self {
+            text: raw.to_owned(),
+            stripped_controls: false,
+            fuzzy: FuzzyText::from_normalized_counts(normalized, &counts),
+            exact_key,
+            mentions_private,
+        })
+    }
+}
+
+/// Bits of [`BYTE_INFO`].
+const WORD: u8 = 0x40;
+const BUCKET_BITS: u8 = 0x3F;
+
+/// For each byte of lowercased printable ASCII: whether it continues a word, and its histogram bucket.
+const BYTE_INFO: [u8; 256] = byte_info();
+
+const fn byte_info() -> [u8; 256] {
+    let mut table = [0u8; 256];
+    let mut byte = 0usize;
+    while byte < 256 {
+        let bucket = NORMALIZED_BUCKET[byte] & BUCKET_BITS;
+        let word = if (byte as u8).is_ascii_alphanumeric() { WORD } else { 0 };
+        table[byte] = bucket | word;
+        byte += 1;
+    }
+    table
+}
+
+/// For each pair of lowercase ASCII letters, the range of [`SENSITIVE_PHRASES`] starting with it (the list is
+/// sorted), so nearly every word start is ruled out by one lookup.
+const PHRASES_BY_PREFIX: [(u8, u8); 26 * 26] = phrases_by_prefix();
+
+const fn phrases_by_prefix() -> [(u8, u8); 26 * 26] {
+    let mut ranges = [(0u8, 0u8); 26 * 26];
+    assert!(SENSITIVE_PHRASES.len() < 256, "phrase indices fit in a byte");
+    let mut index = 0;
+    while index < SENSITIVE_PHRASES.len() {
+        let phrase = SENSITIVE_PHRASES[index].as_bytes();
+        assert!(
+            phrase.len() >= 2 && phrase[0].is_ascii_lowercase() && phrase[1].is_ascii_lowercase(),
+            "phrases start with two lowercase ASCII letters"
+        );
+        let prefix = (phrase[0] - b'a') as usize * 26 + (phrase[1] - b'a') as usize;
+        if index > 0 {
+            let before = SENSITIVE_PHRASES[index - 1].as_bytes();
+            let before_prefix = (before[0] - b'a') as usize * 26 + (before[1] - b'a') as usize;
+            assert!(before_prefix <= prefix, "phrases are sorted by their first two letters");
+        }
+        if ranges[prefix].1 == 0 {
+            ranges[prefix].0 = index as u8;
+        }
+        ranges[prefix].1 = index as u8 + 1;
+        index += 1;
+    }
+    ranges
+}
+
+/// Whether lowercased text that starts at a word start begins with one of [`SENSITIVE_PHRASES`], looked up by
+/// its first two letters (every phrase has at least two).
+fn phrase_starts(rest: &[u8]) -> bool {
+    let [first, second, ..] = *rest else {
+        return false;
+    };
+    if !first.is_ascii_lowercase() || !second.is_ascii_lowercase() {
+        return false;
+    }
+    let (start, end) = PHRASES_BY_PREFIX[usize::from(first - b'a') * 26 + usize::from(second - b'a')];
+    SENSITIVE_PHRASES[usize::from(start)..usize::from(end)]
+        .iter()
+        .any(|phrase| rest.starts_with(phrase.as_bytes()))
+}
+
 /// The outcome of reading an optional date field.
 pub(crate) enum DateField {
     Absent,
@@ -314,6 +461,77 @@ mod tests {
         assert_eq!(clean.text, "ab cd");
         assert!(clean.stripped_controls);
         assert!(!clean_text("plain text").stripped_controls);
+    }
+
+    #[test]
+    fn the_one_pass_text_analysis_matches_the_general_one() {
+        let texts = [
+            "Caroline moved to Boston (lives in Back Bay)",
+            "He is ALLERGIC to nuts; my WIFE knows",
+            "plain text with 42 numbers--and dashes",
+            "alive in concert",
+            "x",
+            "Lives",
+            "ends with phrase live in",
+            " leading space",
+            "double  space",
+            "tab\there",
+            "café lives in paris",
+            "",
+        ];
+        for raw in texts {
+            let general = {
+                let cleaned = clean_text(raw);
+                let (fuzzy, exact_key) = FuzzyText::of_clean_with_exact_key(&cleaned.text);
+                let private = mentions_private_fact(fuzzy.normalized());
+                (
+                    cleaned.text,
+                    cleaned.stripped_controls,
+                    fuzzy.normalized().to_owned(),
+                    exact_key,
+                    private,
+                )
+            };
+            let analyzed = AnalyzedText::of(raw);
+            assert_eq!(
+                (
+                    analyzed.text.clone(),
+                    analyzed.stripped_controls,
+                    analyzed.fuzzy.normalized().to_owned(),
+                    analyzed.exact_key.clone(),
+                    analyzed.mentions_private
+                ),
+                general,
+                "{raw:?}"
+            );
+            let general_fuzzy = FuzzyText::new(&analyzed.text);
+            assert!(
+                analyzed.fuzzy.similarity_at_least(&general_fuzzy, 1.0).is_some(),
+                "{raw:?}"
+            );
+            assert_eq!(
+                analyzed.exact_key,
+                memsift_core::text::dedupe_key(&analyzed.text),
+                "{raw:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_prefix_table_agrees_with_the_first_letter_scan() {
+        let mut texts: Vec<String> = Vec::new();
+        for phrase in SENSITIVE_PHRASES {
+            texts.push(format!("x {phrase} y"));
+            texts.push(format!("a{phrase}"));
+            texts.push(format!("({phrase}"));
+            texts.push(phrase[..phrase.len() - 1].to_owned());
+            texts.push((*phrase).to_owned());
+        }
+        texts.extend(["", "l", "my", "zip", "m y wife", "9lives in"].map(str::to_owned));
+        for text in &texts {
+            let fast = AnalyzedText::of(text);
+            assert_eq!(fast.mentions_private, mentions_private_fact(text), "{text:?}");
+        }
     }
 
     #[test]

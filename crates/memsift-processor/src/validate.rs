@@ -8,10 +8,11 @@ use memsift_core::status::Temporal;
 use memsift_core::{MemoryId, MessageId};
 
 use crate::dedupe::FuzzyText;
+use crate::item::Element;
 use crate::loose::LooseValue;
 use crate::sanitize::{
-    DateField, MIN_ENTITY_CHARS, RELATIONSHIP_TYPES, clean_text, mentions_private_fact, normalize_entity_kind,
-    parse_date_field, parse_flag, parse_temporal,
+    AnalyzedText, DateField, MIN_ENTITY_CHARS, RELATIONSHIP_TYPES, clean_text, normalize_entity_kind, parse_date_field,
+    parse_flag, parse_temporal,
 };
 use crate::{DropReason, FieldRepairs, MAX_TEXT_CHARS, MIN_TEXT_CHARS, ProcessInput, ValidItem};
 
@@ -49,19 +50,21 @@ pub(crate) struct ItemContext<'a> {
 }
 
 pub(crate) fn validate_item(
-    element: &LooseValue<'_>,
+    element: &Element<'_>,
     index: usize,
     context: &ItemContext<'_>,
     repairs: &mut FieldRepairs,
 ) -> Result<Candidate, Rejection> {
-    if !element.is_object() {
-        return Err(Rejection::new(
-            DropReason::WrongType,
-            format!("element is {}", element.type_name()),
-        ));
-    }
-    let object = element;
-    let raw_text = match object.get("text") {
+    let object = match element {
+        Element::Item(item) => item,
+        Element::Other(value) => {
+            return Err(Rejection::new(
+                DropReason::WrongType,
+                format!("element is {}", value.type_name()),
+            ));
+        }
+    };
+    let raw_text = match object.text.as_ref() {
         Some(LooseValue::String(text)) => text,
         None | Some(LooseValue::Null) => return Err(Rejection::new(DropReason::MissingText, "no `text`")),
         Some(other) => {
@@ -71,8 +74,8 @@ pub(crate) fn validate_item(
             ));
         }
     };
-    let cleaned = clean_text(raw_text);
-    let n_chars = cleaned.text.chars().count();
+    let analyzed = AnalyzedText::of(raw_text);
+    let n_chars = analyzed.text.chars().count();
     if n_chars == 0 {
         return Err(Rejection::new(DropReason::MissingText, "`text` is blank"));
     }
@@ -88,13 +91,18 @@ pub(crate) fn validate_item(
             format!("{n_chars} characters > {MAX_TEXT_CHARS}"),
         ));
     }
-    if cleaned.stripped_controls {
+    if analyzed.stripped_controls {
         repairs.control_characters += 1;
     }
-    let text = cleaned.text;
-    let (fuzzy, exact_key) = FuzzyText::with_exact_key(&text);
+    let AnalyzedText {
+        text,
+        fuzzy,
+        exact_key,
+        mentions_private: phrase_sensitive,
+        ..
+    } = analyzed;
 
-    let confidence = match object.get("confidence") {
+    let confidence = match object.confidence.as_ref() {
         None | Some(LooseValue::Null) => DEFAULT_CONFIDENCE,
         Some(LooseValue::Number(number)) => match number.as_f64() {
             value if (0.0..=1.0).contains(&value) => value,
@@ -110,7 +118,7 @@ pub(crate) fn validate_item(
         }
     };
 
-    let mut date = |key: &str| match parse_date_field(object.get(key), context.user_offset) {
+    let mut date = |value: Option<&LooseValue<'_>>| match parse_date_field(value, context.user_offset) {
         DateField::Absent => None,
         DateField::Valid(at) => Some(at),
         DateField::Invalid => {
@@ -118,19 +126,18 @@ pub(crate) fn validate_item(
             None
         }
     };
-    let happens_at = date("happens_at");
-    let expires_at = date("expires_at");
+    let happens_at = date(object.happens_at.as_ref());
+    let expires_at = date(object.expires_at.as_ref());
 
-    let declared_sensitive = parse_flag(object.get("sensitive")).unwrap_or_else(|| {
+    let declared_sensitive = parse_flag(object.sensitive.as_ref()).unwrap_or_else(|| {
         repairs.bad_sensitive += 1;
         false
     });
-    let phrase_sensitive = mentions_private_fact(fuzzy.normalized());
     if phrase_sensitive && !declared_sensitive {
         repairs.sensitive_by_phrase += 1;
     }
 
-    let temporal = match object.get("temporal") {
+    let temporal = match object.temporal.as_ref() {
         None | Some(LooseValue::Null) => Temporal::Unknown,
         Some(LooseValue::String(label)) => {
             let temporal = parse_temporal(label);
@@ -145,7 +152,7 @@ pub(crate) fn validate_item(
         }
     };
 
-    let relationship_type = match object.get("relationship_type") {
+    let relationship_type = match object.relationship_type.as_ref() {
         None | Some(LooseValue::Null) => None,
         Some(LooseValue::String(kind)) => {
             let kind = kind.trim().to_ascii_lowercase();
@@ -164,11 +171,11 @@ pub(crate) fn validate_item(
         }
     };
 
-    let related_memory_ids = map_memory_ids(object, "related_memory_ids", context.input, repairs);
-    let consolidates_memory_ids = map_memory_ids(object, "consolidates_memory_ids", context.input, repairs);
-    let response_hints = linking_hints(object.get("linking_hints"), index, context.n_elements, repairs);
-    let entities = entities(object.get("entities"), repairs);
-    let evidence = evidence(object.get("evidence_turns"), context.input, repairs);
+    let related_memory_ids = map_memory_ids(object.related_memory_ids.as_ref(), context.input, repairs);
+    let consolidates_memory_ids = map_memory_ids(object.consolidates_memory_ids.as_ref(), context.input, repairs);
+    let response_hints = linking_hints(object.linking_hints.as_ref(), index, context.n_elements, repairs);
+    let entities = entities(object.entities.as_ref(), repairs);
+    let evidence = evidence(object.evidence_turns.as_ref(), context.input, repairs);
 
     Ok(Candidate {
         item: ValidItem {
@@ -204,13 +211,12 @@ fn as_list<'v, 'a>(value: Option<&'v LooseValue<'a>>) -> &'v [LooseValue<'a>] {
 
 /// Maps short ids back to full ids through the request's context; anything else is counted and dropped.
 fn map_memory_ids(
-    object: &LooseValue<'_>,
-    key: &str,
+    value: Option<&LooseValue<'_>>,
     input: &ProcessInput<'_>,
     repairs: &mut FieldRepairs,
 ) -> Vec<MemoryId> {
     let mut ids = Vec::new();
-    for value in as_list(object.get(key)) {
+    for value in as_list(value) {
         let resolved = value.as_str().and_then(|short| resolve_memory_id(short.trim(), input));
         match resolved {
             Some(id) if !ids.contains(&id) => ids.push(id),

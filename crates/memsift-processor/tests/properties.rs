@@ -1,7 +1,7 @@
 //! Property tests: `process` never panics, conserves elements, and the fast exact key equals memsift-core's.
 
 use memsift_core::text::dedupe_key;
-use memsift_processor::{ProcessInput, StopReason, process};
+use memsift_processor::{ParsePath, ProcessInput, StopReason, parse_response, process};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
@@ -46,6 +46,23 @@ proptest! {
     #[test]
     fn arbitrary_text_never_panics(raw in ".{0,300}") {
         assert_conserved(&raw, None);
+    }
+
+    #[test]
+    fn the_parser_alone_never_panics_on_wrapped_noise(
+        prose in ".{0,40}",
+        body in r#"[\[\]{}",:'a-z0-9 \n\\`<>/*“”]{0,200}"#,
+        wrapper in 0usize..4,
+    ) {
+        // The wrappers steer the noise into the pre-pass and the repairer, which plain noise rarely reaches.
+        let raw = match wrapper {
+            0 => body.clone(),
+            1 => format!("{prose}\n```json\n{body}"),
+            2 => format!("<thinking>{prose}</thinking>{body}"),
+            _ => format!("{prose} [{body}"),
+        };
+        let parsed = parse_response(&raw);
+        prop_assert!(parsed.path != ParsePath::Unparseable || parsed.elements.is_empty());
     }
 
     #[test]

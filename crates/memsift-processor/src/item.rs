@@ -1,0 +1,194 @@
+//! One response element as validation sees it: the dozen fields of the output contract, read straight from the
+//! text, or the value itself when it is not an object.
+//!
+//! Reading items into [`crate::LooseValue`] objects built a field list per item, searched it a dozen times and
+//! freed it again; filling named slots while parsing does none of that. Each slot holds exactly what
+//! `LooseValue::get` would have returned (the last copy of a repeated key), and keys outside the contract are still
+//! parsed as values, so the same texts are accepted and rejected as before.
+
+use std::fmt;
+
+use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+
+use crate::loose::{LooseKey, LooseValue, LooseVisitor};
+
+/// A response element.
+// Unboxed: nearly every element is an item, and a box would cost the allocation per item this type exists to avoid.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Element<'a> {
+    /// An object, reduced to the fields the contract names.
+    Item(RawItem<'a>),
+    /// Anything else; validation drops it as the wrong type.
+    Other(LooseValue<'a>),
+}
+
+/// The contract's fields of one object, each the last copy of its key.
+#[derive(Default)]
+pub(crate) struct RawItem<'a> {
+    pub text: Option<LooseValue<'a>>,
+    pub confidence: Option<LooseValue<'a>>,
+    pub happens_at: Option<LooseValue<'a>>,
+    pub expires_at: Option<LooseValue<'a>>,
+    pub sensitive: Option<LooseValue<'a>>,
+    pub temporal: Option<LooseValue<'a>>,
+    pub relationship_type: Option<LooseValue<'a>>,
+    pub related_memory_ids: Option<LooseValue<'a>>,
+    pub consolidates_memory_ids: Option<LooseValue<'a>>,
+    pub linking_hints: Option<LooseValue<'a>>,
+    pub entities: Option<LooseValue<'a>>,
+    pub evidence_turns: Option<LooseValue<'a>>,
+}
+
+impl<'a> RawItem<'a> {
+    /// The slot of a contract key; `None` for any other key.
+    fn slot(&mut self, key: &str) -> Option<&mut Option<LooseValue<'a>>> {
+        Some(match key {
+            "text" => &mut self.text,
+            "confidence" => &mut self.confidence,
+            "happens_at" => &mut self.happens_at,
+            "expires_at" => &mut self.expires_at,
+            "sensitive" => &mut self.sensitive,
+            "temporal" => &mut self.temporal,
+            "relationship_type" => &mut self.relationship_type,
+            "related_memory_ids" => &mut self.related_memory_ids,
+            "consolidates_memory_ids" => &mut self.consolidates_memory_ids,
+            "linking_hints" => &mut self.linking_hints,
+            "entities" => &mut self.entities,
+            "evidence_turns" => &mut self.evidence_turns,
+            _ => return None,
+        })
+    }
+}
+
+impl<'a> Element<'a> {
+    /// The element of an already parsed value (the pre-pass and repair paths).
+    pub(crate) fn from_loose(value: LooseValue<'a>) -> Self {
+        match value {
+            LooseValue::Object(fields) => {
+                let mut item = RawItem::default();
+                for (key, value) in fields {
+                    if let Some(slot) = item.slot(&key) {
+                        *slot = Some(value);
+                    }
+                }
+                Element::Item(item)
+            }
+            other => Element::Other(other),
+        }
+    }
+
+    /// The `text` field when it is a string; `None` for non-objects, like `LooseValue::get`.
+    pub(crate) fn text(&self) -> Option<&str> {
+        match self {
+            Element::Item(item) => item.text.as_ref().and_then(LooseValue::as_str),
+            Element::Other(_) => None,
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Element<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(ElementVisitor)
+    }
+}
+
+struct ElementVisitor;
+
+impl<'de> Visitor<'de> for ElementVisitor {
+    type Value = Element<'de>;
+
+    fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str("any JSON value")
+    }
+
+    fn visit_bool<E: de::Error>(self, value: bool) -> Result<Self::Value, E> {
+        LooseVisitor.visit_bool(value).map(Element::Other)
+    }
+
+    fn visit_i64<E: de::Error>(self, value: i64) -> Result<Self::Value, E> {
+        LooseVisitor.visit_i64(value).map(Element::Other)
+    }
+
+    fn visit_u64<E: de::Error>(self, value: u64) -> Result<Self::Value, E> {
+        LooseVisitor.visit_u64(value).map(Element::Other)
+    }
+
+    fn visit_f64<E: de::Error>(self, value: f64) -> Result<Self::Value, E> {
+        LooseVisitor.visit_f64(value).map(Element::Other)
+    }
+
+    fn visit_borrowed_str<E: de::Error>(self, value: &'de str) -> Result<Self::Value, E> {
+        LooseVisitor.visit_borrowed_str(value).map(Element::Other)
+    }
+
+    fn visit_str<E: de::Error>(self, value: &str) -> Result<Self::Value, E> {
+        LooseVisitor.visit_str(value).map(Element::Other)
+    }
+
+    fn visit_string<E: de::Error>(self, value: String) -> Result<Self::Value, E> {
+        LooseVisitor.visit_string(value).map(Element::Other)
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        LooseVisitor.visit_unit().map(Element::Other)
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+        LooseVisitor.visit_none().map(Element::Other)
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        Element::deserialize(deserializer)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+        LooseVisitor.visit_seq(seq).map(Element::Other)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut item = RawItem::default();
+        while let Some(LooseKey(key)) = map.next_key()? {
+            let value: LooseValue<'de> = map.next_value()?;
+            if let Some(slot) = item.slot(&key) {
+                *slot = Some(value);
+            }
+        }
+        Ok(Element::Item(item))
+    }
+}
+
+/// Reads a JSON array strictly into elements (the strict step of `parse_response` for the common shape).
+pub(crate) fn parse_array(text: &str) -> Result<Vec<Element<'_>>, serde_json::Error> {
+    serde_json::from_str(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_hold_what_get_returns() {
+        let text = r#"[{"text": "a", "text": "b", "extra": {"x": [1]}, "confidence": 0.5}, 3, "s", null]"#;
+        let elements = parse_array(text).unwrap();
+        let loose = LooseValue::parse(text).unwrap();
+        let LooseValue::Array(values) = loose else {
+            panic!("an array")
+        };
+        assert_eq!(elements.len(), values.len());
+        for (element, value) in elements.iter().zip(values.clone()) {
+            assert_eq!(element.text(), value.get("text").and_then(LooseValue::as_str));
+            match (element, Element::from_loose(value.clone())) {
+                (Element::Item(item), Element::Item(converted)) => {
+                    assert_eq!(item.text, converted.text);
+                    assert_eq!(item.confidence, converted.confidence);
+                    assert_eq!(item.confidence.as_ref(), value.get("confidence"));
+                }
+                (Element::Other(other), Element::Other(converted)) => assert_eq!(*other, converted),
+                _ => panic!("the two readings disagree on {value:?}"),
+            }
+        }
+        // An out-of-range number under an unknown key is rejected as the generic reading rejects it.
+        assert!(parse_array(r#"[{"text": "a", "x": 1e999}]"#).is_err());
+        assert!(LooseValue::parse(r#"[{"text": "a", "x": 1e999}]"#).is_err());
+    }
+}
