@@ -80,6 +80,17 @@ counters="$(curl -s "$sim_url/_sim/counters")"
 m segments --json >"$work/segments.json"
 m batches --json >"$work/batches.json"
 m requests --json >"$work/requests.json"
+# Every drop with what it duplicated, for reading the dedupe stages' decisions by eye.
+python3 - "$work/requests.json" >"$work/dropped.ids" <<'PY'
+import json, sys
+for r in json.load(open(sys.argv[1])):
+    if r["n_dropped"] > 0 and r["status"] == "applied":
+        print(r["id"])
+PY
+while read -r id; do m show "$id" --json; done <"$work/dropped.ids" >"$work/drops.jsonl"
+for user in $(python3 -c "import json,sys; print(' '.join(sorted({s['user'] for s in json.load(open(sys.argv[1]))})))" "$work/segments.json"); do
+    m memories --user "$user" --json
+done >"$work/memories.jsonl"
 python3 - "$work" "$counters" <<'PY'
 import collections, json, sys
 work, counters = sys.argv[1], json.loads(sys.argv[2])
@@ -113,4 +124,33 @@ prompt = inp + cache_read + cache_write
 print("prompt tokens: %d uncached, %d cache writes, %d cache reads; share served from cache %.1f%%" % (inp, cache_write, cache_read, 100.0 * cache_read / max(1, prompt)))
 print("output tokens:", out, "| cost $%.4f" % sum(r["cost_usd"] for r in requests))
 print("faults injected:", counters.get("faults", {}))
+texts = {}
+decoder = json.JSONDecoder()
+def documents(path):
+    text, position = open(path).read(), 0
+    while True:
+        while position < len(text) and text[position].isspace():
+            position += 1
+        if position >= len(text):
+            return
+        value, position = decoder.raw_decode(text, position)
+        yield value
+for listing in documents(f"{work}/memories.jsonl"):
+    for memory in listing:
+        texts[memory["id"]] = memory["text"]
+reasons = collections.Counter()
+pairs = []
+for detail in documents(f"{work}/drops.jsonl"):
+    for drop in detail["drops"]:
+        reasons[drop["reason"]] += 1
+        if drop["reason"] in ("duplicate_by_vector", "near_duplicate_of_known") and drop.get("duplicate_of"):
+            pairs.append((drop["reason"], drop.get("score") or 0.0, drop.get("text") or "", texts.get(drop["duplicate_of"], "(archived or another request's item)")))
+print("items dropped by reason:", dict(reasons))
+with open(f"{work}/dropped-pairs.txt", "w") as out:
+    for reason, score, dropped, kept in sorted(pairs, key=lambda pair: pair[1]):
+        out.write(f"{reason} {score:.3f}\n  dropped: {dropped}\n  kept:    {kept}\n")
+print(f"dropped pairs against stored memories: {len(pairs)} (lowest scores first in {work}/dropped-pairs.txt)")
+for reason, score, dropped, kept in sorted(pairs, key=lambda pair: pair[1])[:5]:
+    print(f"  {reason} {score:.3f}: {dropped!r} ~ {kept!r}")
 PY
+echo "work directory: $work"
