@@ -122,6 +122,8 @@ pub enum ApplyOutcome {
         memory_version: i64,
         /// Items that matched an active memory written since processing (a concurrent writer).
         n_duplicates_at_write: u64,
+        /// Items whose fact the user had erased (a tombstone holds its fingerprint); never stored.
+        n_erased_at_write: u64,
         /// The segment became `extracted` in this transaction.
         segment_extracted: bool,
         /// The journal row of a replay.
@@ -394,7 +396,19 @@ impl Store {
                 let mut memory_ids = Vec::with_capacity(input.items.len());
                 let mut item_positions = Vec::with_capacity(input.items.len());
                 let mut n_duplicates_at_write = 0;
+                let mut n_erased_at_write = 0;
                 for (position, item) in input.items.iter().enumerate() {
+                    let erased: Option<String> = sqlx::query_scalar(
+                        "SELECT fingerprint FROM tombstones WHERE user_id = $1 AND fingerprint = $2",
+                    )
+                    .bind(input.user_id.to_string())
+                    .bind(&item.dedupe_key)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                    if erased.is_some() {
+                        n_erased_at_write += 1;
+                        continue;
+                    }
                     let memory_id = MemoryId::new_v7();
                     let embedding = input.embeddings.as_ref().and_then(|embeddings| {
                         let vector = embeddings.vectors.get(position)?;
@@ -529,6 +543,7 @@ impl Store {
                     item_positions,
                     memory_version,
                     n_duplicates_at_write,
+                    n_erased_at_write,
                     segment_extracted,
                     operation_id,
                 })

@@ -19,6 +19,7 @@ use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
 
+mod erasure;
 mod extraction;
 mod ingest;
 mod listing;
@@ -27,6 +28,7 @@ pub mod testing;
 mod vectors;
 mod work;
 
+pub use erasure::ErasureReceipt;
 pub use extraction::{ApplyInput, ApplyOutcome, ClaimedSegment, ItemEmbeddings, NewRequest, SegmentTurn, StoredOutput};
 pub use ingest::{IngestReport, NewMessage};
 pub use listing::{Counts, MemoryRow, RequestDetail, RequestRow, SegmentRow};

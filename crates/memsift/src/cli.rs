@@ -150,6 +150,16 @@ pub enum Command {
         #[arg(long, value_name = "DIR")]
         model_dir: Option<PathBuf>,
     },
+    /// Erase a user: memories, vectors, links, entities, segments, messages, raw outputs and
+    /// request bodies, keeping tombstones so the same facts are never extracted again.
+    Erase {
+        /// The user (external id).
+        #[arg(long)]
+        user: String,
+        /// Confirm: erasure cannot be undone.
+        #[arg(long)]
+        yes: bool,
+    },
     /// Check the configuration (and that every reachable `{purpose}_{tier}` key resolves).
     CheckConfig,
     /// Serve the protocol-faithful provider simulator (Anthropic and OpenAI wire formats) until Ctrl-C.
@@ -269,6 +279,19 @@ async fn dispatch(app: &App, command: Command, json: bool) -> anyhow::Result<()>
             user,
             dry_run,
         } => replay(app, requests, user, dry_run, json).await?,
+        Command::Erase { user, yes } => {
+            if !yes {
+                anyhow::bail!(
+                    "erase: refusing to erase user `{user}` without --yes; erasure removes their memories and conversations for good"
+                );
+            }
+            let receipt = app.store.erase_user(&user, app.clock.now()).await?;
+            if json {
+                render::print_json(&receipt)?;
+            } else {
+                println!("{}", render::erasure_receipt(&receipt));
+            }
+        }
         Command::Extract {
             pending: _,
             segment: Some(segment),

@@ -437,11 +437,12 @@ pub async fn apply_request_output(ctx: &ApplyContext, request_id: RequestId) -> 
         ApplyOutcome::Applied {
             memory_ids,
             n_duplicates_at_write,
+            n_erased_at_write,
             segment_extracted,
             ..
         } => {
             applied.n_memories = memory_ids.len() as u64;
-            applied.n_items_dropped += n_duplicates_at_write;
+            applied.n_items_dropped += n_duplicates_at_write + n_erased_at_write;
             applied.n_segments_extracted = u64::from(segment_extracted);
         }
         ApplyOutcome::AlreadyApplied => {

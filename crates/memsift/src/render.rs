@@ -143,3 +143,28 @@ pub fn batches_table(rows: &[memsift_store::BatchRow]) -> String {
     }
     table.to_string()
 }
+
+/// The receipt of an erasure: what was removed, one row per kind.
+pub fn erasure_receipt(receipt: &memsift_store::ErasureReceipt) -> String {
+    let mut table = table(&["removed", "count"]);
+    for (what, count) in [
+        ("memories", receipt.n_memories),
+        ("vectors", receipt.n_vectors),
+        ("links", receipt.n_links),
+        ("entities", receipt.n_entities),
+        ("segments", receipt.n_segments),
+        ("messages", receipt.n_messages),
+        ("raw outputs", receipt.n_raw_outputs),
+        ("request bodies", receipt.n_request_bodies),
+        ("in-flight requests ended", receipt.n_requests_ended),
+        ("journal rows", receipt.n_operations),
+    ] {
+        table.add_row(vec![what.to_owned(), count.to_string()]);
+    }
+    format!(
+        "erasure receipt: user `{}` at {}\n{table}\ntombstones kept: {} (the same facts will not be stored again)",
+        receipt.user,
+        receipt.erased_at.format("%Y-%m-%d %H:%M:%S UTC"),
+        receipt.n_tombstones
+    )
+}

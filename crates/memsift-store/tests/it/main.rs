@@ -54,4 +54,5 @@ store_suite!(
     top_k_matches_a_brute_force_reference,
     apply_stores_each_items_vector_with_its_model,
     referenced_memories_are_the_owners_active_ones_in_order,
+    erasing_a_user_removes_their_data_keeps_tombstones_and_spares_others,
 );

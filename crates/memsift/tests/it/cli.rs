@@ -122,3 +122,42 @@ fn check_config_names_the_missing_key_of_a_tier() {
         "error: config: no [llm.extraction_free] section, but tier `free` reaches purpose `extraction`; add [llm.extraction_free] or remove `free` from billing.tiers\n"
     );
 }
+
+#[test]
+fn erase_without_yes_refuses_in_one_line_and_keeps_everything() {
+    let home = tempfile::tempdir().unwrap();
+    let file = home.path().join("chat.jsonl");
+    std::fs::write(&file, "{\"user\":\"ana\",\"conversation\":\"c\",\"role\":\"user\",\"content\":\"I live in Lisbon.\",\"timestamp\":\"2026-03-01T10:00:00Z\"}\n").unwrap();
+    let database = format!("sqlite://{}", home.path().join("m.db").display());
+    let import = memsift(home.path())
+        .args(["--database", &database, "import", "--format", "jsonl"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(import.status.success());
+    let refused = memsift(home.path())
+        .args(["--database", &database, "erase", "--user", "ana"])
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8(refused.stderr).unwrap(),
+        "error: erase: refusing to erase user `ana` without --yes; erasure removes their memories and conversations for good\n"
+    );
+    let segments = memsift(home.path())
+        .args(["--database", &database, "--json", "segments"])
+        .output()
+        .unwrap();
+    let rows: serde_json::Value = serde_json::from_slice(&segments.stdout).unwrap();
+    assert_eq!(rows.as_array().unwrap().len(), 1, "nothing was erased");
+    let erased = memsift(home.path())
+        .args(["--database", &database, "--json", "erase", "--user", "ana", "--yes"])
+        .output()
+        .unwrap();
+    assert!(erased.status.success(), "{}", String::from_utf8_lossy(&erased.stderr));
+    let receipt: serde_json::Value = serde_json::from_slice(&erased.stdout).unwrap();
+    assert_eq!(
+        (receipt["n_segments"].as_i64(), receipt["n_messages"].as_i64()),
+        (Some(1), Some(1))
+    );
+}

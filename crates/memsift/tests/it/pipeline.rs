@@ -268,3 +268,31 @@ async fn invariant_15_a_tier_that_cannot_resolve_stops_start_up() {
     assert!(error.contains("thinking"), "{error}");
     test.finish().await;
 }
+
+#[tokio::test]
+async fn after_erasure_a_reimport_of_the_same_conversations_stores_none_of_the_erased_facts() {
+    let test = TestApp::postgres().await;
+    test.import("chat.jsonl", &two_conversations()).await.unwrap();
+    test.advance(Duration::minutes(63));
+    run_until_idle(&test.app).await.unwrap();
+    let bo_before = test.app.store.list_memories("bo", None).await.unwrap();
+    assert_eq!(test.app.store.list_memories("ana", None).await.unwrap().len(), 2);
+
+    let receipt = test.app.store.erase_user("ana", test.app.clock.now()).await.unwrap();
+    assert_eq!(
+        (receipt.n_memories, receipt.n_messages, receipt.n_tombstones),
+        (2, 3, 2)
+    );
+
+    // The host sends the same conversations again: ana's messages are new to the store now.
+    let again = test.import("chat.jsonl", &two_conversations()).await.unwrap();
+    assert_eq!((again.n_added, again.n_already_stored), (3, 3));
+    test.advance(Duration::minutes(63));
+    let report = run_until_idle(&test.app).await.unwrap();
+    assert_eq!(report.n_segments_extracted, 1, "ana's segment is extracted again");
+    assert_eq!(report.n_memories, 0, "but none of the erased facts is stored");
+    assert_eq!(report.n_items_dropped, 2);
+    assert!(test.app.store.list_memories("ana", None).await.unwrap().is_empty());
+    assert_eq!(test.app.store.list_memories("bo", None).await.unwrap(), bo_before);
+    test.finish().await;
+}
