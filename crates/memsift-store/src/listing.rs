@@ -330,7 +330,47 @@ pub struct RequestDetail {
     pub created_at: DateTime<Utc>,
 }
 
+/// One row of the `admin_cost_by_user_stage` view: tokens and cost of one user, stage and lane.
+#[derive(Clone, Debug, PartialEq, Serialize, sqlx::FromRow)]
+pub struct CostRow {
+    /// The user (external id).
+    pub user_external_id: String,
+    /// The stage (request purpose).
+    pub purpose: String,
+    /// The lane.
+    pub lane: String,
+    /// Request attempts.
+    pub n_requests: i64,
+    /// Uncached input tokens.
+    pub input_tokens: i64,
+    /// Output tokens.
+    pub output_tokens: i64,
+    /// Cache-write tokens.
+    pub cache_creation_tokens: i64,
+    /// Cache-read tokens.
+    pub cache_read_tokens: i64,
+    /// USD.
+    pub cost_usd: f64,
+}
+
 impl Store {
+    /// Tokens and cost by user, stage and lane, most expensive first (the admin view of the same name).
+    pub async fn cost_by_user_stage(&self) -> Result<Vec<CostRow>> {
+        Ok(on_pool!(self, |pool| {
+            sqlx::query_as(
+                "SELECT user_external_id, purpose, lane, n_requests,
+                        CAST(input_tokens AS BIGINT) AS input_tokens, CAST(output_tokens AS BIGINT) AS output_tokens,
+                        CAST(cache_creation_tokens AS BIGINT) AS cache_creation_tokens,
+                        CAST(cache_read_tokens AS BIGINT) AS cache_read_tokens,
+                        CAST(cost_usd AS DOUBLE PRECISION) AS cost_usd
+                 FROM admin_cost_by_user_stage
+                 ORDER BY cost_usd DESC, user_external_id, purpose, lane",
+            )
+            .fetch_all(pool)
+            .await?
+        }))
+    }
+
     /// The body a request was (or will be) sent with: the system prompt and the user message.
     pub async fn request_body(&self, request_id: memsift_core::RequestId) -> Result<serde_json::Value> {
         let body: Option<Option<sqlx::types::Json<serde_json::Value>>> = on_pool!(self, |pool| {

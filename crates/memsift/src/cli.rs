@@ -112,6 +112,8 @@ pub enum Command {
         #[arg(long)]
         limit: Option<i64>,
     },
+    /// Tokens and cost by user, stage and lane, most expensive first.
+    Costs,
     /// Show one request (with its raw output and drops) or one batch (with its requests).
     Show {
         /// A request id or a batch id.
@@ -361,6 +363,14 @@ async fn dispatch(app: &App, command: Command, json: bool) -> anyhow::Result<()>
             }
         }
         Command::Show { id } => show(app, &id, json).await?,
+        Command::Costs => {
+            let rows = app.store.cost_by_user_stage().await?;
+            if json {
+                render::print_json(&rows)?
+            } else {
+                println!("{}", render::costs_table(&rows))
+            }
+        }
         Command::Requests { user, status, limit } => {
             let rows = app
                 .store

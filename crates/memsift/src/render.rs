@@ -168,3 +168,32 @@ pub fn erasure_receipt(receipt: &memsift_store::ErasureReceipt) -> String {
         receipt.n_tombstones
     )
 }
+
+/// Tokens and cost by user, stage and lane.
+pub fn costs_table(rows: &[memsift_store::CostRow]) -> String {
+    let mut table = table(&[
+        "user",
+        "stage",
+        "lane",
+        "requests",
+        "input",
+        "output",
+        "cache write",
+        "cache read",
+        "cost USD",
+    ]);
+    for row in rows {
+        table.add_row(vec![
+            row.user_external_id.clone(),
+            row.purpose.clone(),
+            row.lane.clone(),
+            row.n_requests.to_string(),
+            row.input_tokens.to_string(),
+            row.output_tokens.to_string(),
+            row.cache_creation_tokens.to_string(),
+            row.cache_read_tokens.to_string(),
+            format!("{:.4}", row.cost_usd),
+        ]);
+    }
+    table.to_string()
+}

@@ -626,3 +626,41 @@ pub async fn erasing_a_user_removes_their_data_keeps_tombstones_and_spares_other
         Err(memsift_store::StoreError::NotFound(_))
     ));
 }
+
+pub async fn the_cost_view_sums_tokens_by_user_stage_and_lane(store: &Store) {
+    let (segment_id, user_id, _) = closed_claimed_segment(store, "ana", "c1").await;
+    let chunks = [request(segment_id, user_id, 0), request(segment_id, user_id, 1)];
+    store.plan_segment_requests(segment_id, &chunks, t0()).await.unwrap();
+    for (chunk, tokens) in chunks.iter().zip([100_i64, 40]) {
+        let usage = memsift_store::RequestUsage {
+            input_tokens: tokens,
+            output_tokens: tokens / 2,
+            cache_creation_tokens: 0,
+            cache_read_tokens: tokens * 3,
+            cost_usd: tokens as f64 / 1000.0,
+        };
+        assert!(
+            store
+                .record_answer(chunk.id, "[]", Some("end_turn"), &usage, t0())
+                .await
+                .unwrap()
+        );
+    }
+    let rows = store.cost_by_user_stage().await.unwrap();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    let row = &rows[0];
+    assert_eq!(
+        (row.user_external_id.as_str(), row.purpose.as_str(), row.lane.as_str()),
+        ("ana", "extraction", "heuristic")
+    );
+    assert_eq!(
+        (
+            row.n_requests,
+            row.input_tokens,
+            row.output_tokens,
+            row.cache_read_tokens
+        ),
+        (2, 140, 70, 420)
+    );
+    assert!((row.cost_usd - 0.14).abs() < 1e-9, "{}", row.cost_usd);
+}

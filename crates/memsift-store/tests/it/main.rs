@@ -55,4 +55,5 @@ store_suite!(
     apply_stores_each_items_vector_with_its_model,
     referenced_memories_are_the_owners_active_ones_in_order,
     erasing_a_user_removes_their_data_keeps_tombstones_and_spares_others,
+    the_cost_view_sums_tokens_by_user_stage_and_lane,
 );
