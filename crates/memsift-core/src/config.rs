@@ -177,6 +177,20 @@ pub struct BillingConfig {
     pub default_tier: String,
     /// Every tier a user can be on; each must resolve every reachable `{purpose}_{tier}`.
     pub tiers: Vec<String>,
+    /// A daily spending cap per tier (USD per user per UTC day); a tier not listed has none.
+    pub daily_budget_usd: BTreeMap<String, f64>,
+    /// What happens to a user's work once their tier's daily budget is spent.
+    pub over_budget: OverBudget,
+}
+
+/// The fate of work planned for a user who is over their daily budget.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OverBudget {
+    /// Extract on the offline heuristic lane today (nothing spent, lower quality).
+    Heuristic,
+    /// Wait until the next UTC day and go through the tier's own lane then.
+    Defer,
 }
 
 /// Prompt settings.
@@ -398,6 +412,22 @@ impl Config {
                 &format!("use one of billing.tiers {:?}", self.billing.tiers),
             ));
         }
+        for (tier, budget) in &self.billing.daily_budget_usd {
+            if !self.billing.tiers.contains(tier) {
+                return Err(invalid(
+                    &format!("billing.daily_budget_usd.{tier}"),
+                    budget,
+                    &format!("name one of billing.tiers {:?}", self.billing.tiers),
+                ));
+            }
+            if !budget.is_finite() || *budget < 0.0 {
+                return Err(invalid(
+                    &format!("billing.daily_budget_usd.{tier}"),
+                    budget,
+                    "use USD per user per day, >= 0",
+                ));
+            }
+        }
         for tier in &self.billing.tiers {
             for purpose in self.reachable_purposes() {
                 self.llm_for(purpose, tier)?;
@@ -529,6 +559,27 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.starts_with("config: prices.\"my-model\""), "{err}");
+    }
+
+    #[test]
+    fn a_budget_for_an_unknown_tier_or_a_negative_budget_is_refused() {
+        let unknown = Config::from_layers(Some(("t.toml", "[billing]\ndaily_budget_usd = { gold = 1.0 }\n")))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            unknown.contains("billing.daily_budget_usd.gold") && unknown.contains("standard"),
+            "{unknown}"
+        );
+        let negative = Config::from_layers(Some(("t.toml", "[billing]\ndaily_budget_usd = { standard = -1.0 }\n")))
+            .unwrap_err()
+            .to_string();
+        assert!(negative.contains(">= 0"), "{negative}");
+        let ok = Config::from_layers(Some((
+            "t.toml",
+            "[billing]\ndaily_budget_usd = { standard = 0.25 }\nover_budget = \"defer\"\n",
+        )))
+        .unwrap();
+        assert_eq!(ok.billing.over_budget, OverBudget::Defer);
     }
 
     #[test]

@@ -268,6 +268,22 @@ impl ResolvedLlm {
             cache_ttl: CacheTtl::parse(&config.cache_ttl).unwrap_or(CacheTtl::OneHour),
         })
     }
+
+    /// The offline heuristic lane under `key`, for work routed there by policy rather than by a
+    /// configured section (a user over their daily budget).
+    pub fn offline(key: &str) -> ResolvedLlm {
+        ResolvedLlm {
+            key: key.to_owned(),
+            provider: ProviderKind::Heuristic,
+            endpoint: None,
+            model: String::new(),
+            lane: LanePolicy::Auto,
+            temperature: None,
+            max_tokens: 4096,
+            thinking_budget_tokens: None,
+            cache_ttl: CacheTtl::OneHour,
+        }
+    }
 }
 
 /// The Anthropic params for one request: the system prompt as one cacheable block (identical

@@ -707,6 +707,40 @@ impl Store {
         Ok(tier.flatten())
     }
 
+    /// What a user's requests created since `since` have cost so far (USD), every stage and lane.
+    pub async fn user_cost_since(&self, user_id: UserId, since: DateTime<Utc>) -> Result<f64> {
+        let cost: Option<f64> = on_pool!(self, |pool| {
+            sqlx::query_scalar(
+                "SELECT CAST(SUM(cost_usd) AS DOUBLE PRECISION) FROM llm_requests WHERE user_id = $1 AND created_at >= $2",
+            )
+            .bind(user_id.to_string())
+            .bind(since)
+            .fetch_one(pool)
+            .await?
+        });
+        Ok(cost.unwrap_or(0.0))
+    }
+
+    /// Hands a claimed segment back until `until` without spending an attempt (its user is over
+    /// budget): it waits `closed` with the reason as its last error, and is claimed again after.
+    pub async fn defer_segment(&self, segment_id: SegmentId, until: DateTime<Utc>, reason: &str) -> Result<()> {
+        on_pool!(self, |pool| {
+            sqlx::query(
+                "UPDATE segments SET status = 'closed', next_attempt_at = $2, last_error = $3,
+                                     attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END,
+                                     claimed_by = NULL, claimed_until = NULL
+                 WHERE id = $1 AND status = 'extracting'",
+            )
+            .bind(segment_id.to_string())
+            .bind(until)
+            .bind(reason)
+            .execute(pool)
+            .await?
+            .rows_affected()
+        });
+        Ok(())
+    }
+
     /// A user's most recent active memories, newest first, as (id, text): context for a payload.
     pub async fn recent_memories(&self, user_id: UserId, limit: i64) -> Result<Vec<(MemoryId, String)>> {
         let rows: Vec<(String, String)> = on_pool!(self, |pool| {

@@ -152,8 +152,12 @@ impl App {
         }
     }
 
-    /// The resolved `{purpose}_{tier}` config (validated at start-up by the router).
+    /// The resolved `{purpose}_{tier}` config (validated at start-up by the router), or the offline
+    /// lane for work the budget policy sent there.
     pub fn resolved_llm(&self, config_key: &str) -> anyhow::Result<ResolvedLlm> {
+        if config_key == crate::pipeline::OVER_BUDGET_KEY {
+            return Ok(ResolvedLlm::offline(config_key));
+        }
         let llm = self
             .config
             .llm

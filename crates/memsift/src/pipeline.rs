@@ -13,13 +13,14 @@ use std::sync::Arc;
 use anyhow::Context;
 use chrono::{DateTime, Duration, Utc};
 use memsift_batch::BatchResultProcessor;
-use memsift_core::config::ProviderKind;
+use memsift_core::config::{OverBudget, ProviderKind};
 use memsift_core::status::{Lane, Purpose, RequestStatus, Role};
 use memsift_core::transcript::parse_turns;
 use memsift_core::{Clock, MemoryId, MessageId, RequestId, UserId};
+use memsift_llm::ResolvedLlm;
 use memsift_payload::{KnownMemory, PayloadOptions, build_extraction_chunks};
 use memsift_processor::{ProcessInput, ProcessOutput, StopReason, VECTOR_DUPLICATE_THRESHOLD, process};
-use memsift_routing::{ExecutionOutcome, ExecutionRequest, ExecutionStrategy};
+use memsift_routing::{ExecutionOutcome, ExecutionRequest, ExecutionStrategy, Route};
 use memsift_store::{ApplyInput, ApplyOutcome, ClaimedSegment, ItemEmbeddings, NewRequest, RequestUsage, Store};
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -204,7 +205,29 @@ pub async fn plan_segment(app: &App, segment: &ClaimedSegment) -> anyhow::Result
     let tier = app
         .billing
         .tier_of(app.store.user_billing_tier(segment.user_id).await?.as_deref());
-    let route = app.router.route(Purpose::Extraction, &tier, false, now)?;
+    let mut route = app.router.route(Purpose::Extraction, &tier, false, now)?;
+    if let Some(over) = over_budget(app, segment, &tier, route.lane).await? {
+        match app.config.billing.over_budget {
+            OverBudget::Heuristic => {
+                tracing::info!(segment_id = %segment.id, %tier, "{over}; extracting on the heuristic lane.");
+                route = Route {
+                    lane: Lane::Heuristic,
+                    config_key: OVER_BUDGET_KEY.to_owned(),
+                    llm: ResolvedLlm::offline(OVER_BUDGET_KEY),
+                };
+            }
+            OverBudget::Defer => {
+                let tomorrow = (now.date_naive() + chrono::Days::new(1))
+                    .and_hms_opt(0, 0, 0)
+                    .expect("midnight exists")
+                    .and_utc();
+                app.store
+                    .defer_segment(segment.id, tomorrow, &format!("{over}; deferred to {tomorrow}"))
+                    .await?;
+                return Ok(0);
+            }
+        }
+    }
     let segment_turns = app.store.segment_turns(segment.id).await?;
     let turns: Vec<_> = segment_turns
         .iter()
@@ -259,6 +282,30 @@ pub async fn plan_segment(app: &App, segment: &ClaimedSegment) -> anyhow::Result
         .collect();
     app.store.plan_segment_requests(segment.id, &requests, now).await?;
     Ok(requests.len() as u64)
+}
+
+/// The config key recorded on requests that the budget policy sent to the heuristic lane.
+pub const OVER_BUDGET_KEY: &str = "over_budget_heuristic";
+
+/// `Some(why)` when the segment's user has spent their tier's daily budget and the route would
+/// spend more; the offline lane costs nothing, so it is never over.
+async fn over_budget(app: &App, segment: &ClaimedSegment, tier: &str, lane: Lane) -> anyhow::Result<Option<String>> {
+    let Some(&budget) = app.config.billing.daily_budget_usd.get(tier) else {
+        return Ok(None);
+    };
+    if lane == Lane::Heuristic {
+        return Ok(None);
+    }
+    let day_start = app
+        .clock
+        .now()
+        .date_naive()
+        .and_hms_opt(0, 0, 0)
+        .expect("midnight exists")
+        .and_utc();
+    let spent = app.store.user_cost_since(segment.user_id, day_start).await?;
+    Ok((spent >= budget)
+        .then(|| format!("user over the {tier} daily budget (${spent:.4} of ${budget:.4} spent today)")))
 }
 
 /// The known memories shown with a segment, most relevant first: those its turns referenced (the

@@ -1,6 +1,7 @@
 //! End-to-end tests of the memsift application: import, pipeline, apply, and the CLI process.
 
 mod batch_lane;
+mod budgets;
 mod cli;
 mod crash;
 mod helpers;

@@ -1,0 +1,82 @@
+//! Daily budgets per tier: a user over budget goes to the heuristic lane or waits for tomorrow.
+
+use chrono::Duration;
+use memsift::pipeline::{OVER_BUDGET_KEY, run_until_idle};
+use memsift_core::config::OverBudget;
+use memsift_sim::FaultConfig;
+use memsift_store::testing::TestDb;
+
+use crate::helpers::{TestApp, app_on, line};
+
+async fn over_budget_after_one_batch(policy: OverBudget) -> (TestApp, memsift::app::App) {
+    let test = TestApp::with_batch_sim(TestDb::sqlite().await, FaultConfig::default()).await;
+    let mut config = test.app.config.clone();
+    // Any real answer costs more than this, so the first segment spends the whole day's budget.
+    config.billing.daily_budget_usd.insert("standard".to_owned(), 0.000_001);
+    config.billing.over_budget = policy;
+    let app = app_on(&test.app.store, &test.clock, config, "budgeted");
+    test.import("first.jsonl", &line("ana", "c1", 0, "user", "I live in Lisbon.", true))
+        .await
+        .unwrap();
+    run_until_idle(&app).await.unwrap();
+    let spent = test.app.store.cost_by_user_stage().await.unwrap();
+    assert_eq!(spent.len(), 1);
+    assert!(spent[0].cost_usd > 0.000_001, "the batch answer was priced: {spent:?}");
+    test.import(
+        "second.jsonl",
+        &line("ana", "c2", 10, "user", "I have a dog named Rex.", true),
+    )
+    .await
+    .unwrap();
+    (test, app)
+}
+
+#[tokio::test]
+async fn a_user_over_budget_is_extracted_on_the_heuristic_lane_for_free() {
+    let (test, app) = over_budget_after_one_batch(OverBudget::Heuristic).await;
+    let creates_before = test.sim().counters().creates;
+    let report = run_until_idle(&app).await.unwrap();
+    assert_eq!((report.n_segments_extracted, report.n_memories), (1, 1));
+    assert_eq!(
+        test.sim().counters().creates,
+        creates_before,
+        "no provider batch for an over-budget user"
+    );
+    let requests = test.app.store.list_requests(Some("ana"), None, None).await.unwrap();
+    let newest = requests.iter().max_by_key(|row| row.created_at).unwrap();
+    assert_eq!((newest.lane.as_str(), newest.cost_usd), ("heuristic", 0.0));
+    let detail = test.app.store.request_detail(newest.id.parse().unwrap()).await.unwrap();
+    assert_eq!(detail.config_key, OVER_BUDGET_KEY);
+    test.finish().await;
+}
+
+#[tokio::test]
+async fn a_user_over_budget_waits_for_the_next_day_without_spending_an_attempt() {
+    let (test, app) = over_budget_after_one_batch(OverBudget::Defer).await;
+    let report = run_until_idle(&app).await.unwrap();
+    assert_eq!(report.n_segments_extracted, 0);
+    let waiting = test
+        .app
+        .store
+        .list_segments(Some("ana"), Some("closed"), None)
+        .await
+        .unwrap();
+    assert_eq!(waiting.len(), 1);
+    assert_eq!(waiting[0].attempts, 0, "deferral is not a failed attempt");
+    assert!(
+        waiting[0]
+            .last_error
+            .as_deref()
+            .unwrap_or_default()
+            .contains("daily budget"),
+        "{waiting:?}"
+    );
+    // Tomorrow the budget is fresh and the segment goes through its tier's own lane.
+    test.advance(Duration::days(1));
+    let next_day = run_until_idle(&app).await.unwrap();
+    assert_eq!(
+        (next_day.n_segments_extracted, next_day.batch.n_batches_created),
+        (1, 1)
+    );
+    test.finish().await;
+}
