@@ -145,6 +145,9 @@ pub trait BatchProvider: Send + Sync {
     /// Looks for a batch we may have created for `batch` (our id in metadata, or creation window
     /// and request count), skipping ids we already track.
     async fn find(&self, batch: &BatchRow, request_ids: &[String], known: &[String]) -> Result<Option<String>, String>;
+    /// Deletes what the provider keeps of an ingested batch (Anthropic: the batch and its
+    /// results; OpenAI: the input and output files), so an erased user's text is gone there too.
+    async fn delete(&self, batch: &BatchRow) -> Result<(), String>;
 }
 
 /// What happens to an answered request of a purpose: the extraction handler applies it.
@@ -219,6 +222,24 @@ impl BatchCoordinator {
             providers: BTreeMap::new(),
             processors: HashMap::new(),
         }
+    }
+
+    /// Deletes the provider-side data of ingested batches (erasure); batches of a config key this
+    /// coordinator has no provider for, or not yet ingested, are left and counted as skipped.
+    /// Returns (deleted, skipped, failures with their reasons).
+    pub async fn delete_provider_data(&self, batches: &[BatchRow]) -> (u64, u64, Vec<String>) {
+        let (mut deleted, mut skipped, mut failures) = (0, 0, Vec::new());
+        for batch in batches {
+            let provider = self.providers.get(&batch.config_key);
+            match (provider, batch.status.as_str(), &batch.provider_batch_id) {
+                (Some(provider), "ingested", Some(_)) => match provider.delete(batch).await {
+                    Ok(()) => deleted += 1,
+                    Err(error) => failures.push(format!("batch {}: {error}", batch.id)),
+                },
+                _ => skipped += 1,
+            }
+        }
+        (deleted, skipped, failures)
     }
 
     /// Serves batch-lane requests of `config_key` through `provider`.

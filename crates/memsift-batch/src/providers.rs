@@ -166,6 +166,18 @@ impl BatchProvider for AnthropicBatchProvider {
         })))
     }
 
+    async fn delete(&self, batch: &BatchRow) -> Result<(), String> {
+        let provider_batch_id = batch
+            .provider_batch_id
+            .as_deref()
+            .ok_or("the batch has no provider id")?;
+        match self.client.delete_batch(provider_batch_id).await {
+            // Already gone (an earlier erasure, or the provider's own retention): nothing left to delete.
+            Ok(()) | Err(memsift_llm::LlmError::NotFound { .. }) => Ok(()),
+            Err(error) => Err(error.to_string()),
+        }
+    }
+
     async fn find(&self, batch: &BatchRow, request_ids: &[String], known: &[String]) -> Result<Option<String>, String> {
         // Anthropic batches carry no metadata: match the creation window and the request count,
         // then, once a candidate has ended, confirm it by the custom_ids of its results.
@@ -314,6 +326,33 @@ impl BatchProvider for OpenAiBatchProvider {
                 Ok(convert_openai_line(line, &prices))
             },
         )))
+    }
+
+    async fn delete(&self, batch: &BatchRow) -> Result<(), String> {
+        let provider_batch_id = batch
+            .provider_batch_id
+            .as_deref()
+            .ok_or("the batch has no provider id")?;
+        let remote = match self.client.retrieve_batch(provider_batch_id).await {
+            Ok(remote) => remote,
+            Err(memsift_llm::LlmError::NotFound { .. }) => return Ok(()),
+            Err(error) => return Err(error.to_string()),
+        };
+        // The batch object itself cannot be deleted on OpenAI; the files hold the text.
+        for file_id in [
+            Some(remote.input_file_id.clone()),
+            remote.output_file_id.clone(),
+            remote.error_file_id.clone(),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            match self.client.delete_file(&file_id).await {
+                Ok(()) | Err(memsift_llm::LlmError::NotFound { .. }) => {}
+                Err(error) => return Err(format!("file {file_id}: {error}")),
+            }
+        }
+        Ok(())
     }
 
     async fn find(

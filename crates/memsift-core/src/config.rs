@@ -76,6 +76,8 @@ pub struct Config {
     pub prompts: PromptsConfig,
     /// The embedder behind vector dedupe and similar-memory context.
     pub embeddings: EmbeddingsConfig,
+    /// What erasing a user does beyond the store.
+    pub erasure: ErasureConfig,
     /// One internal LLM config per `{purpose}_{tier}` key.
     pub llm: BTreeMap<String, LlmConfig>,
     /// Prices by model name (USD per million tokens); a model missing here costs 0 with a warning.
@@ -113,6 +115,15 @@ pub struct ExtractionConfig {
     /// The user's most similar existing memories shown with each segment (after the ones its
     /// turns referenced); 0 shows only referenced memories.
     pub similar_memories: u32,
+}
+
+/// Erasure settings.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ErasureConfig {
+    /// Delete the provider-side copies (Anthropic batches, OpenAI batch files) of ingested
+    /// batches that held the erased user's text.
+    pub delete_provider_batches: bool,
 }
 
 /// Which embedder makes vectors.

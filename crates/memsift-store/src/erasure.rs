@@ -37,6 +37,11 @@ pub struct ErasureReceipt {
     pub n_operations: i64,
     /// Tombstones now held for the user (fingerprints of erased facts).
     pub n_tombstones: i64,
+    /// Provider-side batches (or their files) deleted because they held the user's text.
+    pub n_provider_batches_deleted: u64,
+    /// Batches that held the user's text but were left at the provider (not yet ingested,
+    /// deletion off, or no provider configured for them); the admin deletes these by hand.
+    pub n_provider_batches_left: u64,
     /// When.
     pub erased_at: DateTime<Utc>,
 }
@@ -141,6 +146,8 @@ impl Store {
                         n_requests_ended,
                         n_operations,
                         n_tombstones,
+                        n_provider_batches_deleted: 0,
+                        n_provider_batches_left: 0,
                         erased_at: now,
                     })
                 }

@@ -745,6 +745,21 @@ impl Store {
             .await?))
     }
 
+    /// The batches that carried any request of a user (external id), oldest first: what an
+    /// erasure must clean up at the provider.
+    pub async fn batches_of_user(&self, user_external_id: &str) -> Result<Vec<BatchRow>> {
+        let sql = format!(
+            "SELECT {BATCH_COLUMNS} FROM batches WHERE id IN (
+                 SELECT r.batch_id FROM llm_requests r JOIN users u ON u.id = r.user_id
+                 WHERE u.external_id = $1 AND r.batch_id IS NOT NULL)
+             ORDER BY created_at, id"
+        );
+        Ok(on_pool!(self, |pool| sqlx::query_as(&sql)
+            .bind(user_external_id)
+            .fetch_all(pool)
+            .await?))
+    }
+
     /// One batch by our id.
     pub async fn batch(&self, batch_id: BatchId) -> Result<Option<BatchRow>> {
         let sql = format!("SELECT {BATCH_COLUMNS} FROM batches WHERE id = $1");

@@ -287,7 +287,7 @@ async fn dispatch(app: &App, command: Command, json: bool) -> anyhow::Result<()>
                     "erase: refusing to erase user `{user}` without --yes; erasure removes their memories and conversations for good"
                 );
             }
-            let receipt = app.store.erase_user(&user, app.clock.now()).await?;
+            let receipt = crate::erase::erase_user(app, &user).await?;
             if json {
                 render::print_json(&receipt)?;
             } else {

@@ -7,6 +7,7 @@ pub mod app;
 pub mod cli;
 pub mod demo;
 pub mod embedding;
+pub mod erase;
 pub mod import;
 pub mod pipeline;
 pub mod render;

@@ -158,6 +158,8 @@ pub fn erasure_receipt(receipt: &memsift_store::ErasureReceipt) -> String {
         ("request bodies", receipt.n_request_bodies),
         ("in-flight requests ended", receipt.n_requests_ended),
         ("journal rows", receipt.n_operations),
+        ("provider batches deleted", receipt.n_provider_batches_deleted as i64),
+        ("provider batches left", receipt.n_provider_batches_left as i64),
     ] {
         table.add_row(vec![what.to_owned(), count.to_string()]);
     }

@@ -241,3 +241,43 @@ async fn the_openai_batch_lane_uploads_a_file_tags_the_batch_and_reads_its_outpu
     assert!(batch.provider_batch_id.unwrap().starts_with("batch_"));
     test.finish().await;
 }
+
+#[tokio::test]
+async fn erasure_deletes_the_ingested_provider_batch_that_held_the_users_text() {
+    let test = TestApp::with_batch_sim(TestDb::sqlite().await, FaultConfig::default()).await;
+    test.import(
+        "chat.jsonl",
+        &[
+            line("ana", "c1", 0, "user", "I live in Lisbon.", true),
+            line("bo", "c2", 0, "user", "I live in Oslo.", true),
+        ]
+        .concat(),
+    )
+    .await
+    .unwrap();
+    memsift::pipeline::run_until_idle(&test.app).await.unwrap();
+    let batches = test.app.store.list_batches(Some("ingested"), None).await.unwrap();
+    assert_eq!(batches.len(), 1, "both users' requests shared one batch");
+
+    let receipt = memsift::erase::erase_user(&test.app, "ana").await.unwrap();
+    assert_eq!(
+        (receipt.n_provider_batches_deleted, receipt.n_provider_batches_left),
+        (1, 0)
+    );
+    let counters = test.sim().counters();
+    assert_eq!(
+        counters.per_endpoint.get("anthropic.batches.delete"),
+        Some(&1),
+        "{counters:?}"
+    );
+    // bo's memories were applied before; deleting the provider copy costs him nothing.
+    assert_eq!(test.app.store.list_memories("bo", None).await.unwrap().len(), 1);
+    // A second erasure finds the provider copy already gone, which is what it wanted.
+    let again = memsift::erase::erase_user(&test.app, "ana").await.unwrap();
+    assert_eq!((again.n_memories, again.n_provider_batches_left), (0, 0));
+    assert_eq!(
+        test.sim().counters().per_endpoint.get("anthropic.batches.delete"),
+        Some(&2)
+    );
+    test.finish().await;
+}

@@ -1,0 +1,26 @@
+//! Erasing a user end to end: the store's one-transaction erasure, then the provider-side copies
+//! of ingested batches that held the user's text.
+
+use memsift_store::ErasureReceipt;
+
+use crate::app::App;
+
+/// Erases `user` (external id) and, when configured, deletes provider-side batch data that held
+/// their text. The store part commits first: a provider failure leaves it erased and is reported
+/// in the receipt's counts and the log, never undone.
+pub async fn erase_user(app: &App, user: &str) -> anyhow::Result<ErasureReceipt> {
+    let batches = app.store.batches_of_user(user).await?;
+    let mut receipt = app.store.erase_user(user, app.clock.now()).await?;
+    match (&app.coordinator, app.config.erasure.delete_provider_batches) {
+        (Some(coordinator), true) => {
+            let (deleted, skipped, failures) = coordinator.delete_provider_data(&batches).await;
+            for failure in &failures {
+                tracing::warn!(user, %failure, "Could not delete a provider-side batch; delete it by hand.");
+            }
+            receipt.n_provider_batches_deleted = deleted;
+            receipt.n_provider_batches_left = skipped + failures.len() as u64;
+        }
+        _ => receipt.n_provider_batches_left = batches.len() as u64,
+    }
+    Ok(receipt)
+}
