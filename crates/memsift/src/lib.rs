@@ -3,6 +3,7 @@
 //! `main.rs` only parses arguments, installs telemetry and calls [`cli::run`]; everything else is
 //! here so tests drive the same code the binary runs.
 
+pub mod admin;
 pub mod app;
 pub mod cli;
 pub mod demo;

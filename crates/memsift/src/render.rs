@@ -11,13 +11,87 @@ pub fn print_json<T: Serialize>(rows: &T) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn table(header: &[&str]) -> Table {
-    let mut table = Table::new();
-    table
-        .load_style(UTF8_FULL_CONDENSED)
-        .set_content_arrangement(ContentArrangement::Dynamic)
-        .set_header(header);
-    table
+/// A listing as a header and rows of cells, shown as a terminal table (`Display`) or as an HTML
+/// table (the admin pages), so both show the same columns.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Grid {
+    header: Vec<String>,
+    rows: Vec<Vec<String>>,
+}
+
+impl Grid {
+    fn new(header: &[&str]) -> Self {
+        Self {
+            header: header.iter().map(|cell| (*cell).to_owned()).collect(),
+            rows: Vec::new(),
+        }
+    }
+
+    fn add_row(&mut self, row: Vec<String>) {
+        self.rows.push(row);
+    }
+
+    /// Rows shown.
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// True when there is no row.
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    /// An HTML `<table>`, every cell escaped.
+    pub fn to_html(&self) -> String {
+        let mut html = String::from("<table>\n<thead><tr>");
+        for cell in &self.header {
+            html.push_str(&format!("<th>{}</th>", escape_html(cell)));
+        }
+        html.push_str("</tr></thead>\n<tbody>\n");
+        for row in &self.rows {
+            html.push_str("<tr>");
+            for cell in row {
+                html.push_str(&format!("<td>{}</td>", escape_html(cell)));
+            }
+            html.push_str("</tr>\n");
+        }
+        html.push_str("</tbody>\n</table>");
+        html
+    }
+}
+
+impl std::fmt::Display for Grid {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut table = Table::new();
+        table
+            .load_style(UTF8_FULL_CONDENSED)
+            .set_content_arrangement(ContentArrangement::Dynamic)
+            .set_header(&self.header);
+        for row in &self.rows {
+            table.add_row(row);
+        }
+        write!(f, "{table}")
+    }
+}
+
+/// Escapes text for HTML element content and attribute values.
+pub fn escape_html(text: &str) -> String {
+    let mut escaped = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => escaped.push_str("&amp;"),
+            '<' => escaped.push_str("&lt;"),
+            '>' => escaped.push_str("&gt;"),
+            '"' => escaped.push_str("&quot;"),
+            '\'' => escaped.push_str("&#39;"),
+            _ => escaped.push(c),
+        }
+    }
+    escaped
+}
+
+fn table(header: &[&str]) -> Grid {
+    Grid::new(header)
 }
 
 fn short(id: &str) -> &str {
@@ -26,7 +100,7 @@ fn short(id: &str) -> &str {
 }
 
 /// The segments table.
-pub fn segments_table(rows: &[SegmentRow]) -> String {
+pub fn segments_table(rows: &[SegmentRow]) -> Grid {
     let mut table = table(&[
         "segment",
         "user",
@@ -53,11 +127,11 @@ pub fn segments_table(rows: &[SegmentRow]) -> String {
             row.last_error.clone().unwrap_or_default(),
         ]);
     }
-    table.to_string()
+    table
 }
 
 /// The memories table.
-pub fn memories_table(rows: &[MemoryRow]) -> String {
+pub fn memories_table(rows: &[MemoryRow]) -> Grid {
     let mut table = table(&["memory", "text", "temporal", "sens.", "conf.", "evidence", "entities"]);
     for row in rows {
         table.add_row(vec![
@@ -70,11 +144,11 @@ pub fn memories_table(rows: &[MemoryRow]) -> String {
             row.entities.clone(),
         ]);
     }
-    table.to_string()
+    table
 }
 
 /// The requests table.
-pub fn requests_table(rows: &[RequestRow]) -> String {
+pub fn requests_table(rows: &[RequestRow]) -> Grid {
     let mut table = table(&[
         "request",
         "purpose",
@@ -103,11 +177,11 @@ pub fn requests_table(rows: &[RequestRow]) -> String {
             format!("{:.4}", row.cost_usd),
         ]);
     }
-    table.to_string()
+    table
 }
 
 /// The batches table.
-pub fn batches_table(rows: &[memsift_store::BatchRow]) -> String {
+pub fn batches_table(rows: &[memsift_store::BatchRow]) -> Grid {
     let mut table = table(&[
         "batch",
         "provider",
@@ -141,7 +215,7 @@ pub fn batches_table(rows: &[memsift_store::BatchRow]) -> String {
             row.last_error.clone().unwrap_or_default(),
         ]);
     }
-    table.to_string()
+    table
 }
 
 /// The receipt of an erasure: what was removed, one row per kind.
@@ -172,7 +246,7 @@ pub fn erasure_receipt(receipt: &memsift_store::ErasureReceipt) -> String {
 }
 
 /// Tokens and cost by user, stage and lane.
-pub fn costs_table(rows: &[memsift_store::CostRow]) -> String {
+pub fn costs_table(rows: &[memsift_store::CostRow]) -> Grid {
     let mut table = table(&[
         "user",
         "stage",
@@ -197,5 +271,5 @@ pub fn costs_table(rows: &[memsift_store::CostRow]) -> String {
             format!("{:.4}", row.cost_usd),
         ]);
     }
-    table.to_string()
+    table
 }

@@ -1,5 +1,6 @@
 //! End-to-end tests of the memsift application: import, pipeline, apply, and the CLI process.
 
+mod admin;
 mod batch_lane;
 mod budgets;
 mod cli;
