@@ -22,6 +22,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePo
 mod erasure;
 mod extraction;
 mod ingest;
+mod lifecycle;
 mod listing;
 #[cfg(feature = "test-support")]
 pub mod testing;
@@ -31,6 +32,7 @@ mod work;
 pub use erasure::ErasureReceipt;
 pub use extraction::{ApplyInput, ApplyOutcome, ClaimedSegment, ItemEmbeddings, NewRequest, SegmentTurn, StoredOutput};
 pub use ingest::{IngestReport, NewMessage};
+pub use lifecycle::{MemoryState, Revised, Revision, Undone};
 pub use listing::{CostRow, Counts, MemoryRow, RequestDetail, RequestRow, SegmentRow};
 pub use vectors::{
     LoadedIndex, MemoryToEmbed, MemoryVector, Neighbour, UserVectors, VectorCache, VectorIndex, VectorIndexError, dot,
@@ -77,6 +79,9 @@ pub enum StoreError {
     /// Something the caller named does not exist.
     #[error("{0}")]
     NotFound(String),
+    /// The caller asked for something the data does not allow; the message says what to do.
+    #[error("{0}")]
+    Invalid(String),
 }
 
 /// A result with [`StoreError`].

@@ -114,6 +114,20 @@ pub enum Command {
     },
     /// Tokens and cost by user, stage and lane, most expensive first.
     Costs,
+    /// Revise one memory (journaled; `memsift undo` reverses it).
+    Memory {
+        /// What to do.
+        #[command(subcommand)]
+        action: MemoryAction,
+    },
+    /// Reverse a journaled operation (a revision), restoring the memory's prior state.
+    Undo {
+        /// The memory's user (external id).
+        #[arg(long)]
+        user: String,
+        /// The operation id (printed by the revision).
+        operation: String,
+    },
     /// Show one request (with its raw output and drops) or one batch (with its requests).
     Show {
         /// A request id or a batch id.
@@ -176,6 +190,36 @@ pub enum Command {
         #[arg(long, value_name = "FILE")]
         faults: Option<PathBuf>,
     },
+}
+
+/// A lifecycle revision of one memory.
+#[derive(Debug, Subcommand)]
+pub enum MemoryAction {
+    /// The user confirmed it: confidence becomes 1.
+    Confirm(RevisionArgs),
+    /// It is no longer right: `--content` states what is, as a new memory that supersedes it.
+    Supersede {
+        #[command(flatten)]
+        revision: RevisionArgs,
+        /// The text of the memory that replaces it.
+        #[arg(long)]
+        content: String,
+    },
+    /// It stopped being true: it expires now and leaves the active set.
+    Expire(RevisionArgs),
+}
+
+/// Which memory, whose, and why.
+#[derive(Debug, clap::Args)]
+pub struct RevisionArgs {
+    /// The memory's user (external id).
+    #[arg(long)]
+    user: String,
+    /// The memory id.
+    memory: String,
+    /// Why (kept in the journal).
+    #[arg(long)]
+    reason: String,
 }
 
 /// Runs one parsed command line.
@@ -363,6 +407,59 @@ async fn dispatch(app: &App, command: Command, json: bool) -> anyhow::Result<()>
             }
         }
         Command::Show { id } => show(app, &id, json).await?,
+        Command::Memory { action } => {
+            let (args, revision) = match action {
+                MemoryAction::Confirm(args) => (args, memsift_store::Revision::Confirm),
+                MemoryAction::Supersede { revision, content } => {
+                    (revision, memsift_store::Revision::Supersede { content })
+                }
+                MemoryAction::Expire(args) => (args, memsift_store::Revision::Expire),
+            };
+            let memory_id = memsift_core::MemoryId::parse(&args.memory)
+                .with_context(|| format!("memory: `{}` is not a memory id", args.memory))?;
+            let revised = app
+                .store
+                .revise_memory(&args.user, memory_id, &revision, &args.reason, app.clock.now())
+                .await?;
+            if json {
+                render::print_json(&revised)?;
+            } else {
+                println!(
+                    "memory {memory_id}: {}{}; undo with `memsift undo --user {} {}`",
+                    match &revision {
+                        memsift_store::Revision::Confirm => "confirmed",
+                        memsift_store::Revision::Supersede { .. } => "superseded",
+                        memsift_store::Revision::Expire => "expired",
+                    },
+                    revised
+                        .new_memory_id
+                        .map(|id| format!(" by new memory {id}"))
+                        .unwrap_or_default(),
+                    args.user,
+                    revised.operation_id
+                );
+            }
+        }
+        Command::Undo { user, operation } => {
+            let operation_id = memsift_core::OperationId::parse(&operation)
+                .with_context(|| format!("undo: `{operation}` is not an operation id"))?;
+            let undone = app.store.undo_operation(&user, operation_id, app.clock.now()).await?;
+            if json {
+                render::print_json(&undone)?;
+            } else {
+                println!(
+                    "undo: operation {} ({}) reversed; memory {} restored{}",
+                    undone.operation_id,
+                    undone.kind,
+                    undone.memory_id,
+                    undone
+                        .deleted_memory_id
+                        .as_ref()
+                        .map(|id| format!(", memory {id} it had created deleted"))
+                        .unwrap_or_default()
+                );
+            }
+        }
         Command::Costs => {
             let rows = app.store.cost_by_user_stage().await?;
             if json {

@@ -664,3 +664,84 @@ pub async fn the_cost_view_sums_tokens_by_user_stage_and_lane(store: &Store) {
     );
     assert!((row.cost_usd - 0.14).abs() < 1e-9, "{}", row.cost_usd);
 }
+
+/// Every column of a user's memories, archived ones included, for exact before/after comparisons.
+async fn all_memory_rows(store: &Store, user_id: UserId) -> Vec<(String, String, memsift_store::MemoryState)> {
+    store.user_memory_states(user_id).await.unwrap()
+}
+
+pub async fn revisions_are_journaled_and_undo_restores_the_exact_prior_rows(store: &Store) {
+    let (ana, lisbon) = store.insert_test_memory("ana", "Ana lives in Lisbon.").await.unwrap();
+    let (_, cat) = store.insert_test_memory("ana", "Ana has a cat.").await.unwrap();
+    let (_, bobs) = store.insert_test_memory("bo", "Bo plays chess.").await.unwrap();
+    let original = all_memory_rows(store, ana).await;
+
+    let confirmed = store
+        .revise_memory("ana", cat, &memsift_store::Revision::Confirm, "she said so", t0())
+        .await
+        .unwrap();
+    assert_eq!(confirmed.state.confidence, 1.0);
+    let superseded = store
+        .revise_memory(
+            "ana",
+            lisbon,
+            &memsift_store::Revision::Supersede {
+                content: "Ana lives in Porto since March.".to_owned(),
+            },
+            "she moved",
+            t0(),
+        )
+        .await
+        .unwrap();
+    let porto = superseded.new_memory_id.unwrap();
+    let texts: Vec<String> = store
+        .list_memories("ana", None)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|memory| memory.text)
+        .collect();
+    assert!(
+        texts.contains(&"Ana lives in Porto since March.".to_owned()),
+        "{texts:?}"
+    );
+    assert!(
+        !texts.contains(&"Ana lives in Lisbon.".to_owned()),
+        "superseded memories leave the active set"
+    );
+    assert_eq!(store.count_rows("operations").await.unwrap(), 2);
+
+    // Scoped: bo cannot revise or undo ana's memories, and an archived memory is not revised again.
+    assert!(matches!(
+        store
+            .revise_memory("bo", cat, &memsift_store::Revision::Expire, "x", t0())
+            .await,
+        Err(memsift_store::StoreError::NotFound(_))
+    ));
+    assert!(matches!(
+        store.undo_operation("bo", superseded.operation_id, t0()).await,
+        Err(memsift_store::StoreError::NotFound(_))
+    ));
+    assert!(matches!(
+        store
+            .revise_memory("ana", lisbon, &memsift_store::Revision::Expire, "x", t0())
+            .await,
+        Err(memsift_store::StoreError::Invalid(_))
+    ));
+
+    // Undo both, newest first: the rows are exactly what they were, Porto is gone.
+    let undone = store
+        .undo_operation("ana", superseded.operation_id, t0())
+        .await
+        .unwrap();
+    assert_eq!(undone.deleted_memory_id, Some(porto.to_string()));
+    store.undo_operation("ana", confirmed.operation_id, t0()).await.unwrap();
+    assert_eq!(all_memory_rows(store, ana).await, original);
+    assert!(matches!(
+        store.undo_operation("ana", confirmed.operation_id, t0()).await,
+        Err(memsift_store::StoreError::Invalid(_))
+    ));
+    assert_eq!(store.list_memories("bo", None).await.unwrap()[0].id, bobs.to_string());
+    // The journal keeps both operations, marked undone.
+    assert_eq!(store.count_rows("operations").await.unwrap(), 2);
+}

@@ -56,4 +56,5 @@ store_suite!(
     referenced_memories_are_the_owners_active_ones_in_order,
     erasing_a_user_removes_their_data_keeps_tombstones_and_spares_others,
     the_cost_view_sums_tokens_by_user_stage_and_lane,
+    revisions_are_journaled_and_undo_restores_the_exact_prior_rows,
 );
