@@ -78,6 +78,8 @@ pub struct Config {
     pub embeddings: EmbeddingsConfig,
     /// What erasing a user does beyond the store.
     pub erasure: ErasureConfig,
+    /// How long stored model text is kept.
+    pub retention: RetentionConfig,
     /// One internal LLM config per `{purpose}_{tier}` key.
     pub llm: BTreeMap<String, LlmConfig>,
     /// Prices by model name (USD per million tokens); a model missing here costs 0 with a warning.
@@ -115,6 +117,14 @@ pub struct ExtractionConfig {
     /// The user's most similar existing memories shown with each segment (after the ones its
     /// turns referenced); 0 shows only referenced memories.
     pub similar_memories: u32,
+}
+
+/// Retention settings.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetentionConfig {
+    /// Days a finished request keeps its raw model output (for `memsift replay`); 0 keeps it forever.
+    pub raw_output_days: u32,
 }
 
 /// Erasure settings.

@@ -707,6 +707,22 @@ impl Store {
         Ok(tier.flatten())
     }
 
+    /// Drops the raw model output of finished requests (applied or dead) completed before
+    /// `before`: retention for text nobody needs once its memories are written. `memsift replay`
+    /// cannot re-read a request after this. Returns how many outputs were dropped.
+    pub async fn purge_raw_outputs(&self, before: DateTime<Utc>) -> Result<u64> {
+        Ok(on_pool!(self, |pool| {
+            sqlx::query(
+                "UPDATE llm_requests SET raw_output = NULL
+                 WHERE raw_output IS NOT NULL AND status IN ('applied', 'dead') AND completed_at < $1",
+            )
+            .bind(before)
+            .execute(pool)
+            .await?
+            .rows_affected()
+        }))
+    }
+
     /// What a user's requests created since `since` have cost so far (USD), every stage and lane.
     pub async fn user_cost_since(&self, user_id: UserId, since: DateTime<Utc>) -> Result<f64> {
         let cost: Option<f64> = on_pool!(self, |pool| {

@@ -114,6 +114,8 @@ pub enum Command {
     },
     /// Tokens and cost by user, stage and lane, most expensive first.
     Costs,
+    /// Drop raw model outputs older than `[retention] raw_output_days` (the daemon runs this daily).
+    Retention,
     /// Revise one memory (journaled; `memsift undo` reverses it).
     Memory {
         /// What to do.
@@ -459,6 +461,13 @@ async fn dispatch(app: &App, command: Command, json: bool) -> anyhow::Result<()>
                         .unwrap_or_default()
                 );
             }
+        }
+        Command::Retention => {
+            let n_dropped = crate::pipeline::apply_retention(app).await?;
+            println!(
+                "retention: {n_dropped} raw outputs older than {} days dropped",
+                app.config.retention.raw_output_days
+            );
         }
         Command::Costs => {
             let rows = app.store.cost_by_user_stage().await?;

@@ -131,6 +131,16 @@ pub async fn run_once(app: &App) -> anyhow::Result<StepReport> {
     Ok(report)
 }
 
+/// Drops raw outputs past `[retention] raw_output_days` (0: keeps them); returns how many.
+pub async fn apply_retention(app: &App) -> anyhow::Result<u64> {
+    let days = app.config.retention.raw_output_days;
+    if days == 0 {
+        return Ok(0);
+    }
+    let before = app.clock.now() - Duration::days(i64::from(days));
+    Ok(app.store.purge_raw_outputs(before).await?)
+}
+
 /// The safety-net sweep (every six hours under the daemon, or `memsift sweep`): one pass of every
 /// stage, which between them find closed segments not yet extracted, answers not yet applied,
 /// failed attempts due for another try, claims whose worker died, and batches left `submitting`,

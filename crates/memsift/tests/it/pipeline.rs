@@ -296,3 +296,36 @@ async fn after_erasure_a_reimport_of_the_same_conversations_stores_none_of_the_e
     assert_eq!(test.app.store.list_memories("bo", None).await.unwrap(), bo_before);
     test.finish().await;
 }
+
+#[tokio::test]
+async fn retention_drops_raw_outputs_only_after_the_configured_days() {
+    let test = TestApp::sqlite().await;
+    test.import("chat.jsonl", &two_conversations()).await.unwrap();
+    run_until_idle(&test.app).await.unwrap();
+    let applied = test
+        .app
+        .store
+        .list_requests(Some("ana"), Some("applied"), None)
+        .await
+        .unwrap();
+    let request_id = applied[0].id.parse().unwrap();
+    let days = i64::from(test.app.config.retention.raw_output_days);
+    test.advance(Duration::days(days) - Duration::minutes(1));
+    assert_eq!(memsift::pipeline::apply_retention(&test.app).await.unwrap(), 0);
+    assert!(
+        test.app
+            .store
+            .request_detail(request_id)
+            .await
+            .unwrap()
+            .raw_output
+            .is_some()
+    );
+    test.advance(Duration::minutes(2));
+    assert_eq!(memsift::pipeline::apply_retention(&test.app).await.unwrap(), 1);
+    let detail = test.app.store.request_detail(request_id).await.unwrap();
+    assert_eq!((detail.raw_output, detail.status.as_str()), (None, "applied"));
+    // The memories stay; only the model's text is gone.
+    assert_eq!(test.app.store.list_memories("ana", None).await.unwrap().len(), 2);
+    test.finish().await;
+}
