@@ -28,8 +28,8 @@ mod vectors;
 mod work;
 
 pub use extraction::{ApplyInput, ApplyOutcome, ClaimedSegment, ItemEmbeddings, NewRequest, SegmentTurn, StoredOutput};
-pub use ingest::{IngestReport, NewMessage};
-pub use listing::{Counts, MemoryRow, RequestDetail, RequestRow, SegmentRow};
+pub use ingest::{ClosedSegment, IngestReport, NewMessage};
+pub use listing::{Counts, MemoryRow, MetricsSnapshot, RequestDetail, RequestRow, SegmentRow, UsageTotals};
 pub use vectors::{
     LoadedIndex, MemoryToEmbed, MemoryVector, Neighbour, UserVectors, VectorCache, VectorIndex, VectorIndexError, dot,
     vector_from_le_bytes, vector_to_le_bytes,

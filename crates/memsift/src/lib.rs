@@ -3,10 +3,12 @@
 //! `main.rs` only parses arguments, installs telemetry and calls [`cli::run`]; everything else is
 //! here so tests drive the same code the binary runs.
 
+pub mod api;
 pub mod app;
 pub mod cli;
 pub mod demo;
 pub mod embedding;
 pub mod import;
+pub mod metrics;
 pub mod pipeline;
 pub mod render;

@@ -1,5 +1,6 @@
 //! End-to-end tests of the memsift application: import, pipeline, apply, and the CLI process.
 
+mod api;
 mod batch_lane;
 mod cli;
 mod crash;
