@@ -434,3 +434,20 @@ async fn the_openapi_document_lists_exactly_the_served_routes() {
     .await;
     test.finish().await;
 }
+
+#[test]
+fn serve_without_a_token_refuses_to_start_and_says_where_to_put_one() {
+    let home = tempfile::tempdir().unwrap();
+    let database = format!("sqlite://{}", home.path().join("m.db").display());
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_memsift"))
+        .env_clear()
+        .env("HOME", home.path())
+        .args(["--database", &database, "serve", "--listen", "127.0.0.1:0"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8(output.stderr).unwrap(),
+        "error: no API token: set MEMSIFT_API_TOKEN or [api] token_file in the configuration\n"
+    );
+}
