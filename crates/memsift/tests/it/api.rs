@@ -164,7 +164,42 @@ async fn ingest_extract_and_list_memories_on_sqlite() {
 #[tokio::test]
 async fn ingest_extract_and_list_memories_on_postgres() {
     let test = TestApp::postgres().await;
-    with_api(&test.app, |api| async move { ingest_extract_list(&api).await }).await;
+    let store = test.app.store.clone();
+    with_api(&test.app, |api| async move {
+        ingest_extract_list(&api).await;
+        // The access update, the scoped close and the metrics sums (BIGINT casts) on PostgreSQL.
+        let (status, found) = api.get("/v1/users/ana/memories/search?q=dog%20named%20Rex&k=1").await;
+        assert_eq!(status, StatusCode::OK, "{found}");
+        let rex = found["results"][0]["id"].as_str().unwrap().to_owned();
+        assert_eq!(store.memory_access(&rex).await.unwrap().unwrap().0, 2);
+        let segment = store.list_segments(Some("ana"), None, None).await.unwrap()[0]
+            .id
+            .clone();
+        let (status, _) = api
+            .post(&format!("/v1/users/bo/segments/{segment}/close"), json!(null))
+            .await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        let text = api
+            .http
+            .get(format!("{}/metrics", api.base))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert_eq!(sample(&text, "memsift_memories_active"), Some(2.0), "{text}");
+        assert_eq!(
+            sample(&text, "memsift_segments{status=\"extracted\"}"),
+            Some(1.0),
+            "{text}"
+        );
+        assert!(
+            sample(&text, "memsift_tokens_total{kind=\"input\",purpose=\"extraction\"}").is_some(),
+            "{text}"
+        );
+    })
+    .await;
     test.finish().await;
 }
 
