@@ -80,6 +80,8 @@ pub struct Config {
     pub erasure: ErasureConfig,
     /// How long stored model text is kept.
     pub retention: RetentionConfig,
+    /// The HTTP API (`memsift serve`).
+    pub api: ApiConfig,
     /// One internal LLM config per `{purpose}_{tier}` key.
     pub llm: BTreeMap<String, LlmConfig>,
     /// Prices by model name (USD per million tokens); a model missing here costs 0 with a warning.
@@ -148,6 +150,19 @@ pub enum EmbeddingBackend {
     OpenaiCompatible,
     /// Feature hashing: lexical only, a test double; never use it for real dedupe.
     Hashing,
+}
+
+/// HTTP API settings. The bearer token is never in this file: it comes from `MEMSIFT_API_TOKEN`
+/// or the file named by `token_file`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApiConfig {
+    /// Address to listen on (`host:port`).
+    pub listen: String,
+    /// A file holding the bearer token (used when `MEMSIFT_API_TOKEN` is unset).
+    pub token_file: Option<PathBuf>,
+    /// Largest request body accepted; larger ones get 413.
+    pub max_body_bytes: u64,
 }
 
 /// Embedding settings.
@@ -393,6 +408,13 @@ impl Config {
                 "segments.idle_timeout_secs",
                 0,
                 "use a positive number of seconds, e.g. 3600",
+            ));
+        }
+        if self.api.max_body_bytes == 0 {
+            return Err(invalid(
+                "api.max_body_bytes",
+                0,
+                "use a positive size in bytes, e.g. 1048576",
             ));
         }
         if self.extraction.max_attempts == 0 {

@@ -287,3 +287,67 @@ impl Store {
         Ok(closed)
     }
 }
+
+/// What closing one segment by hand found.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ClosedSegment {
+    /// The segment.
+    pub id: String,
+    /// Its status after the call (`closed` when it was open; otherwise unchanged).
+    pub status: String,
+    /// Whether this call closed it.
+    pub closed_now: bool,
+}
+
+impl Store {
+    /// Closes one open segment of `user` now (reason `manual`). A segment of another user is
+    /// reported as absent, so ids cannot be probed across users; one already closed is left as it is.
+    pub async fn close_user_segment(
+        &self,
+        user: &str,
+        segment_id: SegmentId,
+        now: DateTime<Utc>,
+    ) -> Result<Option<ClosedSegment>> {
+        let row: Option<(String, bool)> = in_write_tx!(self, |tx| {
+            let closed = sqlx::query(
+                "UPDATE segments SET status = 'closed', close_reason = 'manual', closed_at = $3
+                 WHERE id = $1 AND status = 'open' AND user_id = (SELECT id FROM users WHERE external_id = $2)",
+            )
+            .bind(segment_id.to_string())
+            .bind(user)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            let status: Option<String> = sqlx::query_scalar(
+                "SELECT s.status FROM segments s JOIN users u ON u.id = s.user_id WHERE s.id = $1 AND u.external_id = $2",
+            )
+            .bind(segment_id.to_string())
+            .bind(user)
+            .fetch_optional(&mut *tx)
+            .await?;
+            status.map(|status| (status, closed > 0))
+        });
+        Ok(row.map(|(status, closed_now)| ClosedSegment {
+            id: segment_id.to_string(),
+            status,
+            closed_now,
+        }))
+    }
+
+    /// Closes every open segment of `user` now (reason `manual`), so extraction can take them
+    /// without waiting for the idle timeout.
+    pub async fn close_user_segments(&self, user: &str, now: DateTime<Utc>) -> Result<u64> {
+        Ok(crate::on_pool!(self, |pool| {
+            sqlx::query(
+                "UPDATE segments SET status = 'closed', close_reason = 'manual', closed_at = $2
+                 WHERE status = 'open' AND user_id = (SELECT id FROM users WHERE external_id = $1)",
+            )
+            .bind(user)
+            .bind(now)
+            .execute(pool)
+            .await?
+            .rows_affected()
+        }))
+    }
+}

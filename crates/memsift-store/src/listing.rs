@@ -422,3 +422,129 @@ impl Store {
         }))
     }
 }
+
+impl Store {
+    /// The internal id of a user named by the host application's id, if stored.
+    pub async fn user_id(&self, user: &str) -> Result<Option<memsift_core::UserId>> {
+        let id: Option<String> = on_pool!(self, |pool| {
+            sqlx::query_scalar("SELECT id FROM users WHERE external_id = $1")
+                .bind(user)
+                .fetch_optional(pool)
+                .await?
+        });
+        id.map(|id| memsift_core::UserId::parse(&id).map_err(|error| crate::corrupt("users", error)))
+            .transpose()
+    }
+
+    /// Counts a read of each of `user`'s active memories in `memory_ids`: `access_count + 1` and
+    /// `last_accessed_at = now`. Ids of other users' memories are ignored. Returns rows touched.
+    pub async fn record_memory_access(&self, user: &str, memory_ids: &[String], now: DateTime<Utc>) -> Result<u64> {
+        if memory_ids.is_empty() {
+            return Ok(0);
+        }
+        // One statement per id keeps the SQL identical on both backends (no array binding on
+        // SQLite); reads return at most a page of memories.
+        Ok(crate::in_write_tx!(self, |tx| {
+            let mut touched = 0;
+            for id in memory_ids {
+                touched += sqlx::query(
+                    "UPDATE memories SET access_count = access_count + 1, last_accessed_at = $3
+                     WHERE id = $1 AND archived_at IS NULL AND user_id = (SELECT id FROM users WHERE external_id = $2)",
+                )
+                .bind(id)
+                .bind(user)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            }
+            touched
+        }))
+    }
+
+    /// How often a memory was read and when last (for tests and admin views); `None` if absent.
+    pub async fn memory_access(&self, memory_id: &str) -> Result<Option<(i64, Option<DateTime<Utc>>)>> {
+        Ok(on_pool!(self, |pool| {
+            sqlx::query_as("SELECT access_count, last_accessed_at FROM memories WHERE id = $1")
+                .bind(memory_id)
+                .fetch_optional(pool)
+                .await?
+        }))
+    }
+}
+
+/// Store-wide totals behind `GET /metrics`, read at scrape time.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct MetricsSnapshot {
+    /// Segments per status.
+    pub segments_by_status: Vec<(String, i64)>,
+    /// Requests per (status, purpose, lane).
+    pub requests: Vec<(String, String, String, i64)>,
+    /// Token and cost totals per purpose.
+    pub usage_by_purpose: Vec<UsageTotals>,
+    /// Items dropped by the processor or at write, over every request.
+    pub items_dropped: i64,
+    /// Active memories.
+    pub memories_active: i64,
+}
+
+/// Token and cost totals of one purpose.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, sqlx::FromRow)]
+pub struct UsageTotals {
+    /// Purpose.
+    pub purpose: String,
+    /// Input tokens.
+    pub input_tokens: i64,
+    /// Output tokens.
+    pub output_tokens: i64,
+    /// Input tokens written to the prompt cache.
+    pub cache_creation_tokens: i64,
+    /// Input tokens read from the prompt cache.
+    pub cache_read_tokens: i64,
+    /// USD.
+    pub cost_usd: f64,
+}
+
+impl Store {
+    /// The totals behind the Prometheus gauges.
+    pub async fn metrics_snapshot(&self) -> Result<MetricsSnapshot> {
+        // SUM of a BIGINT is NUMERIC on PostgreSQL: cast back so both backends decode as i64.
+        Ok(on_pool!(self, |pool| {
+            let segments_by_status =
+                sqlx::query_as("SELECT status, COUNT(*) FROM segments GROUP BY status ORDER BY status")
+                    .fetch_all(pool)
+                    .await?;
+            let requests = sqlx::query_as(
+                "SELECT status, purpose, lane, COUNT(*) FROM llm_requests
+                 GROUP BY status, purpose, lane ORDER BY status, purpose, lane",
+            )
+            .fetch_all(pool)
+            .await?;
+            let usage_by_purpose = sqlx::query_as(
+                "SELECT purpose,
+                        CAST(COALESCE(SUM(input_tokens), 0) AS BIGINT) AS input_tokens,
+                        CAST(COALESCE(SUM(output_tokens), 0) AS BIGINT) AS output_tokens,
+                        CAST(COALESCE(SUM(cache_creation_tokens), 0) AS BIGINT) AS cache_creation_tokens,
+                        CAST(COALESCE(SUM(cache_read_tokens), 0) AS BIGINT) AS cache_read_tokens,
+                        CAST(COALESCE(SUM(cost_usd), 0) AS DOUBLE PRECISION) AS cost_usd
+                 FROM llm_requests GROUP BY purpose ORDER BY purpose",
+            )
+            .fetch_all(pool)
+            .await?;
+            let items_dropped: i64 =
+                sqlx::query_scalar("SELECT CAST(COALESCE(SUM(n_dropped), 0) AS BIGINT) FROM llm_requests")
+                    .fetch_one(pool)
+                    .await?;
+            let memories_active: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM memories WHERE archived_at IS NULL")
+                .fetch_one(pool)
+                .await?;
+            MetricsSnapshot {
+                segments_by_status,
+                requests,
+                usage_by_purpose,
+                items_dropped,
+                memories_active,
+            }
+        }))
+    }
+}

@@ -8,10 +8,10 @@ use axum::Router;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
-use axum::routing::get;
-use secrecy::{ExposeSecret, SecretString};
+use axum::routing::{MethodRouter, get};
 use serde::Deserialize;
 
+use crate::api::ApiToken;
 use crate::app::App;
 use crate::render::{self, escape_html};
 
@@ -23,7 +23,7 @@ const PAGE_ROWS: i64 = 200;
 #[derive(Clone)]
 struct AdminState {
     app: App,
-    token: Option<std::sync::Arc<SecretString>>,
+    token: Option<ApiToken>,
 }
 
 /// The `?token=` a browser can carry (it cannot set an `Authorization` header on a link).
@@ -35,19 +35,29 @@ struct TokenQuery {
 /// The `/admin` pages over `app`. With a token, every page requires it as a bearer header or a
 /// `token` query parameter (kept in the page's links and refresh); without one they are open,
 /// for a listener bound to loopback.
-pub fn router(app: App, token: Option<SecretString>) -> Router {
-    let state = AdminState {
-        app,
-        token: token.map(std::sync::Arc::new),
-    };
-    Router::new()
-        .route("/admin", get(index))
-        .route("/admin/batches", get(batches))
-        .route("/admin/segments", get(segments))
-        .route("/admin/requests", get(requests))
-        .route("/admin/dead", get(dead_letters))
-        .route("/admin/costs", get(costs))
+pub fn router(app: App, token: Option<ApiToken>) -> Router {
+    let state = AdminState { app, token };
+    pages()
+        .into_iter()
+        .fold(Router::new(), |router, (path, page)| router.route(path, page))
         .with_state(state)
+}
+
+/// Every page (all `GET`), the one table the router and the OpenAPI check both read.
+fn pages() -> Vec<(&'static str, MethodRouter<AdminState>)> {
+    vec![
+        ("/admin", get(index)),
+        ("/admin/batches", get(batches)),
+        ("/admin/segments", get(segments)),
+        ("/admin/requests", get(requests)),
+        ("/admin/dead", get(dead_letters)),
+        ("/admin/costs", get(costs)),
+    ]
+}
+
+/// The pages' paths.
+pub fn page_paths() -> Vec<&'static str> {
+    pages().into_iter().map(|(path, _)| path).collect()
 }
 
 /// Why a page could not be shown.
@@ -89,7 +99,7 @@ fn authorize(state: &AdminState, headers: &HeaderMap, query: &TokenQuery) -> Res
         .and_then(|value| value.to_str().ok())
         .and_then(|value| value.strip_prefix("Bearer "));
     let offered = bearer.or(query.token.as_deref()).unwrap_or_default();
-    if !constant_time_eq(offered.as_bytes(), expected.expose_secret().as_bytes()) {
+    if !expected.matches(offered) {
         return Err(PageError::Unauthorized);
     }
     Ok(query
@@ -97,15 +107,6 @@ fn authorize(state: &AdminState, headers: &HeaderMap, query: &TokenQuery) -> Res
         .as_ref()
         .map(|token| format!("?token={}", escape_html(token)))
         .unwrap_or_default())
-}
-
-/// Compares without an early exit, so response time does not reveal how much of a guess matched.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    let mut difference = a.len() ^ b.len();
-    for (index, byte) in b.iter().enumerate() {
-        difference |= usize::from(a.get(index).copied().unwrap_or(0) ^ byte);
-    }
-    difference == 0
 }
 
 fn page(title: &str, suffix: &str, body: &str) -> Html<String> {
@@ -214,18 +215,4 @@ async fn costs(
     let total: f64 = rows.iter().map(|row| row.cost_usd).sum();
     let body = format!("<p>total ${total:.4}</p>\n{}", render::costs_table(&rows).to_html());
     Ok(page("cost by user and stage", &suffix, &body))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::constant_time_eq;
-
-    #[test]
-    fn tokens_match_only_when_equal() {
-        assert!(constant_time_eq(b"secret", b"secret"));
-        assert!(!constant_time_eq(b"secret", b"secreT"));
-        assert!(!constant_time_eq(b"secre", b"secret"));
-        assert!(!constant_time_eq(b"secret-and-more", b"secret"));
-        assert!(!constant_time_eq(b"", b"secret"));
-    }
 }

@@ -192,6 +192,12 @@ pub enum Command {
         #[arg(long, value_name = "FILE")]
         faults: Option<PathBuf>,
     },
+    /// Serve the HTTP API (routes in README.md) until Ctrl-C; needs MEMSIFT_API_TOKEN or [api] token_file.
+    Serve {
+        /// Address to listen on. Default: [api] listen (127.0.0.1:8177).
+        #[arg(long, value_name = "ADDR")]
+        listen: Option<String>,
+    },
 }
 
 /// A lifecycle revision of one memory.
@@ -289,6 +295,7 @@ async fn dispatch(app: &App, command: Command, json: bool) -> anyhow::Result<()>
             unreachable!("handled before the store is opened")
         }
         Command::Migrate => println!("migrate: schema is up to date"),
+        Command::Serve { listen } => serve_api(app, listen.as_deref()).await?,
         Command::Import { format, files } => {
             for file in files {
                 let report = import_file(app, &file, format).await?;
@@ -646,4 +653,22 @@ async fn show(app: &App, id: &str, json: bool) -> anyhow::Result<()> {
     }
     println!("{}", serde_json::to_string_pretty(&detail)?);
     Ok(())
+}
+
+/// `memsift serve`: the HTTP API until Ctrl-C.
+async fn serve_api(app: &App, listen: Option<&str>) -> anyhow::Result<()> {
+    use std::io::Write;
+
+    let token = crate::api::ApiToken::load(&app.config.api)?;
+    let listen = listen.unwrap_or(&app.config.api.listen);
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("serve: cannot listen on {listen}; pass --listen or set [api] listen"))?;
+    println!("listening on http://{}", listener.local_addr()?);
+    std::io::stdout().flush()?;
+    crate::api::serve(app.clone(), token, listener, async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
+    .await
+    .context("serve: the HTTP server failed")
 }

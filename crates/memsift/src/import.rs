@@ -135,6 +135,50 @@ pub fn parse_jsonl(file: &str, text: &str) -> Result<Vec<NewMessage>, ImportErro
     Ok(messages)
 }
 
+/// Parses the body of `POST /v1/users/{user}/messages`: a JSON list of messages in the JSONL
+/// schema without `user`, which the path gives. Each message goes through [`parse_jsonl`], so the
+/// API names the same fields with the same fixes; errors say `message #N` (1-based).
+pub fn parse_api_messages(user: &str, body: &[u8]) -> Result<Vec<NewMessage>, String> {
+    let root: Value = serde_json::from_slice(body).map_err(|error| {
+        format!(
+            "the body is not valid JSON ({}); send a list of messages",
+            error.to_string().split(" at line ").next().unwrap_or("")
+        )
+    })?;
+    let list = root
+        .as_array()
+        .ok_or_else(|| "the body must be a JSON list of messages, e.g. [{\"conversation\": …}]".to_owned())?;
+    if list.is_empty() {
+        return Err("the body is an empty list; send at least one message".to_owned());
+    }
+    let mut lines = String::new();
+    for (idx, message) in list.iter().enumerate() {
+        let mut object = message
+            .as_object()
+            .cloned()
+            .ok_or_else(|| format!("message #{}: not a JSON object", idx + 1))?;
+        if object.contains_key("user") {
+            return Err(format!(
+                "message #{}: field `user` comes from the path; remove it from the message",
+                idx + 1
+            ));
+        }
+        object.insert("user".to_owned(), Value::String(user.to_owned()));
+        // serde_json writes one object per line, so line N of this text is message N.
+        lines.push_str(&Value::Object(object).to_string());
+        lines.push('\n');
+    }
+    parse_jsonl("body", &lines).map_err(|error| match error {
+        ImportError::Bad { line, problem, .. } => {
+            format!(
+                "message #{line}: {}",
+                problem.replace("each line needs user, ", "each message needs ")
+            )
+        }
+        other => other.to_string(),
+    })
+}
+
 fn describe_json_error(error: &serde_json::Error) -> String {
     let message = error.to_string();
     // serde_json appends " at line 1 column N"; the line is ours to report, the column helps.

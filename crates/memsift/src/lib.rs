@@ -4,11 +4,13 @@
 //! here so tests drive the same code the binary runs.
 
 pub mod admin;
+pub mod api;
 pub mod app;
 pub mod cli;
 pub mod demo;
 pub mod embedding;
 pub mod erase;
 pub mod import;
+pub mod metrics;
 pub mod pipeline;
 pub mod render;

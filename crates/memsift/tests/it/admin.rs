@@ -60,7 +60,7 @@ async fn the_batches_page_shows_the_ingested_batch_to_chromium_and_refuses_witho
 
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
-    let router = memsift::admin::router(test.app.clone(), Some(TOKEN.to_owned().into()));
+    let router = memsift::admin::router(test.app.clone(), Some(memsift::api::ApiToken::new(TOKEN)));
     let server = tokio::spawn(async move { axum::serve(listener, router).await });
 
     // The app's provider client installed the TLS crypto provider reqwest needs even for http.

@@ -1,6 +1,7 @@
 //! End-to-end tests of the memsift application: import, pipeline, apply, and the CLI process.
 
 mod admin;
+mod api;
 mod batch_lane;
 mod budgets;
 mod cli;

@@ -1,0 +1,565 @@
+//! The HTTP API (`memsift serve`): ingest turns, close segments, request extraction, read and
+//! search a user's memories, admin listings, `/metrics` for Prometheus and `/openapi.json`.
+//!
+//! Every user route is scoped by its `{user}` path segment: another user's segment or memory is
+//! answered as absent (404 or an empty list), never as forbidden, so ids cannot be probed.
+//! Every route but `/healthz` and `/metrics` needs `Authorization: Bearer <token>`.
+//!
+//! Pipeline work (`POST …/extract`) is not `Send` (the provider clients' futures), so handlers,
+//! which axum runs on spawned tasks, cannot await it. They send a job over a channel to a
+//! [`PipelineWorker`] that owns the `App` and is driven on the task that called [`serve`] (or
+//! that mounts the router, like the daemon): no `LocalSet` and no second runtime needed.
+
+use std::collections::HashMap;
+use std::future::Future;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, QueryRejection};
+use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
+use axum::http::{StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{MethodRouter, get, post};
+use memsift_core::config::ApiConfig;
+use memsift_core::{RequestId, SegmentId};
+use memsift_store::StoreError;
+use secrecy::{ExposeSecret, SecretString};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use subtle::ConstantTimeEq;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::app::App;
+use crate::pipeline::{self, StepReport};
+
+/// The environment variable holding the bearer token (preferred over `api.token_file`).
+pub const TOKEN_ENV: &str = "MEMSIFT_API_TOKEN";
+
+/// The committed OpenAPI document, served at `GET /openapi.json`.
+pub const OPENAPI_JSON: &str = include_str!("../../../docs/openapi.json");
+
+/// Most pipeline steps one `POST …/extract` runs: enough for the heuristic and immediate lanes to
+/// plan, answer and apply; batch-lane work then continues in the daemon's loop.
+const EXTRACT_MAX_STEPS: usize = 8;
+
+/// Default and largest page of `GET …/memories`.
+const DEFAULT_LIMIT: i64 = 100;
+const MAX_LIMIT: i64 = 1000;
+/// Default and largest `k` of a search.
+const DEFAULT_K: usize = 10;
+const MAX_K: usize = 100;
+
+/// Why the API cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum TokenError {
+    /// Neither the variable nor the file gives a token.
+    #[error("no API token: set {TOKEN_ENV} or [api] token_file in the configuration")]
+    Missing,
+    /// The token file cannot be read.
+    #[error("cannot read the API token file {path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The token file is empty.
+    #[error("the API token file {0} is empty; write the token on its first line")]
+    Empty(String),
+}
+
+/// The bearer token every protected route checks, held as a secret.
+#[derive(Clone)]
+pub struct ApiToken(std::sync::Arc<SecretString>);
+
+impl ApiToken {
+    /// A token given directly (tests, embedding callers).
+    pub fn new(token: &str) -> ApiToken {
+        ApiToken(std::sync::Arc::new(SecretString::from(token.to_owned())))
+    }
+
+    /// `MEMSIFT_API_TOKEN`, else the first line of `api.token_file`.
+    pub fn load(config: &ApiConfig) -> Result<ApiToken, TokenError> {
+        if let Ok(token) = std::env::var(TOKEN_ENV)
+            && !token.trim().is_empty()
+        {
+            return Ok(ApiToken::new(token.trim()));
+        }
+        let path = config.token_file.as_ref().ok_or(TokenError::Missing)?;
+        let text = std::fs::read_to_string(path).map_err(|source| TokenError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        let token = text.lines().next().unwrap_or("").trim();
+        if token.is_empty() {
+            return Err(TokenError::Empty(path.display().to_string()));
+        }
+        Ok(ApiToken::new(token))
+    }
+
+    /// Whether `offered` is the token.
+    pub fn matches(&self, offered: &str) -> bool {
+        // Constant time over the bytes, so response timing does not reveal a matching prefix.
+        bool::from(self.0.expose_secret().as_bytes().ct_eq(offered.as_bytes()))
+    }
+}
+
+/// An API error: its status and one line saying what to fix, sent as `{"error": "…"}`.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// The input is wrong (400).
+    #[error("{0}")]
+    BadRequest(String),
+    /// No or a wrong bearer token (401).
+    #[error("{0}")]
+    Unauthorized(String),
+    /// The named thing does not exist for this user (404).
+    #[error("{0}")]
+    NotFound(String),
+    /// The body is larger than `api.max_body_bytes` (413).
+    #[error("{0}")]
+    TooLarge(String),
+    /// The pipeline worker is not running (503).
+    #[error("{0}")]
+    Unavailable(String),
+    /// A bug or a database failure (500); the cause chain is logged, not sent.
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl ApiError {
+    fn status(&self) -> StatusCode {
+        match self {
+            ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    fn internal(error: impl Into<anyhow::Error>) -> ApiError {
+        let error = error.into();
+        tracing::error!(error = format!("{error:#}"), "API request failed.");
+        ApiError::Internal("internal error; the server log has the cause".to_owned())
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(error: StoreError) -> Self {
+        match error {
+            StoreError::NotFound(message) => ApiError::NotFound(message),
+            other => ApiError::internal(other),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut response = (self.status(), Json(json!({ "error": self.to_string() }))).into_response();
+        if matches!(self, ApiError::Unauthorized(_)) {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Bearer"));
+        }
+        response
+    }
+}
+
+type ApiResult<T> = Result<T, ApiError>;
+
+/// A pipeline job sent from a handler to the [`PipelineWorker`].
+struct ExtractJob {
+    reply: oneshot::Sender<anyhow::Result<StepReport>>,
+}
+
+/// Runs the pipeline work the API asks for, on the task that owns the `App` (its futures are not
+/// `Send`). Drive [`PipelineWorker::run`] next to the server; `serve` does.
+pub struct PipelineWorker {
+    app: App,
+    jobs: mpsc::Receiver<ExtractJob>,
+}
+
+impl PipelineWorker {
+    /// Answers jobs until every router holding the sender is gone.
+    pub async fn run(mut self) {
+        while let Some(job) = self.jobs.recv().await {
+            let report = extract_steps(&self.app).await;
+            // The caller may have hung up; the work is committed either way.
+            let _ = job.reply.send(report);
+        }
+    }
+}
+
+async fn extract_steps(app: &App) -> anyhow::Result<StepReport> {
+    let mut total = StepReport::default();
+    for _ in 0..EXTRACT_MAX_STEPS {
+        let step = pipeline::run_once(app).await?;
+        total.add(&step);
+        if !step.progressed() {
+            break;
+        }
+    }
+    Ok(total)
+}
+
+#[derive(Clone)]
+struct ApiState {
+    app: App,
+    token: ApiToken,
+    jobs: mpsc::Sender<ExtractJob>,
+}
+
+/// Whether a route needs the bearer token.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Access {
+    Public,
+    Token,
+}
+
+/// Every route, once: the router and [`route_list`] (which the OpenAPI test compares with
+/// docs/openapi.json) are both built from this table, so they cannot drift apart.
+fn routes() -> Vec<(&'static str, &'static str, Access, MethodRouter<ApiState>)> {
+    use Access::{Public, Token};
+    vec![
+        ("GET", "/healthz", Public, get(healthz)),
+        ("GET", "/metrics", Public, get(metrics)),
+        ("GET", "/openapi.json", Token, get(openapi)),
+        ("POST", "/v1/users/{user}/messages", Token, post(ingest_messages)),
+        (
+            "POST",
+            "/v1/users/{user}/segments/{segment_id}/close",
+            Token,
+            post(close_segment),
+        ),
+        ("POST", "/v1/users/{user}/extract", Token, post(extract)),
+        ("GET", "/v1/users/{user}/memories", Token, get(list_memories)),
+        ("GET", "/v1/users/{user}/memories/search", Token, get(search_memories)),
+        ("GET", "/v1/admin/batches", Token, get(admin_batches)),
+        ("GET", "/v1/admin/segments", Token, get(admin_segments)),
+        ("GET", "/v1/admin/requests", Token, get(admin_requests)),
+        ("GET", "/v1/admin/requests/{id}", Token, get(admin_request)),
+    ]
+}
+
+/// Every route as (method, path), in the table's order.
+pub fn route_list() -> Vec<(String, String)> {
+    routes()
+        .into_iter()
+        .map(|(method, path, _, _)| (method.to_owned(), path.to_owned()))
+        .chain(
+            crate::admin::page_paths()
+                .into_iter()
+                .map(|path| ("GET".to_owned(), path.to_owned())),
+        )
+        .collect()
+}
+
+/// The API router over `app`, and the worker that must be driven beside it for `…/extract`.
+pub fn router(app: App, token: ApiToken) -> (axum::Router, PipelineWorker) {
+    let (jobs_tx, jobs_rx) = mpsc::channel(16);
+    let max_body_bytes = usize::try_from(app.config.api.max_body_bytes).unwrap_or(usize::MAX);
+    let admin = crate::admin::router(app.clone(), Some(token.clone()));
+    let state = ApiState {
+        app: app.clone(),
+        token,
+        jobs: jobs_tx,
+    };
+    let mut public = axum::Router::new();
+    let mut protected = axum::Router::new();
+    for (_, path, access, handler) in routes() {
+        match access {
+            Access::Public => public = public.route(path, handler),
+            Access::Token => protected = protected.route(path, handler),
+        }
+    }
+    let protected = protected.route_layer(axum::middleware::from_fn_with_state(state.clone(), require_token));
+    let router = public
+        .merge(protected)
+        .fallback(not_found)
+        .layer(DefaultBodyLimit::max(max_body_bytes))
+        .with_state(state)
+        .merge(admin);
+    (router, PipelineWorker { app, jobs: jobs_rx })
+}
+
+/// Serves the API on `listener` until `shutdown` completes, driving the pipeline worker on this task.
+pub async fn serve(
+    app: App,
+    token: ApiToken,
+    listener: tokio::net::TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let (router, worker) = router(app, token);
+    let server = std::pin::pin!(
+        axum::serve(listener, router)
+            .with_graceful_shutdown(shutdown)
+            .into_future()
+    );
+    let worker = std::pin::pin!(worker.run());
+    // The worker only ends when the router's sender is dropped, i.e. after the server stopped.
+    tokio::select! {
+        result = server => result,
+        () = worker => Ok(()),
+    }
+}
+
+async fn require_token(State(state): State<ApiState>, request: Request, next: Next) -> Response {
+    let offered = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.strip_prefix("Bearer "));
+    match offered {
+        Some(offered) if state.token.matches(offered.trim()) => next.run(request).await,
+        Some(_) => ApiError::Unauthorized(
+            "the bearer token is wrong; use the one in MEMSIFT_API_TOKEN or [api] token_file".to_owned(),
+        )
+        .into_response(),
+        None => ApiError::Unauthorized("missing `Authorization: Bearer <token>` header".to_owned()).into_response(),
+    }
+}
+
+async fn not_found() -> ApiError {
+    ApiError::NotFound("no such route; see GET /openapi.json".to_owned())
+}
+
+async fn healthz() -> Json<Value> {
+    Json(json!({ "status": "ok" }))
+}
+
+async fn openapi() -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], OPENAPI_JSON).into_response()
+}
+
+fn body_bytes(body: Result<Bytes, BytesRejection>, limit: u64) -> ApiResult<Bytes> {
+    body.map_err(|rejection| {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::TooLarge(format!(
+                "the body is larger than {limit} bytes ([api] max_body_bytes); send fewer messages per call"
+            ))
+        } else {
+            ApiError::BadRequest(format!("cannot read the body: {}", rejection.body_text()))
+        }
+    })
+}
+
+fn query<T>(query: Result<Query<T>, QueryRejection>) -> ApiResult<T> {
+    query
+        .map(|Query(value)| value)
+        .map_err(|rejection| ApiError::BadRequest(rejection.body_text()))
+}
+
+fn check_user(user: &str) -> ApiResult<()> {
+    if user.trim().is_empty() {
+        return Err(ApiError::BadRequest(
+            "path segment `user` is empty; give the host application's user id".to_owned(),
+        ));
+    }
+    Ok(())
+}
+
+async fn ingest_messages(
+    State(state): State<ApiState>,
+    Path(user): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Response> {
+    check_user(&user)?;
+    let body = body_bytes(body, state.app.config.api.max_body_bytes)?;
+    let messages = crate::import::parse_api_messages(&user, &body).map_err(ApiError::BadRequest)?;
+    let app = &state.app;
+    let report = app
+        .store
+        .ingest(&messages, app.config.idle_timeout(), app.clock.now(), &|_| {})
+        .await?;
+    Ok((StatusCode::OK, Json(json!(report))).into_response())
+}
+
+async fn close_segment(
+    State(state): State<ApiState>,
+    Path((user, segment_id)): Path<(String, String)>,
+) -> ApiResult<Json<Value>> {
+    let id = SegmentId::parse(segment_id.trim()).map_err(|_| {
+        ApiError::BadRequest(format!(
+            "path segment `segment_id`: `{segment_id}` is not a segment id; list them with GET /v1/admin/segments"
+        ))
+    })?;
+    let closed = state
+        .app
+        .store
+        .close_user_segment(&user, id, state.app.clock.now())
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("user `{user}` has no segment {id}")))?;
+    Ok(Json(json!(closed)))
+}
+
+async fn extract(State(state): State<ApiState>, Path(user): Path<String>) -> ApiResult<Json<Value>> {
+    check_user(&user)?;
+    let app = &state.app;
+    // Closing is plain store work and scoped to this user; the steps that follow run every
+    // user's due work, which is what the daemon's loop would do next anyway.
+    let n_closed = app.store.close_user_segments(&user, app.clock.now()).await?;
+    let (reply, answer) = oneshot::channel();
+    let unavailable = || ApiError::Unavailable("the pipeline worker is not running; retry later".to_owned());
+    state.jobs.send(ExtractJob { reply }).await.map_err(|_| unavailable())?;
+    let report = answer.await.map_err(|_| unavailable())?.map_err(ApiError::internal)?;
+    Ok(Json(
+        json!({ "n_segments_closed_by_request": n_closed, "report": report }),
+    ))
+}
+
+#[derive(Deserialize)]
+struct MemoriesQuery {
+    limit: Option<i64>,
+}
+
+async fn list_memories(
+    State(state): State<ApiState>,
+    Path(user): Path<String>,
+    params: Result<Query<MemoriesQuery>, QueryRejection>,
+) -> ApiResult<Json<Value>> {
+    let params = query(params)?;
+    let limit = params.limit.unwrap_or(DEFAULT_LIMIT);
+    if !(1..=MAX_LIMIT).contains(&limit) {
+        return Err(ApiError::BadRequest(format!(
+            "query `limit`: {limit} is out of range; use 1 to {MAX_LIMIT}"
+        )));
+    }
+    let app = &state.app;
+    let rows = app.store.list_memories(&user, Some(limit)).await?;
+    let ids: Vec<String> = rows.iter().map(|row| row.id.clone()).collect();
+    app.store.record_memory_access(&user, &ids, app.clock.now()).await?;
+    Ok(Json(json!({ "memories": rows })))
+}
+
+#[derive(Deserialize)]
+struct SearchQuery {
+    q: Option<String>,
+    k: Option<usize>,
+}
+
+async fn search_memories(
+    State(state): State<ApiState>,
+    Path(user): Path<String>,
+    params: Result<Query<SearchQuery>, QueryRejection>,
+) -> ApiResult<Json<Value>> {
+    let params = query(params)?;
+    let q = params.q.unwrap_or_default();
+    if q.trim().is_empty() {
+        return Err(ApiError::BadRequest(
+            "query `q` is missing or empty; give the text to search for".to_owned(),
+        ));
+    }
+    let k = params.k.unwrap_or(DEFAULT_K);
+    if !(1..=MAX_K).contains(&k) {
+        return Err(ApiError::BadRequest(format!(
+            "query `k`: {k} is out of range; use 1 to {MAX_K}"
+        )));
+    }
+    let app = &state.app;
+    let Some(user_id) = app.store.user_id(&user).await? else {
+        return Ok(Json(json!({ "results": [] })));
+    };
+    let index = app
+        .vectors
+        .fresh_index(&app.store, user_id)
+        .await
+        .map_err(ApiError::internal)?;
+    let query_vector = app
+        .vectors
+        .embed(vec![q])
+        .await
+        .map_err(ApiError::internal)?
+        .pop()
+        .ok_or_else(|| ApiError::internal(anyhow::anyhow!("the embedder returned no vector")))?;
+    let neighbours = index.search(&query_vector, k).map_err(ApiError::internal)?;
+    let ids: Vec<_> = neighbours.iter().map(|neighbour| neighbour.memory_id).collect();
+    let texts: HashMap<String, String> = app
+        .store
+        .active_memory_texts(user_id, &ids)
+        .await?
+        .into_iter()
+        .map(|(id, text)| (id.to_string(), text))
+        .collect();
+    // A memory archived since the index was read has no text here: leave it out.
+    let results: Vec<Value> = neighbours
+        .iter()
+        .filter_map(|neighbour| {
+            let id = neighbour.memory_id.to_string();
+            let text = texts.get(&id)?;
+            Some(json!({ "id": id, "text": text, "score": neighbour.score }))
+        })
+        .collect();
+    let returned: Vec<String> = results
+        .iter()
+        .filter_map(|result| result["id"].as_str().map(str::to_owned))
+        .collect();
+    app.store
+        .record_memory_access(&user, &returned, app.clock.now())
+        .await?;
+    Ok(Json(json!({ "results": results })))
+}
+
+#[derive(Deserialize)]
+struct AdminQuery {
+    user: Option<String>,
+    status: Option<String>,
+    limit: Option<i64>,
+}
+
+async fn admin_batches(
+    State(state): State<ApiState>,
+    params: Result<Query<AdminQuery>, QueryRejection>,
+) -> ApiResult<Json<Value>> {
+    let params = query(params)?;
+    let rows = state
+        .app
+        .store
+        .list_batches(params.status.as_deref(), params.limit)
+        .await?;
+    Ok(Json(json!({ "batches": rows })))
+}
+
+async fn admin_segments(
+    State(state): State<ApiState>,
+    params: Result<Query<AdminQuery>, QueryRejection>,
+) -> ApiResult<Json<Value>> {
+    let params = query(params)?;
+    let rows = state
+        .app
+        .store
+        .list_segments(params.user.as_deref(), params.status.as_deref(), params.limit)
+        .await?;
+    Ok(Json(json!({ "segments": rows })))
+}
+
+async fn admin_requests(
+    State(state): State<ApiState>,
+    params: Result<Query<AdminQuery>, QueryRejection>,
+) -> ApiResult<Json<Value>> {
+    let params = query(params)?;
+    let rows = state
+        .app
+        .store
+        .list_requests(params.user.as_deref(), params.status.as_deref(), params.limit)
+        .await?;
+    Ok(Json(json!({ "requests": rows })))
+}
+
+async fn admin_request(State(state): State<ApiState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+    let id = RequestId::parse(id.trim()).map_err(|_| {
+        ApiError::BadRequest(format!(
+            "path segment `id`: `{id}` is not a request id; list them with GET /v1/admin/requests"
+        ))
+    })?;
+    let detail = state.app.store.request_detail(id).await?;
+    Ok(Json(json!(detail)))
+}
+
+async fn metrics(State(state): State<ApiState>) -> ApiResult<Response> {
+    let snapshot = state.app.store.metrics_snapshot().await?;
+    let text = crate::metrics::render(&snapshot).map_err(ApiError::internal)?;
+    Ok(([(header::CONTENT_TYPE, prometheus::TEXT_FORMAT)], text).into_response())
+}

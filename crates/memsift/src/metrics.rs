@@ -1,0 +1,110 @@
+//! `GET /metrics`: store totals rendered in the Prometheus text format at scrape time.
+//!
+//! Every value is read from the store when scraped, so several daemons on one PostgreSQL database
+//! report the same numbers and nothing is lost on restart. The names are documented in
+//! docs/metrics.md; the API test checks each is present.
+
+use memsift_store::MetricsSnapshot;
+use prometheus::{Encoder, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder};
+
+/// Segment statuses, so a status with no segment is reported as 0 rather than missing.
+const SEGMENT_STATUSES: [&str; 6] = ["open", "closed", "extracting", "extracted", "failed", "dead"];
+
+/// Every metric name this endpoint serves (the README and test list the same).
+pub const METRIC_NAMES: [&str; 8] = [
+    "memsift_segments",
+    "memsift_dead_letters",
+    "memsift_requests",
+    "memsift_tokens_total",
+    "memsift_cost_usd_total",
+    "memsift_items_dropped_total",
+    "memsift_memories_active",
+    "memsift_up",
+];
+
+/// Renders the snapshot as Prometheus text (format 0.0.4).
+pub fn render(snapshot: &MetricsSnapshot) -> prometheus::Result<String> {
+    let registry = Registry::new();
+
+    let segments = IntGaugeVec::new(Opts::new("memsift_segments", "Segments by status."), &["status"])?;
+    for status in SEGMENT_STATUSES {
+        segments.with_label_values(&[status]).set(0);
+    }
+    let mut dead = 0;
+    for (status, count) in &snapshot.segments_by_status {
+        segments.with_label_values(&[status.as_str()]).set(*count);
+        if status == "dead" {
+            dead = *count;
+        }
+    }
+    registry.register(Box::new(segments))?;
+
+    let dead_letters = IntGauge::new(
+        "memsift_dead_letters",
+        "Segments that ran out of attempts (status dead); each needs an operator.",
+    )?;
+    dead_letters.set(dead);
+    registry.register(Box::new(dead_letters))?;
+
+    let requests = IntGaugeVec::new(
+        Opts::new("memsift_requests", "LLM request attempts by status, purpose and lane."),
+        &["status", "purpose", "lane"],
+    )?;
+    for (status, purpose, lane, count) in &snapshot.requests {
+        requests
+            .with_label_values(&[status.as_str(), purpose.as_str(), lane.as_str()])
+            .set(*count);
+    }
+    registry.register(Box::new(requests))?;
+
+    // Token and cost sums only grow (request rows are never deleted), so they are counters.
+    let tokens = IntCounterVec::new(
+        Opts::new(
+            "memsift_tokens_total",
+            "Tokens over every request, by purpose and kind.",
+        ),
+        &["purpose", "kind"],
+    )?;
+    let cost = prometheus::CounterVec::new(
+        Opts::new(
+            "memsift_cost_usd_total",
+            "Recorded cost in USD over every request, by purpose.",
+        ),
+        &["purpose"],
+    )?;
+    for usage in &snapshot.usage_by_purpose {
+        let purpose = usage.purpose.as_str();
+        for (kind, value) in [
+            ("input", usage.input_tokens),
+            ("output", usage.output_tokens),
+            ("cache_creation", usage.cache_creation_tokens),
+            ("cache_read", usage.cache_read_tokens),
+        ] {
+            tokens
+                .with_label_values(&[purpose, kind])
+                .inc_by(u64::try_from(value).unwrap_or(0));
+        }
+        cost.with_label_values(&[purpose]).inc_by(usage.cost_usd.max(0.0));
+    }
+    registry.register(Box::new(tokens))?;
+    registry.register(Box::new(cost))?;
+
+    let dropped = IntCounter::new(
+        "memsift_items_dropped_total",
+        "Extracted items dropped by validation or dedupe, over every request.",
+    )?;
+    dropped.inc_by(u64::try_from(snapshot.items_dropped).unwrap_or(0));
+    registry.register(Box::new(dropped))?;
+
+    let memories = IntGauge::new("memsift_memories_active", "Active (not archived) memories.")?;
+    memories.set(snapshot.memories_active);
+    registry.register(Box::new(memories))?;
+
+    let up = IntGauge::new("memsift_up", "1 when the store answered this scrape.")?;
+    up.set(1);
+    registry.register(Box::new(up))?;
+
+    let mut buffer = Vec::new();
+    TextEncoder::new().encode(&registry.gather(), &mut buffer)?;
+    Ok(String::from_utf8(buffer).unwrap_or_default())
+}
