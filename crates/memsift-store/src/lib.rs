@@ -22,6 +22,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePo
 mod extraction;
 mod ingest;
 mod listing;
+mod schedules;
 #[cfg(feature = "test-support")]
 pub mod testing;
 mod vectors;
@@ -30,6 +31,7 @@ mod work;
 pub use extraction::{ApplyInput, ApplyOutcome, ClaimedSegment, NewRequest, SegmentTurn, StoredOutput};
 pub use ingest::{IngestReport, NewMessage};
 pub use listing::{Counts, MemoryRow, RequestDetail, RequestRow, SegmentRow};
+pub use schedules::ScheduleRow;
 pub use vectors::{
     LoadedIndex, MemoryToEmbed, MemoryVector, Neighbour, UserVectors, VectorCache, VectorIndex, VectorIndexError, dot,
     vector_from_le_bytes, vector_to_le_bytes,

@@ -6,6 +6,7 @@
 
 mod cases;
 mod helpers;
+mod schedules;
 mod vectors;
 
 macro_rules! store_suite {
@@ -52,4 +53,8 @@ store_suite!(
     vectors_of_another_model_or_dimension_are_reported_not_mixed,
     a_write_elsewhere_bumps_the_version_and_the_cache_reloads,
     top_k_matches_a_brute_force_reference,
+    two_owners_racing_for_one_tick_give_exactly_one_run,
+    a_live_lease_blocks_the_next_tick_until_it_is_finished,
+    an_expired_lease_lets_another_owner_take_over,
+    a_tick_already_run_is_not_run_again,
 );
