@@ -68,6 +68,8 @@ pub enum Command {
         #[arg(long, default_value_t = 5)]
         interval_secs: u64,
     },
+    /// Run as a service: periodic jobs claimed through the database, systemd notify, drain on SIGTERM.
+    Daemon,
     /// One safety-net pass: move every stuck segment, request, claim and batch forward once.
     Sweep,
     /// List segments.
@@ -148,12 +150,15 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         return run_sim(listen, responder, faults.as_deref()).await;
     }
     if let Command::CheckConfig = cli.command {
-        let problems: Vec<String> = config
+        let mut problems: Vec<String> = config
             .llm
             .iter()
             .flat_map(|(key, llm)| memsift_llm::validate_llm_config(key, llm))
             .map(|problem| problem.to_string())
             .collect();
+        if let Err(error) = crate::daemon::parse_schedules(&config.schedules) {
+            problems.push(error.to_string());
+        }
         if !problems.is_empty() {
             anyhow::bail!("{}", problems.join("\n"));
         }
@@ -172,6 +177,15 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     }
     let url = database_url(&config, cli.database.as_deref())?;
     let app = App::open_with_system_clock(config, &url).await?;
+    if let Command::Daemon = cli.command {
+        // Opening the app migrated the store and checked every tier's route; the schedules are
+        // checked here, before READY=1 tells systemd the daemon is up.
+        let daemon = crate::daemon::Daemon::new(app.clone(), std::sync::Arc::new(crate::daemon::PipelineRunner))?;
+        let result = crate::daemon::serve(&daemon).await;
+        // Closing the pool checkpoints SQLite's WAL before the process exits.
+        app.store.close().await;
+        return result;
+    }
     let result = dispatch(&app, cli.command, cli.json).await;
     app.store.close().await;
     result
@@ -179,7 +193,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
 
 async fn dispatch(app: &App, command: Command, json: bool) -> anyhow::Result<()> {
     match command {
-        Command::Demo { .. } | Command::CheckConfig | Command::Sim { .. } => {
+        Command::Demo { .. } | Command::CheckConfig | Command::Sim { .. } | Command::Daemon => {
             unreachable!("handled before the store is opened")
         }
         Command::Migrate => println!("migrate: schema is up to date"),

@@ -5,6 +5,7 @@
 
 pub mod app;
 pub mod cli;
+pub mod daemon;
 pub mod demo;
 pub mod import;
 pub mod pipeline;

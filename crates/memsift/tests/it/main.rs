@@ -3,6 +3,7 @@
 mod batch_lane;
 mod cli;
 mod crash;
+mod daemon;
 mod helpers;
 mod pipeline;
 mod tidy;
