@@ -51,7 +51,8 @@ def main() -> int:
     def stamp() -> str:
         return f"+{time.monotonic() - started:8.3f}s"
 
-    ready_at = term_at = None
+    ready_at = term_at = killed_at = None
+    stderr_open = True
     seen = {"READY": 0, "WATCHDOG": 0, "STOPPING": 0}
     watchdog_times = []
     buffered = b""
@@ -61,10 +62,12 @@ def main() -> int:
             daemon.send_signal(signal.SIGTERM)
             term_at = now
             print(f"{stamp()} harness: SIGTERM sent", flush=True)
-        if term_at is not None and now - term_at > args.stop_timeout:
+        if term_at is not None and killed_at is None and now - term_at > args.stop_timeout:
             daemon.kill()
+            killed_at = now
             print(f"{stamp()} harness: SIGKILL (past --stop-timeout {args.stop_timeout}s)", flush=True)
-        readable, _, _ = select.select([notify, daemon.stderr], [], [], 0.05)
+        watched = [notify, daemon.stderr] if stderr_open else [notify]
+        readable, _, _ = select.select(watched, [], [], 0.05)
         if notify in readable:
             message = notify.recv(4096).decode(errors="replace")
             for line in message.splitlines():
@@ -77,15 +80,19 @@ def main() -> int:
                     ready_at = time.monotonic()
             print(f"{stamp()} notify: {message.replace(chr(10), ' ')}", flush=True)
         if daemon.stderr in readable:
-            chunk = daemon.stderr.read() or b""
-            buffered += chunk
+            chunk = daemon.stderr.read()
+            if chunk == b"":
+                stderr_open = False
+            buffered += chunk or b""
             *lines, buffered = buffered.split(b"\n")
             for line in lines:
                 print(f"{stamp()} stderr: {line.decode(errors='replace')}", flush=True)
-        if daemon.poll() is not None and not readable:
+        if daemon.poll() is not None and not stderr_open and notify not in readable:
             break
     exited_at = time.monotonic()
     code = daemon.returncode
+    if buffered:
+        print(f"{stamp()} stderr: {buffered.decode(errors='replace')}", flush=True)
     print(f"{stamp()} harness: exit code {code}", flush=True)
     if term_at is not None:
         print(f"harness: SIGTERM to exit {exited_at - term_at:.3f} s", flush=True)

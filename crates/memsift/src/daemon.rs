@@ -18,6 +18,7 @@ use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::Context;
 use chrono::{DateTime, Duration, Utc};
@@ -171,6 +172,8 @@ pub struct Daemon {
     schedules: Vec<Schedule>,
     runner: Arc<dyn JobRunner>,
     lease: Duration,
+    /// Set on SIGTERM: a tick in flight finishes its current job but claims no further one.
+    stopping: Arc<AtomicBool>,
 }
 
 impl Daemon {
@@ -183,7 +186,19 @@ impl Daemon {
             schedules,
             runner,
             lease,
+            stopping: Arc::new(AtomicBool::new(false)),
         })
+    }
+
+    /// Stops claiming: the job running now may finish, no other job of any tick starts.
+    pub fn stop_claiming(&self) {
+        self.stopping.store(true, Ordering::SeqCst);
+    }
+
+    /// The flag [`Daemon::stop_claiming`] sets, for whoever must stop the daemon from elsewhere
+    /// (a test stopping it from inside a running job, the way SIGTERM arrives mid-run).
+    pub fn stop_flag(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.stopping)
     }
 
     /// The application the jobs run against.
@@ -201,6 +216,9 @@ impl Daemon {
     pub async fn tick(&self, now: DateTime<Utc>) -> anyhow::Result<Vec<JobRun>> {
         let mut runs = Vec::new();
         for schedule in &self.schedules {
+            if self.stopping.load(Ordering::SeqCst) {
+                break;
+            }
             if let Some(tick) = self.claim(schedule.job, now).await? {
                 runs.push(self.run_claimed(schedule.job, tick).await?);
             }
@@ -211,8 +229,11 @@ impl Daemon {
     /// Claims `job`'s latest tick at or before `now`; `Some(tick)` if this daemon must run it.
     ///
     /// The lease is measured from the clock at claim time, not from `now`, so a tick handled late
-    /// still holds its job for the full lease.
+    /// still holds its job for the full lease. After [`Daemon::stop_claiming`] it claims nothing.
     pub async fn claim(&self, job: JobName, now: DateTime<Utc>) -> anyhow::Result<Option<DateTime<Utc>>> {
+        if self.stopping.load(Ordering::SeqCst) {
+            return Ok(None);
+        }
         let Some(schedule) = self.schedules.iter().find(|schedule| schedule.job == job) else {
             return Ok(None);
         };
@@ -342,16 +363,30 @@ pub async fn serve(daemon: &Daemon) -> anyhow::Result<()> {
 
     // The first tick is the start-up catch-up: any job whose latest tick is unclaimed runs now.
     let mut step: Option<Step<'_>> = Some(Box::pin(daemon.tick(app.clock.now())));
+    let mut step_started = std::time::Instant::now();
+    // A step running past its lease is taken to be hung (another daemon may already be taking
+    // its job over): the pings stop, so systemd's watchdog restarts this process.
+    let hung_after = std::time::Duration::from_secs(app.config.schedules.lease_secs);
     // A trigger that fires while a step runs is remembered, not queued: one later tick covers it.
     let mut woken = false;
     let signal_name = loop {
         tokio::select! {
-            _ = watchdog_timer.tick(), if watchdog.is_some() => notify(&[sd_notify::NotifyState::Watchdog]),
+            _ = watchdog_timer.tick(), if watchdog.is_some() => {
+                if step.is_some() && step_started.elapsed() > hung_after {
+                    tracing::error!(
+                        running_secs = step_started.elapsed().as_secs(),
+                        "A step has run past its lease; withholding the watchdog ping so systemd restarts the daemon."
+                    );
+                } else {
+                    notify(&[sd_notify::NotifyState::Watchdog]);
+                }
+            }
             _ = sigterm.recv() => break "SIGTERM",
             _ = sigint.recv() => break "SIGINT",
             Some(_) = wake_rx.recv() => {
                 if step.is_none() {
                     step = Some(Box::pin(daemon.tick(app.clock.now())));
+                    step_started = std::time::Instant::now();
                 } else {
                     woken = true;
                 }
@@ -361,12 +396,14 @@ pub async fn serve(daemon: &Daemon) -> anyhow::Result<()> {
                 log_step(result);
                 if std::mem::take(&mut woken) {
                     step = Some(Box::pin(daemon.tick(app.clock.now())));
+                    step_started = std::time::Instant::now();
                 }
             }
         }
     };
 
     let stop_started = std::time::Instant::now();
+    daemon.stop_claiming();
     notify(&[
         sd_notify::NotifyState::Stopping,
         sd_notify::NotifyState::Status("draining"),

@@ -271,6 +271,50 @@ async fn a_failing_or_panicking_job_releases_its_lease_and_the_daemon_goes_on() 
     }
 }
 
+/// Sets the daemon's stop flag while running its first job, as SIGTERM would arrive mid-run.
+struct StopMidRun {
+    stop: std::sync::OnceLock<Arc<std::sync::atomic::AtomicBool>>,
+    ran: Mutex<Vec<JobName>>,
+}
+
+#[async_trait::async_trait(?Send)]
+impl JobRunner for StopMidRun {
+    async fn run(&self, _app: &App, job: JobName) -> anyhow::Result<()> {
+        self.ran.lock().unwrap().push(job);
+        self.stop
+            .get()
+            .unwrap()
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_stop_during_a_tick_lets_the_running_job_finish_and_starts_no_other() {
+    let test = TestApp::sqlite().await;
+    let runner = Arc::new(StopMidRun {
+        stop: std::sync::OnceLock::new(),
+        ran: Mutex::new(Vec::new()),
+    });
+    let daemon = Daemon::new(test.app.clone(), runner.clone()).unwrap();
+    runner.stop.set(daemon.stop_flag()).unwrap();
+    let runs = daemon.tick(t0()).await.unwrap();
+    assert_eq!(ran(&runs), vec![(JobName::RunPipeline, t0())]);
+    assert_eq!(*runner.ran.lock().unwrap(), vec![JobName::RunPipeline]);
+    // The finished job's lease is released; the jobs never started were never claimed.
+    let rows = test.app.store.schedule_rows().await.unwrap();
+    let names: Vec<(&str, bool)> = rows
+        .iter()
+        .map(|row| (row.name.as_str(), row.lease_owner.is_some()))
+        .collect();
+    assert_eq!(names, vec![("run_pipeline", false)]);
+    // A later tick claims nothing either.
+    let later = t0() + Duration::minutes(5);
+    test.clock.set(later);
+    assert!(daemon.tick(later).await.unwrap().is_empty());
+    test.finish().await;
+}
+
 #[tokio::test]
 async fn the_daemon_jobs_extract_closed_segments_and_close_idle_ones() {
     let test = TestApp::sqlite().await;
