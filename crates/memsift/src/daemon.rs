@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::Context;
-use chrono::{DateTime, Duration, Utc};
+use chrono::{DateTime, Duration, Timelike, Utc};
 use croner::Cron;
 use croner::parser::{CronParser, Seconds};
 use futures_util::FutureExt;
@@ -85,7 +85,10 @@ pub struct Schedule {
 impl Schedule {
     /// The latest tick at or before `now`: the run a trigger firing at `now` stands for.
     pub fn tick_at_or_before(&self, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
-        self.cron.find_previous_occurrence(&now, true).ok()
+        // croner keeps the sub-second part of its start time in what it returns; two daemons
+        // waking a few milliseconds apart would then name one tick differently and both win it.
+        let whole_second = now.with_nanosecond(0)?;
+        self.cron.find_previous_occurrence(&whole_second, true).ok()
     }
 }
 

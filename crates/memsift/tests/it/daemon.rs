@@ -216,6 +216,28 @@ async fn a_slow_run_holds_its_job_against_the_next_tick_of_another_daemon() {
     test.finish().await;
 }
 
+#[tokio::test]
+async fn daemons_waking_at_different_instants_of_one_second_name_the_same_tick() {
+    let test = TestApp::postgres().await;
+    let runner = Arc::new(CountingRunner::default());
+    let a = Daemon::new(test.app.clone(), runner.clone()).unwrap();
+    let b = Daemon::new(test.second_daemon("daemon-b"), runner.clone()).unwrap();
+    // Real triggers fire a little after the tick, each daemon at its own instant.
+    let early = t0() + Duration::milliseconds(30_120);
+    let late = t0() + Duration::milliseconds(30_870);
+    test.clock.set(early);
+    let runs_a = a.tick(early).await.unwrap();
+    test.clock.set(late);
+    let runs_b = b.tick(late).await.unwrap();
+    let tick = t0() + Duration::seconds(30);
+    assert!(ran(&runs_a).contains(&(JobName::RunPipeline, tick)), "{runs_a:?}");
+    assert!(
+        !ran(&runs_b).iter().any(|(job, _)| *job == JobName::RunPipeline),
+        "the 10:00:30 tick ran twice: {runs_b:?}"
+    );
+    test.finish().await;
+}
+
 /// Fails or panics on the job it is told to, and counts the rest.
 struct FailingRunner {
     job: JobName,
