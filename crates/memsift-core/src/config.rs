@@ -86,6 +86,10 @@ pub struct Config {
     pub llm: BTreeMap<String, LlmConfig>,
     /// Prices by model name (USD per million tokens); a model missing here costs 0 with a warning.
     pub prices: BTreeMap<String, ModelPrice>,
+    /// The periodic jobs of `memsift daemon`.
+    pub schedules: SchedulesConfig,
+    /// How `memsift daemon` stops.
+    pub daemon: DaemonConfig,
 }
 
 /// Database settings.
@@ -235,6 +239,34 @@ pub enum OverBudget {
 pub struct PromptsConfig {
     /// A directory whose `<name>.md` files replace the built-in prompts of the same name.
     pub dir: Option<PathBuf>,
+}
+
+/// The daemon's periodic jobs: cron expressions with a seconds field, in UTC.
+///
+/// Expressions are checked when the daemon starts and by `check-config` (this crate has no cron
+/// parser, so the check lives with the scheduler).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SchedulesConfig {
+    /// One step of every pipeline stage (`pipeline::run_once`).
+    pub run_pipeline: String,
+    /// Closing segments whose conversation went quiet.
+    pub close_idle_segments: String,
+    /// The safety-net sweep.
+    pub sweep: String,
+    /// Dropping raw outputs past `retention.raw_output_days`.
+    pub retention: String,
+    /// How long a claimed run holds its job against other daemons; a run longer than this may be
+    /// overlapped, a daemon that dies blocks the job at most this long.
+    pub lease_secs: u64,
+}
+
+/// Daemon lifecycle settings.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DaemonConfig {
+    /// After SIGTERM, how long a step in flight may run on before it is abandoned.
+    pub drain_timeout_secs: u64,
 }
 
 /// One model's prices, USD per million tokens.
@@ -415,6 +447,13 @@ impl Config {
                 "api.max_body_bytes",
                 0,
                 "use a positive size in bytes, e.g. 1048576",
+            ));
+        }
+        if self.schedules.lease_secs == 0 {
+            return Err(invalid(
+                "schedules.lease_secs",
+                0,
+                "use a positive number of seconds, longer than the slowest run (default 900)",
             ));
         }
         if self.extraction.max_attempts == 0 {

@@ -24,6 +24,7 @@ mod extraction;
 mod ingest;
 mod lifecycle;
 mod listing;
+mod schedules;
 #[cfg(feature = "test-support")]
 pub mod testing;
 mod vectors;
@@ -34,6 +35,7 @@ pub use extraction::{ApplyInput, ApplyOutcome, ClaimedSegment, ItemEmbeddings, N
 pub use ingest::{ClosedSegment, IngestReport, NewMessage};
 pub use lifecycle::{MemoryState, Revised, Revision, Undone};
 pub use listing::{CostRow, Counts, MemoryRow, MetricsSnapshot, RequestDetail, RequestRow, SegmentRow, UsageTotals};
+pub use schedules::ScheduleRow;
 pub use vectors::{
     LoadedIndex, MemoryToEmbed, MemoryVector, Neighbour, UserVectors, VectorCache, VectorIndex, VectorIndexError, dot,
     vector_from_le_bytes, vector_to_le_bytes,

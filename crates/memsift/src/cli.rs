@@ -68,6 +68,8 @@ pub enum Command {
         #[arg(long, default_value_t = 5)]
         interval_secs: u64,
     },
+    /// Run as a service: periodic jobs claimed through the database, systemd notify, drain on SIGTERM.
+    Daemon,
     /// One safety-net pass: move every stuck segment, request, claim and batch forward once.
     Sweep,
     /// List segments.
@@ -248,12 +250,15 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         return distill(&config, out, *dims, model_dir.as_deref()).await;
     }
     if let Command::CheckConfig = cli.command {
-        let problems: Vec<String> = config
+        let mut problems: Vec<String> = config
             .llm
             .iter()
             .flat_map(|(key, llm)| memsift_llm::validate_llm_config(key, llm))
             .map(|problem| problem.to_string())
             .collect();
+        if let Err(error) = crate::daemon::parse_schedules(&config.schedules) {
+            problems.push(error.to_string());
+        }
         if !problems.is_empty() {
             anyhow::bail!("{}", problems.join("\n"));
         }
@@ -272,6 +277,48 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     }
     let url = database_url(&config, cli.database.as_deref())?;
     let app = App::open_with_system_clock(config, &url).await?;
+    if let Command::Daemon = cli.command {
+        // Opening the app migrated the store and checked every tier's route; the schedules are
+        // checked here, before READY=1 tells systemd the daemon is up.
+        let daemon = crate::daemon::Daemon::new(app.clone(), std::sync::Arc::new(crate::daemon::PipelineRunner))?;
+        app.vectors.embedder()?;
+        // The HTTP API (and the admin pages) run beside the jobs when a token is configured.
+        let api = match crate::api::ApiToken::load(&app.config.api) {
+            Ok(token) => {
+                let listen = &app.config.api.listen;
+                let listener = tokio::net::TcpListener::bind(listen)
+                    .await
+                    .with_context(|| format!("daemon: cannot listen on {listen}; set [api] listen"))?;
+                tracing::info!(address = %listener.local_addr()?, "HTTP API and admin pages listening.");
+                Some((token, listener))
+            }
+            Err(error) => {
+                tracing::warn!(%error, "HTTP API off.");
+                None
+            }
+        };
+        let (stop_api, api_stopped) = tokio::sync::oneshot::channel::<()>();
+        let jobs = async {
+            let result = crate::daemon::serve(&daemon).await;
+            let _ = stop_api.send(());
+            result
+        };
+        let http = async {
+            match api {
+                Some((token, listener)) => crate::api::serve(app.clone(), token, listener, async {
+                    let _ = api_stopped.await;
+                })
+                .await
+                .context("daemon: the HTTP server failed"),
+                None => Ok(()),
+            }
+        };
+        let (result, http_result) = tokio::join!(jobs, http);
+        let result = result.and(http_result);
+        // Closing the pool checkpoints SQLite's WAL before the process exits.
+        app.store.close().await;
+        return result;
+    }
     let result = dispatch(&app, cli.command, cli.json).await;
     app.store.close().await;
     result
@@ -291,7 +338,11 @@ async fn dispatch(app: &App, command: Command, json: bool) -> anyhow::Result<()>
         app.vectors.embedder()?;
     }
     match command {
-        Command::Demo { .. } | Command::CheckConfig | Command::Sim { .. } | Command::Distill { .. } => {
+        Command::Demo { .. }
+        | Command::CheckConfig
+        | Command::Sim { .. }
+        | Command::Distill { .. }
+        | Command::Daemon => {
             unreachable!("handled before the store is opened")
         }
         Command::Migrate => println!("migrate: schema is up to date"),

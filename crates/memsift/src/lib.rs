@@ -7,6 +7,7 @@ pub mod admin;
 pub mod api;
 pub mod app;
 pub mod cli;
+pub mod daemon;
 pub mod demo;
 pub mod embedding;
 pub mod erase;

@@ -1,18 +1,27 @@
 //! The `memsift` binary: parse arguments, install logging, run the command, report errors once.
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::Parser;
 
 fn main() -> ExitCode {
     let cli = memsift::cli::Cli::parse();
-    tracing_subscriber::fmt()
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("MEMSIFT_LOG")
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .with_writer(std::io::stderr)
-        .init();
+        // Colour codes only where a person reads them, not in a file or a pipe.
+        .with_ansi(std::io::stderr().is_terminal());
+    // Under systemd (which sets JOURNAL_STREAM for a unit's stderr, INVOCATION_ID for any unit)
+    // logs are one JSON object a line, for the journal and whatever ships it; on a terminal, text.
+    if std::env::var_os("JOURNAL_STREAM").is_some() || std::env::var_os("INVOCATION_ID").is_some() {
+        logs.json().init();
+    } else {
+        logs.init();
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(error) => {

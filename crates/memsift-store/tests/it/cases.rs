@@ -8,7 +8,8 @@ use memsift_store::{ApplyInput, ApplyOutcome, ItemEmbeddings, NewMessage, NewReq
 use serde_json::json;
 
 use crate::helpers::{idle, message, no_progress, t0};
-// The vector cases live in their own file; the suite macro reaches every case through this module.
+// The vector and schedule cases live in their own files; the suite macro reaches every case through this module.
+pub use crate::schedules::*;
 pub use crate::vectors::*;
 
 async fn segment_statuses(store: &Store, user: &str) -> Vec<(String, i64)> {

@@ -6,6 +6,7 @@ mod batch_lane;
 mod budgets;
 mod cli;
 mod crash;
+mod daemon;
 mod helpers;
 mod pipeline;
 mod tidy;

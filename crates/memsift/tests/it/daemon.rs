@@ -1,0 +1,484 @@
+//! The daemon's schedule logic driven tick by tick with a hand-moved clock (invariant 11): each
+//! tick runs once across daemons, a slow run is not overlapped, a daemon that was down catches up
+//! once, and the jobs are the pipeline's.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use chrono::{DateTime, Duration, Utc};
+use memsift::app::App;
+use memsift::daemon::{Daemon, JobName, JobRun, JobRunner, PipelineRunner};
+use memsift_core::config::Config;
+
+use crate::helpers::{TestApp, app_on, line, t0};
+
+/// Counts runs per (job, tick) and fails a run that overlaps another run of the same job.
+#[derive(Default)]
+struct CountingRunner {
+    // A std mutex: it is never held across an await.
+    state: Mutex<CountingState>,
+}
+
+#[derive(Default)]
+struct CountingState {
+    runs: Vec<(String, JobName, DateTime<Utc>)>,
+    in_flight: BTreeMap<JobName, u32>,
+    n_overlaps: u32,
+}
+
+#[async_trait::async_trait(?Send)]
+impl JobRunner for CountingRunner {
+    async fn run(&self, app: &App, job: JobName) -> anyhow::Result<()> {
+        {
+            let mut state = self.state.lock().unwrap();
+            state.runs.push((app.worker_id.clone(), job, app.clock.now()));
+            let n_running = state.in_flight.entry(job).or_default();
+            *n_running += 1;
+            if *n_running > 1 {
+                state.n_overlaps += 1;
+            }
+        }
+        // Give the other daemon's tick, polled on the same task, a chance to interleave mid-run.
+        tokio::task::yield_now().await;
+        *self.state.lock().unwrap().in_flight.get_mut(&job).unwrap() -= 1;
+        Ok(())
+    }
+}
+
+fn at(text: &str) -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339(text).unwrap().with_timezone(&Utc)
+}
+
+fn ran(runs: &[JobRun]) -> Vec<(JobName, DateTime<Utc>)> {
+    runs.iter().map(|run| (run.job, run.tick)).collect()
+}
+
+#[tokio::test]
+async fn two_daemons_on_postgres_run_each_tick_exactly_once_through_a_simulated_day() {
+    let test = TestApp::postgres().await;
+    let runner = Arc::new(CountingRunner::default());
+    let a = Daemon::new(test.app.clone(), runner.clone()).unwrap();
+    let b = Daemon::new(test.second_daemon("daemon-b"), runner.clone()).unwrap();
+    let mut claimed: Vec<(JobName, DateTime<Utc>)> = Vec::new();
+    let n_steps = 24 * 60 * 2;
+    for step_idx in 0..=n_steps {
+        let now = t0() + Duration::seconds(30 * step_idx);
+        test.clock.set(now);
+        // Mostly both daemons race for every tick; now and then one of them is busy elsewhere
+        // and the other must cover the tick alone.
+        let (runs_a, runs_b) = match (step_idx % 7, step_idx % 13) {
+            (0, _) => (Vec::new(), b.tick(now).await.unwrap()),
+            (_, 0) => (a.tick(now).await.unwrap(), Vec::new()),
+            _ => {
+                let (runs_a, runs_b) = tokio::join!(a.tick(now), b.tick(now));
+                (runs_a.unwrap(), runs_b.unwrap())
+            }
+        };
+        claimed.extend(ran(&runs_a));
+        claimed.extend(ran(&runs_b));
+    }
+    let n_claimed = claimed.len();
+    claimed.sort();
+    claimed.dedup();
+    assert_eq!(claimed.len(), n_claimed, "a tick ran twice");
+
+    let expected = |job: JobName, ticks: Vec<DateTime<Utc>>| ticks.into_iter().map(move |tick| (job, tick));
+    let mut want: Vec<(JobName, DateTime<Utc>)> = expected(
+        JobName::RunPipeline,
+        (0..=n_steps).map(|idx| t0() + Duration::seconds(30 * idx)).collect(),
+    )
+    .chain(expected(
+        JobName::CloseIdleSegments,
+        (0..=24 * 12).map(|idx| t0() + Duration::minutes(5 * idx)).collect(),
+    ))
+    // t0 is 10:00: the start-up catch-up runs the 06:00 sweep, then every six hours.
+    .chain(expected(
+        JobName::Sweep,
+        [
+            "2026-03-01T06:00:00Z",
+            "2026-03-01T12:00:00Z",
+            "2026-03-01T18:00:00Z",
+            "2026-03-02T00:00:00Z",
+            "2026-03-02T06:00:00Z",
+        ]
+        .into_iter()
+        .map(at)
+        .collect(),
+    ))
+    // Retention runs daily at 03:30: the catch-up runs that morning's, then the next one.
+    .chain(expected(
+        JobName::Retention,
+        ["2026-03-01T03:30:00Z", "2026-03-02T03:30:00Z"]
+            .into_iter()
+            .map(at)
+            .collect(),
+    ))
+    .collect();
+    want.sort();
+    assert_eq!(claimed.len(), want.len());
+    assert_eq!(claimed, want);
+
+    {
+        let state = runner.state.lock().unwrap();
+        assert_eq!(
+            state.runs.len(),
+            want.len(),
+            "every claimed tick ran, and nothing else did"
+        );
+        assert_eq!(state.n_overlaps, 0);
+        for worker in ["test-worker", "daemon-b"] {
+            assert!(
+                state.runs.iter().any(|(owner, _, _)| owner == worker),
+                "{worker} never won a tick"
+            );
+        }
+    }
+    let rows = test.app.store.schedule_rows().await.unwrap();
+    let last: Vec<(String, Option<DateTime<Utc>>, Option<String>)> = rows
+        .into_iter()
+        .map(|row| (row.name, row.last_fired_at, row.lease_owner))
+        .collect();
+    let end = t0() + Duration::hours(24);
+    assert_eq!(
+        last,
+        vec![
+            ("close_idle_segments".to_owned(), Some(end), None),
+            ("retention".to_owned(), Some(at("2026-03-02T03:30:00Z")), None),
+            ("run_pipeline".to_owned(), Some(end), None),
+            ("sweep".to_owned(), Some(at("2026-03-02T06:00:00Z")), None),
+        ]
+    );
+    test.finish().await;
+}
+
+#[tokio::test]
+async fn a_daemon_that_was_down_catches_up_once_at_start_up() {
+    let test = TestApp::postgres().await;
+    let runner = Arc::new(CountingRunner::default());
+    let first = Daemon::new(test.app.clone(), runner.clone()).unwrap();
+    assert_eq!(
+        first.tick(t0()).await.unwrap().len(),
+        JobName::ALL.len(),
+        "a new database runs each job once at start-up"
+    );
+    // Every daemon is down for seven hours (ticks at 10:00:30 … 16:59:30, and the 12:00 sweep,
+    // are missed). Two daemons start together at 17:00:10.
+    let restart = t0() + Duration::hours(7) + Duration::seconds(10);
+    test.clock.set(restart);
+    let b = Daemon::new(test.second_daemon("daemon-b"), runner.clone()).unwrap();
+    let c = Daemon::new(test.second_daemon("daemon-c"), runner.clone()).unwrap();
+    let (runs_b, runs_c) = tokio::join!(b.tick(restart), c.tick(restart));
+    let mut caught_up = [ran(&runs_b.unwrap()), ran(&runs_c.unwrap())].concat();
+    caught_up.sort();
+    assert_eq!(
+        caught_up,
+        vec![
+            (JobName::RunPipeline, at("2026-03-01T17:00:00Z")),
+            (JobName::CloseIdleSegments, at("2026-03-01T17:00:00Z")),
+            (JobName::Sweep, at("2026-03-01T12:00:00Z")),
+        ],
+        "each overdue job runs once, for its latest tick, not once per missed tick"
+    );
+    // The catch-up is not repeated by the next wake-up of either daemon before the next tick.
+    let a_bit_later = restart + Duration::seconds(15);
+    test.clock.set(a_bit_later);
+    assert!(b.tick(a_bit_later).await.unwrap().is_empty());
+    assert!(c.tick(a_bit_later).await.unwrap().is_empty());
+    // Retention's 03:30 tick was run at start-up, so only three jobs were overdue.
+    assert_eq!(runner.state.lock().unwrap().runs.len(), JobName::ALL.len() + 3);
+    test.finish().await;
+}
+
+#[tokio::test]
+async fn a_slow_run_holds_its_job_against_the_next_tick_of_another_daemon() {
+    let test = TestApp::postgres().await;
+    let runner = Arc::new(CountingRunner::default());
+    let a = Daemon::new(test.app.clone(), runner.clone()).unwrap();
+    let b = Daemon::new(test.second_daemon("daemon-b"), runner.clone()).unwrap();
+    // Start-up: a runs everything once.
+    assert_eq!(a.tick(t0()).await.unwrap().len(), JobName::ALL.len());
+    // At 10:00:30 a claims run_pipeline and its run takes minutes.
+    let next = t0() + Duration::seconds(30);
+    test.clock.set(next);
+    assert_eq!(a.claim(JobName::RunPipeline, next).await.unwrap(), Some(next));
+    // The 10:01:00 tick arrives while a's run is in flight: b must not start a second run.
+    let during = t0() + Duration::seconds(60);
+    test.clock.set(during);
+    assert!(ran(&b.tick(during).await.unwrap()).is_empty(), "b overlapped a's run");
+    // a's run ends; b's next wake-up runs the tick it could not run before.
+    test.clock.set(during + Duration::seconds(20));
+    a.run_claimed(JobName::RunPipeline, next).await.unwrap();
+    assert_eq!(
+        ran(&b.tick(during + Duration::seconds(20)).await.unwrap()),
+        vec![(JobName::RunPipeline, during)]
+    );
+    // A daemon that dies mid-run blocks its job only until the lease (15 minutes) runs out.
+    let stuck = during + Duration::seconds(30);
+    test.clock.set(stuck);
+    assert_eq!(a.claim(JobName::RunPipeline, stuck).await.unwrap(), Some(stuck));
+    let before_expiry = stuck + Duration::minutes(15) - Duration::seconds(10);
+    test.clock.set(before_expiry);
+    assert!(!ran(&b.tick(before_expiry).await.unwrap()).contains(&(JobName::RunPipeline, before_expiry)));
+    let after_expiry = stuck + Duration::minutes(15);
+    test.clock.set(after_expiry);
+    assert!(ran(&b.tick(after_expiry).await.unwrap()).contains(&(JobName::RunPipeline, after_expiry)));
+    assert_eq!(runner.state.lock().unwrap().n_overlaps, 0);
+    test.finish().await;
+}
+
+#[tokio::test]
+async fn daemons_waking_at_different_instants_of_one_second_name_the_same_tick() {
+    let test = TestApp::postgres().await;
+    let runner = Arc::new(CountingRunner::default());
+    let a = Daemon::new(test.app.clone(), runner.clone()).unwrap();
+    let b = Daemon::new(test.second_daemon("daemon-b"), runner.clone()).unwrap();
+    // Real triggers fire a little after the tick, each daemon at its own instant.
+    let early = t0() + Duration::milliseconds(30_120);
+    let late = t0() + Duration::milliseconds(30_870);
+    test.clock.set(early);
+    let runs_a = a.tick(early).await.unwrap();
+    test.clock.set(late);
+    let runs_b = b.tick(late).await.unwrap();
+    let tick = t0() + Duration::seconds(30);
+    assert!(ran(&runs_a).contains(&(JobName::RunPipeline, tick)), "{runs_a:?}");
+    assert!(
+        !ran(&runs_b).iter().any(|(job, _)| *job == JobName::RunPipeline),
+        "the 10:00:30 tick ran twice: {runs_b:?}"
+    );
+    test.finish().await;
+}
+
+/// Fails or panics on the job it is told to, and counts the rest.
+struct FailingRunner {
+    job: JobName,
+    panic: bool,
+    n_runs: Mutex<u32>,
+}
+
+#[async_trait::async_trait(?Send)]
+impl JobRunner for FailingRunner {
+    async fn run(&self, _app: &App, job: JobName) -> anyhow::Result<()> {
+        *self.n_runs.lock().unwrap() += 1;
+        if job == self.job {
+            if self.panic {
+                panic!("a bug in {}", job.as_str());
+            }
+            anyhow::bail!("the provider is down");
+        }
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_failing_or_panicking_job_releases_its_lease_and_the_daemon_goes_on() {
+    for panic in [false, true] {
+        let test = TestApp::sqlite().await;
+        let runner = Arc::new(FailingRunner {
+            job: JobName::RunPipeline,
+            panic,
+            n_runs: Mutex::new(0),
+        });
+        let daemon = Daemon::new(test.app.clone(), runner.clone()).unwrap();
+        let runs = daemon.tick(t0()).await.unwrap();
+        assert_eq!(runs.len(), JobName::ALL.len(), "the other jobs still ran");
+        let error = runs[0].error.as_deref().unwrap();
+        let want = if panic {
+            "panicked: a bug in run_pipeline"
+        } else {
+            "the provider is down"
+        };
+        assert_eq!(error, want);
+        assert!(runs[1..].iter().all(|run| run.error.is_none()));
+        let rows = test.app.store.schedule_rows().await.unwrap();
+        assert!(rows.iter().all(|row| row.lease_owner.is_none()), "{rows:?}");
+        // The failed tick is spent; the next one runs again.
+        let next = t0() + Duration::seconds(30);
+        test.clock.set(next);
+        assert_eq!(
+            ran(&daemon.tick(next).await.unwrap()),
+            vec![(JobName::RunPipeline, next)]
+        );
+        // Every job once at start-up, then run_pipeline once more.
+        assert_eq!(*runner.n_runs.lock().unwrap() as usize, JobName::ALL.len() + 1);
+        test.finish().await;
+    }
+}
+
+/// Sets the daemon's stop flag while running its first job, as SIGTERM would arrive mid-run.
+struct StopMidRun {
+    stop: std::sync::OnceLock<Arc<std::sync::atomic::AtomicBool>>,
+    ran: Mutex<Vec<JobName>>,
+}
+
+#[async_trait::async_trait(?Send)]
+impl JobRunner for StopMidRun {
+    async fn run(&self, _app: &App, job: JobName) -> anyhow::Result<()> {
+        self.ran.lock().unwrap().push(job);
+        self.stop
+            .get()
+            .unwrap()
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_stop_during_a_tick_lets_the_running_job_finish_and_starts_no_other() {
+    let test = TestApp::sqlite().await;
+    let runner = Arc::new(StopMidRun {
+        stop: std::sync::OnceLock::new(),
+        ran: Mutex::new(Vec::new()),
+    });
+    let daemon = Daemon::new(test.app.clone(), runner.clone()).unwrap();
+    runner.stop.set(daemon.stop_flag()).unwrap();
+    let runs = daemon.tick(t0()).await.unwrap();
+    assert_eq!(ran(&runs), vec![(JobName::RunPipeline, t0())]);
+    assert_eq!(*runner.ran.lock().unwrap(), vec![JobName::RunPipeline]);
+    // The finished job's lease is released; the jobs never started were never claimed.
+    let rows = test.app.store.schedule_rows().await.unwrap();
+    let names: Vec<(&str, bool)> = rows
+        .iter()
+        .map(|row| (row.name.as_str(), row.lease_owner.is_some()))
+        .collect();
+    assert_eq!(names, vec![("run_pipeline", false)]);
+    // A later tick claims nothing either.
+    let later = t0() + Duration::minutes(5);
+    test.clock.set(later);
+    assert!(daemon.tick(later).await.unwrap().is_empty());
+    test.finish().await;
+}
+
+#[tokio::test]
+async fn the_daemon_jobs_extract_closed_segments_and_close_idle_ones() {
+    let test = TestApp::sqlite().await;
+    // The pipeline step closes idle segments too; running it only once a year (the start-up
+    // catch-up) shows what close_idle_segments does on its own.
+    let config = Config::from_layers(Some(("test.toml", "[schedules]\nrun_pipeline = \"0 0 0 1 1 *\"\n"))).unwrap();
+    let daemon = Daemon::new(
+        app_on(&test.app.store, &test.clock, config, "daemon-a"),
+        Arc::new(PipelineRunner),
+    )
+    .unwrap();
+    let chat = [
+        line(
+            "ana",
+            "c1",
+            0,
+            "user",
+            "I live in Lisbon and I have a dog named Rex.",
+            false,
+        ),
+        line("ana", "c1", 1, "assistant", "Nice! Rex is a good name.", true),
+        line("bo", "c2", 0, "user", "I'm allergic to peanuts.", false),
+    ]
+    .concat();
+    test.import("chat.jsonl", &chat).await.unwrap();
+    // The start-up tick runs the pipeline: ana's closed segment is extracted; bo's is still open.
+    let runs = daemon.tick(t0()).await.unwrap();
+    assert!(runs.iter().all(|run| run.error.is_none()), "{runs:?}");
+    assert_eq!(test.app.store.list_memories("ana", None).await.unwrap().len(), 2);
+    let bo_status = || async {
+        let rows = test.app.store.list_segments(Some("bo"), None, None).await.unwrap();
+        rows.into_iter().map(|row| row.status).collect::<Vec<_>>()
+    };
+    assert_eq!(bo_status().await, vec!["open"]);
+    // At the 10:55 tick bo's conversation has been quiet for 55 minutes: not yet idle.
+    let quiet = t0() + Duration::minutes(55);
+    test.clock.set(quiet);
+    assert_eq!(
+        ran(&daemon.tick(quiet).await.unwrap()),
+        vec![(JobName::CloseIdleSegments, quiet)]
+    );
+    assert_eq!(bo_status().await, vec!["open"]);
+    // At the 11:00 tick it is (60 minutes), and close_idle_segments closes it for the next
+    // pipeline step.
+    let idle = t0() + Duration::minutes(60);
+    test.clock.set(idle);
+    assert_eq!(
+        ran(&daemon.tick(idle).await.unwrap()),
+        vec![(JobName::CloseIdleSegments, idle)]
+    );
+    assert_eq!(bo_status().await, vec!["closed"]);
+    test.finish().await;
+}
+
+#[tokio::test]
+async fn a_cron_expression_that_does_not_parse_stops_start_up() {
+    let test = TestApp::sqlite().await;
+    let config = Config::from_layers(Some(("test.toml", "[schedules]\nsweep = \"every six hours\"\n"))).unwrap();
+    let app = app_on(&test.app.store, &test.clock, config, "daemon-x");
+    let error = Daemon::new(app, Arc::new(PipelineRunner)).err().unwrap().to_string();
+    assert!(
+        error.starts_with("config: schedules.sweep = \"every six hours\" is not a cron expression"),
+        "{error}"
+    );
+    test.finish().await;
+}
+
+/// Receives notify messages until one contains `want`; the socket's read timeout bounds the wait.
+fn await_notify(socket: &std::os::unix::net::UnixDatagram, want: &str, seen: &mut Vec<String>) {
+    let mut buffer = [0u8; 4096];
+    loop {
+        let n_bytes = socket
+            .recv(&mut buffer)
+            .unwrap_or_else(|error| panic!("no {want} from the daemon ({error}); seen {seen:?}"));
+        let message = String::from_utf8_lossy(&buffer[..n_bytes]).into_owned();
+        let found = message.lines().any(|line| line == want);
+        seen.push(message);
+        if found {
+            return;
+        }
+    }
+}
+
+#[test]
+fn the_daemon_speaks_systemds_notify_protocol_and_drains_on_sigterm() {
+    use std::os::unix::net::UnixDatagram;
+
+    let home = tempfile::tempdir().unwrap();
+    let socket_path = home.path().join("notify.sock");
+    let socket = UnixDatagram::bind(&socket_path).unwrap();
+    socket
+        .set_read_timeout(Some(std::time::Duration::from_secs(60)))
+        .unwrap();
+    let database = format!("sqlite://{}", home.path().join("memsift.db").display());
+    let daemon = std::process::Command::new(env!("CARGO_BIN_EXE_memsift"))
+        .env_clear()
+        .env("HOME", home.path())
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("NOTIFY_SOCKET", &socket_path)
+        // 200 ms: the daemon pings every 100 ms, so the test sees one quickly.
+        .env("WATCHDOG_USEC", "200000")
+        .env("JOURNAL_STREAM", "8:1234")
+        .env("MEMSIFT_LOG", "info")
+        .args(["--database", &database, "daemon"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut seen = Vec::new();
+    await_notify(&socket, "READY=1", &mut seen);
+    await_notify(&socket, "WATCHDOG=1", &mut seen);
+    let term_sent = std::time::Instant::now();
+    let kill = std::process::Command::new("kill")
+        .args(["-TERM", &daemon.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    await_notify(&socket, "STOPPING=1", &mut seen);
+    let output = daemon.wait_with_output().unwrap();
+    let stop_secs = term_sent.elapsed().as_secs_f64();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "exit {:?}; stderr:\n{stderr}", output.status);
+    assert!(stop_secs < 30.0, "took {stop_secs} s to stop: past TimeoutStopSec");
+    // Under systemd every log line is one JSON object.
+    let lines: Vec<serde_json::Value> = stderr
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|error| panic!("not JSON ({error}): {line}")))
+        .collect();
+    let messages: Vec<&str> = lines
+        .iter()
+        .filter_map(|line| line["fields"]["message"].as_str())
+        .collect();
+    assert!(messages.contains(&"Daemon ready."), "{messages:?}");
+    assert_eq!(messages.last(), Some(&"Daemon stopped."), "{messages:?}");
+}
