@@ -707,6 +707,23 @@ impl Store {
         Ok(tier.flatten())
     }
 
+    /// Hands a `failed` or `dead` segment back to the pipeline with fresh attempts (an admin's
+    /// retry after fixing the cause); returns false when no such segment is in either state.
+    pub async fn retry_segment(&self, segment_id: SegmentId) -> Result<bool> {
+        let updated = on_pool!(self, |pool| {
+            sqlx::query(
+                "UPDATE segments SET status = 'closed', attempts = 0, next_attempt_at = NULL, last_error = NULL,
+                                     claimed_by = NULL, claimed_until = NULL
+                 WHERE id = $1 AND status IN ('failed', 'dead')",
+            )
+            .bind(segment_id.to_string())
+            .execute(pool)
+            .await?
+            .rows_affected()
+        });
+        Ok(updated == 1)
+    }
+
     /// Drops the raw model output of finished requests (applied or dead) completed before
     /// `before`: retention for text nobody needs once its memories are written. `memsift replay`
     /// cannot re-read a request after this. Returns how many outputs were dropped.

@@ -20,7 +20,7 @@ use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
 use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{MethodRouter, get, post};
+use axum::routing::{MethodRouter, delete, get, post};
 use memsift_core::config::ApiConfig;
 use memsift_core::{RequestId, SegmentId};
 use memsift_store::StoreError;
@@ -151,6 +151,7 @@ impl From<StoreError> for ApiError {
     fn from(error: StoreError) -> Self {
         match error {
             StoreError::NotFound(message) => ApiError::NotFound(message),
+            StoreError::Invalid(message) => ApiError::BadRequest(message),
             other => ApiError::internal(other),
         }
     }
@@ -170,25 +171,40 @@ impl IntoResponse for ApiError {
 
 type ApiResult<T> = Result<T, ApiError>;
 
-/// A pipeline job sent from a handler to the [`PipelineWorker`].
-struct ExtractJob {
-    reply: oneshot::Sender<anyhow::Result<StepReport>>,
+/// Work sent from a handler to the [`PipelineWorker`] (it needs the provider clients, whose
+/// futures are not `Send`).
+enum WorkerJob {
+    /// Run pipeline steps now.
+    Extract {
+        reply: oneshot::Sender<anyhow::Result<StepReport>>,
+    },
+    /// Erase a user, provider-side batch copies included.
+    Erase {
+        user: String,
+        reply: oneshot::Sender<anyhow::Result<memsift_store::ErasureReceipt>>,
+    },
 }
 
 /// Runs the pipeline work the API asks for, on the task that owns the `App` (its futures are not
 /// `Send`). Drive [`PipelineWorker::run`] next to the server; `serve` does.
 pub struct PipelineWorker {
     app: App,
-    jobs: mpsc::Receiver<ExtractJob>,
+    jobs: mpsc::Receiver<WorkerJob>,
 }
 
 impl PipelineWorker {
     /// Answers jobs until every router holding the sender is gone.
     pub async fn run(mut self) {
+        // The caller may have hung up; the work is committed either way.
         while let Some(job) = self.jobs.recv().await {
-            let report = extract_steps(&self.app).await;
-            // The caller may have hung up; the work is committed either way.
-            let _ = job.reply.send(report);
+            match job {
+                WorkerJob::Extract { reply } => {
+                    let _ = reply.send(extract_steps(&self.app).await);
+                }
+                WorkerJob::Erase { user, reply } => {
+                    let _ = reply.send(crate::erase::erase_user(&self.app, &user).await);
+                }
+            }
         }
     }
 }
@@ -209,7 +225,7 @@ async fn extract_steps(app: &App) -> anyhow::Result<StepReport> {
 struct ApiState {
     app: App,
     token: ApiToken,
-    jobs: mpsc::Sender<ExtractJob>,
+    jobs: mpsc::Sender<WorkerJob>,
 }
 
 /// Whether a route needs the bearer token.
@@ -241,6 +257,14 @@ fn routes() -> Vec<(&'static str, &'static str, Access, MethodRouter<ApiState>)>
         ("GET", "/v1/admin/segments", Token, get(admin_segments)),
         ("GET", "/v1/admin/requests", Token, get(admin_requests)),
         ("GET", "/v1/admin/requests/{id}", Token, get(admin_request)),
+        ("DELETE", "/v1/users/{user}", Token, delete(erase_user)),
+        (
+            "POST",
+            "/v1/users/{user}/operations/{id}/undo",
+            Token,
+            post(undo_operation),
+        ),
+        ("POST", "/v1/admin/segments/{id}/retry", Token, post(retry_segment)),
     ]
 }
 
@@ -403,7 +427,11 @@ async fn extract(State(state): State<ApiState>, Path(user): Path<String>) -> Api
     let n_closed = app.store.close_user_segments(&user, app.clock.now()).await?;
     let (reply, answer) = oneshot::channel();
     let unavailable = || ApiError::Unavailable("the pipeline worker is not running; retry later".to_owned());
-    state.jobs.send(ExtractJob { reply }).await.map_err(|_| unavailable())?;
+    state
+        .jobs
+        .send(WorkerJob::Extract { reply })
+        .await
+        .map_err(|_| unavailable())?;
     let report = answer.await.map_err(|_| unavailable())?.map_err(ApiError::internal)?;
     Ok(Json(
         json!({ "n_segments_closed_by_request": n_closed, "report": report }),
@@ -562,4 +590,65 @@ async fn metrics(State(state): State<ApiState>) -> ApiResult<Response> {
     let snapshot = state.app.store.metrics_snapshot().await?;
     let text = crate::metrics::render(&snapshot).map_err(ApiError::internal)?;
     Ok(([(header::CONTENT_TYPE, prometheus::TEXT_FORMAT)], text).into_response())
+}
+
+/// `?confirm=erase`: erasure cannot be undone, so the caller says so in the request.
+#[derive(Debug, Deserialize)]
+struct EraseQuery {
+    confirm: Option<String>,
+}
+
+async fn erase_user(
+    State(state): State<ApiState>,
+    Path(user): Path<String>,
+    Query(query): Query<EraseQuery>,
+) -> ApiResult<Json<Value>> {
+    check_user(&user)?;
+    if query.confirm.as_deref() != Some("erase") {
+        return Err(ApiError::BadRequest(format!(
+            "erasing `{user}` removes their memories and conversations for good; add ?confirm=erase to do it"
+        )));
+    }
+    let (reply, answer) = oneshot::channel();
+    let unavailable = || ApiError::Unavailable("the pipeline worker is not running; retry later".to_owned());
+    state
+        .jobs
+        .send(WorkerJob::Erase { user, reply })
+        .await
+        .map_err(|_| unavailable())?;
+    let receipt = answer
+        .await
+        .map_err(|_| unavailable())?
+        .map_err(|error| match error.downcast::<StoreError>() {
+            Ok(store_error) => ApiError::from(store_error),
+            Err(other) => ApiError::internal(other),
+        })?;
+    Ok(Json(json!(receipt)))
+}
+
+async fn undo_operation(
+    State(state): State<ApiState>,
+    Path((user, id)): Path<(String, String)>,
+) -> ApiResult<Json<Value>> {
+    check_user(&user)?;
+    let id = memsift_core::OperationId::parse(id.trim())
+        .map_err(|_| ApiError::BadRequest(format!("path segment `id`: `{id}` is not an operation id")))?;
+    let undone = state.app.store.undo_operation(&user, id, state.app.clock.now()).await?;
+    Ok(Json(json!(undone)))
+}
+
+async fn retry_segment(State(state): State<ApiState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+    let segment_id = memsift_core::SegmentId::parse(id.trim()).map_err(|_| {
+        ApiError::BadRequest(format!(
+            "path segment `id`: `{id}` is not a segment id; list them with GET /v1/admin/segments"
+        ))
+    })?;
+    if !state.app.store.retry_segment(segment_id).await? {
+        return Err(ApiError::NotFound(format!(
+            "no failed or dead segment {segment_id}; only those can be retried"
+        )));
+    }
+    Ok(Json(
+        json!({ "segment_id": segment_id.to_string(), "status": "closed" }),
+    ))
 }

@@ -3,6 +3,7 @@
 
 use std::future::Future;
 
+use chrono::Duration;
 use memsift::api::{ApiToken, route_list, serve};
 use memsift::app::App;
 use reqwest::StatusCode;
@@ -491,4 +492,106 @@ fn serve_without_a_token_refuses_to_start_and_says_where_to_put_one() {
         String::from_utf8(output.stderr).unwrap(),
         "error: no API token: set MEMSIFT_API_TOKEN or [api] token_file in the configuration\n"
     );
+}
+
+#[tokio::test]
+async fn erase_undo_and_retry_through_the_api_are_confirmed_scoped_and_reported() {
+    let test = TestApp::sqlite().await;
+    let (_, lisbon) = test
+        .app
+        .store
+        .insert_test_memory("ana", "Ana lives in Lisbon.")
+        .await
+        .unwrap();
+    test.app
+        .store
+        .insert_test_memory("bo", "Bo plays chess.")
+        .await
+        .unwrap();
+    let revised = test
+        .app
+        .store
+        .revise_memory(
+            "ana",
+            lisbon,
+            &memsift_store::Revision::Expire,
+            "she moved",
+            test.app.clock.now(),
+        )
+        .await
+        .unwrap();
+    let dead = {
+        test.import(
+            "c.jsonl",
+            &crate::helpers::line("ana", "c1", 0, "user", "I like tea.", true),
+        )
+        .await
+        .unwrap();
+        let segment = test
+            .app
+            .store
+            .list_segments(Some("ana"), None, None)
+            .await
+            .unwrap()
+            .remove(0);
+        let claimed = test
+            .app
+            .store
+            .claim_segment(segment.id.parse().unwrap(), "w", test.app.clock.now())
+            .await
+            .unwrap();
+        test.app
+            .store
+            .fail_segment(claimed.id, "broken prompt", 0, Duration::zero(), test.app.clock.now())
+            .await
+            .unwrap();
+        segment.id
+    };
+    let operation = revised.operation_id.to_string();
+    with_api(&test.app, |api| async move {
+        // Undo is scoped by user: bo cannot undo ana's operation.
+        let (status, _) = api
+            .post(&format!("/v1/users/bo/operations/{operation}/undo"), json!({}))
+            .await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        let (status, undone) = api
+            .post(&format!("/v1/users/ana/operations/{operation}/undo"), json!({}))
+            .await;
+        assert_eq!(status, StatusCode::OK, "{undone}");
+        let (status, again) = api
+            .post(&format!("/v1/users/ana/operations/{operation}/undo"), json!({}))
+            .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{again}");
+        assert!(again["error"].as_str().unwrap().contains("already undone"), "{again}");
+
+        let (status, retried) = api.post(&format!("/v1/admin/segments/{dead}/retry"), json!({})).await;
+        assert_eq!((status, retried["status"].as_str()), (StatusCode::OK, Some("closed")));
+        let (status, _) = api.post(&format!("/v1/admin/segments/{dead}/retry"), json!({})).await;
+        assert_eq!(
+            status,
+            StatusCode::NOT_FOUND,
+            "only failed or dead segments are retried"
+        );
+
+        let (status, refused) = api.call("DELETE", "/v1/users/ana", None).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        assert!(
+            refused["error"].as_str().unwrap().contains("confirm=erase"),
+            "{refused}"
+        );
+        let (status, receipt) = api.call("DELETE", "/v1/users/ana?confirm=erase", None).await;
+        assert_eq!(status, StatusCode::OK, "{receipt}");
+        assert_eq!(
+            (receipt["n_memories"].as_i64(), receipt["n_segments"].as_i64()),
+            (Some(1), Some(1))
+        );
+        let (_, memories) = api.get("/v1/users/ana/memories").await;
+        assert_eq!(memories["memories"].as_array().map(Vec::len), Some(0), "{memories}");
+        let (_, bo) = api.get("/v1/users/bo/memories").await;
+        assert_eq!(bo["memories"].as_array().map(Vec::len), Some(1), "{bo}");
+        let (status, _) = api.call("DELETE", "/v1/users/nobody?confirm=erase", None).await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+    })
+    .await;
+    test.finish().await;
 }
