@@ -486,6 +486,10 @@ pub struct MetricsSnapshot {
     pub items_dropped: i64,
     /// Active memories.
     pub memories_active: i64,
+    /// Drop records held with requests, by reason (the dedupe stages' hits among them).
+    pub drops_by_reason: Vec<(String, i64)>,
+    /// Seconds from submission to the provider's end, one per batch that ended.
+    pub batch_latencies_secs: Vec<f64>,
 }
 
 /// Token and cost totals of one purpose.
@@ -508,6 +512,19 @@ pub struct UsageTotals {
 impl Store {
     /// The totals behind the Prometheus gauges.
     pub async fn metrics_snapshot(&self) -> Result<MetricsSnapshot> {
+        // The drop records are a JSON array per request; each backend spells "unnest it" its own way.
+        let drops_sql = match self.kind() {
+            crate::BackendKind::Sqlite => {
+                "SELECT COALESCE(json_extract(drop_record.value, '$.reason'), 'unknown') AS reason, COUNT(*)
+                 FROM llm_requests, json_each(llm_requests.drops) AS drop_record
+                 GROUP BY reason ORDER BY reason"
+            }
+            crate::BackendKind::Postgres => {
+                "SELECT COALESCE(drop_record ->> 'reason', 'unknown') AS reason, COUNT(*)
+                 FROM llm_requests, jsonb_array_elements(llm_requests.drops) AS drop_record
+                 GROUP BY reason ORDER BY reason"
+            }
+        };
         // SUM of a BIGINT is NUMERIC on PostgreSQL: cast back so both backends decode as i64.
         Ok(on_pool!(self, |pool| {
             let segments_by_status =
@@ -538,12 +555,24 @@ impl Store {
             let memories_active: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM memories WHERE archived_at IS NULL")
                 .fetch_one(pool)
                 .await?;
+            let drops_by_reason: Vec<(String, i64)> = sqlx::query_as(drops_sql).fetch_all(pool).await?;
+            let windows: Vec<(DateTime<Utc>, DateTime<Utc>)> = sqlx::query_as(
+                "SELECT submitted_at, ended_at FROM batches WHERE submitted_at IS NOT NULL AND ended_at IS NOT NULL",
+            )
+            .fetch_all(pool)
+            .await?;
+            let batch_latencies_secs = windows
+                .into_iter()
+                .map(|(submitted, ended)| (ended - submitted).num_milliseconds().max(0) as f64 / 1000.0)
+                .collect();
             MetricsSnapshot {
                 segments_by_status,
                 requests,
                 usage_by_purpose,
                 items_dropped,
                 memories_active,
+                drops_by_reason,
+                batch_latencies_secs,
             }
         }))
     }

@@ -11,7 +11,7 @@ use prometheus::{Encoder, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts
 const SEGMENT_STATUSES: [&str; 6] = ["open", "closed", "extracting", "extracted", "failed", "dead"];
 
 /// Every metric name this endpoint serves (the README and test list the same).
-pub const METRIC_NAMES: [&str; 8] = [
+pub const METRIC_NAMES: [&str; 10] = [
     "memsift_segments",
     "memsift_dead_letters",
     "memsift_requests",
@@ -19,7 +19,22 @@ pub const METRIC_NAMES: [&str; 8] = [
     "memsift_cost_usd_total",
     "memsift_items_dropped_total",
     "memsift_memories_active",
+    "memsift_items_dropped_by_reason",
+    "memsift_batch_latency_seconds",
     "memsift_up",
+];
+
+/// Batch latency buckets: the batch APIs promise 24 h and usually take minutes to hours.
+const LATENCY_BUCKETS_SECS: [f64; 9] = [
+    60.0,
+    300.0,
+    900.0,
+    1800.0,
+    3600.0,
+    4.0 * 3600.0,
+    12.0 * 3600.0,
+    24.0 * 3600.0,
+    48.0 * 3600.0,
 ];
 
 /// Renders the snapshot as Prometheus text (format 0.0.4).
@@ -99,6 +114,34 @@ pub fn render(snapshot: &MetricsSnapshot) -> prometheus::Result<String> {
     let memories = IntGauge::new("memsift_memories_active", "Active (not archived) memories.")?;
     memories.set(snapshot.memories_active);
     registry.register(Box::new(memories))?;
+
+    // A gauge, not a counter: erasing a user scrubs their drop records, so the total can step down.
+    let drops = IntGaugeVec::new(
+        Opts::new(
+            "memsift_items_dropped_by_reason",
+            "Drop records held with requests, by reason; duplicate_* and near_duplicate_* are the dedupe hits.",
+        ),
+        &["reason"],
+    )?;
+    for reason in memsift_processor::DropReason::ALL {
+        drops.with_label_values(&[reason.as_str()]).set(0);
+    }
+    for (reason, count) in &snapshot.drops_by_reason {
+        drops.with_label_values(&[reason.as_str()]).set(*count);
+    }
+    registry.register(Box::new(drops))?;
+
+    let latency = prometheus::Histogram::with_opts(
+        prometheus::HistogramOpts::new(
+            "memsift_batch_latency_seconds",
+            "Seconds from a batch's submission to the provider ending it, over every batch that ended.",
+        )
+        .buckets(LATENCY_BUCKETS_SECS.to_vec()),
+    )?;
+    for seconds in &snapshot.batch_latencies_secs {
+        latency.observe(*seconds);
+    }
+    registry.register(Box::new(latency))?;
 
     let up = IntGauge::new("memsift_up", "1 when the store answered this scrape.")?;
     up.set(1);

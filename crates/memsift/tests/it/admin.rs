@@ -56,6 +56,10 @@ async fn the_batches_page_shows_the_ingested_batch_to_chromium_and_refuses_witho
     .unwrap();
     memsift::pipeline::run_until_idle(&test.app).await.unwrap();
     let batch = test.app.store.list_batches(None, None).await.unwrap().remove(0);
+    // The ended batch is measured for /metrics (the simulator ended it within the test's clock).
+    let snapshot = test.app.store.metrics_snapshot().await.unwrap();
+    assert_eq!(snapshot.batch_latencies_secs.len(), 1, "{snapshot:?}");
+    assert!(snapshot.batch_latencies_secs[0] >= 0.0);
     let provider_batch_id = batch.provider_batch_id.clone().unwrap();
 
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -420,6 +420,17 @@ async fn metrics_serve_every_documented_name_with_store_values() {
         );
         assert_eq!(sample(&text, "memsift_segments{status=\"dead\"}"), Some(0.0), "{text}");
         assert_eq!(sample(&text, "memsift_dead_letters"), Some(0.0));
+        // Every drop reason is present (zero when unseen); no batch has ended on this lane.
+        assert_eq!(
+            sample(&text, "memsift_items_dropped_by_reason{reason=\"duplicate_by_vector\"}"),
+            Some(0.0),
+            "{text}"
+        );
+        assert_eq!(
+            sample(&text, "memsift_batch_latency_seconds_count"),
+            Some(0.0),
+            "{text}"
+        );
         assert_eq!(sample(&text, "memsift_memories_active"), Some(2.0));
         assert_eq!(
             sample(
