@@ -148,6 +148,9 @@ pub trait BatchProvider: Send + Sync {
     /// Deletes what the provider keeps of an ingested batch (Anthropic: the batch and its
     /// results; OpenAI: the input and output files), so an erased user's text is gone there too.
     async fn delete(&self, batch: &BatchRow) -> Result<(), String>;
+    /// Asks the provider to cancel a running batch. Its requests end `canceled` and are
+    /// re-planned like any canceled request (invariant 5) once the poll sees the batch end.
+    async fn cancel(&self, provider_batch_id: &str) -> Result<(), String>;
 }
 
 /// What happens to an answered request of a purpose: the extraction handler applies it.
@@ -240,6 +243,27 @@ impl BatchCoordinator {
             }
         }
         (deleted, skipped, failures)
+    }
+
+    /// Cancels a submitted batch at its provider (an admin's decision); the normal poll then
+    /// ingests what finished and re-plans the rest.
+    pub async fn cancel(&self, batch: &BatchRow) -> Result<(), String> {
+        let provider_batch_id = match (batch.status.as_str(), batch.provider_batch_id.as_deref()) {
+            ("submitted", Some(id)) => id,
+            (status, _) => {
+                return Err(format!(
+                    "batch {} is `{status}`; only a submitted batch can be canceled",
+                    batch.id
+                ));
+            }
+        };
+        let provider = self.providers.get(&batch.config_key).ok_or_else(|| {
+            format!(
+                "no provider is configured for `{}`; this daemon cannot reach batch {}",
+                batch.config_key, batch.id
+            )
+        })?;
+        provider.cancel(provider_batch_id).await
     }
 
     /// Serves batch-lane requests of `config_key` through `provider`.

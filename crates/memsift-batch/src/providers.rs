@@ -178,6 +178,14 @@ impl BatchProvider for AnthropicBatchProvider {
         }
     }
 
+    async fn cancel(&self, provider_batch_id: &str) -> Result<(), String> {
+        self.client
+            .cancel_batch(provider_batch_id)
+            .await
+            .map(|_| ())
+            .map_err(|error| error.to_string())
+    }
+
     async fn find(&self, batch: &BatchRow, request_ids: &[String], known: &[String]) -> Result<Option<String>, String> {
         // Anthropic batches carry no metadata: match the creation window and the request count,
         // then, once a candidate has ended, confirm it by the custom_ids of its results.
@@ -353,6 +361,14 @@ impl BatchProvider for OpenAiBatchProvider {
             }
         }
         Ok(())
+    }
+
+    async fn cancel(&self, provider_batch_id: &str) -> Result<(), String> {
+        self.client
+            .cancel_batch(provider_batch_id)
+            .await
+            .map(|_| ())
+            .map_err(|error| error.to_string())
     }
 
     async fn find(

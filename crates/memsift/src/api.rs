@@ -183,6 +183,11 @@ enum WorkerJob {
         user: String,
         reply: oneshot::Sender<anyhow::Result<memsift_store::ErasureReceipt>>,
     },
+    /// Cancel a submitted batch at its provider.
+    Cancel {
+        batch_id: memsift_core::BatchId,
+        reply: oneshot::Sender<Result<(), ApiError>>,
+    },
 }
 
 /// Runs the pipeline work the API asks for, on the task that owns the `App` (its futures are not
@@ -203,6 +208,9 @@ impl PipelineWorker {
                 }
                 WorkerJob::Erase { user, reply } => {
                     let _ = reply.send(crate::erase::erase_user(&self.app, &user).await);
+                }
+                WorkerJob::Cancel { batch_id, reply } => {
+                    let _ = reply.send(cancel_batch_now(&self.app, batch_id).await);
                 }
             }
         }
@@ -265,6 +273,7 @@ fn routes() -> Vec<(&'static str, &'static str, Access, MethodRouter<ApiState>)>
             post(undo_operation),
         ),
         ("POST", "/v1/admin/segments/{id}/retry", Token, post(retry_segment)),
+        ("POST", "/v1/admin/batches/{id}/cancel", Token, post(cancel_batch)),
     ]
 }
 
@@ -651,4 +660,38 @@ async fn retry_segment(State(state): State<ApiState>, Path(id): Path<String>) ->
     Ok(Json(
         json!({ "segment_id": segment_id.to_string(), "status": "closed" }),
     ))
+}
+
+async fn cancel_batch_now(app: &App, batch_id: memsift_core::BatchId) -> Result<(), ApiError> {
+    let batch = app
+        .store
+        .batch(batch_id)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("no batch {batch_id}; list them with GET /v1/admin/batches")))?;
+    let coordinator = app
+        .coordinator
+        .as_ref()
+        .ok_or_else(|| ApiError::BadRequest("no batch lane is configured on this daemon".to_owned()))?;
+    coordinator.cancel(&batch).await.map_err(ApiError::BadRequest)
+}
+
+async fn cancel_batch(State(state): State<ApiState>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+    let batch_id = memsift_core::BatchId::parse(id.trim()).map_err(|_| {
+        ApiError::BadRequest(format!(
+            "path segment `id`: `{id}` is not a batch id; list them with GET /v1/admin/batches"
+        ))
+    })?;
+    let (reply, answer) = oneshot::channel();
+    let unavailable = || ApiError::Unavailable("the pipeline worker is not running; retry later".to_owned());
+    state
+        .jobs
+        .send(WorkerJob::Cancel { batch_id, reply })
+        .await
+        .map_err(|_| unavailable())?;
+    answer.await.map_err(|_| unavailable())??;
+    Ok(Json(json!({
+        "batch_id": batch_id.to_string(),
+        "cancel_requested": true,
+        "next": "the next poll ingests what finished and re-plans the rest"
+    })))
 }

@@ -116,6 +116,12 @@ pub enum Command {
     },
     /// Tokens and cost by user, stage and lane, most expensive first.
     Costs,
+    /// Ask the provider to cancel a submitted batch; the next poll ingests what finished and
+    /// re-plans the rest.
+    Cancel {
+        /// Our batch id (`memsift batches`).
+        batch: String,
+    },
     /// Drop raw model outputs older than `[retention] raw_output_days` (the daemon runs this daily).
     Retention,
     /// Revise one memory (journaled; `memsift undo` reverses it).
@@ -525,6 +531,26 @@ async fn dispatch(app: &App, command: Command, json: bool) -> anyhow::Result<()>
             println!(
                 "retention: {n_dropped} raw outputs older than {} days dropped",
                 app.config.retention.raw_output_days
+            );
+        }
+        Command::Cancel { batch } => {
+            let batch_id = memsift_core::BatchId::parse(&batch)
+                .with_context(|| format!("cancel: `{batch}` is not a batch id; `memsift batches` lists them"))?;
+            let row = app
+                .store
+                .batch(batch_id)
+                .await?
+                .with_context(|| format!("cancel: no batch {batch_id}; `memsift batches` lists them"))?;
+            let coordinator = app
+                .coordinator
+                .as_ref()
+                .context("cancel: no batch lane is configured (an [llm.*] section with a batch provider)")?;
+            coordinator
+                .cancel(&row)
+                .await
+                .map_err(|error| anyhow::anyhow!("cancel: {error}"))?;
+            println!(
+                "cancel: requested for batch {batch_id}; `memsift run` ingests what finished and re-plans the rest"
             );
         }
         Command::Costs => {

@@ -606,3 +606,60 @@ async fn erase_undo_and_retry_through_the_api_are_confirmed_scoped_and_reported(
     .await;
     test.finish().await;
 }
+
+#[tokio::test]
+async fn an_admin_cancel_reaches_the_provider_and_the_canceled_requests_are_planned_again() {
+    let test = TestApp::with_batch_sim(
+        memsift_store::testing::TestDb::sqlite().await,
+        memsift_sim::FaultConfig::default(),
+    )
+    .await;
+    test.import(
+        "c.jsonl",
+        &crate::helpers::line("ana", "c1", 0, "user", "I live in Lisbon.", true),
+    )
+    .await
+    .unwrap();
+    // One step plans and submits; the simulator's clock has not moved, so the batch is running.
+    memsift::pipeline::run_once(&test.app).await.unwrap();
+    let batch = test
+        .app
+        .store
+        .list_batches(Some("submitted"), None)
+        .await
+        .unwrap()
+        .remove(0);
+    let batch_id = batch.id.clone();
+    with_api(&test.app, |api| async move {
+        let (status, body) = api
+            .post(&format!("/v1/admin/batches/{batch_id}/cancel"), json!({}))
+            .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let (status, _) = api
+            .post(
+                "/v1/admin/batches/0190c0de-0000-7000-8000-000000000000/cancel",
+                json!({}),
+            )
+            .await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+    })
+    .await;
+    assert_eq!(
+        test.sim().counters().per_endpoint.get("anthropic.batches.cancel"),
+        Some(&1)
+    );
+    // The protocol takes it from here: the canceled request gets a new attempt and is applied.
+    let report = memsift::pipeline::run_until_idle(&test.app).await.unwrap();
+    assert_eq!(report.n_segments_extracted, 1, "{report:?}");
+    let requests = test.app.store.list_requests(Some("ana"), None, None).await.unwrap();
+    let statuses: Vec<&str> = requests.iter().map(|row| row.status.as_str()).collect();
+    assert!(
+        statuses.contains(&"canceled") && statuses.contains(&"applied"),
+        "{statuses:?}"
+    );
+    // An ingested batch cannot be canceled; the error says why.
+    let ended = test.app.store.batch(batch.id.parse().unwrap()).await.unwrap().unwrap();
+    let error = test.app.coordinator.as_ref().unwrap().cancel(&ended).await.unwrap_err();
+    assert!(error.contains("only a submitted batch"), "{error}");
+    test.finish().await;
+}
