@@ -80,6 +80,8 @@ pub struct Config {
     pub erasure: ErasureConfig,
     /// How long stored model text is kept.
     pub retention: RetentionConfig,
+    /// Daily importance scoring.
+    pub scoring: ScoringConfig,
     /// The HTTP API (`memsift serve`).
     pub api: ApiConfig,
     /// One internal LLM config per `{purpose}_{tier}` key.
@@ -123,6 +125,18 @@ pub struct ExtractionConfig {
     /// The user's most similar existing memories shown with each segment (after the ones its
     /// turns referenced); 0 shows only referenced memories.
     pub similar_memories: u32,
+}
+
+/// Importance scoring settings (the formula is documented in `memsift_store::scoring`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScoringConfig {
+    /// Importance below which a memory may be archived (never deleted).
+    pub floor: f64,
+    /// Memories younger than this are never archived.
+    pub min_age_days: u32,
+    /// At most this share of a user's active memories is archived per run.
+    pub max_share_per_run: f64,
 }
 
 /// Retention settings.
@@ -256,6 +270,8 @@ pub struct SchedulesConfig {
     pub sweep: String,
     /// Dropping raw outputs past `retention.raw_output_days`.
     pub retention: String,
+    /// Importance scoring.
+    pub scoring: String,
     /// How long a claimed run holds its job against other daemons; a run longer than this may be
     /// overlapped, a daemon that dies blocks the job at most this long.
     pub lease_secs: u64,
@@ -532,6 +548,21 @@ impl Config {
                     "use USD per million tokens, each >= 0, and batch_discount in [0, 1)",
                 ));
             }
+        }
+        let scoring = &self.scoring;
+        if !(0.0..=1.0).contains(&scoring.floor) {
+            return Err(invalid(
+                "scoring.floor",
+                scoring.floor,
+                "use an importance in [0, 1] (default 0.05)",
+            ));
+        }
+        if !(0.0..=1.0).contains(&scoring.max_share_per_run) {
+            return Err(invalid(
+                "scoring.max_share_per_run",
+                scoring.max_share_per_run,
+                "use a share in [0, 1] (default 0.05: at most 5 % of a user's memories per run)",
+            ));
         }
         let embeddings = &self.embeddings;
         match embeddings.backend {

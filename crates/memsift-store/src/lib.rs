@@ -25,6 +25,7 @@ mod ingest;
 mod lifecycle;
 mod listing;
 mod schedules;
+mod scoring;
 #[cfg(feature = "test-support")]
 pub mod testing;
 mod vectors;
@@ -36,6 +37,7 @@ pub use ingest::{ClosedSegment, IngestReport, NewMessage};
 pub use lifecycle::{MemoryState, Revised, Revision, Undone};
 pub use listing::{CostRow, Counts, MemoryRow, MetricsSnapshot, RequestDetail, RequestRow, SegmentRow, UsageTotals};
 pub use schedules::ScheduleRow;
+pub use scoring::{ScoringPolicy, ScoringReport, importance};
 pub use vectors::{
     LoadedIndex, MemoryToEmbed, MemoryVector, Neighbour, UserVectors, VectorCache, VectorIndex, VectorIndexError, dot,
     vector_from_le_bytes, vector_to_le_bytes,

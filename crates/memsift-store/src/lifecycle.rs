@@ -249,6 +249,23 @@ impl Store {
         })
     }
 
+    /// A user's journal entries of one kind, oldest first (for audits, and undoing a run).
+    pub async fn operation_ids(&self, user_external_id: &str, kind: &str) -> Result<Vec<OperationId>> {
+        let ids: Vec<String> = crate::on_pool!(self, |pool| {
+            sqlx::query_scalar(
+                "SELECT o.id FROM operations o JOIN users u ON u.id = o.user_id
+                 WHERE u.external_id = $1 AND o.kind = $2 ORDER BY o.applied_at, o.id",
+            )
+            .bind(user_external_id)
+            .bind(kind)
+            .fetch_all(pool)
+            .await?
+        });
+        ids.iter()
+            .map(|id| OperationId::parse(id).map_err(|error| crate::corrupt("operations", error)))
+            .collect()
+    }
+
     /// Every memory of a user, archived ones included, with the fields revisions change:
     /// (id, text, state), for audits and exact before/after comparisons.
     pub async fn user_memory_states(
@@ -295,7 +312,9 @@ impl Store {
                 Some((_, _, _, Some(undone_at))) => Err(StoreError::Invalid(format!(
                     "operation {operation_id} was already undone at {undone_at}"
                 ))),
-                Some((kind, _, _, None)) if !matches!(kind.as_str(), "confirm" | "supersede" | "expire") => {
+                Some((kind, _, _, None))
+                    if !matches!(kind.as_str(), "confirm" | "supersede" | "expire" | "score_archive") =>
+                {
                     Err(StoreError::Invalid(format!(
                         "operation {operation_id} is a `{kind}`, which undo cannot reverse yet"
                     )))

@@ -116,6 +116,8 @@ pub enum Command {
     },
     /// Tokens and cost by user, stage and lane, most expensive first.
     Costs,
+    /// Recalculate importance now and archive the lowest memories (the daemon does it daily).
+    Score,
     /// Ask the provider to cancel a submitted batch; the next poll ingests what finished and
     /// re-plans the rest.
     Cancel {
@@ -552,6 +554,17 @@ async fn dispatch(app: &App, command: Command, json: bool) -> anyhow::Result<()>
             println!(
                 "cancel: requested for batch {batch_id}; `memsift run` ingests what finished and re-plans the rest"
             );
+        }
+        Command::Score => {
+            let report = crate::pipeline::score(app).await?;
+            if json {
+                render::print_json(&report)?;
+            } else {
+                println!(
+                    "score: {} memories of {} users scored; {} archived under the floor, {} spared by the per-run cap",
+                    report.n_scored, report.n_users, report.n_archived, report.n_spared_by_cap
+                );
+            }
         }
         Command::Costs => {
             let rows = app.store.cost_by_user_stage().await?;

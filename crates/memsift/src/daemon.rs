@@ -44,15 +44,18 @@ pub enum JobName {
     Sweep,
     /// Dropping raw model outputs past their retention.
     Retention,
+    /// Recalculating importance and archiving the lowest.
+    Scoring,
 }
 
 impl JobName {
     /// Every job, in the order a tick considers them.
-    pub const ALL: [JobName; 4] = [
+    pub const ALL: [JobName; 5] = [
         JobName::RunPipeline,
         JobName::CloseIdleSegments,
         JobName::Sweep,
         JobName::Retention,
+        JobName::Scoring,
     ];
 
     /// The job's name in `schedules.name`, the config and the logs.
@@ -62,6 +65,7 @@ impl JobName {
             JobName::CloseIdleSegments => "close_idle_segments",
             JobName::Sweep => "sweep",
             JobName::Retention => "retention",
+            JobName::Scoring => "scoring",
         }
     }
 }
@@ -114,6 +118,7 @@ pub fn parse_schedules(config: &SchedulesConfig) -> Result<Vec<Schedule>, Schedu
                 JobName::CloseIdleSegments => &config.close_idle_segments,
                 JobName::Sweep => &config.sweep,
                 JobName::Retention => &config.retention,
+                JobName::Scoring => &config.scoring,
             };
             let cron = parser.parse(expression).map_err(|error| ScheduleError {
                 job: job.as_str(),
@@ -165,6 +170,10 @@ impl JobRunner for PipelineRunner {
             JobName::Retention => {
                 let n_dropped = pipeline::apply_retention(app).await?;
                 tracing::info!(n_dropped, "Retention dropped raw outputs past their days.");
+            }
+            JobName::Scoring => {
+                let report = pipeline::score(app).await?;
+                tracing::info!(report = %serde_json::to_string(&report)?, "Scoring finished.");
             }
         }
         Ok(())

@@ -141,6 +141,17 @@ pub async fn apply_retention(app: &App) -> anyhow::Result<u64> {
     Ok(app.store.purge_raw_outputs(before).await?)
 }
 
+/// Recalculates importance and archives the lowest memories under `[scoring]`.
+pub async fn score(app: &App) -> anyhow::Result<memsift_store::ScoringReport> {
+    let config = &app.config.scoring;
+    let policy = memsift_store::ScoringPolicy {
+        floor: config.floor,
+        min_age_days: i64::from(config.min_age_days),
+        max_share_per_run: config.max_share_per_run,
+    };
+    Ok(app.store.score_memories(&policy, app.clock.now()).await?)
+}
+
 /// The safety-net sweep (every six hours under the daemon, or `memsift sweep`): one pass of every
 /// stage, which between them find closed segments not yet extracted, answers not yet applied,
 /// failed attempts due for another try, claims whose worker died, and batches left `submitting`,

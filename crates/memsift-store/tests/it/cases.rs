@@ -746,3 +746,74 @@ pub async fn revisions_are_journaled_and_undo_restores_the_exact_prior_rows(stor
     // The journal keeps both operations, marked undone.
     assert_eq!(store.count_rows("operations").await.unwrap(), 2);
 }
+
+pub async fn scoring_archives_the_lowest_under_the_floor_capped_and_undoably(store: &Store) {
+    // Twenty old, never-read memories: all under the floor. A 10 % cap archives two of them.
+    let mut ids = Vec::new();
+    let mut ana = None;
+    for index in 0..20 {
+        let (user, id) = store
+            .insert_test_memory("ana", &format!("Ana fact number {index}."))
+            .await
+            .unwrap();
+        ana = Some(user);
+        ids.push(id);
+    }
+    let ana = ana.unwrap();
+    // One of them the user confirmed: it is never archived for low importance.
+    store
+        .revise_memory("ana", ids[0], &memsift_store::Revision::Confirm, "she said so", t0())
+        .await
+        .unwrap();
+    let before = store.user_memory_states(ana).await.unwrap();
+    let policy = memsift_store::ScoringPolicy {
+        floor: 0.05,
+        min_age_days: 30,
+        max_share_per_run: 0.1,
+    };
+    // Too young: nothing is archived, however low the score.
+    let young = store.score_memories(&policy, t0() + Duration::days(10)).await.unwrap();
+    assert_eq!((young.n_scored, young.n_archived), (20, 0));
+
+    let later = t0() + Duration::days(400);
+    let report = store.score_memories(&policy, later).await.unwrap();
+    assert_eq!((report.n_users, report.n_scored, report.n_archived), (1, 20, 2));
+    assert_eq!(report.n_spared_by_cap, 17, "19 unconfirmed under the floor, 2 archived");
+    let active = store.list_memories("ana", None).await.unwrap();
+    assert_eq!(active.len(), 18);
+    assert!(
+        active.iter().any(|memory| memory.id == ids[0].to_string()),
+        "the confirmed one stays"
+    );
+    assert_eq!(
+        store.count_rows("operations").await.unwrap(),
+        3,
+        "one confirm, two archives"
+    );
+
+    // Each archive is journaled and undone like any revision.
+    let archived: Vec<String> = store
+        .user_memory_states(ana)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|(_, _, state)| state.archived_at.is_some())
+        .map(|(id, _, _)| id)
+        .collect();
+    assert_eq!(archived.len(), 2);
+    for operation in store.operation_ids("ana", "score_archive").await.unwrap() {
+        store.undo_operation("ana", operation, later).await.unwrap();
+    }
+    let restored: Vec<_> = store
+        .user_memory_states(ana)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(id, text, state)| (id, text, state.archived_at, state.archive_reason))
+        .collect();
+    let original: Vec<_> = before
+        .into_iter()
+        .map(|(id, text, state)| (id, text, state.archived_at, state.archive_reason))
+        .collect();
+    assert_eq!(restored, original);
+}

@@ -58,6 +58,7 @@ store_suite!(
     erasing_a_user_removes_their_data_keeps_tombstones_and_spares_others,
     the_cost_view_sums_tokens_by_user_stage_and_lane,
     revisions_are_journaled_and_undo_restores_the_exact_prior_rows,
+    scoring_archives_the_lowest_under_the_floor_capped_and_undoably,
     two_owners_racing_for_one_tick_give_exactly_one_run,
     a_live_lease_blocks_the_next_tick_until_it_is_finished,
     an_expired_lease_lets_another_owner_take_over,

@@ -113,6 +113,14 @@ async fn two_daemons_on_postgres_run_each_tick_exactly_once_through_a_simulated_
             .map(at)
             .collect(),
     ))
+    // Scoring runs daily at 04:15, likewise.
+    .chain(expected(
+        JobName::Scoring,
+        ["2026-03-01T04:15:00Z", "2026-03-02T04:15:00Z"]
+            .into_iter()
+            .map(at)
+            .collect(),
+    ))
     .collect();
     want.sort();
     assert_eq!(claimed.len(), want.len());
@@ -145,6 +153,7 @@ async fn two_daemons_on_postgres_run_each_tick_exactly_once_through_a_simulated_
             ("close_idle_segments".to_owned(), Some(end), None),
             ("retention".to_owned(), Some(at("2026-03-02T03:30:00Z")), None),
             ("run_pipeline".to_owned(), Some(end), None),
+            ("scoring".to_owned(), Some(at("2026-03-02T04:15:00Z")), None),
             ("sweep".to_owned(), Some(at("2026-03-02T06:00:00Z")), None),
         ]
     );
@@ -184,7 +193,7 @@ async fn a_daemon_that_was_down_catches_up_once_at_start_up() {
     test.clock.set(a_bit_later);
     assert!(b.tick(a_bit_later).await.unwrap().is_empty());
     assert!(c.tick(a_bit_later).await.unwrap().is_empty());
-    // Retention's 03:30 tick was run at start-up, so only three jobs were overdue.
+    // The daily jobs' morning ticks were run at start-up, so only three jobs were overdue.
     assert_eq!(runner.state.lock().unwrap().runs.len(), JobName::ALL.len() + 3);
     test.finish().await;
 }
