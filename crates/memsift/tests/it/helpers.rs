@@ -97,59 +97,37 @@ impl TestApp {
     /// An app whose extraction goes through the batch lane of an in-process simulator that shares
     /// the test's clock (so batch processing time passes only when the test says so).
     pub async fn with_batch_sim(db: TestDb, faults: FaultConfig) -> TestApp {
-        let clock = ManualClock::new(t0());
-        let sim_config = SimConfig::from_cli("heuristic", None)
-            .unwrap()
-            .with_api_key("test-key")
-            .with_faults(faults)
-            .with_clock(Arc::new(clock.clone()));
-        let sim = Sim::start(sim_config).await.unwrap();
-        let key_dir = tempfile::tempdir().unwrap();
-        let config = batch_config(&sim.base_url, &key_dir.path().join("key"));
-        let app = app_on(&db.store, &clock, config, "daemon-a");
-        TestApp {
-            app,
-            clock,
-            db,
-            sim: Some(sim),
-            _key_dir: Some(key_dir),
-        }
+        let sim_config = SimConfig::from_cli("heuristic", None).unwrap().with_faults(faults);
+        TestApp::on_sim(db, sim_config, |sim, key_file| batch_config(&sim.base_url, key_file)).await
     }
 
     /// Like [`TestApp::with_batch_sim`], answering from a script instead of the heuristic rules.
     pub async fn with_scripted_batch_sim(db: TestDb, script: ScriptedResponder) -> TestApp {
-        let clock = ManualClock::new(t0());
-        let sim_config = SimConfig::new(Arc::new(script))
-            .with_api_key("test-key")
-            .with_clock(Arc::new(clock.clone()));
-        let sim = Sim::start(sim_config).await.unwrap();
-        let key_dir = tempfile::tempdir().unwrap();
-        let config = batch_config(&sim.base_url, &key_dir.path().join("key"));
-        let app = app_on(&db.store, &clock, config, "daemon-a");
-        TestApp {
-            app,
-            clock,
-            db,
-            sim: Some(sim),
-            _key_dir: Some(key_dir),
-        }
+        let sim_config = SimConfig::new(Arc::new(script));
+        TestApp::on_sim(db, sim_config, |sim, key_file| batch_config(&sim.base_url, key_file)).await
     }
 
     /// Like [`TestApp::with_batch_sim`], on OpenAI's Files + Batches API.
     pub async fn with_openai_batch_sim(db: TestDb) -> TestApp {
+        let sim_config = SimConfig::from_cli("heuristic", None).unwrap();
+        TestApp::on_sim(db, sim_config, |sim, key_file| {
+            provider_batch_config("openai", &sim.openai_base_url(), "gpt-4o-mini", key_file)
+        })
+        .await
+    }
+
+    /// Starts `sim_config` on the test's clock with the test key, and builds the app from the
+    /// configuration `config_for` makes for that simulator and a key file.
+    async fn on_sim(
+        db: TestDb,
+        sim_config: SimConfig,
+        config_for: impl FnOnce(&SimHandle, &std::path::Path) -> Config,
+    ) -> TestApp {
         let clock = ManualClock::new(t0());
-        let sim_config = SimConfig::from_cli("heuristic", None)
-            .unwrap()
-            .with_api_key("test-key")
-            .with_clock(Arc::new(clock.clone()));
+        let sim_config = sim_config.with_api_key("test-key").with_clock(Arc::new(clock.clone()));
         let sim = Sim::start(sim_config).await.unwrap();
         let key_dir = tempfile::tempdir().unwrap();
-        let config = provider_batch_config(
-            "openai",
-            &sim.openai_base_url(),
-            "gpt-4o-mini",
-            &key_dir.path().join("key"),
-        );
+        let config = config_for(&sim, &key_dir.path().join("key"));
         let app = app_on(&db.store, &clock, config, "daemon-a");
         TestApp {
             app,
