@@ -362,23 +362,7 @@ impl FuzzyText {
         // The key keeps alphanumeric runs separated by one space: it is never longer than the normalized text, so
         // it is compacted in a copy of it, writing behind the read position.
         let mut key = normalized.clone().into_bytes();
-        let mut key_len = 0usize;
-        let mut pending_key_space = false;
-        for read in 0..key.len() {
-            let byte = key[read];
-            if byte.is_ascii_alphanumeric() {
-                if pending_key_space && key_len > 0 {
-                    key[key_len] = b' ';
-                    key_len += 1;
-                }
-                pending_key_space = false;
-                key[key_len] = byte;
-                key_len += 1;
-            } else {
-                pending_key_space = true;
-            }
-        }
-        key.truncate(key_len);
+        compact_ascii_key(&mut key, |byte| byte.is_ascii_alphanumeric(), |_| {});
         // ASCII in, ASCII out; the fallback only exists so that no `expect` is needed.
         let key = String::from_utf8(key).unwrap_or_else(|_| memsift_core::text::dedupe_key(text));
         (Self { normalized, signature }, key)
@@ -465,6 +449,38 @@ fn histogram_edit_bound(a: &[u16; BAG_BUCKETS], b: &[u16; BAG_BUCKETS]) -> usize
 /// The fuzzy ratio of two raw texts after normalization (a convenience for tests and reports).
 pub fn fuzzy_ratio(a: &str, b: &str) -> f64 {
     strsim::normalized_levenshtein(&normalize_for_fuzzy(a), &normalize_for_fuzzy(b))
+}
+
+/// Compacts lowercase ASCII `bytes` in place into a dedupe key: the runs of word bytes (per `is_word`) joined by
+/// single spaces. The key is never longer than its input, so it is written behind the read position;
+/// `at_word_start` sees the still-uncompacted bytes from each word's first byte on (the sensitive-phrase scan
+/// reads there).
+#[inline]
+pub(crate) fn compact_ascii_key(
+    bytes: &mut Vec<u8>,
+    is_word: impl Fn(u8) -> bool,
+    mut at_word_start: impl FnMut(&[u8]),
+) {
+    let mut key_len = 0usize;
+    let mut pending_space = false;
+    for read in 0..bytes.len() {
+        let byte = bytes[read];
+        if is_word(byte) {
+            if pending_space || key_len == 0 {
+                at_word_start(&bytes[read..]);
+            }
+            if pending_space && key_len > 0 {
+                bytes[key_len] = b' ';
+                key_len += 1;
+            }
+            pending_space = false;
+            bytes[key_len] = byte;
+            key_len += 1;
+        } else {
+            pending_space = true;
+        }
+    }
+    bytes.truncate(key_len);
 }
 
 /// Cosine similarity; 0 for vectors of different length or zero norm, so a missing embedding never matches.

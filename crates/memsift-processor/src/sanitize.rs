@@ -221,27 +221,16 @@ impl AnalyzedText {
         // compacted in a copy of it, writing behind the read position; the bytes from `read` on are still the
         // normalized text, which is where the phrase scan looks, at each word start.
         let mut key = normalized.clone();
-        let mut key_len = 0usize;
-        let mut pending_key_space = false;
         let mut mentions_private = false;
-        for read in 0..key.len() {
-            let byte = key[read];
-            if BYTE_INFO[usize::from(byte)] & WORD != 0 {
-                if !mentions_private && (pending_key_space || key_len == 0) {
-                    mentions_private = phrase_starts(&key[read..]);
+        crate::dedupe::compact_ascii_key(
+            &mut key,
+            |byte| BYTE_INFO[usize::from(byte)] & WORD != 0,
+            |rest| {
+                if !mentions_private {
+                    mentions_private = phrase_starts(rest);
                 }
-                if pending_key_space && key_len > 0 {
-                    key[key_len] = b' ';
-                    key_len += 1;
-                }
-                pending_key_space = false;
-                key[key_len] = byte;
-                key_len += 1;
-            } else {
-                pending_key_space = true;
-            }
-        }
-        key.truncate(key_len);
+            },
+        );
         // Printable ASCII in, ASCII out: both conversions succeed; `?` only avoids an `expect`.
         let normalized = String::from_utf8(normalized).ok()?;
         let exact_key = String::from_utf8(key).ok()?;

@@ -143,6 +143,18 @@ impl TestApp {
         app_on(&self.app.store, &self.clock, self.app.config.clone(), worker_id)
     }
 
+    /// The texts of a user's active memories, in listing order.
+    pub async fn memory_texts(&self, user: &str) -> Vec<String> {
+        self.app
+            .store
+            .list_memories(user, None)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|memory| memory.text)
+            .collect()
+    }
+
     pub fn sim(&self) -> &SimHandle {
         self.sim.as_ref().expect("started with a simulator")
     }

@@ -38,15 +38,7 @@ async fn imported_conversations_become_memories_once_segments_close() {
     // c1 closed by its boundary; c2 is still open (its last message is at minute 2).
     let first = run_until_idle(&test.app).await.unwrap();
     assert_eq!((first.n_segments_extracted, first.n_memories), (1, 2));
-    let ana: Vec<String> = test
-        .app
-        .store
-        .list_memories("ana", None)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|m| m.text)
-        .collect();
+    let ana: Vec<String> = test.memory_texts("ana").await;
     assert_eq!(ana, vec!["The user lives in Lisbon.", "The user has a dog named Rex."]);
     // Nothing happens for bo until 60 minutes of silence have passed on the injected clock.
     test.advance(Duration::minutes(61));
@@ -58,15 +50,7 @@ async fn imported_conversations_become_memories_once_segments_close() {
         (1, 1, 1)
     );
     // The assistant's claims about bo (Oslo, Equinor) are context, never memories.
-    let bo: Vec<String> = test
-        .app
-        .store
-        .list_memories("bo", None)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|m| m.text)
-        .collect();
+    let bo: Vec<String> = test.memory_texts("bo").await;
     assert_eq!(bo, vec!["The user is allergic to peanuts."]);
     let memories = test.app.store.list_memories("bo", None).await.unwrap();
     assert_eq!(memories[0].evidence, "t2");

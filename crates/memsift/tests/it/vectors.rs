@@ -76,15 +76,7 @@ async fn a_reworded_fact_is_dropped_by_the_vector_stage(db: TestDb) {
     .unwrap();
     let report = run_until_idle(&test.app).await.unwrap();
     assert_eq!(report.n_memories, 1, "only the cello is new");
-    let texts: Vec<String> = test
-        .app
-        .store
-        .list_memories("ana", None)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|memory| memory.text)
-        .collect();
+    let texts: Vec<String> = test.memory_texts("ana").await;
     assert_eq!(
         texts,
         vec![
@@ -286,15 +278,7 @@ async fn replay_restores_what_todays_rules_accept_once_and_journals_it() {
     assert_eq!(replayed.dropped_by_reason.get("duplicate_of_existing"), Some(&1));
     assert!(replayed.operation_id.is_some());
     assert_eq!(test.app.store.count_rows("operations").await.unwrap(), 1);
-    let texts: Vec<String> = test
-        .app
-        .store
-        .list_memories("ana", None)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|memory| memory.text)
-        .collect();
+    let texts: Vec<String> = test.memory_texts("ana").await;
     assert!(texts.contains(&rex.text), "{texts:?}");
 
     // Replaying again finds everything stored: nothing written, nothing journaled.
