@@ -9,7 +9,22 @@ use std::path::Path;
 use crate::text::short_hash;
 
 /// The prompts shipped with memsift: (name, text).
-const BUILT_IN: &[(&str, &str)] = &[("extraction", include_str!("../../../prompts/extraction.md"))];
+const BUILT_IN: &[(&str, &str)] = &[
+    ("extraction", include_str!("../../../prompts/extraction.md")),
+    ("relationship", include_str!("../../../prompts/relationship.md")),
+    ("consolidation", include_str!("../../../prompts/consolidation.md")),
+    (
+        "consolidation_review",
+        include_str!("../../../prompts/consolidation_review.md"),
+    ),
+    ("refinement", include_str!("../../../prompts/refinement.md")),
+    ("entity_gc", include_str!("../../../prompts/entity_gc.md")),
+    ("summary", include_str!("../../../prompts/summary.md")),
+    (
+        "extraction_review",
+        include_str!("../../../prompts/extraction_review.md"),
+    ),
+];
 
 /// One loaded prompt.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -47,7 +62,9 @@ pub enum PromptError {
         source: std::io::Error,
     },
     /// No prompt of that name exists.
-    #[error("no prompt named `{0}`; built-in prompts are: extraction")]
+    #[error(
+        "no prompt named `{0}`; built-in prompts are: extraction, relationship, consolidation, consolidation_review, refinement, entity_gc, summary, extraction_review"
+    )]
     Missing(String),
 }
 
@@ -106,6 +123,19 @@ impl PromptRegistry {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_purpose_has_a_built_in_prompt_of_its_name_and_the_error_lists_them() {
+        let registry = PromptRegistry::built_in();
+        let error = registry.get("nonexistent").unwrap_err().to_string();
+        for purpose in crate::status::Purpose::ALL {
+            assert!(
+                registry.get(purpose.as_str()).is_ok(),
+                "no built-in prompt for {purpose}"
+            );
+            assert!(error.contains(purpose.as_str()), "{error}");
+        }
+    }
 
     #[test]
     fn versions_follow_the_text() {

@@ -168,6 +168,8 @@ string_enum!(
         EntityGc => "entity_gc",
         /// Summarising a segment.
         Summary => "summary",
+        /// Reviewing one extracted candidate; the review may only narrow it.
+        ExtractionReview => "extraction_review",
     }
 );
 
