@@ -2,7 +2,9 @@
 //!
 //! The wrapper stripping and repair are `memsift_processor::parse_response`, the recipe measured on real model
 //! output (strict read, `<thinking>` blocks, code fences, surrounding prose, then `jsonrepair-rs`), so extraction
-//! and post-processing answers are read the same way.
+//! and post-processing answers are read the same way. One difference: that recipe reads an object holding a
+//! `memories` list as the list (the extraction contract), while a consolidation answer may well echo the
+//! `memories` it merged, so objects are first read here as they stand, bare or fenced.
 
 use memsift_processor::parse_response;
 use serde_json::{Map, Value};
@@ -40,6 +42,9 @@ pub(crate) fn read_elements(raw: &str) -> Result<Elements, AnswerError> {
 /// `must_be_complete` refuses answers whose JSON was cut off, for stages whose answer carries a text that would
 /// be stored: a cut merge or trim could silently lose a fact.
 pub(crate) fn read_object(raw: &str, must_be_complete: bool) -> Result<Map<String, Value>, AnswerError> {
+    if let Some(object) = plain_object(raw) {
+        return Ok(object);
+    }
     let elements = read_elements(raw)?;
     if must_be_complete && elements.cut_off {
         return Err(AnswerError::Truncated);
@@ -50,6 +55,23 @@ pub(crate) fn read_object(raw: &str, must_be_complete: bool) -> Result<Map<Strin
         _ => Err(AnswerError::Invalid(format!(
             "expected one JSON object, found {n_values} value(s) of another shape"
         ))),
+    }
+}
+
+/// The answer's object when it is valid JSON as it stands, alone or as a code fence's whole body.
+fn plain_object(raw: &str) -> Option<Map<String, Value>> {
+    let trimmed = raw.trim();
+    let body = match trimmed.find("```") {
+        Some(fence) => {
+            let after_ticks = &trimmed[fence + 3..];
+            let body = &after_ticks[after_ticks.find('\n')? + 1..];
+            &body[..body.find("```")?]
+        }
+        None => trimmed,
+    };
+    match serde_json::from_str(body.trim()).ok()? {
+        Value::Object(object) => Some(object),
+        _ => None,
     }
 }
 
@@ -118,6 +140,17 @@ mod tests {
             let object = read_object(raw, true).unwrap_or_else(|error| panic!("{raw}: {error}"));
             assert_eq!(action(&object).unwrap(), "keep", "{raw}");
         }
+    }
+
+    #[test]
+    fn an_object_echoing_a_memories_list_stays_one_object() {
+        let raw = r#"{"action":"merge","text":"Caroline likes tea","memories":["m1","m2"]}"#;
+        assert_eq!(
+            required_text(&read_object(raw, true).unwrap(), "text").unwrap(),
+            "Caroline likes tea"
+        );
+        let fenced = format!("Merged:\n```json\n{raw}\n```");
+        assert_eq!(action(&read_object(&fenced, true).unwrap()).unwrap(), "merge");
     }
 
     #[test]

@@ -20,7 +20,8 @@ use crate::reviewer::ExtractionReviewTask;
 use crate::summary::SummaryTask;
 use crate::task_of;
 use crate::words::{
-    CHANGE_MARKERS, NEGATIONS, content_set, content_words, has_any, is_stopword, jaccard, tokens, topic_set,
+    CHANGE_MARKERS, contains_phrase, content_set, content_words, has_any, is_negated, is_stopword, jaccard, tokens,
+    topic_set,
 };
 
 /// The version of the rule set, recorded on requests like a prompt version.
@@ -94,10 +95,7 @@ fn relationship(task: &RelationshipTask) -> serde_json::Value {
 fn classify(memory: &str, candidate: &str) -> (Option<LinkKind>, f64, String) {
     let (memory_topic, candidate_topic) = (topic_set(memory), topic_set(candidate));
     let overlap = jaccard(&memory_topic, &candidate_topic);
-    let negated = (
-        has_any(memory, NEGATIONS) || memory.to_lowercase().contains("no longer"),
-        has_any(candidate, NEGATIONS),
-    );
+    let negated = (is_negated(memory), is_negated(candidate));
     if overlap >= SAME_TOPIC_OVERLAP && negated.0 != negated.1 {
         let reason = format!("conflict rule: same topic (overlap {overlap:.2}) and only one side is negated");
         return (Some(LinkKind::Conflicts), 0.8, reason);
@@ -116,24 +114,12 @@ fn classify(memory: &str, candidate: &str) -> (Option<LinkKind>, f64, String) {
             format!("instance rule: the candidate's words are a strict subset of the memory's (overlap {overlap:.2})");
         return (Some(LinkKind::InstanceOf), 0.75, reason);
     }
-    let lowered = memory.to_lowercase();
-    let states_a_reason = MOTIVATION_MARKERS
-        .iter()
-        .any(|marker| contains_phrase(&lowered, marker));
+    let states_a_reason = MOTIVATION_MARKERS.iter().any(|marker| contains_phrase(memory, marker));
     if overlap >= MOTIVATION_OVERLAP && states_a_reason {
         let reason = format!("motivation rule: the memory states a reason and shares its topic (overlap {overlap:.2})");
         return (Some(LinkKind::MotivatedBy), 0.72, reason);
     }
     (None, 0.0, format!("no rule matched (overlap {overlap:.2})"))
-}
-
-/// Whether `phrase` occurs in `text` as whole words.
-fn contains_phrase(text: &str, phrase: &str) -> bool {
-    let (text_tokens, phrase_tokens) = (tokens(text), tokens(phrase));
-    !phrase_tokens.is_empty()
-        && text_tokens
-            .windows(phrase_tokens.len())
-            .any(|window| window == phrase_tokens.as_slice())
 }
 
 fn consolidation(task: &ConsolidationTask) -> serde_json::Value {
@@ -266,7 +252,8 @@ fn refinement(task: &RefinementTask) -> serde_json::Value {
     }
     let parts: Vec<String> = split_after(&original, &['.', ';'])
         .into_iter()
-        .map(|part| format!("{}.", without_end_punctuation(part)))
+        // Each part becomes a memory of its own, so it starts like a sentence.
+        .map(|part| format!("{}.", capitalised(without_end_punctuation(part))))
         .collect();
     let splittable =
         (2..=5).contains(&parts.len()) && parts.iter().all(|part| part.chars().count() >= MIN_SPLIT_PART_CHARS);
@@ -295,14 +282,19 @@ fn without_filler(text: &str) -> String {
             }
         }
     }
-    let mut trimmed = words.join(" ");
+    let trimmed = words.join(" ");
     if text.trim_start().starts_with(char::is_uppercase) {
-        let mut chars = trimmed.chars();
-        if let Some(first) = chars.next() {
-            trimmed = first.to_uppercase().chain(chars).collect();
-        }
+        return capitalised(&trimmed);
     }
     trimmed
+}
+
+/// The text with its first letter in upper case.
+fn capitalised(text: &str) -> String {
+    let mut chars = text.chars();
+    chars
+        .next()
+        .map_or_else(String::new, |first| first.to_uppercase().chain(chars).collect())
 }
 
 fn entity_gc(task: &EntityGcTask) -> serde_json::Value {
@@ -529,7 +521,7 @@ mod tests {
             refine("Caroline works as a nurse at the Charité hospital; she has two cats named Max and Luna at home."),
             Refinement::Split(vec![
                 "Caroline works as a nurse at the Charité hospital.".to_owned(),
-                "she has two cats named Max and Luna at home.".to_owned()
+                "She has two cats named Max and Luna at home.".to_owned()
             ])
         );
         let left = refine("Caroline works as a nurse at the Charité hospital in Berlin and has done so since 2019.");

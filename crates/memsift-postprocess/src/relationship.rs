@@ -81,6 +81,12 @@ impl LinkKind {
     }
 }
 
+impl std::fmt::Display for LinkKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// One accepted verdict of a relationship answer.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LinkVerdict {
@@ -130,10 +136,17 @@ pub fn relationship_pair_request(prompt: &Prompt, a: &MemoryText, b: &MemoryText
 /// kept. Verdicts come out in the order of their first appearance. Only an answer with no readable JSON is an
 /// error; `[]` is a valid answer.
 pub fn parse_relationship_answer(raw: &str, n_candidates: usize) -> Result<Vec<LinkVerdict>, AnswerError> {
-    let elements = read_elements(raw)?;
+    let mut values = read_elements(raw)?.values;
+    // `{"verdicts": [...]}` and the like: a lone object that is not a verdict but holds one list is that list.
+    if let [Value::Object(wrapper)] = values.as_slice()
+        && !wrapper.contains_key("candidate")
+        && let [Value::Array(inner)] = wrapper.values().collect::<Vec<_>>().as_slice()
+    {
+        values = inner.clone();
+    }
     let mut verdicts: Vec<LinkVerdict> = Vec::new();
     let mut position_by_key: HashMap<(usize, LinkKind), usize> = HashMap::new();
-    for value in &elements.values {
+    for value in &values {
         let Some(verdict) = verdict_of(value, n_candidates) else {
             continue;
         };
@@ -240,6 +253,8 @@ mod tests {
     fn an_empty_list_is_an_answer_and_prose_is_not() {
         assert_eq!(parse_relationship_answer("[]", 3).unwrap(), []);
         assert!(parse_relationship_answer("They are unrelated.", 3).is_err());
+        let wrapped = r#"{"verdicts": [{"candidate":"c1","kind":"causes","confidence":0.9}]}"#;
+        assert_eq!(parse_relationship_answer(wrapped, 1).unwrap()[0].kind, LinkKind::Causes);
         let single = parse_relationship_answer(r#"{"candidate":"c1","kind":"causes","confidence":1.5}"#, 1).unwrap();
         assert_eq!(single[0].confidence, 1.0, "confidences are capped at 1");
     }

@@ -16,10 +16,8 @@ const STOPWORDS: &[&str] = &[
     "was", "we", "were", "what", "when", "which", "who", "will", "with", "would", "you", "your",
 ];
 
-/// Words that say a fact is negated. "no longer" is read as its two words.
-pub(crate) const NEGATIONS: &[&str] = &[
-    "not", "never", "no", "longer", "doesn't", "don't", "isn't", "stopped", "quit",
-];
+/// Words that say a fact is negated; "no longer" is the one phrase, see [`is_negated`].
+const NEGATIONS: &[&str] = &["not", "never", "doesn't", "don't", "isn't", "stopped", "quit"];
 
 /// Words that say a fact changed recently, so it replaces an older one.
 pub(crate) const CHANGE_MARKERS: &[&str] = &[
@@ -73,7 +71,10 @@ pub(crate) fn content_set(text: &str) -> BTreeSet<String> {
 pub(crate) fn topic_set(text: &str) -> BTreeSet<String> {
     content_words(text)
         .into_iter()
-        .filter(|word| !NEGATIONS.contains(&word.as_str()) && !CHANGE_MARKERS.contains(&word.as_str()))
+        .filter(|word| {
+            let word = word.as_str();
+            !NEGATIONS.contains(&word) && !CHANGE_MARKERS.contains(&word) && !["no", "longer"].contains(&word)
+        })
         .collect()
 }
 
@@ -84,6 +85,20 @@ pub(crate) fn jaccard(a: &BTreeSet<String>, b: &BTreeSet<String>) -> f64 {
         return 0.0;
     }
     a.intersection(b).count() as f64 / n_union as f64
+}
+
+/// Whether the text negates what it states.
+pub(crate) fn is_negated(text: &str) -> bool {
+    has_any(text, NEGATIONS) || contains_phrase(text, "no longer")
+}
+
+/// Whether `phrase` occurs in `text` as whole words.
+pub(crate) fn contains_phrase(text: &str, phrase: &str) -> bool {
+    let (text_tokens, phrase_tokens) = (tokens(text), tokens(phrase));
+    !phrase_tokens.is_empty()
+        && text_tokens
+            .windows(phrase_tokens.len())
+            .any(|window| window == phrase_tokens.as_slice())
 }
 
 /// Whether any token of the text is one of `words`.
@@ -103,6 +118,19 @@ mod tests {
         );
         assert_eq!(content_words("She doesn’t like cats"), ["doesn't", "like", "cat"]);
         assert_eq!(content_words("class is his"), ["class"]);
+    }
+
+    #[test]
+    fn negations_are_whole_words_and_no_longer_a_phrase() {
+        assert!(is_negated("Caroline no longer eats meat"));
+        assert!(is_negated("Caroline doesn’t eat meat"));
+        assert!(!is_negated("Caroline has no pets and a longer commute"));
+        assert!(!is_negated("Caroline knotted a scarf"));
+        assert!(contains_phrase("She did it so that Max could rest", "so that"));
+        assert!(
+            !contains_phrase("She did it also that day", "so that"),
+            "whole words only"
+        );
     }
 
     #[test]
