@@ -67,6 +67,11 @@ pub struct NewRequest {
     /// What to send: `{"system": …, "user_message": …}` (kept so the batch lane can submit later;
     /// erasure removes it).
     pub request_body: Value,
+    /// What a post-processing request is about (memory, cluster, entity ids and its run); `{}`
+    /// for extraction, whose segment and chunk say it.
+    pub subject: Value,
+    /// The request whose answer planned this one (a consolidation review names its proposal).
+    pub parent_request_id: Option<RequestId>,
 }
 
 /// What the apply path writes for one request.
@@ -246,11 +251,12 @@ impl Store {
             for request in requests {
                 sqlx::query(
                     "INSERT INTO llm_requests (id, purpose, user_id, segment_id, chunk_index, attempt, lane, config_key,
-                                               provider, model, prompt_version, context, request_body, status, created_at)
+                                               provider, model, prompt_version, context, request_body, status, created_at,
+                                               subject, parent_request_id)
                      VALUES ($1, $2, $3, $4, $5,
                              (SELECT COALESCE(MAX(attempt), 0) + 1 FROM llm_requests
                               WHERE purpose = $2 AND segment_id = $4 AND chunk_index = $5),
-                             $6, $7, $8, $9, $10, $11, $12, 'planned', $13)",
+                             $6, $7, $8, $9, $10, $11, $12, 'planned', $13, $14, $15)",
                 )
                 .bind(request.id.to_string())
                 .bind(request.purpose.as_str())
@@ -265,6 +271,8 @@ impl Store {
                 .bind(Json(&request.context))
                 .bind(Json(&request.request_body))
                 .bind(now)
+                .bind(Json(&request.subject))
+                .bind(request.parent_request_id.map(|id| id.to_string()))
                 .execute(&mut *tx)
                 .await?;
             }
@@ -487,6 +495,32 @@ impl Store {
                     memory_ids.push(memory_id);
                     item_positions.push(position);
                 }
+                // The extractor's pointers (known memories it relates to or merges, and other items
+                // of this response) become link hints: relationship classification's first
+                // candidates. Hinted items that were not written have no memory to point at.
+                for (memory_id, &position) in memory_ids.iter().zip(&item_positions) {
+                    let item = &input.items[position];
+                    let mut hints: Vec<String> = item
+                        .related_memory_ids
+                        .iter()
+                        .chain(&item.consolidates_memory_ids)
+                        .map(ToString::to_string)
+                        .collect();
+                    for &hinted in &item.linking_hints {
+                        if let Some(slot) = item_positions.iter().position(|&written| written == hinted) {
+                            hints.push(memory_ids[slot].to_string());
+                        }
+                    }
+                    hints.sort();
+                    hints.dedup();
+                    if !hints.is_empty() {
+                        sqlx::query("UPDATE memories SET link_hints = $2 WHERE id = $1")
+                            .bind(memory_id.to_string())
+                            .bind(Json(&hints))
+                            .execute(&mut *tx)
+                            .await?;
+                    }
+                }
                 // Cached vector indexes compare this version with their own (DESIGN §10).
                 let memory_version: i64 = sqlx::query_scalar(
                     "UPDATE users SET memory_version = memory_version + $2 WHERE id = $1 RETURNING memory_version",
@@ -600,6 +634,10 @@ pub struct StoredOutput {
     pub stop_reason: Option<String>,
     /// The context snapshot.
     pub context: Value,
+    /// What it is for.
+    pub purpose: Purpose,
+    /// What a post-processing request is about.
+    pub subject: Value,
 }
 
 impl Store {
@@ -614,18 +652,31 @@ impl Store {
             Option<String>,
             Option<String>,
             Json<Value>,
+            String,
+            Json<Value>,
         );
         let row: Option<Row> = on_pool!(self, |pool| {
             sqlx::query_as(
-                "SELECT user_id, segment_id, status, prompt_version, model, raw_output, stop_reason, context
+                "SELECT user_id, segment_id, status, prompt_version, model, raw_output, stop_reason, context, purpose,
+                        subject
                  FROM llm_requests WHERE id = $1",
             )
             .bind(request_id.to_string())
             .fetch_optional(pool)
             .await?
         });
-        let (user_id, segment_id, status, prompt_version, model, raw_output, stop_reason, Json(context)) =
-            row.ok_or_else(|| StoreError::NotFound(format!("no request {request_id}")))?;
+        let (
+            user_id,
+            segment_id,
+            status,
+            prompt_version,
+            model,
+            raw_output,
+            stop_reason,
+            Json(context),
+            purpose,
+            Json(subject),
+        ) = row.ok_or_else(|| StoreError::NotFound(format!("no request {request_id}")))?;
         Ok(StoredOutput {
             request_id,
             user_id: UserId::parse(&user_id).map_err(|error| corrupt("llm_requests", error))?,
@@ -639,6 +690,8 @@ impl Store {
             raw_output,
             stop_reason,
             context,
+            purpose: Purpose::parse(&purpose).map_err(|error| corrupt("llm_requests", error))?,
+            subject,
         })
     }
 }

@@ -24,6 +24,7 @@ mod extraction;
 mod ingest;
 mod lifecycle;
 mod listing;
+mod postprocess;
 mod schedules;
 mod scoring;
 #[cfg(feature = "test-support")]
@@ -36,6 +37,12 @@ pub use extraction::{ApplyInput, ApplyOutcome, ClaimedSegment, ItemEmbeddings, N
 pub use ingest::{ClosedSegment, IngestReport, NewMessage};
 pub use lifecycle::{MemoryState, Revised, Revision, Undone};
 pub use listing::{CostRow, Counts, MemoryRow, MetricsSnapshot, RequestDetail, RequestRow, SegmentRow, UsageTotals};
+#[cfg(feature = "test-support")]
+pub use postprocess::UserRows;
+pub use postprocess::{
+    EntityDecision, EntityRow, NewLink, ProposalToReview, RefinementRules, Replacement, RunCap, StageApplied,
+    StageMemory, StageOutcome, subject_memory_ids,
+};
 pub use schedules::ScheduleRow;
 pub use scoring::{ScoringPolicy, ScoringReport, importance};
 pub use vectors::{

@@ -88,6 +88,14 @@ pub struct Undone {
     pub memory_id: String,
     /// A memory the operation had created and the undo deleted.
     pub deleted_memory_id: Option<String>,
+    /// Every memory whose prior state was put back (post-processing operations touch several).
+    pub restored_memory_ids: Vec<String>,
+    /// Every memory the operation had created and the undo deleted.
+    pub deleted_memory_ids: Vec<String>,
+    /// Links and entity joins written back as they were.
+    pub n_links_restored: u64,
+    /// Entity joins written back as they were.
+    pub n_joins_restored: u64,
 }
 
 const STATE_COLUMNS: &str = "confidence, expires_at, archived_at, archive_reason, superseded_by, updated_at";
@@ -296,7 +304,12 @@ impl Store {
         now: DateTime<Utc>,
     ) -> Result<Undone> {
         in_write_tx!(self, |tx| {
-            type OperationRow = (String, Json<Snapshot>, Json<Snapshot>, Option<DateTime<Utc>>);
+            type OperationRow = (
+                String,
+                Json<serde_json::Value>,
+                Json<serde_json::Value>,
+                Option<DateTime<Utc>>,
+            );
             let row: Option<OperationRow> = sqlx::query_as(
                 "SELECT o.kind, o.before, o.after, o.undone_at FROM operations o JOIN users u ON u.id = o.user_id
                  WHERE o.id = $1 AND u.external_id = $2",
@@ -312,6 +325,36 @@ impl Store {
                 Some((_, _, _, Some(undone_at))) => Err(StoreError::Invalid(format!(
                     "operation {operation_id} was already undone at {undone_at}"
                 ))),
+                Some((kind, Json(before), Json(after), None))
+                    if crate::postprocess::ROW_JOURNAL_KINDS.contains(&kind.as_str()) =>
+                {
+                    let (before, after) = crate::postprocess::journaled_rows(before, after)?;
+                    crate::postprocess::restore_rows!(tx, &before, &after);
+                    sqlx::query("UPDATE operations SET undone_at = $2 WHERE id = $1")
+                        .bind(operation_id.to_string())
+                        .bind(now)
+                        .execute(&mut *tx)
+                        .await?;
+                    sqlx::query(
+                        "UPDATE users SET memory_version = memory_version + 1
+                         WHERE id = (SELECT user_id FROM operations WHERE id = $1)",
+                    )
+                    .bind(operation_id.to_string())
+                    .execute(&mut *tx)
+                    .await?;
+                    let restored = crate::postprocess::restored_memories(&before);
+                    let deleted = crate::postprocess::created_memories(&after);
+                    Ok(Undone {
+                        operation_id,
+                        kind,
+                        memory_id: restored.first().cloned().unwrap_or_default(),
+                        deleted_memory_id: deleted.first().cloned(),
+                        n_links_restored: crate::postprocess::n_links(&before),
+                        n_joins_restored: crate::postprocess::n_joins(&before),
+                        restored_memory_ids: restored,
+                        deleted_memory_ids: deleted,
+                    })
+                }
                 Some((kind, _, _, None))
                     if !matches!(kind.as_str(), "confirm" | "supersede" | "expire" | "score_archive") =>
                 {
@@ -320,6 +363,10 @@ impl Store {
                     )))
                 }
                 Some((kind, Json(before), Json(after), None)) => {
+                    let before: Snapshot =
+                        serde_json::from_value(before).map_err(|error| crate::corrupt("operations", error))?;
+                    let after: Snapshot =
+                        serde_json::from_value(after).map_err(|error| crate::corrupt("operations", error))?;
                     if let Some(created) = &after.created_memory_id {
                         sqlx::query("DELETE FROM memories WHERE id = $1")
                             .bind(created)
@@ -366,8 +413,12 @@ impl Store {
                             Ok(Undone {
                                 operation_id,
                                 kind,
+                                restored_memory_ids: vec![before.memory_id.clone()],
+                                deleted_memory_ids: after.created_memory_id.iter().cloned().collect(),
                                 memory_id: before.memory_id,
                                 deleted_memory_id: after.created_memory_id,
+                                n_links_restored: 0,
+                                n_joins_restored: 0,
                             })
                         }
                     }

@@ -268,6 +268,7 @@ impl Store {
             "operations",
             "schedules",
             "tombstones",
+            "segment_summaries",
         ];
         let table = TABLES.iter().find(|known| **known == table).ok_or_else(|| {
             crate::StoreError::NotFound(format!("no table `{table}`; tables are {}", TABLES.join(", ")))

@@ -313,8 +313,11 @@ impl Store {
                 "SELECT r.id, r.segment_id, r.attempt, r.status, r.error FROM llm_requests r
                  WHERE r.status IN ('errored', 'expired', 'canceled')
                    AND NOT EXISTS (SELECT 1 FROM llm_requests later
-                                   WHERE later.purpose = r.purpose AND later.segment_id = r.segment_id
-                                     AND later.chunk_index = r.chunk_index AND later.attempt > r.attempt)
+                                   WHERE later.purpose = r.purpose AND later.user_id = r.user_id
+                                     AND later.chunk_index = r.chunk_index AND later.attempt > r.attempt
+                                     AND (later.segment_id = r.segment_id
+                                          -- Post-processing requests have no segment: their subject names the work.
+                                          OR (r.segment_id IS NULL AND later.segment_id IS NULL AND later.subject = r.subject)))
                  ORDER BY r.completed_at, r.id",
             )
             .fetch_all(&mut *tx)
@@ -331,9 +334,9 @@ impl Store {
                     sqlx::query(
                         "INSERT INTO llm_requests (id, purpose, user_id, segment_id, chunk_index, subject, lane, config_key,
                                                    provider, model, prompt_version, context, request_body, status, attempt,
-                                                   created_at)
+                                                   created_at, parent_request_id)
                          SELECT $2, purpose, user_id, segment_id, chunk_index, subject, lane, config_key, provider, model,
-                                prompt_version, context, request_body, 'planned', attempt + 1, $3
+                                prompt_version, context, request_body, 'planned', attempt + 1, $3, parent_request_id
                          FROM llm_requests WHERE id = $1",
                     )
                     .bind(&id)

@@ -9,6 +9,7 @@ use serde_json::json;
 
 use crate::helpers::{idle, message, no_progress, t0};
 // The vector and schedule cases live in their own files; the suite macro reaches every case through this module.
+pub use crate::postprocess::*;
 pub use crate::schedules::*;
 pub use crate::vectors::*;
 
@@ -79,6 +80,8 @@ fn request(segment_id: SegmentId, user_id: UserId, chunk_index: i64) -> NewReque
         prompt_version: "heuristic@1".to_owned(),
         context: json!({}),
         request_body: json!({}),
+        subject: serde_json::json!({}),
+        parent_request_id: None,
     }
 }
 
@@ -126,6 +129,7 @@ pub async fn migrations_create_the_whole_data_model(store: &Store) {
         "operations",
         "schedules",
         "tombstones",
+        "segment_summaries",
     ] {
         assert_eq!(store.count_rows(table).await.unwrap(), 0, "table {table}");
     }

@@ -6,6 +6,7 @@
 
 mod cases;
 mod helpers;
+mod postprocess;
 mod schedules;
 mod vectors;
 
@@ -63,4 +64,13 @@ store_suite!(
     a_live_lease_blocks_the_next_tick_until_it_is_finished,
     an_expired_lease_lets_another_owner_take_over,
     a_tick_already_run_is_not_run_again,
+    several_candidates_of_one_memory_each_get_their_own_link,
+    a_confident_supersedes_archives_the_older_within_the_cap_and_undo_restores_it,
+    consolidation_moves_links_both_ways_and_undo_restores_the_exact_rows,
+    consolidation_refuses_archived_members_duplicates_and_a_full_cap,
+    refinement_needs_length_age_and_reads_and_stops_after_three_rejections,
+    a_split_refinement_replaces_one_memory_with_several_and_undo_restores_it,
+    entity_merges_are_validated_and_move_every_join_to_the_target,
+    a_segment_keeps_one_live_summary,
+    a_failed_stage_request_gets_one_successor_per_attempt,
 );
