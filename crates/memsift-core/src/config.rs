@@ -82,6 +82,8 @@ pub struct Config {
     pub retention: RetentionConfig,
     /// Daily importance scoring.
     pub scoring: ScoringConfig,
+    /// The post-processing stages.
+    pub postprocess: PostprocessConfig,
     /// The HTTP API (`memsift serve`).
     pub api: ApiConfig,
     /// One internal LLM config per `{purpose}_{tier}` key.
@@ -137,6 +139,20 @@ pub struct ScoringConfig {
     pub min_age_days: u32,
     /// At most this share of a user's active memories is archived per run.
     pub max_share_per_run: f64,
+}
+
+/// Post-processing settings (DESIGN §8; the stage rules live in `memsift_postprocess`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PostprocessConfig {
+    /// Whether the stages run; `false` also stops requiring their `[llm.{purpose}_{tier}]` keys.
+    pub enabled: bool,
+    /// At most this share of a user's active memories is changed by one run of a stage.
+    pub max_share_per_run: f64,
+    /// New memories classified per user per run.
+    pub max_relate_per_run: u32,
+    /// Dormant entities reviewed per user per run.
+    pub max_entity_reviews_per_run: u32,
 }
 
 /// Retention settings.
@@ -272,6 +288,16 @@ pub struct SchedulesConfig {
     pub retention: String,
     /// Importance scoring.
     pub scoring: String,
+    /// Relationship classification of new memories.
+    pub relationships: String,
+    /// Segment summaries.
+    pub summaries: String,
+    /// Consolidation.
+    pub consolidation: String,
+    /// Refinement.
+    pub refinement: String,
+    /// Entity GC.
+    pub entity_gc: String,
     /// How long a claimed run holds its job against other daemons; a run longer than this may be
     /// overlapped, a daemon that dies blocks the job at most this long.
     pub lease_secs: u64,
@@ -431,7 +457,17 @@ impl Config {
 
     /// The purposes a user of any tier can reach with this configuration.
     pub fn reachable_purposes(&self) -> Vec<Purpose> {
-        vec![Purpose::Extraction]
+        // The extraction reviewer is optional and not wired into the pipeline yet, so its key is
+        // never required.
+        if self.postprocess.enabled {
+            Purpose::ALL
+                .iter()
+                .copied()
+                .filter(|purpose| *purpose != Purpose::ExtractionReview)
+                .collect()
+        } else {
+            vec![Purpose::Extraction]
+        }
     }
 
     /// The `{purpose}_{tier}` config for a purpose and tier.
@@ -555,6 +591,13 @@ impl Config {
                 "scoring.floor",
                 scoring.floor,
                 "use an importance in [0, 1] (default 0.05)",
+            ));
+        }
+        if !(0.0..=1.0).contains(&self.postprocess.max_share_per_run) {
+            return Err(invalid(
+                "postprocess.max_share_per_run",
+                self.postprocess.max_share_per_run,
+                "use a share in [0, 1] (default 0.05)",
             ));
         }
         if !(0.0..=1.0).contains(&scoring.max_share_per_run) {

@@ -68,6 +68,27 @@ pub struct HeuristicStrategy;
 #[async_trait]
 impl ExecutionStrategy for HeuristicStrategy {
     async fn execute(&self, request: &ExecutionRequest<'_>) -> ExecutionOutcome {
+        // Post-processing requests carry their task in the user message; the offline judge
+        // answers those, the extraction rules answer the rest.
+        if request.purpose != memsift_core::status::Purpose::Extraction {
+            return match memsift_postprocess::offline::offline_answer(request.user_message) {
+                Some(raw_output) => ExecutionOutcome::Completed {
+                    raw_output,
+                    stop_reason: None,
+                    usage: TokenUsage::default(),
+                    cost_usd: 0.0,
+                    model: memsift_postprocess::offline::OFFLINE_VERSION.to_owned(),
+                },
+                None => ExecutionOutcome::Failed {
+                    error: format!(
+                        "the offline judge cannot read this {} request (no `task` in its message); re-plan it",
+                        request.purpose
+                    ),
+                    retryable: false,
+                    signal: HealthSignal::Other,
+                },
+            };
+        }
         ExecutionOutcome::Completed {
             raw_output: memsift_heuristic::extract_json(request.turns),
             stop_reason: None,

@@ -32,6 +32,8 @@ fn config(tiers: &[(&str, LlmConfig)]) -> Config {
     config.billing.tiers = tiers.iter().map(|(tier, _)| (*tier).to_owned()).collect();
     config.billing.default_tier = tiers[0].0.to_owned();
     config.llm.clear();
+    // Only extraction is configured here; the stages' keys are not under test.
+    config.postprocess.enabled = false;
     for (tier, llm) in tiers {
         config.llm.insert(format!("extraction_{tier}"), llm.clone());
     }

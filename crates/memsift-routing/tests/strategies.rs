@@ -208,6 +208,8 @@ async fn tier_aware_routes_per_call_and_feeds_immediate_failures_to_the_breaker(
     let sim = sim(faults).await;
     let mut config = Config::defaults();
     config.billing.tiers = vec!["standard".into(), "premium".into()];
+    // Only extraction is configured for premium; the stages' keys are not under test.
+    config.postprocess.enabled = false;
     let mut premium = llm_config(ProviderKind::Anthropic, sim.base_url.clone(), "claude-haiku-4-5");
     premium.lane = LanePolicy::Auto;
     config.llm.insert("extraction_premium".into(), premium);

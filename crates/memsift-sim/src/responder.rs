@@ -1,7 +1,9 @@
 //! Responders: who writes the simulated model's answer to one request.
 //!
 //! Every responder sees the request's turns as the `<turn>` transcript parsed back, so an
-//! extraction request is answered from the same turns a real model would read.
+//! extraction request is answered from the same turns a real model would read. The heuristic and
+//! LoCoMo responders answer post-processing requests (whose user message names a `task`) with
+//! `memsift_postprocess::offline`, the judge the offline lane uses.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::Path;
@@ -53,6 +55,9 @@ pub struct HeuristicResponder;
 
 impl Responder for HeuristicResponder {
     fn respond(&self, request: &ResponderRequest<'_>) -> ResponderReply {
+        if let Some(answer) = memsift_postprocess::offline::offline_answer(request.user_text) {
+            return ResponderReply::Text(answer);
+        }
         ResponderReply::Text(memsift_heuristic::extract_json(request.turns))
     }
 }
@@ -172,6 +177,11 @@ fn parse_observation(item: &serde_json::Value) -> Option<(String, Vec<String>)> 
 
 impl Responder for LocomoResponder {
     fn respond(&self, request: &ResponderRequest<'_>) -> ResponderReply {
+        // Post-processing requests (relationships, consolidation, …) get the offline judge's
+        // answer: LoCoMo has observations, not verdicts.
+        if let Some(answer) = memsift_postprocess::offline::offline_answer(request.user_text) {
+            return ResponderReply::Text(answer);
+        }
         let labels: Vec<&str> = request.turns.iter().map(|turn| turn.label.as_str()).collect();
         let request_speakers: Vec<&str> = request
             .turns
