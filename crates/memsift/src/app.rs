@@ -217,7 +217,10 @@ fn build_coordinator(
     if !coordinator.has_providers() {
         return Ok(None);
     }
-    coordinator.add_processor(Purpose::Extraction, Arc::clone(extraction_handler) as _);
+    // One handler for every purpose: `apply_request_output` dispatches on the request's purpose.
+    for purpose in Purpose::ALL {
+        coordinator.add_processor(*purpose, Arc::clone(extraction_handler) as _);
+    }
     Ok(Some(Arc::new(coordinator)))
 }
 

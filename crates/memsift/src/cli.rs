@@ -10,6 +10,7 @@ use memsift_store::redact;
 
 use crate::app::{App, database_url, load_config};
 use crate::import::{ImportFormat, read_file};
+use crate::stages::Stage;
 use crate::{pipeline, render};
 
 /// memsift: turns finished conversations into durable, deduplicated long-term memories.
@@ -28,6 +29,36 @@ pub struct Cli {
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// A post-processing stage on the command line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum StageArg {
+    /// Links between new memories and similar ones.
+    Relationships,
+    /// Merging clusters of near-duplicates (proposal, then independent review).
+    Consolidation,
+    /// Trimming or splitting long, much-read memories.
+    Refinement,
+    /// Merging or deleting dormant entities.
+    EntityGc,
+    /// One live summary per extracted segment.
+    Summaries,
+    /// Every stage, in that order.
+    All,
+}
+
+impl StageArg {
+    fn stages(self) -> Vec<Stage> {
+        match self {
+            StageArg::Relationships => vec![Stage::Relationships],
+            StageArg::Consolidation => vec![Stage::Consolidation],
+            StageArg::Refinement => vec![Stage::Refinement],
+            StageArg::EntityGc => vec![Stage::EntityGc],
+            StageArg::Summaries => vec![Stage::Summaries],
+            StageArg::All => Stage::ALL.to_vec(),
+        }
+    }
 }
 
 /// The subcommands.
@@ -84,7 +115,7 @@ pub enum Command {
         #[arg(long)]
         limit: Option<i64>,
     },
-    /// List a user's active memories with their evidence turns.
+    /// List a user's active memories with their evidence turns (counted as a read of each).
     Memories {
         /// The user (external id).
         #[arg(long)]
@@ -118,6 +149,21 @@ pub enum Command {
     Costs,
     /// Recalculate importance now and archive the lowest memories (the daemon does it daily).
     Score,
+    /// Run a post-processing stage now (the daemon runs each on its schedule): plan its requests,
+    /// run them through their lanes and apply the answers, each change journaled (`memsift undo`).
+    Postprocess {
+        /// relationships | consolidation | refinement | entity-gc | summaries | all
+        stage: StageArg,
+        /// Only this user's memories.
+        #[arg(long)]
+        user: Option<String>,
+        /// Print what would be planned; write nothing and spend nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Plan only; `memsift run` or the daemon executes and applies the requests.
+        #[arg(long)]
+        plan_only: bool,
+    },
     /// Ask the provider to cancel a submitted batch; the next poll ingests what finished and
     /// re-plans the rest.
     Cancel {
@@ -132,7 +178,8 @@ pub enum Command {
         #[command(subcommand)]
         action: MemoryAction,
     },
-    /// Reverse a journaled operation (a revision), restoring the memory's prior state.
+    /// Reverse a journaled operation (a revision, scoring archive or post-processing change),
+    /// restoring the exact prior rows, links and entity joins included.
     Undo {
         /// The memory's user (external id).
         #[arg(long)]
@@ -456,6 +503,9 @@ async fn dispatch(app: &App, command: Command, json: bool) -> anyhow::Result<()>
         }
         Command::Memories { user, limit } => {
             let rows = app.store.list_memories(&user, limit).await?;
+            // A listing is a read, like the API's: access counts feed scoring and refinement.
+            let ids: Vec<String> = rows.iter().map(|row| row.id.clone()).collect();
+            app.store.record_memory_access(&user, &ids, app.clock.now()).await?;
             if json {
                 render::print_json(&rows)?
             } else {
@@ -515,16 +565,27 @@ async fn dispatch(app: &App, command: Command, json: bool) -> anyhow::Result<()>
             if json {
                 render::print_json(&undone)?;
             } else {
+                let deleted = if undone.deleted_memory_ids.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        "; deleted what it had created: {}",
+                        undone.deleted_memory_ids.join(", ")
+                    )
+                };
                 println!(
-                    "undo: operation {} ({}) reversed; memory {} restored{}",
+                    "undo: operation {} ({}) reversed; restored {} memor{} ({}), {} link(s), {} entity join(s){deleted}",
                     undone.operation_id,
                     undone.kind,
-                    undone.memory_id,
-                    undone
-                        .deleted_memory_id
-                        .as_ref()
-                        .map(|id| format!(", memory {id} it had created deleted"))
-                        .unwrap_or_default()
+                    undone.restored_memory_ids.len(),
+                    if undone.restored_memory_ids.len() == 1 {
+                        "y"
+                    } else {
+                        "ies"
+                    },
+                    undone.restored_memory_ids.join(", "),
+                    undone.n_links_restored,
+                    undone.n_joins_restored,
                 );
             }
         }
@@ -554,6 +615,21 @@ async fn dispatch(app: &App, command: Command, json: bool) -> anyhow::Result<()>
             println!(
                 "cancel: requested for batch {batch_id}; `memsift run` ingests what finished and re-plans the rest"
             );
+        }
+        Command::Postprocess {
+            stage,
+            user,
+            dry_run,
+            plan_only,
+        } => {
+            for stage in stage.stages() {
+                let report = crate::stages::run_stage(app, stage, user.as_deref(), dry_run, !plan_only).await?;
+                if json {
+                    render::print_json(&report)?;
+                } else {
+                    print!("{}", report.describe());
+                }
+            }
         }
         Command::Score => {
             let report = crate::pipeline::score(app).await?;

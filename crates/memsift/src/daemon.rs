@@ -32,6 +32,7 @@ use tokio::sync::mpsc;
 
 use crate::app::App;
 use crate::pipeline;
+use crate::stages::Stage;
 
 /// A periodic job of the daemon.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -46,16 +47,31 @@ pub enum JobName {
     Retention,
     /// Recalculating importance and archiving the lowest.
     Scoring,
+    /// Planning relationship classification of new memories.
+    Relationships,
+    /// Planning summaries of newly extracted segments.
+    Summaries,
+    /// Planning consolidation of near-duplicate clusters.
+    Consolidation,
+    /// Planning refinement of long, much-read memories.
+    Refinement,
+    /// Planning entity GC of dormant entities.
+    EntityGc,
 }
 
 impl JobName {
     /// Every job, in the order a tick considers them.
-    pub const ALL: [JobName; 5] = [
+    pub const ALL: [JobName; 10] = [
         JobName::RunPipeline,
         JobName::CloseIdleSegments,
         JobName::Sweep,
         JobName::Retention,
         JobName::Scoring,
+        JobName::Relationships,
+        JobName::Summaries,
+        JobName::Consolidation,
+        JobName::Refinement,
+        JobName::EntityGc,
     ];
 
     /// The job's name in `schedules.name`, the config and the logs.
@@ -66,6 +82,23 @@ impl JobName {
             JobName::Sweep => "sweep",
             JobName::Retention => "retention",
             JobName::Scoring => "scoring",
+            JobName::Relationships => "relationships",
+            JobName::Summaries => "summaries",
+            JobName::Consolidation => "consolidation",
+            JobName::Refinement => "refinement",
+            JobName::EntityGc => "entity_gc",
+        }
+    }
+
+    /// The post-processing stage a job plans, if it is one.
+    pub fn stage(self) -> Option<Stage> {
+        match self {
+            JobName::Relationships => Some(Stage::Relationships),
+            JobName::Summaries => Some(Stage::Summaries),
+            JobName::Consolidation => Some(Stage::Consolidation),
+            JobName::Refinement => Some(Stage::Refinement),
+            JobName::EntityGc => Some(Stage::EntityGc),
+            _ => None,
         }
     }
 }
@@ -119,6 +152,11 @@ pub fn parse_schedules(config: &SchedulesConfig) -> Result<Vec<Schedule>, Schedu
                 JobName::Sweep => &config.sweep,
                 JobName::Retention => &config.retention,
                 JobName::Scoring => &config.scoring,
+                JobName::Relationships => &config.relationships,
+                JobName::Summaries => &config.summaries,
+                JobName::Consolidation => &config.consolidation,
+                JobName::Refinement => &config.refinement,
+                JobName::EntityGc => &config.entity_gc,
             };
             let cron = parser.parse(expression).map_err(|error| ScheduleError {
                 job: job.as_str(),
@@ -174,6 +212,23 @@ impl JobRunner for PipelineRunner {
             JobName::Scoring => {
                 let report = pipeline::score(app).await?;
                 tracing::info!(report = %serde_json::to_string(&report)?, "Scoring finished.");
+            }
+            JobName::Relationships
+            | JobName::Summaries
+            | JobName::Consolidation
+            | JobName::Refinement
+            | JobName::EntityGc => {
+                let stage = job.stage().expect("these jobs are stages");
+                if !app.config.postprocess.enabled {
+                    tracing::info!(
+                        stage = stage.as_str(),
+                        "Post-processing is disabled ([postprocess] enabled = false); skipped."
+                    );
+                    return Ok(());
+                }
+                // The job only plans; `run_pipeline` executes and applies, like any request.
+                let plan = crate::stages::plan_stage(app, stage, None, false).await?;
+                tracing::info!(plan = %serde_json::to_string(&plan)?, "Post-processing stage planned.");
             }
         }
         Ok(())

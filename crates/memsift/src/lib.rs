@@ -15,3 +15,4 @@ pub mod import;
 pub mod metrics;
 pub mod pipeline;
 pub mod render;
+pub mod stages;

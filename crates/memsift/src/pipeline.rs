@@ -54,6 +54,8 @@ pub struct StepReport {
     pub n_requests_replanned: u64,
     /// Requests out of attempts.
     pub n_requests_dead: u64,
+    /// Post-processing answers that changed the store.
+    pub n_stage_changes: u64,
     /// What the batch coordinator did.
     pub batch: memsift_batch::CoordinatorReport,
 }
@@ -80,6 +82,7 @@ impl StepReport {
         self.n_items_dropped += other.n_items_dropped;
         self.n_requests_replanned += other.n_requests_replanned;
         self.n_requests_dead += other.n_requests_dead;
+        self.n_stage_changes += other.n_stage_changes;
         let batch = &mut self.batch;
         let more = &other.batch;
         batch.n_batches_created += more.n_batches_created;
@@ -98,6 +101,7 @@ impl StepReport {
         self.n_memories += applied.n_memories;
         self.n_items_dropped += applied.n_items_dropped;
         self.n_segments_extracted += applied.n_segments_extracted;
+        self.n_stage_changes += applied.n_stage_changes;
     }
 }
 
@@ -122,6 +126,8 @@ pub async fn run_once(app: &App) -> anyhow::Result<StepReport> {
         let applied = apply_request_output(&app.apply_context(), request_id).await?;
         report.add_applied(&applied);
     }
+    // A consolidation proposal applied above is reviewed by a request of its own.
+    report.n_requests_planned += crate::stages::plan_reviews(app).await?;
     let replan = app
         .store
         .replan_failed_requests(app.config.extraction.max_attempts as i64, app.clock.now())
@@ -298,6 +304,8 @@ pub async fn plan_segment(app: &App, segment: &ClaimedSegment) -> anyhow::Result
                 prompt_version: prompt_version.clone(),
                 context: json!({ "turns": chunk.turns, "memories": memories }),
                 request_body: json!({ "system": chunk.system_prompt, "user_message": chunk.user_message }),
+                subject: serde_json::json!({}),
+                parent_request_id: None,
             }
         })
         .collect();
@@ -446,7 +454,8 @@ async fn execute_lane(app: &App, lane: Lane, report: &mut StepReport) -> anyhow:
                     RequestStatus::Dead
                 };
                 app.store.record_failure(request.id, status, &error, now).await?;
-                if let (false, Some(segment_id)) = (retryable, request.segment_id) {
+                if let (false, Some(segment_id), Purpose::Extraction) = (retryable, request.segment_id, request.purpose)
+                {
                     // Retrying cannot help (an invalid request, bad credentials): the segment is
                     // dead now, with the reason, for an admin to fix and retry by hand.
                     let out_of_attempts = 0;
@@ -475,6 +484,8 @@ pub struct Applied {
     pub n_items_dropped: u64,
     /// Segments that became `extracted`.
     pub n_segments_extracted: u64,
+    /// Post-processing answers that changed the store (each one journal row).
+    pub n_stage_changes: u64,
 }
 
 /// What the apply path reads and writes through: the store, the clock and the vectors.
@@ -495,6 +506,10 @@ const VECTOR_NEIGHBOURS: usize = 5;
 /// fuzzy-dedupe (pure), then embed the survivors and drop those within cosine 0.92 of the user's
 /// exact nearest memories or of an earlier item, then write them with their vectors exactly once.
 pub async fn apply_request_output(ctx: &ApplyContext, request_id: RequestId) -> anyhow::Result<Applied> {
+    let stored = ctx.store.stored_output(request_id).await?;
+    if stored.purpose != Purpose::Extraction {
+        return crate::stages::apply_stage_answer(ctx, stored).await;
+    }
     let prepared = prepare_output(ctx, request_id, false).await?;
     let n_dropped = prepared.output.dropped.len() as u64;
     let mut applied = Applied {
@@ -736,7 +751,7 @@ async fn vector_stage(
     }))
 }
 
-/// The batch coordinator's handler for extraction answers: the same apply path as every lane.
+/// The batch coordinator's handler for answers of every purpose: the same apply path as every lane.
 pub struct ExtractionHandler {
     context: ApplyContext,
     // A std mutex: held only to add or take totals, never across an await.
@@ -776,6 +791,7 @@ impl BatchResultProcessor for ExtractionHandler {
         totals.n_memories += applied.n_memories;
         totals.n_items_dropped += applied.n_items_dropped;
         totals.n_segments_extracted += applied.n_segments_extracted;
+        totals.n_stage_changes += applied.n_stage_changes;
         Ok(())
     }
 }

@@ -161,3 +161,106 @@ fn erase_without_yes_refuses_in_one_line_and_keeps_everything() {
         (Some(1), Some(1))
     );
 }
+
+/// Runs `memsift --config CONFIG --database DB --json ARGS…` and returns (exit code, stdout, stderr).
+fn json_run(home: &std::path::Path, config: &std::path::Path, database: &str, args: &[&str]) -> (i32, String, String) {
+    let output = memsift(home)
+        .arg("--config")
+        .arg(config)
+        .args(["--database", database, "--json"])
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8(output.stdout).unwrap(),
+        String::from_utf8(output.stderr).unwrap(),
+    )
+}
+
+#[test]
+fn every_user_scoped_cli_command_run_as_another_user_finds_nothing_and_changes_nothing() {
+    // Invariant 9 for the CLI: bo's commands never read or change ana's memories, journal,
+    // requests or segments, whatever ids they are given.
+    let home = tempfile::tempdir().unwrap();
+    let config = home.path().join("memsift.toml");
+    std::fs::write(&config, "[embeddings]\nbackend = \"hashing\"\n").unwrap();
+    let database = format!("sqlite://{}", home.path().join("m.db").display());
+    let file = home.path().join("chat.jsonl");
+    let line = |user: &str, minute: u32, text: &str| {
+        format!(
+            "{{\"user\":\"{user}\",\"conversation\":\"{user}-c\",\"role\":\"user\",\"content\":\"{text}\",\"timestamp\":\"2026-03-01T10:{minute:02}:00Z\",\"boundary\":true}}\n"
+        )
+    };
+    std::fs::write(
+        &file,
+        [
+            line("ana", 0, "I live in Lisbon and I have a dog named Rex."),
+            line("bo", 1, "I work at Fernwood Labs."),
+        ]
+        .concat(),
+    )
+    .unwrap();
+    let run = |args: &[&str]| json_run(home.path(), &config, &database, args);
+    assert_eq!(run(&["import", "--format", "jsonl", file.to_str().unwrap()]).0, 0);
+    assert_eq!(run(&["extract", "--pending"]).0, 0);
+    let (_, listing, _) = run(&["memories", "--user", "ana"]);
+    let ana_memories: Vec<serde_json::Value> = serde_json::from_str(&listing).unwrap();
+    assert!(!ana_memories.is_empty());
+    let ana_id = ana_memories[0]["id"].as_str().unwrap().to_owned();
+    let (code, confirmed, stderr) = run(&["memory", "confirm", "--user", "ana", &ana_id, "--reason", "she said so"]);
+    assert_eq!(code, 0, "{stderr}");
+    let ana_operation = serde_json::from_str::<serde_json::Value>(&confirmed).unwrap()["operation_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let ana_rows = |run: &dyn Fn(&[&str]) -> (i32, String, String)| {
+        let (_, listing, _) = run(&["memories", "--user", "ana"]);
+        let rows: Vec<serde_json::Value> = serde_json::from_str(&listing).unwrap();
+        rows.into_iter()
+            .map(|row| (row["id"].clone(), row["text"].clone(), row["confidence"].clone()))
+            .collect::<Vec<_>>()
+    };
+    let before = ana_rows(&run);
+
+    // Commands naming one of ana's ids as bo fail with one line and change nothing.
+    for args in [
+        vec!["memory", "confirm", "--user", "bo", &ana_id, "--reason", "x"],
+        vec!["memory", "expire", "--user", "bo", &ana_id, "--reason", "x"],
+        vec![
+            "memory",
+            "supersede",
+            "--user",
+            "bo",
+            &ana_id,
+            "--content",
+            "Ana lives in Porto.",
+            "--reason",
+            "x",
+        ],
+        vec!["undo", "--user", "bo", &ana_operation],
+    ] {
+        let (code, stdout, stderr) = run(&args);
+        assert_eq!(code, 1, "{args:?}: {stdout}");
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+        assert!(stderr.contains("bo"), "{args:?}: {stderr}");
+    }
+    // Listings and stages scoped to bo show none of ana's ids or texts.
+    for args in [
+        vec!["memories", "--user", "bo"],
+        vec!["segments", "--user", "bo"],
+        vec!["requests", "--user", "bo"],
+        vec!["replay", "--user", "bo", "--dry-run"],
+        vec!["postprocess", "all", "--user", "bo", "--dry-run"],
+    ] {
+        let (code, stdout, stderr) = run(&args);
+        assert_eq!(code, 0, "{args:?}: {stderr}");
+        assert!(
+            !stdout.contains(&ana_id) && !stdout.contains("Lisbon"),
+            "{args:?}: {stdout}"
+        );
+    }
+    // Erasing bo leaves ana exactly as she was.
+    assert_eq!(run(&["erase", "--user", "bo", "--yes"]).0, 0);
+    assert_eq!(ana_rows(&run), before);
+}

@@ -121,6 +121,26 @@ async fn two_daemons_on_postgres_run_each_tick_exactly_once_through_a_simulated_
             .map(at)
             .collect(),
     ))
+    // Relationship classification daily at 04:30, likewise.
+    .chain(expected(
+        JobName::Relationships,
+        ["2026-03-01T04:30:00Z", "2026-03-02T04:30:00Z"]
+            .into_iter()
+            .map(at)
+            .collect(),
+    ))
+    // Summaries hourly at :10: the catch-up runs 09:10, then 10:10 to 09:10 the next day.
+    .chain(expected(
+        JobName::Summaries,
+        (0..=24)
+            .map(|hour| at("2026-03-01T09:10:00Z") + Duration::hours(hour))
+            .collect(),
+    ))
+    // 2026-03-01 is a Sunday: the weekly stages catch up that morning's run and are not due again
+    // within the day, and entity GC (monthly, on the 1st) catches up the same way.
+    .chain(expected(JobName::Consolidation, vec![at("2026-03-01T05:00:00Z")]))
+    .chain(expected(JobName::Refinement, vec![at("2026-03-01T05:30:00Z")]))
+    .chain(expected(JobName::EntityGc, vec![at("2026-03-01T06:00:00Z")]))
     .collect();
     want.sort();
     assert_eq!(claimed.len(), want.len());
@@ -151,9 +171,14 @@ async fn two_daemons_on_postgres_run_each_tick_exactly_once_through_a_simulated_
         last,
         vec![
             ("close_idle_segments".to_owned(), Some(end), None),
+            ("consolidation".to_owned(), Some(at("2026-03-01T05:00:00Z")), None),
+            ("entity_gc".to_owned(), Some(at("2026-03-01T06:00:00Z")), None),
+            ("refinement".to_owned(), Some(at("2026-03-01T05:30:00Z")), None),
+            ("relationships".to_owned(), Some(at("2026-03-02T04:30:00Z")), None),
             ("retention".to_owned(), Some(at("2026-03-02T03:30:00Z")), None),
             ("run_pipeline".to_owned(), Some(end), None),
             ("scoring".to_owned(), Some(at("2026-03-02T04:15:00Z")), None),
+            ("summaries".to_owned(), Some(at("2026-03-02T09:10:00Z")), None),
             ("sweep".to_owned(), Some(at("2026-03-02T06:00:00Z")), None),
         ]
     );
@@ -185,6 +210,7 @@ async fn a_daemon_that_was_down_catches_up_once_at_start_up() {
             (JobName::RunPipeline, at("2026-03-01T17:00:00Z")),
             (JobName::CloseIdleSegments, at("2026-03-01T17:00:00Z")),
             (JobName::Sweep, at("2026-03-01T12:00:00Z")),
+            (JobName::Summaries, at("2026-03-01T16:10:00Z")),
         ],
         "each overdue job runs once, for its latest tick, not once per missed tick"
     );
@@ -193,8 +219,9 @@ async fn a_daemon_that_was_down_catches_up_once_at_start_up() {
     test.clock.set(a_bit_later);
     assert!(b.tick(a_bit_later).await.unwrap().is_empty());
     assert!(c.tick(a_bit_later).await.unwrap().is_empty());
-    // The daily jobs' morning ticks were run at start-up, so only three jobs were overdue.
-    assert_eq!(runner.state.lock().unwrap().runs.len(), JobName::ALL.len() + 3);
+    // The daily, weekly and monthly jobs' latest ticks were run at start-up, so only four jobs
+    // were overdue.
+    assert_eq!(runner.state.lock().unwrap().runs.len(), JobName::ALL.len() + 4);
     test.finish().await;
 }
 
@@ -394,9 +421,13 @@ async fn the_daemon_jobs_extract_closed_segments_and_close_idle_ones() {
     // At the 10:55 tick bo's conversation has been quiet for 55 minutes: not yet idle.
     let quiet = t0() + Duration::minutes(55);
     test.clock.set(quiet);
+    // (The hourly summaries job's 10:10 tick falls in between.)
     assert_eq!(
         ran(&daemon.tick(quiet).await.unwrap()),
-        vec![(JobName::CloseIdleSegments, quiet)]
+        vec![
+            (JobName::CloseIdleSegments, quiet),
+            (JobName::Summaries, t0() + Duration::minutes(10))
+        ]
     );
     assert_eq!(bo_status().await, vec!["open"]);
     // At the 11:00 tick it is (60 minutes), and close_idle_segments closes it for the next

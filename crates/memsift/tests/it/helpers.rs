@@ -118,7 +118,7 @@ impl TestApp {
 
     /// Starts `sim_config` on the test's clock with the test key, and builds the app from the
     /// configuration `config_for` makes for that simulator and a key file.
-    async fn on_sim(
+    pub async fn on_sim(
         db: TestDb,
         sim_config: SimConfig,
         config_for: impl FnOnce(&SimHandle, &std::path::Path) -> Config,

@@ -9,5 +9,6 @@ mod crash;
 mod daemon;
 mod helpers;
 mod pipeline;
+mod postprocess;
 mod tidy;
 mod vectors;

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# LoCoMo-8 extracted through the batch lane against `memsift sim` (locomo responder), then every
+# post-processing stage through the same batch lane (the simulator answers those requests with the
+# offline judge), printing the store's shape before and after each stage: links by kind, clusters
+# consolidated, memories refined, entities merged, summaries, and the tokens per classified pair.
+#
+# Refinement needs memories 7+ days old and read 3+ times, and entity GC entities dormant 45 days;
+# a fresh import has neither, so between extraction and the stages the script lets time pass the
+# only way a CLI run can: it moves every memory's and entity's timestamps 60 days back (python3's
+# sqlite3, on the script's own SQLite file) and lists each user's memories three times (`memsift
+# memories` counts as a read). Say so when quoting its refinement and entity GC figures.
+#
+# Usage: scripts/locomo-postprocess.sh
+# Needs: a built memsift (MEMSIFT_BIN, default target/release/memsift), python3, and the LoCoMo
+# file (LOCOMO, default ../shared/data/locomo/locomo8.json). Talks only to 127.0.0.1.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(dirname "$here")"
+bin="${MEMSIFT_BIN:-${CARGO_TARGET_DIR:-$repo/target}/release/memsift}"
+locomo="${LOCOMO:-$repo/../shared/data/locomo/locomo8.json}"
+work="$(mktemp -d)"
+database="sqlite://$work/memsift.db"
+
+sim_pid=""
+cleanup() {
+    [ -n "$sim_pid" ] && kill "$sim_pid" 2>/dev/null || true
+    wait 2>/dev/null || true
+}
+trap cleanup EXIT
+
+"$bin" sim --listen 127.0.0.1:0 --responder "locomo:$locomo" >"$work/sim.out" 2>"$work/sim.err" &
+sim_pid=$!
+for _ in $(seq 1 100); do grep -q '^listening on ' "$work/sim.out" && break; sleep 0.1; done
+sim_url="$(sed -n 's/^listening on //p' "$work/sim.out" | head -n 1)"
+echo "sim: $sim_url"
+echo "sim-key" >"$work/key"
+{
+    printf '[batch]\npack_max_wait_secs = 1\npoll_initial_secs = 1\npoll_max_secs = 5\nreconcile_grace_secs = 5\n\n'
+    for purpose in extraction relationship consolidation consolidation_review refinement entity_gc summary; do
+        printf '[llm.%s_standard]\nprovider = "anthropic"\nendpoint = "%s"\nmodel = "claude-haiku-4-5"\napi_key_file = "%s"\nlane = "batch"\nmax_tokens = 8192\n\n' \
+            "$purpose" "$sim_url" "$work/key"
+    done
+} >"$work/memsift.toml"
+m() { "$bin" --config "$work/memsift.toml" --database "$database" "$@"; }
+m import --format locomo "$locomo" >/dev/null
+m run --until-idle >/dev/null
+echo "extracted: $(m segments --json | python3 -c 'import json,sys; s=json.load(sys.stdin); print(len(s), "segments,", sum(x["n_memories"] for x in s), "memories")')"
+
+python3 - "$work/memsift.db" <<'PY'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+# SQLite stores times as RFC 3339 text; shift them 60 days back.
+for table, columns in {"memories": ["created_at", "updated_at"], "entities": ["created_at", "last_linked_at"]}.items():
+    for column in columns:
+        db.execute(f"UPDATE {table} SET {column} = strftime('%Y-%m-%dT%H:%M:%f+00:00', {column}, '-60 days') WHERE {column} IS NOT NULL")
+db.commit()
+PY
+users="$(m segments --json | python3 -c 'import json,sys; print(" ".join(sorted({s["user"] for s in json.load(sys.stdin)})))')"
+for _ in 1 2 3; do for user in $users; do m memories --user "$user" --json >/dev/null; done; done
+echo "time moved 60 days on; each memory read 3 times"
+
+for stage in relationships consolidation refinement entity-gc summaries; do
+    m postprocess "$stage"
+done
+echo "journal by kind:"
+python3 - "$work/memsift.db" <<'PY'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+for kind, n in db.execute("SELECT kind, COUNT(*) FROM operations GROUP BY kind ORDER BY kind"):
+    print(f"  {kind}: {n}")
+PY
+echo "work directory: $work"
