@@ -10,7 +10,10 @@
 # sqlite3, on the script's own SQLite file) and lists each user's memories three times (`memsift
 # memories` counts as a read). Say so when quoting its refinement and entity GC figures.
 #
-# Usage: scripts/locomo-postprocess.sh
+# Usage: scripts/locomo-postprocess.sh [--responder locomo|heuristic]
+#   --responder   who answers extraction in the simulator: `locomo` (default; LoCoMo's own
+#                 observations, which name no entities) or `heuristic` (the offline extraction
+#                 rules, which do, so entity GC has something to review)
 # Needs: a built memsift (MEMSIFT_BIN, default target/release/memsift), python3, and the LoCoMo
 # file (LOCOMO, default ../shared/data/locomo/locomo8.json). Talks only to 127.0.0.1.
 set -euo pipefail
@@ -20,6 +23,19 @@ bin="${MEMSIFT_BIN:-${CARGO_TARGET_DIR:-$repo/target}/release/memsift}"
 locomo="${LOCOMO:-$repo/../shared/data/locomo/locomo8.json}"
 work="$(mktemp -d)"
 database="sqlite://$work/memsift.db"
+responder="locomo:$locomo"
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --responder)
+            case "$2" in
+                locomo) responder="locomo:$locomo" ;;
+                heuristic) responder="heuristic" ;;
+                *) echo "--responder takes locomo or heuristic, not $2" >&2; exit 2 ;;
+            esac
+            shift 2 ;;
+        *) echo "unknown argument $1" >&2; exit 2 ;;
+    esac
+done
 
 sim_pid=""
 cleanup() {
@@ -28,7 +44,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$bin" sim --listen 127.0.0.1:0 --responder "locomo:$locomo" >"$work/sim.out" 2>"$work/sim.err" &
+"$bin" sim --listen 127.0.0.1:0 --responder "$responder" >"$work/sim.out" 2>"$work/sim.err" &
 sim_pid=$!
 for _ in $(seq 1 100); do grep -q '^listening on ' "$work/sim.out" && break; sleep 0.1; done
 sim_url="$(sed -n 's/^listening on //p' "$work/sim.out" | head -n 1)"

@@ -19,10 +19,10 @@ const STOPWORDS: &[&str] = &[
 /// Words that say a fact is negated; "no longer" is the one phrase, see [`is_negated`].
 const NEGATIONS: &[&str] = &["not", "never", "doesn't", "don't", "isn't", "stopped", "quit"];
 
-/// Words that say a fact changed recently, so it replaces an older one.
-pub(crate) const CHANGE_MARKERS: &[&str] = &[
-    "now", "moved", "new", "changed", "switched", "started", "became", "recently",
-];
+/// Words that say a fact changed, so it replaces an older one. Only strong markers: "new",
+/// "started" and "recently" also describe events that replace nothing ("John asked about new
+/// games"), and a supersede archives the older memory.
+pub(crate) const CHANGE_MARKERS: &[&str] = &["now", "moved", "changed", "switched", "became"];
 
 /// The lower-cased word tokens of a text, apostrophes kept inside words ("doesn't"), curly ones made straight.
 pub(crate) fn tokens(text: &str) -> Vec<String> {

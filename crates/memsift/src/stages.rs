@@ -1001,7 +1001,7 @@ impl StageRun {
             })
             .collect();
         out.push_str(&format!(
-            "  {} answer(s) changed the store; active memories {}→{}, archived {}→{}, entities {}→{}, summaries {}→{}\n",
+            "  {} journaled change(s); active memories {}→{}, archived {}→{}, entities {}→{}, summaries {}→{}\n",
             self.n_changes,
             before.active_memories,
             after.active_memories,
