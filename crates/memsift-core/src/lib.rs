@@ -9,6 +9,7 @@ pub mod clock;
 pub mod config;
 pub mod contract;
 pub mod ids;
+pub mod message;
 pub mod prompt;
 pub mod segment;
 pub mod status;
