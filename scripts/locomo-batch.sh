@@ -64,7 +64,9 @@ m import --format locomo "$locomo"
 started=$(date +%s.%N)
 if [ "$kills" -gt 0 ]; then
     for kill_idx in $(seq 1 "$kills"); do
-        m run --until-idle >>"$work/run.log" 2>&1 &
+        # The binary itself, not the `m` function: `$!` of a backgrounded function is its subshell,
+        # and killing that would leave memsift running (an earlier version of this loop did).
+        "$bin" --config "$work/memsift.toml" --database "$database" run --until-idle >>"$work/run.log" 2>&1 &
         run_pid=$!
         sleep "0.$(( RANDOM % 9 + 1 ))$(( RANDOM % 10 ))"
         if kill -0 "$run_pid" 2>/dev/null; then kill -9 "$run_pid" 2>/dev/null || true; fi
@@ -72,6 +74,10 @@ if [ "$kills" -gt 0 ]; then
         run_pid=""
     done
     echo "killed memsift run $kills times"
+    if pgrep -f "$work/memsift.toml" >/dev/null; then
+        echo "a killed memsift run is still alive; the soak is invalid" >&2
+        exit 1
+    fi
 fi
 m run --until-idle
 finished=$(date +%s.%N)
