@@ -9,6 +9,8 @@
 # only way a CLI run can: it moves every memory's and entity's timestamps 60 days back (python3's
 # sqlite3, on the script's own SQLite file) and lists each user's memories three times (`memsift
 # memories` counts as a read). Say so when quoting its refinement and entity GC figures.
+# It also prints the memory-quality figures of scripts/locomo-quality.py after extraction and
+# after the stages.
 #
 # Usage: scripts/locomo-postprocess.sh [--responder locomo|heuristic]
 #   --responder   who answers extraction in the simulator: `locomo` (default; LoCoMo's own
@@ -61,6 +63,7 @@ m() { "$bin" --config "$work/memsift.toml" --database "$database" "$@"; }
 m import --format locomo "$locomo" >/dev/null
 m run --until-idle >/dev/null
 echo "extracted: $(m segments --json | python3 -c 'import json,sys; s=json.load(sys.stdin); print(len(s), "segments,", sum(x["n_memories"] for x in s), "memories")')"
+python3 "$here/locomo-quality.py" "$work/memsift.db" "$locomo" --baseline --recall
 
 python3 - "$work/memsift.db" <<'PY'
 import sqlite3, sys
@@ -78,6 +81,8 @@ echo "time moved 60 days on; each memory read 3 times"
 for stage in relationships consolidation refinement entity-gc summaries; do
     m postprocess "$stage"
 done
+echo "after every stage:"
+python3 "$here/locomo-quality.py" "$work/memsift.db" "$locomo"
 echo "journal by kind:"
 python3 - "$work/memsift.db" <<'PY'
 import sqlite3, sys
