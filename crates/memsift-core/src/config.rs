@@ -147,6 +147,10 @@ pub struct ScoringConfig {
 pub struct PostprocessConfig {
     /// Whether the stages run; `false` also stops requiring their `[llm.{purpose}_{tier}]` keys.
     pub enabled: bool,
+    /// Whether every memory extraction writes gets a second look by the `extraction_review`
+    /// purpose, which may only narrow it (shorter text of its own words, lower confidence, an
+    /// earlier expiry).
+    pub extraction_reviewer: bool,
     /// At most this share of a user's active memories is changed by one run of a stage.
     pub max_share_per_run: f64,
     /// New memories classified per user per run.
@@ -457,13 +461,12 @@ impl Config {
 
     /// The purposes a user of any tier can reach with this configuration.
     pub fn reachable_purposes(&self) -> Vec<Purpose> {
-        // The extraction reviewer is optional and not wired into the pipeline yet, so its key is
-        // never required.
+        // The extraction reviewer is optional: its key is required only when it is on.
         if self.postprocess.enabled {
             Purpose::ALL
                 .iter()
                 .copied()
-                .filter(|purpose| *purpose != Purpose::ExtractionReview)
+                .filter(|purpose| *purpose != Purpose::ExtractionReview || self.postprocess.extraction_reviewer)
                 .collect()
         } else {
             vec![Purpose::Extraction]

@@ -9,9 +9,7 @@ use std::collections::HashMap;
 
 use chrono::{DateTime, Duration, Utc};
 use memsift_core::segment::{Placement, place_message};
-use memsift_core::status::Role;
-use memsift_core::text::short_hash;
-use memsift_core::{MemoryId, MessageId, SegmentId, UserId};
+use memsift_core::{MessageId, SegmentId, UserId};
 use serde::Serialize;
 use sqlx::types::Json;
 

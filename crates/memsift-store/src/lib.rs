@@ -40,8 +40,8 @@ pub use listing::{CostRow, Counts, MemoryRow, MetricsSnapshot, RequestDetail, Re
 #[cfg(feature = "test-support")]
 pub use postprocess::UserRows;
 pub use postprocess::{
-    EntityDecision, EntityRow, NewLink, ProposalToReview, RefinementRules, Replacement, RunCap, StageApplied,
-    StageMemory, StageOutcome, subject_memory_ids,
+    Covered, EntityDecision, EntityRow, NewLink, ProposalToReview, RefinementRules, Replacement, ReviewMemory, RunCap,
+    StageApplied, StageMemory, StageOutcome, subject_memory_ids,
 };
 pub use schedules::ScheduleRow;
 pub use scoring::{ScoringPolicy, ScoringReport, importance};

@@ -94,6 +94,34 @@ pub struct Replacement {
     pub now: DateTime<Utc>,
 }
 
+/// Memories a batch of planned stage requests covers.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Covered<'a> {
+    /// Classified by relationship classification (whether or not a request was needed).
+    pub related: &'a [MemoryId],
+    /// Reviewed by the extraction reviewer.
+    pub reviewed: &'a [MemoryId],
+}
+
+/// A memory as the extraction reviewer sees it.
+#[derive(Clone, Debug, PartialEq, sqlx::FromRow)]
+pub struct ReviewMemory {
+    /// Its id.
+    pub id: String,
+    /// Its user.
+    pub user_id: String,
+    /// Its text.
+    pub text: String,
+    /// Confidence.
+    pub confidence: f64,
+    /// When the event happens.
+    pub happens_at: Option<DateTime<Utc>>,
+    /// When it stops being true.
+    pub expires_at: Option<DateTime<Utc>>,
+    /// How long it holds.
+    pub temporal: String,
+}
+
 /// What entity GC decided for one entity.
 #[derive(Clone, Debug, PartialEq)]
 pub enum EntityDecision {
@@ -254,6 +282,8 @@ pub(crate) const ROW_JOURNAL_KINDS: &[&str] = &[
     "refine_reject",
     "entity_merge",
     "entity_delete",
+    "review",
+    "review_narrow",
 ];
 
 /// Reads the rows an operation may change (memory states, and the complete links and joins of
@@ -424,12 +454,13 @@ pub fn subject_memory_ids(subject: &Value) -> Vec<MemoryId> {
 }
 
 impl Store {
-    /// Records post-processing requests and marks `related` memories as covered by relationship
-    /// classification, in one transaction (a crash plans all of them or none).
+    /// Records post-processing requests and marks the memories they cover (`related_at` for
+    /// relationship classification, `reviewed_at` for the extraction reviewer) in one transaction,
+    /// so a crash plans all of them or none and nothing is planned twice.
     pub async fn plan_stage_requests(
         &self,
         requests: &[NewRequest],
-        related: &[MemoryId],
+        covered: &Covered<'_>,
         now: DateTime<Utc>,
     ) -> Result<()> {
         in_write_tx!(self, |tx| {
@@ -462,15 +493,110 @@ impl Store {
                 .execute(&mut *tx)
                 .await?;
             }
-            for id in related {
-                sqlx::query("UPDATE memories SET related_at = $2 WHERE id = $1")
-                    .bind(id.to_string())
-                    .bind(now)
-                    .execute(&mut *tx)
-                    .await?;
+            for (ids, sql) in [
+                (covered.related, "UPDATE memories SET related_at = $2 WHERE id = $1"),
+                (covered.reviewed, "UPDATE memories SET reviewed_at = $2 WHERE id = $1"),
+            ] {
+                for id in ids {
+                    sqlx::query(sql)
+                        .bind(id.to_string())
+                        .bind(now)
+                        .execute(&mut *tx)
+                        .await?;
+                }
             }
         });
         Ok(())
+    }
+
+    /// Active memories written by extraction that the reviewer has not looked at, oldest first.
+    pub async fn memories_to_review(&self, limit: i64) -> Result<Vec<ReviewMemory>> {
+        Ok(on_pool!(self, |pool| {
+            sqlx::query_as(
+                "SELECT m.id, m.user_id, m.text, m.confidence, m.happens_at, m.expires_at, m.temporal FROM memories m
+                 JOIN llm_requests r ON r.id = m.source_request_id
+                 WHERE m.archived_at IS NULL AND m.reviewed_at IS NULL AND r.purpose = 'extraction'
+                 ORDER BY m.created_at, m.id LIMIT $1",
+            )
+            .bind(limit)
+            .fetch_all(pool)
+            .await?
+        }))
+    }
+
+    /// One active memory as the reviewer sees it.
+    pub async fn review_memory(&self, user_id: UserId, memory_id: MemoryId) -> Result<Option<ReviewMemory>> {
+        Ok(on_pool!(self, |pool| {
+            sqlx::query_as(
+                "SELECT id, user_id, text, confidence, happens_at, expires_at, temporal FROM memories
+                 WHERE id = $1 AND user_id = $2 AND archived_at IS NULL",
+            )
+            .bind(memory_id.to_string())
+            .bind(user_id.to_string())
+            .fetch_optional(pool)
+            .await?
+        }))
+    }
+
+    /// Applies a reviewer's narrowing that keeps the text: a lower confidence and/or an earlier
+    /// expiry (the caller has checked it narrows); journaled as `review_narrow`.
+    pub async fn apply_narrowing(
+        &self,
+        request_id: RequestId,
+        user_id: UserId,
+        memory_id: MemoryId,
+        confidence: f64,
+        expires_at: Option<DateTime<Utc>>,
+        now: DateTime<Utc>,
+    ) -> Result<StageOutcome> {
+        in_write_tx!(self, |tx| {
+            if !claim_answer!(tx, request_id, 1, None, now) {
+                return unclaimed!(tx, request_id);
+            }
+            let ids = [memory_id.to_string()];
+            let before = capture_rows!(
+                tx,
+                &ids,
+                Vec::<String>::new(),
+                Vec::<String>::new(),
+                Vec::<String>::new()
+            );
+            let updated = sqlx::query(
+                "UPDATE memories SET confidence = $3, expires_at = $4, updated_at = $5
+                 WHERE id = $1 AND user_id = $2 AND archived_at IS NULL",
+            )
+            .bind(memory_id.to_string())
+            .bind(user_id.to_string())
+            .bind(confidence)
+            .bind(expires_at)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            let operation_id = if updated == 1 {
+                let after = RowsAfter {
+                    detail: json!({ "memory_id": memory_id.to_string(), "confidence": confidence, "expires_at": expires_at }),
+                    ..RowsAfter::default()
+                };
+                Some(journal!(
+                    tx,
+                    "review_narrow",
+                    user_id,
+                    Some(request_id.to_string()),
+                    "extraction reviewer",
+                    &before,
+                    &after,
+                    now
+                ))
+            } else {
+                None
+            };
+            Ok(StageOutcome::Applied(StageApplied {
+                operation_id,
+                note: (updated == 0).then(|| "the memory is no longer active".to_owned()),
+                ..StageApplied::default()
+            }))
+        })
     }
 
     /// Users with at least one active memory: (id, external id), in id order.

@@ -128,6 +128,8 @@ pub async fn run_once(app: &App) -> anyhow::Result<StepReport> {
     }
     // A consolidation proposal applied above is reviewed by a request of its own.
     report.n_requests_planned += crate::stages::plan_reviews(app).await?;
+    // With the extraction reviewer on, every memory extraction wrote gets one review request.
+    report.n_requests_planned += crate::stages::plan_extraction_reviews(app).await?;
     let replan = app
         .store
         .replan_failed_requests(app.config.extraction.max_attempts as i64, app.clock.now())

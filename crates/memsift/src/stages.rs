@@ -15,9 +15,9 @@ use memsift_core::status::Purpose;
 use memsift_core::{MemoryId, RequestId, UserId};
 use memsift_payload::count_tokens;
 use memsift_postprocess::{MemoryText, StageRequest};
-use memsift_postprocess::{consolidation, entity_gc, offline, refinement, relationship, summary};
+use memsift_postprocess::{consolidation, entity_gc, offline, refinement, relationship, reviewer, summary};
 use memsift_store::{
-    EntityDecision, NewLink, NewRequest, RefinementRules, Replacement, RunCap, StageOutcome, StoredOutput,
+    Covered, EntityDecision, NewLink, NewRequest, RefinementRules, Replacement, RunCap, StageOutcome, StoredOutput,
 };
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -176,7 +176,14 @@ pub async fn plan_stage(app: &App, stage: Stage, user: Option<&str>, dry_run: bo
         plan.n_requests += requests.requests.len() as u64;
         if !dry_run {
             app.store
-                .plan_stage_requests(&requests.requests, &requests.related, app.clock.now())
+                .plan_stage_requests(
+                    &requests.requests,
+                    &Covered {
+                        related: &requests.related,
+                        ..Covered::default()
+                    },
+                    app.clock.now(),
+                )
                 .await?;
         }
     }
@@ -583,7 +590,9 @@ async fn plan_summaries(app: &App, users: &HashSet<UserId>, dry_run: bool, plan:
     }
     plan.n_requests += requests.len() as u64;
     if !dry_run {
-        app.store.plan_stage_requests(&requests, &[], app.clock.now()).await?;
+        app.store
+            .plan_stage_requests(&requests, &Covered::default(), app.clock.now())
+            .await?;
     }
     Ok(())
 }
@@ -627,9 +636,69 @@ pub async fn plan_reviews(app: &App) -> anyhow::Result<u64> {
     }
     let n = requests.len() as u64;
     if n > 0 {
-        app.store.plan_stage_requests(&requests, &[], app.clock.now()).await?;
+        app.store
+            .plan_stage_requests(&requests, &Covered::default(), app.clock.now())
+            .await?;
     }
     Ok(n)
+}
+
+/// With `[postprocess] extraction_reviewer` on, plans one review of every memory extraction
+/// wrote that has none yet; returns how many. Runs on every pipeline step, like the
+/// consolidation reviews. The reviewer may only narrow a memory (`memsift_postprocess::reviewer`).
+pub async fn plan_extraction_reviews(app: &App) -> anyhow::Result<u64> {
+    if !(app.config.postprocess.enabled && app.config.postprocess.extraction_reviewer) {
+        return Ok(0);
+    }
+    let memories = app.store.memories_to_review(256).await?;
+    let mut requests = Vec::new();
+    let mut reviewed = Vec::new();
+    for memory in memories {
+        let (Ok(memory_id), Ok(user_id)) = (MemoryId::parse(&memory.id), UserId::parse(&memory.user_id)) else {
+            continue;
+        };
+        let item = extracted_item(&memory);
+        let prompt = app.prompts.get(Purpose::ExtractionReview.as_str())?;
+        let request = reviewer::extraction_review_request(prompt, &item);
+        let subject = json!({ "memory_id": memory.id });
+        requests.push(
+            stage_request(
+                app,
+                Purpose::ExtractionReview,
+                user_id,
+                request,
+                subject,
+                json!({}),
+                None,
+            )
+            .await?,
+        );
+        reviewed.push(memory_id);
+    }
+    let n = requests.len() as u64;
+    if !reviewed.is_empty() {
+        let covered = Covered {
+            reviewed: &reviewed,
+            ..Covered::default()
+        };
+        app.store
+            .plan_stage_requests(&requests, &covered, app.clock.now())
+            .await?;
+    }
+    Ok(n)
+}
+
+/// A stored memory in the output contract's shape, as the reviewer is shown it.
+fn extracted_item(memory: &memsift_store::ReviewMemory) -> memsift_core::contract::ExtractedItem {
+    let mut item = memsift_core::contract::ExtractedItem::new(
+        memory.text.clone(),
+        memsift_core::status::Temporal::normalize(&memory.temporal),
+        Vec::new(),
+    );
+    item.confidence = memory.confidence;
+    item.happens_at = memory.happens_at.map(|at| at.to_rfc3339());
+    item.expires_at = memory.expires_at.map(|at| at.to_rfc3339());
+    item
 }
 
 fn memory_ids(subject: &Value, key: &str) -> Vec<MemoryId> {
@@ -843,7 +912,65 @@ pub async fn apply_stage_answer(ctx: &ApplyContext, stored: StoredOutput) -> any
                     .await?
             }
         },
-        Purpose::Extraction | Purpose::ExtractionReview => {
+        Purpose::ExtractionReview => {
+            let memory = subject
+                .get("memory_id")
+                .and_then(Value::as_str)
+                .and_then(|id| MemoryId::parse(id).ok());
+            let current = match memory {
+                Some(id) => store.review_memory(stored.user_id, id).await?.map(|row| (id, row)),
+                None => None,
+            };
+            match (current, reviewer::parse_extraction_review_answer(raw)) {
+                (None, _) => {
+                    store
+                        .apply_without_change(request_id, 0, Some("the memory is no longer active"), now)
+                        .await?
+                }
+                (_, Err(error)) => {
+                    store
+                        .apply_without_change(request_id, 0, Some(&error.to_string()), now)
+                        .await?
+                }
+                (Some((memory_id, row)), Ok(review)) => {
+                    let original = extracted_item(&row);
+                    let narrowed = reviewer::narrow(&original, &review);
+                    let expires_at = narrowed
+                        .expires_at
+                        .as_deref()
+                        .and_then(|at| chrono::DateTime::parse_from_rfc3339(at).ok())
+                        .map(|at| at.with_timezone(&chrono::Utc))
+                        .or(row.expires_at);
+                    if narrowed.text != original.text {
+                        replace(
+                            ctx,
+                            &stored,
+                            vec![memory_id],
+                            vec![narrowed.text.clone()],
+                            "review",
+                            "narrowed by the extraction reviewer",
+                        )
+                        .await?
+                    } else if narrowed.confidence < row.confidence || expires_at != row.expires_at {
+                        store
+                            .apply_narrowing(
+                                request_id,
+                                stored.user_id,
+                                memory_id,
+                                narrowed.confidence,
+                                expires_at,
+                                now,
+                            )
+                            .await?
+                    } else {
+                        store
+                            .apply_without_change(request_id, 0, Some("the reviewer kept it as it is"), now)
+                            .await?
+                    }
+                }
+            }
+        }
+        Purpose::Extraction => {
             anyhow::bail!(
                 "request {request_id} is a {}; only post-processing answers apply here",
                 stored.purpose

@@ -73,4 +73,5 @@ store_suite!(
     entity_merges_are_validated_and_move_every_join_to_the_target,
     a_segment_keeps_one_live_summary,
     a_failed_stage_request_gets_one_successor_per_attempt,
+    a_reviewer_narrowing_is_journaled_and_undone_exactly,
 );

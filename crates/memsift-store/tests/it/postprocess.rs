@@ -42,7 +42,7 @@ async fn answered(
         parent_request_id: None,
     };
     store
-        .plan_stage_requests(std::slice::from_ref(&request), &[], t0())
+        .plan_stage_requests(std::slice::from_ref(&request), &memsift_store::Covered::default(), t0())
         .await
         .unwrap();
     assert!(
@@ -603,7 +603,7 @@ pub async fn a_failed_stage_request_gets_one_successor_per_attempt(store: &Store
         parent_request_id: None,
     };
     store
-        .plan_stage_requests(std::slice::from_ref(&failed), &[], t0())
+        .plan_stage_requests(std::slice::from_ref(&failed), &memsift_store::Covered::default(), t0())
         .await
         .unwrap();
     store
@@ -619,4 +619,33 @@ pub async fn a_failed_stage_request_gets_one_successor_per_attempt(store: &Store
     let second = store.replan_failed_requests(3, t0()).await.unwrap();
     assert_eq!((first.n_replanned, second.n_replanned), (1, 0));
     let _ = request;
+}
+
+pub async fn a_reviewer_narrowing_is_journaled_and_undone_exactly(store: &Store) {
+    let (ana, memory) = store
+        .insert_test_memory("ana", "Ana has a dog named Rex.")
+        .await
+        .unwrap();
+    let before = store.user_rows(ana).await.unwrap();
+    let request = answered(store, ana, Purpose::ExtractionReview, json!({}), json!({}), "{}").await;
+    let expiry = t0() + Duration::days(30);
+    let done = applied(
+        store
+            .apply_narrowing(request, ana, memory, 0.5, Some(expiry), t0() + Duration::hours(1))
+            .await
+            .unwrap(),
+    );
+    let row = store.review_memory(ana, memory).await.unwrap().unwrap();
+    assert_eq!((row.confidence, row.expires_at), (0.5, Some(expiry)));
+    // Another user's memory is not narrowed through ana's request.
+    let (bo, bos) = store.insert_test_memory("bo", "Bo plays chess.").await.unwrap();
+    let request = answered(store, ana, Purpose::ExtractionReview, json!({}), json!({}), "{}").await;
+    let other = applied(store.apply_narrowing(request, ana, bos, 0.1, None, t0()).await.unwrap());
+    assert!(other.operation_id.is_none());
+    assert_eq!(store.review_memory(bo, bos).await.unwrap().unwrap().confidence, 0.9);
+    store
+        .undo_operation("ana", done.operation_id.unwrap(), t0())
+        .await
+        .unwrap();
+    assert_eq!(store.user_rows(ana).await.unwrap(), before);
 }

@@ -292,3 +292,62 @@ async fn refinement_entity_gc_and_scoring_work_on_the_offline_lane() {
     );
     test.finish().await;
 }
+
+#[tokio::test]
+async fn the_extraction_reviewer_reviews_every_new_memory_and_only_narrows() {
+    let mut test = TestApp::sqlite().await;
+    let mut config = test.app.config.clone();
+    config.postprocess.extraction_reviewer = true;
+    test.app = crate::helpers::app_on(&test.app.store, &test.clock, config, "reviewer");
+    let chat = [
+        crate::helpers::line(
+            "ana",
+            "c1",
+            0,
+            "user",
+            "I live in Lisbon and I have a dog named Rex.",
+            false,
+        ),
+        crate::helpers::line("ana", "c1", 1, "assistant", "Lovely.", true),
+        crate::helpers::line(
+            "ana",
+            "c2",
+            200,
+            "user",
+            "I'm allergic to peanuts and I work at Fernwood Labs.",
+            true,
+        ),
+    ]
+    .concat();
+    test.import("chat.jsonl", &chat).await.unwrap();
+    memsift::pipeline::run_until_idle(&test.app).await.unwrap();
+    let store = &test.app.store;
+    let ana = store.user_id("ana").await.unwrap().unwrap();
+    let texts_after = test.memory_texts("ana").await;
+    assert!(!texts_after.is_empty());
+    // One review per memory, all applied.
+    let requests = store.list_requests(Some("ana"), None, None).await.unwrap();
+    let reviews: Vec<_> = requests.iter().filter(|r| r.purpose == "extraction_review").collect();
+    assert_eq!(reviews.len(), texts_after.len(), "{requests:?}");
+    assert!(reviews.iter().all(|r| r.status == "applied"));
+    // The offline reviewer caps confidence at 0.9 and keeps every text: each narrowing journaled
+    // the higher confidence it replaced, and nothing was widened.
+    let rows = store.user_rows(ana).await.unwrap();
+    assert!(
+        rows.memories.iter().all(|m| m["confidence"].as_f64().unwrap() <= 0.9),
+        "{rows:?}"
+    );
+    for operation in store.operation_ids("ana", "review_narrow").await.unwrap() {
+        let undone = store
+            .undo_operation("ana", operation, memsift_core::Clock::now(&test.clock))
+            .await
+            .unwrap();
+        let restored = store.user_rows(ana).await.unwrap();
+        let memory = restored.memories.iter().find(|m| m["id"] == undone.memory_id).unwrap();
+        assert!(memory["confidence"].as_f64().unwrap() > 0.9, "{memory:?}");
+    }
+    // A second step plans no second review.
+    let again = memsift::pipeline::run_until_idle(&test.app).await.unwrap();
+    assert_eq!(again.n_requests_planned, 0);
+    test.finish().await;
+}
