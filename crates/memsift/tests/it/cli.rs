@@ -162,8 +162,11 @@ fn erase_without_yes_refuses_in_one_line_and_keeps_everything() {
     );
 }
 
-/// Runs `memsift --config CONFIG --database DB --json ARGS…` and returns (exit code, stdout, stderr).
-fn json_run(home: &std::path::Path, config: &std::path::Path, database: &str, args: &[&str]) -> (i32, String, String) {
+/// A process's exit code, stdout and stderr.
+type Outcome = (i32, String, String);
+
+/// Runs `memsift --config CONFIG --database DB --json ARGS…`.
+fn json_run(home: &std::path::Path, config: &std::path::Path, database: &str, args: &[&str]) -> Outcome {
     let output = memsift(home)
         .arg("--config")
         .arg(config)
@@ -214,7 +217,7 @@ fn every_user_scoped_cli_command_run_as_another_user_finds_nothing_and_changes_n
         .as_str()
         .unwrap()
         .to_owned();
-    let ana_rows = |run: &dyn Fn(&[&str]) -> (i32, String, String)| {
+    let ana_rows = |run: &dyn Fn(&[&str]) -> Outcome| {
         let (_, listing, _) = run(&["memories", "--user", "ana"]);
         let rows: Vec<serde_json::Value> = serde_json::from_str(&listing).unwrap();
         rows.into_iter()
