@@ -253,7 +253,7 @@ pub(crate) struct EntityState {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub(crate) struct RowsBefore {
     pub(crate) memories: Vec<StageMemoryState>,
-    /// Memories whose every link is in `links` (an undo replaces their links with these).
+    /// Memories whose every link is in `links` (an undo writes back any of these that is gone).
     pub(crate) links_of: Vec<String>,
     pub(crate) links: Vec<LinkRow>,
     /// Memories and entities whose every join is in `joins`.
@@ -268,6 +268,9 @@ pub(crate) struct RowsBefore {
 pub(crate) struct RowsAfter {
     pub(crate) created_memory_ids: Vec<String>,
     pub(crate) created_links: Vec<LinkRow>,
+    /// Entity joins the operation added to rows that outlive it (a merge's joins on its target).
+    #[serde(default)]
+    pub(crate) created_joins: Vec<JoinRow>,
     /// Memories this operation took out of the active set or created (counted against the cap).
     pub(crate) n_changed: i64,
     /// For people reading the journal.
@@ -1230,6 +1233,7 @@ impl Store {
             let after = RowsAfter {
                 created_memory_ids: created.clone(),
                 created_links: Vec::new(),
+                created_joins: Vec::new(),
                 n_changed: original_ids.len() as i64,
                 detail: json!({ "originals": original_ids, "new_texts": new_texts.iter().map(|(text, _)| text).collect::<Vec<_>>() }),
             };
@@ -1382,8 +1386,20 @@ impl Store {
                 Vec::<String>::new(),
                 &entities
             );
+            let mut created_joins: Vec<JoinRow> = Vec::new();
             let kind = match decision {
                 EntityDecision::Merge { target, .. } => {
+                    // The joins the target gains, so an undo removes exactly these and leaves any
+                    // join a later extraction gave the target.
+                    created_joins = sqlx::query_as(
+                        "SELECT memory_id, $2 AS entity_id FROM memory_entities
+                         WHERE entity_id = $1
+                           AND memory_id NOT IN (SELECT memory_id FROM memory_entities WHERE entity_id = $2)",
+                    )
+                    .bind(entity_id)
+                    .bind(target)
+                    .fetch_all(&mut *tx)
+                    .await?;
                     sqlx::query(
                         "INSERT INTO memory_entities (memory_id, entity_id)
                          SELECT memory_id, $2 FROM memory_entities WHERE entity_id = $1 ON CONFLICT DO NOTHING",
@@ -1419,6 +1435,7 @@ impl Store {
                     EntityDecision::Merge { target, .. } => Some(target.clone()),
                     _ => None,
                 } }),
+                created_joins,
                 ..RowsAfter::default()
             };
             let operation_id = journal!(
@@ -1507,7 +1524,9 @@ pub struct RefinementRules {
 }
 
 /// Puts back the rows a post-processing operation journaled, inside the caller's transaction:
-/// created memories and links removed, memory states, links, joins and entities as they were.
+/// what it created removed (memories, with their links, joins and evidence by cascade; links and
+/// joins it added elsewhere, exactly), then the memory states, links, joins and entity rows it
+/// changed as they were. Rows other operations added since are left alone.
 macro_rules! restore_rows {
     ($tx:ident, $before:expr, $after:expr) => {{
         let before: &$crate::postprocess::RowsBefore = $before;
@@ -1545,12 +1564,6 @@ macro_rules! restore_rows {
             .execute(&mut *$tx)
             .await?;
         }
-        for id in &before.links_of {
-            sqlx::query("DELETE FROM memory_links WHERE source_id = $1 OR target_id = $1")
-                .bind(id)
-                .execute(&mut *$tx)
-                .await?;
-        }
         for link in &before.links {
             sqlx::query(
                 "INSERT INTO memory_links (source_id, target_id, kind, confidence, reasoning, origin_request_id, created_at)
@@ -1568,15 +1581,10 @@ macro_rules! restore_rows {
             .execute(&mut *$tx)
             .await?;
         }
-        for id in &before.joins_of_memories {
-            sqlx::query("DELETE FROM memory_entities WHERE memory_id = $1")
-                .bind(id)
-                .execute(&mut *$tx)
-                .await?;
-        }
-        for id in &before.joins_of_entities {
-            sqlx::query("DELETE FROM memory_entities WHERE entity_id = $1")
-                .bind(id)
+        for join in &after.created_joins {
+            sqlx::query("DELETE FROM memory_entities WHERE memory_id = $1 AND entity_id = $2")
+                .bind(&join.memory_id)
+                .bind(&join.entity_id)
                 .execute(&mut *$tx)
                 .await?;
         }

@@ -74,4 +74,5 @@ store_suite!(
     a_segment_keeps_one_live_summary,
     a_failed_stage_request_gets_one_successor_per_attempt,
     a_reviewer_narrowing_is_journaled_and_undone_exactly,
+    undoing_an_entity_merge_keeps_joins_added_after_it,
 );

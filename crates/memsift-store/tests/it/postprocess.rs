@@ -649,3 +649,63 @@ pub async fn a_reviewer_narrowing_is_journaled_and_undone_exactly(store: &Store)
         .unwrap();
     assert_eq!(store.user_rows(ana).await.unwrap(), before);
 }
+
+pub async fn undoing_an_entity_merge_keeps_joins_added_after_it(store: &Store) {
+    // An undo puts back what the merge changed and removes what it added, nothing more: a join a
+    // later extraction gave the target survives the undo.
+    let (ana, a) = store.insert_test_memory("ana", "Tiago cooks.").await.unwrap();
+    let (_, b) = store.insert_test_memory("ana", "Tiago Silva runs.").await.unwrap();
+    let old = t0() - Duration::days(60);
+    let source = store
+        .insert_test_entity(ana, "Tiago", "person", &[a], old)
+        .await
+        .unwrap();
+    let target = store
+        .insert_test_entity(ana, "Tiago Silva", "person", &[b], old)
+        .await
+        .unwrap();
+    let request = answered(store, ana, Purpose::EntityGc, json!({}), json!({}), "{}").await;
+    let decision = EntityDecision::Merge {
+        target: target.clone(),
+        candidates: vec![target.clone()],
+    };
+    let done = applied(
+        store
+            .apply_entity_decision(request, ana, &source, &decision, t0())
+            .await
+            .unwrap(),
+    );
+    // Later, another memory names the target (as an extraction would join it).
+    let (_, c) = store.insert_test_memory("ana", "Tiago Silva swims.").await.unwrap();
+    let later = store
+        .insert_test_entity(ana, "someone else", "person", &[c], t0())
+        .await
+        .unwrap();
+    store
+        .apply_entity_decision(
+            answered(store, ana, Purpose::EntityGc, json!({}), json!({}), "{}").await,
+            ana,
+            &later,
+            &EntityDecision::Merge {
+                target: target.clone(),
+                candidates: vec![target.clone()],
+            },
+            t0(),
+        )
+        .await
+        .unwrap();
+    store
+        .undo_operation("ana", done.operation_id.unwrap(), t0())
+        .await
+        .unwrap();
+    let rows = store.user_rows(ana).await.unwrap();
+    let mut joins: Vec<(String, String)> = rows.joins.clone();
+    joins.sort();
+    let mut want = vec![
+        (a.to_string(), source.clone()),
+        (b.to_string(), target.clone()),
+        (c.to_string(), target.clone()),
+    ];
+    want.sort();
+    assert_eq!(joins, want);
+}
