@@ -235,7 +235,7 @@ pub async fn plan_segment(app: &App, segment: &ClaimedSegment) -> anyhow::Result
         .billing
         .tier_of(app.store.user_billing_tier(segment.user_id).await?.as_deref());
     let mut route = app.router.route(Purpose::Extraction, &tier, false, now)?;
-    if let Some(over) = over_budget(app, segment, &tier, route.lane).await? {
+    if let Some(over) = over_budget(app, segment.user_id, &tier, route.lane).await? {
         match app.config.billing.over_budget {
             OverBudget::Heuristic => {
                 tracing::info!(segment_id = %segment.id, %tier, "{over}; extracting on the heuristic lane.");
@@ -318,9 +318,9 @@ pub async fn plan_segment(app: &App, segment: &ClaimedSegment) -> anyhow::Result
 /// The config key recorded on requests that the budget policy sent to the heuristic lane.
 pub const OVER_BUDGET_KEY: &str = "over_budget_heuristic";
 
-/// `Some(why)` when the segment's user has spent their tier's daily budget and the route would
-/// spend more; the offline lane costs nothing, so it is never over.
-async fn over_budget(app: &App, segment: &ClaimedSegment, tier: &str, lane: Lane) -> anyhow::Result<Option<String>> {
+/// `Some(why)` when the user has spent their tier's daily budget and the route would spend more;
+/// the offline lane costs nothing, so it is never over.
+pub(crate) async fn over_budget(app: &App, user_id: UserId, tier: &str, lane: Lane) -> anyhow::Result<Option<String>> {
     let Some(&budget) = app.config.billing.daily_budget_usd.get(tier) else {
         return Ok(None);
     };
@@ -334,7 +334,7 @@ async fn over_budget(app: &App, segment: &ClaimedSegment, tier: &str, lane: Lane
         .and_hms_opt(0, 0, 0)
         .expect("midnight exists")
         .and_utc();
-    let spent = app.store.user_cost_since(segment.user_id, day_start).await?;
+    let spent = app.store.user_cost_since(user_id, day_start).await?;
     Ok((spent >= budget)
         .then(|| format!("user over the {tier} daily budget (${spent:.4} of ${budget:.4} spent today)")))
 }

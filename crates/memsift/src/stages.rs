@@ -10,12 +10,15 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use anyhow::Context;
-use memsift_core::config::ProviderKind;
+use memsift_core::config::{OverBudget, ProviderKind};
+use memsift_core::status::Lane;
 use memsift_core::status::Purpose;
 use memsift_core::{MemoryId, RequestId, UserId};
+use memsift_llm::ResolvedLlm;
 use memsift_payload::count_tokens;
 use memsift_postprocess::{MemoryText, StageRequest};
 use memsift_postprocess::{consolidation, entity_gc, offline, refinement, relationship, reviewer, summary};
+use memsift_routing::Route;
 use memsift_store::{
     Covered, EntityDecision, NewLink, NewRequest, RefinementRules, Replacement, RunCap, StageOutcome, StoredOutput,
 };
@@ -23,7 +26,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::app::App;
-use crate::pipeline::{Applied, ApplyContext, provider_name};
+use crate::pipeline::{Applied, ApplyContext, OVER_BUDGET_KEY, provider_name};
 
 /// A post-processing stage, as the CLI and the daemon name it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -208,7 +211,9 @@ fn new_run_id() -> String {
     RequestId::new_v7().to_string()
 }
 
-/// Routes a stage request for `user_id` and wraps it as a request row.
+/// Routes a stage request for `user_id` and wraps it as a request row; `None` when the user is
+/// over their tier's daily budget and `[billing] over_budget = "defer"` (the next run plans it).
+/// Over budget with `"heuristic"`, it goes to the offline judge, like extraction.
 async fn stage_request(
     app: &App,
     purpose: Purpose,
@@ -217,17 +222,33 @@ async fn stage_request(
     subject: Value,
     context: Value,
     parent_request_id: Option<RequestId>,
-) -> anyhow::Result<NewRequest> {
+) -> anyhow::Result<Option<NewRequest>> {
     let tier = app
         .billing
         .tier_of(app.store.user_billing_tier(user_id).await?.as_deref());
-    let route = app.router.route(purpose, &tier, false, app.clock.now())?;
+    let mut route = app.router.route(purpose, &tier, false, app.clock.now())?;
+    if let Some(over) = crate::pipeline::over_budget(app, user_id, &tier, route.lane).await? {
+        match app.config.billing.over_budget {
+            OverBudget::Heuristic => {
+                tracing::info!(%user_id, %tier, %purpose, "{over}; planning on the heuristic lane.");
+                route = Route {
+                    lane: Lane::Heuristic,
+                    config_key: OVER_BUDGET_KEY.to_owned(),
+                    llm: ResolvedLlm::offline(OVER_BUDGET_KEY),
+                };
+            }
+            OverBudget::Defer => {
+                tracing::info!(%user_id, %tier, %purpose, "{over}; not planned until the budget allows.");
+                return Ok(None);
+            }
+        }
+    }
     let prompt = app.prompts.get(purpose.as_str())?;
     let prompt_version = match route.llm.provider {
         ProviderKind::Heuristic => offline::OFFLINE_VERSION.to_owned(),
         _ => prompt.version.clone(),
     };
-    Ok(NewRequest {
+    Ok(Some(NewRequest {
         id: RequestId::new_v7(),
         purpose,
         user_id,
@@ -245,7 +266,7 @@ async fn stage_request(
         request_body: json!({ "system": request.system, "user_message": request.user_message }),
         subject,
         parent_request_id,
-    })
+    }))
 }
 
 /// Unit vectors of a user's active memories (every one embedded first).
@@ -304,8 +325,8 @@ async fn plan_relationships(app: &App, unit: &UserRun<'_>, plan: &mut StagePlan)
         }
     }
     for memory in &new_memories {
-        planned.related.push(memory.id);
         let Some(candidate_ids) = by_memory.get(&memory.id) else {
+            planned.related.push(memory.id);
             continue;
         };
         // Hints can name archived memories; only active ones are compared.
@@ -320,6 +341,7 @@ async fn plan_relationships(app: &App, unit: &UserRun<'_>, plan: &mut StagePlan)
             })
             .collect();
         if candidates.is_empty() {
+            planned.related.push(memory.id);
             continue;
         }
         let prompt = app.prompts.get(Purpose::Relationship.as_str())?;
@@ -349,18 +371,20 @@ async fn plan_relationships(app: &App, unit: &UserRun<'_>, plan: &mut StagePlan)
             "memory_id": memory.id.to_string(),
             "candidates": candidates.iter().map(|c| c.id.to_string()).collect::<Vec<_>>(),
         });
-        planned.requests.push(
-            stage_request(
-                app,
-                Purpose::Relationship,
-                unit.user_id,
-                request,
-                subject,
-                json!({}),
-                None,
-            )
-            .await?,
-        );
+        if let Some(request) = stage_request(
+            app,
+            Purpose::Relationship,
+            unit.user_id,
+            request,
+            subject,
+            json!({}),
+            None,
+        )
+        .await?
+        {
+            planned.requests.push(request);
+            planned.related.push(memory.id);
+        }
     }
     Ok(planned)
 }
@@ -445,18 +469,19 @@ async fn plan_consolidation(app: &App, unit: &UserRun<'_>, plan: &mut StagePlan)
             "cap": unit.cap.cap,
             "members": cluster.iter().map(ToString::to_string).collect::<Vec<_>>(),
         });
-        planned.requests.push(
-            stage_request(
-                app,
-                Purpose::Consolidation,
-                unit.user_id,
-                request,
-                subject,
-                json!({}),
-                None,
-            )
-            .await?,
-        );
+        if let Some(request) = stage_request(
+            app,
+            Purpose::Consolidation,
+            unit.user_id,
+            request,
+            subject,
+            json!({}),
+            None,
+        )
+        .await?
+        {
+            planned.requests.push(request);
+        }
     }
     Ok(planned)
 }
@@ -492,18 +517,19 @@ async fn plan_refinement(app: &App, unit: &UserRun<'_>, plan: &mut StagePlan) ->
         plan.planned
             .push(format!("{}: refine \"{}\"", unit.external, memory.text));
         let subject = json!({ "run": unit.cap.run, "cap": unit.cap.cap, "memory_id": memory.id.to_string() });
-        planned.requests.push(
-            stage_request(
-                app,
-                Purpose::Refinement,
-                unit.user_id,
-                request,
-                subject,
-                json!({}),
-                None,
-            )
-            .await?,
-        );
+        if let Some(request) = stage_request(
+            app,
+            Purpose::Refinement,
+            unit.user_id,
+            request,
+            subject,
+            json!({}),
+            None,
+        )
+        .await?
+        {
+            planned.requests.push(request);
+        }
     }
     Ok(planned)
 }
@@ -557,9 +583,11 @@ async fn plan_entity_gc(app: &App, unit: &UserRun<'_>, plan: &mut StagePlan) -> 
             "entity_id": entity.id,
             "entity_candidates": candidates.iter().map(|c| c.id.clone()).collect::<Vec<_>>(),
         });
-        planned
-            .requests
-            .push(stage_request(app, Purpose::EntityGc, unit.user_id, request, subject, json!({}), None).await?);
+        if let Some(request) =
+            stage_request(app, Purpose::EntityGc, unit.user_id, request, subject, json!({}), None).await?
+        {
+            planned.requests.push(request);
+        }
     }
     Ok(planned)
 }
@@ -586,7 +614,9 @@ async fn plan_summaries(app: &App, users: &HashSet<UserId>, dry_run: bool, plan:
         plan.planned
             .push(format!("summarise segment {segment_id} ({} turns)", turns.len()));
         let subject = json!({ "segment_id": segment_id.to_string() });
-        requests.push(stage_request(app, Purpose::Summary, user_id, request, subject, json!({}), None).await?);
+        if let Some(request) = stage_request(app, Purpose::Summary, user_id, request, subject, json!({}), None).await? {
+            requests.push(request);
+        }
     }
     plan.n_requests += requests.len() as u64;
     if !dry_run {
@@ -621,18 +651,19 @@ pub async fn plan_reviews(app: &App) -> anyhow::Result<u64> {
         let mut subject = proposal.subject.clone();
         subject["proposal_request_id"] = json!(proposal.request_id.to_string());
         let context = json!({ "proposal": proposed.text, "proposal_reasoning": proposed.reasoning });
-        requests.push(
-            stage_request(
-                app,
-                Purpose::ConsolidationReview,
-                proposal.user_id,
-                request,
-                subject,
-                context,
-                Some(proposal.request_id),
-            )
-            .await?,
-        );
+        if let Some(request) = stage_request(
+            app,
+            Purpose::ConsolidationReview,
+            proposal.user_id,
+            request,
+            subject,
+            context,
+            Some(proposal.request_id),
+        )
+        .await?
+        {
+            requests.push(request);
+        }
     }
     let n = requests.len() as u64;
     if n > 0 {
@@ -661,19 +692,20 @@ pub async fn plan_extraction_reviews(app: &App) -> anyhow::Result<u64> {
         let prompt = app.prompts.get(Purpose::ExtractionReview.as_str())?;
         let request = reviewer::extraction_review_request(prompt, &item);
         let subject = json!({ "memory_id": memory.id });
-        requests.push(
-            stage_request(
-                app,
-                Purpose::ExtractionReview,
-                user_id,
-                request,
-                subject,
-                json!({}),
-                None,
-            )
-            .await?,
-        );
-        reviewed.push(memory_id);
+        if let Some(request) = stage_request(
+            app,
+            Purpose::ExtractionReview,
+            user_id,
+            request,
+            subject,
+            json!({}),
+            None,
+        )
+        .await?
+        {
+            requests.push(request);
+            reviewed.push(memory_id);
+        }
     }
     let n = requests.len() as u64;
     if !reviewed.is_empty() {

@@ -80,3 +80,53 @@ async fn a_user_over_budget_waits_for_the_next_day_without_spending_an_attempt()
     );
     test.finish().await;
 }
+
+/// An app like `over_budget_after_one_batch`'s whose relationship classification also goes to the
+/// provider's batch lane, with two memories it would classify.
+async fn stages_over_budget(policy: OverBudget) -> (TestApp, memsift::app::App) {
+    let (test, app) = over_budget_after_one_batch(policy).await;
+    let mut config = app.config.clone();
+    let provider = config.llm["extraction_standard"].clone();
+    config.llm.insert("relationship_standard".to_owned(), provider);
+    let app = app_on(&test.app.store, &test.clock, config, "budgeted");
+    for text in [
+        "Ana lives in Lisbon with her husband Tiago.",
+        "Ana no longer lives in Lisbon with her husband Tiago.",
+    ] {
+        test.app.store.insert_test_memory("ana", text).await.unwrap();
+    }
+    (test, app)
+}
+
+#[tokio::test]
+async fn a_user_over_budget_gets_post_processing_on_the_heuristic_lane_or_later() {
+    use memsift::stages::{Stage, run_stage};
+    let (test, app) = stages_over_budget(OverBudget::Heuristic).await;
+    let creates_before = test.sim().counters().creates;
+    let run = run_stage(&app, Stage::Relationships, Some("ana"), false, true)
+        .await
+        .unwrap();
+    assert!(run.plan.n_requests > 0, "{run:?}");
+    assert_eq!(test.sim().counters().creates, creates_before, "no provider batch");
+    let requests = test.app.store.list_requests(Some("ana"), None, None).await.unwrap();
+    let stage: Vec<_> = requests.iter().filter(|r| r.purpose == "relationship").collect();
+    assert!(!stage.is_empty());
+    assert!(
+        stage.iter().all(|r| r.lane == "heuristic" && r.cost_usd == 0.0),
+        "{stage:?}"
+    );
+    test.finish().await;
+
+    // Deferred: nothing is planned today, and the memories stay new for tomorrow's run.
+    let (test, app) = stages_over_budget(OverBudget::Defer).await;
+    let run = run_stage(&app, Stage::Relationships, Some("ana"), false, true)
+        .await
+        .unwrap();
+    assert_eq!(run.plan.n_requests, 0, "{run:?}");
+    test.advance(Duration::days(1));
+    let tomorrow = run_stage(&app, Stage::Relationships, Some("ana"), true, false)
+        .await
+        .unwrap();
+    assert!(tomorrow.plan.n_requests > 0, "{tomorrow:?}");
+    test.finish().await;
+}
