@@ -531,6 +531,7 @@ pub fn dedupe_by_vectors(
             dropped.push(DroppedItem {
                 duplicate_of: Some(memory),
                 score: Some(f64::from(score)),
+                evidence: item.evidence.clone(),
                 ..DroppedItem::new(index, DropReason::DuplicateByVector, Some(item.text.clone()))
             });
             continue;

@@ -207,6 +207,10 @@ pub struct DroppedItem {
     pub score: Option<f64>,
     /// A short human-readable explanation.
     pub detail: Option<String>,
+    /// For a duplicate of a stored memory: the turns the dropped item cited, which the write adds
+    /// to that memory's evidence (the same fact read again is more support, not nothing).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub evidence: Vec<MessageId>,
 }
 
 impl DroppedItem {
@@ -220,6 +224,7 @@ impl DroppedItem {
             duplicate_of_index: None,
             score: None,
             detail: None,
+            evidence: Vec::new(),
         }
     }
 }
@@ -359,9 +364,17 @@ pub fn process(input: &ProcessInput<'_>) -> ProcessOutput {
             find_duplicate(&candidate, &survivors, &known, input)
         };
         if let Some(duplicate) = duplicate {
+            // Only a duplicate of a stored memory passes its evidence on; one of an earlier item
+            // of this response cites the same chunk.
+            let evidence = if duplicate.duplicate_of_index.is_none() {
+                candidate.item.evidence
+            } else {
+                Vec::new()
+            };
             output.dropped.push(DroppedItem {
                 index,
                 text: Some(candidate.item.text),
+                evidence,
                 ..duplicate
             });
             continue;

@@ -10,7 +10,7 @@ use std::collections::HashSet;
 use chrono::{DateTime, Duration, Utc};
 use memsift_core::contract::Turn;
 use memsift_core::status::{Lane, Purpose, RequestStatus, Role};
-use memsift_core::text::collapse_whitespace;
+use memsift_core::text::{collapse_whitespace, dedupe_key};
 use memsift_core::{EntityId, MemoryId, MessageId, OperationId, RequestId, SegmentId, UserId};
 use memsift_processor::ValidItem;
 use serde_json::Value;
@@ -454,6 +454,19 @@ impl Store {
                     .await?;
                     if inserted.is_none() {
                         n_duplicates_at_write += 1;
+                        // The same fact read again: its turns support the memory already stored.
+                        for message_id in &item.evidence {
+                            sqlx::query(
+                                "INSERT INTO memory_evidence (memory_id, message_id)
+                                 SELECT id, $3 FROM memories WHERE user_id = $1 AND dedupe_key = $2 AND archived_at IS NULL
+                                 ON CONFLICT DO NOTHING",
+                            )
+                            .bind(input.user_id.to_string())
+                            .bind(&item.dedupe_key)
+                            .bind(message_id.to_string())
+                            .execute(&mut *tx)
+                            .await?;
+                        }
                         continue;
                     }
                     for message_id in &item.evidence {
@@ -494,6 +507,49 @@ impl Store {
                     }
                     memory_ids.push(memory_id);
                     item_positions.push(position);
+                }
+                // A dropped duplicate of a stored memory passes its turns on as that memory's
+                // evidence, so the facts a question needs stay cited after dedupe. Only this user's
+                // memories and messages qualify.
+                for drop in input.drops.as_array().into_iter().flatten() {
+                    let evidence: Vec<&str> = drop
+                        .get("evidence")
+                        .and_then(Value::as_array)
+                        .into_iter()
+                        .flatten()
+                        .filter_map(Value::as_str)
+                        .collect();
+                    let by_key = drop.get("reason").and_then(Value::as_str) == Some("duplicate_of_existing");
+                    let target = match (drop.get("duplicate_of").and_then(Value::as_str), by_key) {
+                        (Some(memory_id), _) => Some((memory_id.to_owned(), false)),
+                        (None, true) => drop
+                            .get("text")
+                            .and_then(Value::as_str)
+                            .map(|text| (dedupe_key(text), true)),
+                        (None, false) => None,
+                    };
+                    let Some((target, is_key)) = target else { continue };
+                    let sql = if is_key {
+                        "INSERT INTO memory_evidence (memory_id, message_id)
+                         SELECT m.id, $2 FROM memories m
+                         WHERE m.user_id = $3 AND m.dedupe_key = $1 AND m.archived_at IS NULL
+                           AND EXISTS (SELECT 1 FROM messages WHERE id = $2 AND user_id = $3)
+                         ON CONFLICT DO NOTHING"
+                    } else {
+                        "INSERT INTO memory_evidence (memory_id, message_id)
+                         SELECT m.id, $2 FROM memories m
+                         WHERE m.id = $1 AND m.user_id = $3
+                           AND EXISTS (SELECT 1 FROM messages WHERE id = $2 AND user_id = $3)
+                         ON CONFLICT DO NOTHING"
+                    };
+                    for message_id in evidence {
+                        sqlx::query(sql)
+                            .bind(&target)
+                            .bind(message_id)
+                            .bind(input.user_id.to_string())
+                            .execute(&mut *tx)
+                            .await?;
+                    }
                 }
                 // The extractor's pointers (known memories it relates to or merges, and other items
                 // of this response) become link hints: relationship classification's first

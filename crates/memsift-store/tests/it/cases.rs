@@ -821,3 +821,77 @@ pub async fn scoring_archives_the_lowest_under_the_floor_capped_and_undoably(sto
         .collect();
     assert_eq!(restored, original);
 }
+
+pub async fn a_duplicate_passes_its_evidence_to_the_stored_memory(store: &Store) {
+    // Dedupe must not lose what a question needs: the turns that stated a fact again (exactly, by
+    // a dropped near-duplicate, or at write) become evidence of the memory that was kept.
+    let (first_segment, user_id, first_turns) = closed_claimed_segment(store, "ana", "c1").await;
+    let (second_segment, _, second_turns) = closed_claimed_segment(store, "ana", "c2").await;
+    let (third_segment, _, third_turns) = closed_claimed_segment(store, "ana", "c3").await;
+    let (_, bos_memory) = store.insert_test_memory("bo", "Bo lives in Porto.").await.unwrap();
+    let first = request(first_segment, user_id, 0);
+    store
+        .plan_segment_requests(first_segment, std::slice::from_ref(&first), t0())
+        .await
+        .unwrap();
+    store.record_output(first.id, "[...]", None, t0()).await.unwrap();
+    let outcome = store
+        .apply(&apply_input(
+            &first,
+            vec![item("Ana lives in Lisbon.", vec![first_turns[0]])],
+        ))
+        .await
+        .unwrap();
+    let ApplyOutcome::Applied { memory_ids, .. } = outcome else {
+        panic!("first apply")
+    };
+    let kept = memory_ids[0];
+    // Second segment: the same text again (a conflict at write).
+    let second = request(second_segment, user_id, 0);
+    store
+        .plan_segment_requests(second_segment, std::slice::from_ref(&second), t0())
+        .await
+        .unwrap();
+    store.record_output(second.id, "[...]", None, t0()).await.unwrap();
+    store
+        .apply(&apply_input(
+            &second,
+            vec![item("Ana lives in Lisbon.", vec![second_turns[0]])],
+        ))
+        .await
+        .unwrap();
+    // Third segment: a dropped near-duplicate naming the kept memory, and a forged drop naming
+    // another user's memory, which is ignored.
+    let third = request(third_segment, user_id, 0);
+    store
+        .plan_segment_requests(third_segment, std::slice::from_ref(&third), t0())
+        .await
+        .unwrap();
+    store.record_output(third.id, "[...]", None, t0()).await.unwrap();
+    let mut input = apply_input(&third, vec![]);
+    input.drops = json!([
+        { "index": 0, "reason": "duplicate_by_vector", "text": "Ana's home is Lisbon.", "duplicate_of": kept.to_string(),
+          "evidence": [third_turns[0].to_string()] },
+        { "index": 1, "reason": "duplicate_by_vector", "text": "x", "duplicate_of": bos_memory.to_string(),
+          "evidence": [third_turns[1].to_string()] },
+    ]);
+    input.n_dropped = 2;
+    store.apply(&input).await.unwrap();
+    let rows = store.user_rows(user_id).await.unwrap();
+    let mut cited: Vec<String> = rows
+        .evidence
+        .iter()
+        .filter(|(memory, _)| *memory == kept.to_string())
+        .map(|(_, message)| message.clone())
+        .collect();
+    cited.sort();
+    let mut want = vec![
+        first_turns[0].to_string(),
+        second_turns[0].to_string(),
+        third_turns[0].to_string(),
+    ];
+    want.sort();
+    assert_eq!(cited, want);
+    let bo = store.user_id("bo").await.unwrap().unwrap();
+    assert!(store.user_rows(bo).await.unwrap().evidence.is_empty());
+}

@@ -75,4 +75,5 @@ store_suite!(
     a_failed_stage_request_gets_one_successor_per_attempt,
     a_reviewer_narrowing_is_journaled_and_undone_exactly,
     undoing_an_entity_merge_keeps_joins_added_after_it,
+    a_duplicate_passes_its_evidence_to_the_stored_memory,
 );
