@@ -20,7 +20,8 @@ use memsift_postprocess::{MemoryText, StageRequest};
 use memsift_postprocess::{consolidation, entity_gc, offline, refinement, relationship, reviewer, summary};
 use memsift_routing::Route;
 use memsift_store::{
-    Covered, EntityDecision, NewLink, NewRequest, RefinementRules, Replacement, RunCap, StageOutcome, StoredOutput,
+    Covered, EntityDecision, NewLink, NewRequest, RefinementRules, Replacement, RunCap, StageOutcome, Store,
+    StoredOutput,
 };
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -289,8 +290,9 @@ async fn user_vectors(app: &App, user_id: UserId) -> anyhow::Result<HashMap<Memo
         .collect())
 }
 
-async fn texts_of(app: &App, user_id: UserId, ids: &[MemoryId]) -> anyhow::Result<HashMap<MemoryId, String>> {
-    Ok(app.store.active_memory_texts(user_id, ids).await?.into_iter().collect())
+/// The texts of those of `ids` that are `user_id`'s active memories.
+async fn texts_of(store: &Store, user_id: UserId, ids: &[MemoryId]) -> anyhow::Result<HashMap<MemoryId, String>> {
+    Ok(store.active_memory_texts(user_id, ids).await?.into_iter().collect())
 }
 
 /// Relationship classification: for each new memory, its link hints, then up to 20 memories at
@@ -330,7 +332,7 @@ async fn plan_relationships(app: &App, unit: &UserRun<'_>, plan: &mut StagePlan)
             continue;
         };
         // Hints can name archived memories; only active ones are compared.
-        let texts = texts_of(app, unit.user_id, candidate_ids).await?;
+        let texts = texts_of(&app.store, unit.user_id, candidate_ids).await?;
         let candidates: Vec<MemoryText> = candidate_ids
             .iter()
             .filter_map(|id| {
@@ -439,7 +441,7 @@ async fn plan_consolidation(app: &App, unit: &UserRun<'_>, plan: &mut StagePlan)
             plan.n_left_by_cap += 1;
             continue;
         }
-        let texts = texts_of(app, unit.user_id, &cluster).await?;
+        let texts = texts_of(&app.store, unit.user_id, &cluster).await?;
         let members: Vec<MemoryText> = cluster
             .iter()
             .filter_map(|id| {
@@ -638,7 +640,7 @@ pub async fn plan_reviews(app: &App) -> anyhow::Result<u64> {
             continue;
         };
         let members = memory_ids(&proposal.subject, "members");
-        let texts = texts_of(app, proposal.user_id, &members).await?;
+        let texts = texts_of(&app.store, proposal.user_id, &members).await?;
         let cluster: Vec<MemoryText> = members
             .iter()
             .map(|id| MemoryText {
@@ -858,7 +860,7 @@ pub async fn apply_stage_answer(ctx: &ApplyContext, stored: StoredOutput) -> any
                     .await?;
                 return Ok(applied_of(&outcome));
             };
-            let original = texts_of_store(store, stored.user_id, memory).await?;
+            let original = texts_of(store, stored.user_id, &[memory]).await?.remove(&memory);
             match original {
                 None => {
                     store
@@ -1010,19 +1012,6 @@ pub async fn apply_stage_answer(ctx: &ApplyContext, stored: StoredOutput) -> any
         }
     };
     Ok(applied_of(&outcome))
-}
-
-async fn texts_of_store(
-    store: &memsift_store::Store,
-    user_id: UserId,
-    memory: MemoryId,
-) -> anyhow::Result<Option<String>> {
-    Ok(store
-        .active_memory_texts(user_id, &[memory])
-        .await?
-        .into_iter()
-        .next()
-        .map(|(_, text)| text))
 }
 
 async fn embed_texts(ctx: &ApplyContext, texts: &[String]) -> anyhow::Result<Option<(String, Vec<Vec<f32>>)>> {
