@@ -41,7 +41,7 @@ pub use listing::{CostRow, Counts, MemoryRow, MetricsSnapshot, RequestDetail, Re
 pub use postprocess::UserRows;
 pub use postprocess::{
     Covered, EntityDecision, EntityRow, NewLink, ProposalToReview, RefinementRules, Replacement, ReviewMemory, RunCap,
-    StageApplied, StageMemory, StageOutcome, subject_memory_ids,
+    StageApplied, StageMemory, StageOutcome,
 };
 pub use schedules::ScheduleRow;
 pub use scoring::{ScoringPolicy, ScoringReport, importance};

@@ -342,17 +342,16 @@ impl Store {
                     .bind(operation_id.to_string())
                     .execute(&mut *tx)
                     .await?;
-                    let restored = crate::postprocess::restored_memories(&before);
-                    let deleted = crate::postprocess::created_memories(&after);
+                    let restored: Vec<String> = before.memories.iter().map(|state| state.id.clone()).collect();
                     Ok(Undone {
                         operation_id,
                         kind,
                         memory_id: restored.first().cloned().unwrap_or_default(),
-                        deleted_memory_id: deleted.first().cloned(),
-                        n_links_restored: crate::postprocess::n_links(&before),
-                        n_joins_restored: crate::postprocess::n_joins(&before),
+                        deleted_memory_id: after.created_memory_ids.first().cloned(),
+                        n_links_restored: before.links.len() as u64,
+                        n_joins_restored: before.joins.len() as u64,
                         restored_memory_ids: restored,
-                        deleted_memory_ids: deleted,
+                        deleted_memory_ids: after.created_memory_ids,
                     })
                 }
                 Some((kind, _, _, None))

@@ -441,7 +441,7 @@ fn parse_memory_ids(value: &Value) -> Vec<MemoryId> {
 }
 
 /// The memory ids a stage request's subject names (`memory_id`, `members`, `candidates`).
-pub fn subject_memory_ids(subject: &Value) -> Vec<MemoryId> {
+fn subject_memory_ids(subject: &Value) -> Vec<MemoryId> {
     let mut ids: Vec<MemoryId> = subject
         .get("memory_id")
         .and_then(Value::as_str)
@@ -1616,26 +1616,6 @@ pub(crate) fn journaled_rows(before: Value, after: Value) -> Result<(RowsBefore,
     let before = serde_json::from_value(before).map_err(|error| corrupt("operations", error))?;
     let after = serde_json::from_value(after).map_err(|error| corrupt("operations", error))?;
     Ok((before, after))
-}
-
-/// The memories a journaled operation created (an undo deletes them).
-pub(crate) fn created_memories(after: &RowsAfter) -> Vec<String> {
-    after.created_memory_ids.clone()
-}
-
-/// The memories whose prior state a journaled operation kept.
-pub(crate) fn restored_memories(before: &RowsBefore) -> Vec<String> {
-    before.memories.iter().map(|state| state.id.clone()).collect()
-}
-
-/// How many links a journaled operation kept.
-pub(crate) fn n_links(before: &RowsBefore) -> u64 {
-    before.links.len() as u64
-}
-
-/// How many entity joins a journaled operation kept.
-pub(crate) fn n_joins(before: &RowsBefore) -> u64 {
-    before.joins.len() as u64
 }
 
 /// Every row post-processing may touch for one user, for exact before/after comparisons in tests.
