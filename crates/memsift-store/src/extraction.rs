@@ -39,6 +39,42 @@ pub struct SegmentTurn {
     pub turn: Turn,
 }
 
+/// Inserts one `planned` request row inside the caller's transaction. A request with a segment
+/// continues that chunk's attempt numbers (so re-planning never makes two live twins); one
+/// without starts at 1.
+macro_rules! insert_planned_request {
+    ($tx:ident, $request:expr, $now:expr) => {{
+        let request: &NewRequest = $request;
+        sqlx::query(
+            "INSERT INTO llm_requests (id, purpose, user_id, segment_id, chunk_index, attempt, lane, config_key,
+                                       provider, model, prompt_version, context, request_body, status, created_at,
+                                       subject, parent_request_id)
+             VALUES ($1, $2, $3, $4, $5,
+                     (SELECT COALESCE(MAX(attempt), 0) + 1 FROM llm_requests
+                      WHERE purpose = $2 AND segment_id = $4 AND chunk_index = $5),
+                     $6, $7, $8, $9, $10, $11, $12, 'planned', $13, $14, $15)",
+        )
+        .bind(request.id.to_string())
+        .bind(request.purpose.as_str())
+        .bind(request.user_id.to_string())
+        .bind(request.segment_id.map(|id| id.to_string()))
+        .bind(request.chunk_index)
+        .bind(request.lane.as_str())
+        .bind(&request.config_key)
+        .bind(&request.provider)
+        .bind(&request.model)
+        .bind(&request.prompt_version)
+        .bind(Json(&request.context))
+        .bind(Json(&request.request_body))
+        .bind($now)
+        .bind(Json(&request.subject))
+        .bind(request.parent_request_id.map(|id| id.to_string()))
+        .execute(&mut *$tx)
+        .await?;
+    }};
+}
+pub(crate) use insert_planned_request;
+
 /// A request attempt to record.
 #[derive(Clone, Debug)]
 pub struct NewRequest {
@@ -249,32 +285,7 @@ impl Store {
     ) -> Result<()> {
         in_write_tx!(self, |tx| {
             for request in requests {
-                sqlx::query(
-                    "INSERT INTO llm_requests (id, purpose, user_id, segment_id, chunk_index, attempt, lane, config_key,
-                                               provider, model, prompt_version, context, request_body, status, created_at,
-                                               subject, parent_request_id)
-                     VALUES ($1, $2, $3, $4, $5,
-                             (SELECT COALESCE(MAX(attempt), 0) + 1 FROM llm_requests
-                              WHERE purpose = $2 AND segment_id = $4 AND chunk_index = $5),
-                             $6, $7, $8, $9, $10, $11, $12, 'planned', $13, $14, $15)",
-                )
-                .bind(request.id.to_string())
-                .bind(request.purpose.as_str())
-                .bind(request.user_id.to_string())
-                .bind(request.segment_id.map(|id| id.to_string()))
-                .bind(request.chunk_index)
-                .bind(request.lane.as_str())
-                .bind(&request.config_key)
-                .bind(&request.provider)
-                .bind(&request.model)
-                .bind(&request.prompt_version)
-                .bind(Json(&request.context))
-                .bind(Json(&request.request_body))
-                .bind(now)
-                .bind(Json(&request.subject))
-                .bind(request.parent_request_id.map(|id| id.to_string()))
-                .execute(&mut *tx)
-                .await?;
+                insert_planned_request!(tx, request, now);
             }
             sqlx::query(
                 "UPDATE segments SET planned_chunks = $2, claimed_by = NULL, claimed_until = NULL WHERE id = $1",

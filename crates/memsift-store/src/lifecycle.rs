@@ -98,6 +98,25 @@ pub struct Undone {
     pub n_joins_restored: u64,
 }
 
+/// Marks a journal row undone and bumps its user's memory version (cached vector indexes reload),
+/// inside the caller's transaction.
+macro_rules! mark_undone {
+    ($tx:ident, $operation_id:expr, $now:expr) => {{
+        sqlx::query("UPDATE operations SET undone_at = $2 WHERE id = $1")
+            .bind($operation_id.to_string())
+            .bind($now)
+            .execute(&mut *$tx)
+            .await?;
+        sqlx::query(
+            "UPDATE users SET memory_version = memory_version + 1
+             WHERE id = (SELECT user_id FROM operations WHERE id = $1)",
+        )
+        .bind($operation_id.to_string())
+        .execute(&mut *$tx)
+        .await?;
+    }};
+}
+
 const STATE_COLUMNS: &str = "confidence, expires_at, archived_at, archive_reason, superseded_by, updated_at";
 
 impl Store {
@@ -330,18 +349,7 @@ impl Store {
                 {
                     let (before, after) = crate::postprocess::journaled_rows(before, after)?;
                     crate::postprocess::restore_rows!(tx, &before, &after);
-                    sqlx::query("UPDATE operations SET undone_at = $2 WHERE id = $1")
-                        .bind(operation_id.to_string())
-                        .bind(now)
-                        .execute(&mut *tx)
-                        .await?;
-                    sqlx::query(
-                        "UPDATE users SET memory_version = memory_version + 1
-                         WHERE id = (SELECT user_id FROM operations WHERE id = $1)",
-                    )
-                    .bind(operation_id.to_string())
-                    .execute(&mut *tx)
-                    .await?;
+                    mark_undone!(tx, operation_id, now);
                     let restored: Vec<String> = before.memories.iter().map(|state| state.id.clone()).collect();
                     Ok(Undone {
                         operation_id,
@@ -397,18 +405,7 @@ impl Store {
                         }
                         Err(error) => return Err(error.into()),
                         Ok(_) => {
-                            sqlx::query("UPDATE operations SET undone_at = $2 WHERE id = $1")
-                                .bind(operation_id.to_string())
-                                .bind(now)
-                                .execute(&mut *tx)
-                                .await?;
-                            sqlx::query(
-                                "UPDATE users SET memory_version = memory_version + 1
-                                 WHERE id = (SELECT user_id FROM memories WHERE id = $1)",
-                            )
-                            .bind(&before.memory_id)
-                            .execute(&mut *tx)
-                            .await?;
+                            mark_undone!(tx, operation_id, now);
                             Ok(Undone {
                                 operation_id,
                                 kind,

@@ -468,33 +468,7 @@ impl Store {
     ) -> Result<()> {
         in_write_tx!(self, |tx| {
             for request in requests {
-                sqlx::query(
-                    "INSERT INTO llm_requests (id, purpose, user_id, segment_id, chunk_index, attempt, lane, config_key,
-                                               provider, model, prompt_version, context, request_body, status, created_at,
-                                               subject, parent_request_id)
-                     VALUES ($1, $2, $3, $4, $5,
-                             -- A segment's summary continues its attempt numbers; others start at 1.
-                             (SELECT COALESCE(MAX(attempt), 0) + 1 FROM llm_requests
-                              WHERE purpose = $2 AND segment_id = $4 AND chunk_index = $5),
-                             $6, $7, $8, $9, $10, $11, $12, 'planned', $13, $14, $15)",
-                )
-                .bind(request.id.to_string())
-                .bind(request.purpose.as_str())
-                .bind(request.user_id.to_string())
-                .bind(request.segment_id.map(|id| id.to_string()))
-                .bind(request.chunk_index)
-                .bind(request.lane.as_str())
-                .bind(&request.config_key)
-                .bind(&request.provider)
-                .bind(&request.model)
-                .bind(&request.prompt_version)
-                .bind(Json(&request.context))
-                .bind(Json(&request.request_body))
-                .bind(now)
-                .bind(Json(&request.subject))
-                .bind(request.parent_request_id.map(|id| id.to_string()))
-                .execute(&mut *tx)
-                .await?;
+                crate::extraction::insert_planned_request!(tx, request, now);
             }
             for (ids, sql) in [
                 (covered.related, "UPDATE memories SET related_at = $2 WHERE id = $1"),
