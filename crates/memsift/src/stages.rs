@@ -135,6 +135,13 @@ const REFINEMENT_RULES: RefinementRules = RefinementRules {
     max_rejections: refinement::MAX_REJECTIONS,
 };
 
+/// Purposes whose answers replace memories: a memory named by one in flight is not planned again.
+const REPLACING_PURPOSES: &[Purpose] = &[
+    Purpose::Consolidation,
+    Purpose::ConsolidationReview,
+    Purpose::Refinement,
+];
+
 /// Segments summarised per planning step.
 const SUMMARY_BATCH: i64 = 500;
 
@@ -216,6 +223,17 @@ fn new_run_id() -> String {
 /// over their tier's daily budget and `[billing] over_budget = "defer"` (the next run plans it).
 /// Over budget with `"heuristic"`, it goes to the offline judge, like extraction.
 async fn stage_request(
+    app: &App,
+    purpose: Purpose,
+    user_id: UserId,
+    request: StageRequest,
+    subject: Value,
+) -> anyhow::Result<Option<NewRequest>> {
+    stage_request_with(app, purpose, user_id, request, subject, json!({}), None).await
+}
+
+/// [`stage_request`] with a context snapshot and the request whose answer planned this one.
+async fn stage_request_with(
     app: &App,
     purpose: Purpose,
     user_id: UserId,
@@ -373,17 +391,7 @@ async fn plan_relationships(app: &App, unit: &UserRun<'_>, plan: &mut StagePlan)
             "memory_id": memory.id.to_string(),
             "candidates": candidates.iter().map(|c| c.id.to_string()).collect::<Vec<_>>(),
         });
-        if let Some(request) = stage_request(
-            app,
-            Purpose::Relationship,
-            unit.user_id,
-            request,
-            subject,
-            json!({}),
-            None,
-        )
-        .await?
-        {
+        if let Some(request) = stage_request(app, Purpose::Relationship, unit.user_id, request, subject).await? {
             planned.requests.push(request);
             planned.related.push(memory.id);
         }
@@ -399,17 +407,7 @@ async fn plan_consolidation(app: &App, unit: &UserRun<'_>, plan: &mut StagePlan)
     if hubs.len() < consolidation::CLUSTER_MIN {
         return Ok(planned);
     }
-    let busy = app
-        .store
-        .memories_in_flight(
-            unit.user_id,
-            &[
-                Purpose::Consolidation,
-                Purpose::ConsolidationReview,
-                Purpose::Refinement,
-            ],
-        )
-        .await?;
+    let busy = app.store.memories_in_flight(unit.user_id, REPLACING_PURPOSES).await?;
     // Memories classified as contradicting or replacing each other say different things, however
     // close their wording: they are never one cluster.
     let apart: HashSet<(MemoryId, MemoryId)> = app
@@ -471,17 +469,7 @@ async fn plan_consolidation(app: &App, unit: &UserRun<'_>, plan: &mut StagePlan)
             "cap": unit.cap.cap,
             "members": cluster.iter().map(ToString::to_string).collect::<Vec<_>>(),
         });
-        if let Some(request) = stage_request(
-            app,
-            Purpose::Consolidation,
-            unit.user_id,
-            request,
-            subject,
-            json!({}),
-            None,
-        )
-        .await?
-        {
+        if let Some(request) = stage_request(app, Purpose::Consolidation, unit.user_id, request, subject).await? {
             planned.requests.push(request);
         }
     }
@@ -491,17 +479,7 @@ async fn plan_consolidation(app: &App, unit: &UserRun<'_>, plan: &mut StagePlan)
 /// Refinement: long, old, much-read memories not refined lately, at most the run's cap.
 async fn plan_refinement(app: &App, unit: &UserRun<'_>, plan: &mut StagePlan) -> anyhow::Result<Planned> {
     let mut planned = Planned::default();
-    let busy = app
-        .store
-        .memories_in_flight(
-            unit.user_id,
-            &[
-                Purpose::Consolidation,
-                Purpose::ConsolidationReview,
-                Purpose::Refinement,
-            ],
-        )
-        .await?;
+    let busy = app.store.memories_in_flight(unit.user_id, REPLACING_PURPOSES).await?;
     let candidates = app
         .store
         .refinement_candidates(unit.user_id, app.clock.now(), &REFINEMENT_RULES)
@@ -519,17 +497,7 @@ async fn plan_refinement(app: &App, unit: &UserRun<'_>, plan: &mut StagePlan) ->
         plan.planned
             .push(format!("{}: refine \"{}\"", unit.external, memory.text));
         let subject = json!({ "run": unit.cap.run, "cap": unit.cap.cap, "memory_id": memory.id.to_string() });
-        if let Some(request) = stage_request(
-            app,
-            Purpose::Refinement,
-            unit.user_id,
-            request,
-            subject,
-            json!({}),
-            None,
-        )
-        .await?
-        {
+        if let Some(request) = stage_request(app, Purpose::Refinement, unit.user_id, request, subject).await? {
             planned.requests.push(request);
         }
     }
@@ -585,9 +553,7 @@ async fn plan_entity_gc(app: &App, unit: &UserRun<'_>, plan: &mut StagePlan) -> 
             "entity_id": entity.id,
             "entity_candidates": candidates.iter().map(|c| c.id.clone()).collect::<Vec<_>>(),
         });
-        if let Some(request) =
-            stage_request(app, Purpose::EntityGc, unit.user_id, request, subject, json!({}), None).await?
-        {
+        if let Some(request) = stage_request(app, Purpose::EntityGc, unit.user_id, request, subject).await? {
             planned.requests.push(request);
         }
     }
@@ -616,7 +582,7 @@ async fn plan_summaries(app: &App, users: &HashSet<UserId>, dry_run: bool, plan:
         plan.planned
             .push(format!("summarise segment {segment_id} ({} turns)", turns.len()));
         let subject = json!({ "segment_id": segment_id.to_string() });
-        if let Some(request) = stage_request(app, Purpose::Summary, user_id, request, subject, json!({}), None).await? {
+        if let Some(request) = stage_request(app, Purpose::Summary, user_id, request, subject).await? {
             requests.push(request);
         }
     }
@@ -653,7 +619,7 @@ pub async fn plan_reviews(app: &App) -> anyhow::Result<u64> {
         let mut subject = proposal.subject.clone();
         subject["proposal_request_id"] = json!(proposal.request_id.to_string());
         let context = json!({ "proposal": proposed.text, "proposal_reasoning": proposed.reasoning });
-        if let Some(request) = stage_request(
+        if let Some(request) = stage_request_with(
             app,
             Purpose::ConsolidationReview,
             proposal.user_id,
@@ -694,17 +660,7 @@ pub async fn plan_extraction_reviews(app: &App) -> anyhow::Result<u64> {
         let prompt = app.prompts.get(Purpose::ExtractionReview.as_str())?;
         let request = reviewer::extraction_review_request(prompt, &item);
         let subject = json!({ "memory_id": memory.id });
-        if let Some(request) = stage_request(
-            app,
-            Purpose::ExtractionReview,
-            user_id,
-            request,
-            subject,
-            json!({}),
-            None,
-        )
-        .await?
-        {
+        if let Some(request) = stage_request(app, Purpose::ExtractionReview, user_id, request, subject).await? {
             requests.push(request);
             reviewed.push(memory_id);
         }
