@@ -727,6 +727,8 @@ pub async fn apply_stage_answer(ctx: &ApplyContext, stored: StoredOutput) -> any
         .with_context(|| format!("request {request_id} has no output yet"))?;
     let subject = &stored.subject;
     let store = &ctx.store;
+    // An answer that cannot be used is applied with a note saying why, so it is never retried.
+    let no_change = |note: String| async move { store.apply_without_change(request_id, 0, Some(&note), now).await };
     let outcome = match stored.purpose {
         Purpose::Relationship => {
             let memory = subject
@@ -751,26 +753,14 @@ pub async fn apply_stage_answer(ctx: &ApplyContext, stored: StoredOutput) -> any
                         .apply_links(request_id, stored.user_id, &links, &run_cap(subject), now)
                         .await?
                 }
-                (None, _) => {
-                    store
-                        .apply_without_change(request_id, 0, Some("the request names no memory"), now)
-                        .await?
-                }
-                (_, Err(error)) => {
-                    store
-                        .apply_without_change(request_id, 0, Some(&error.to_string()), now)
-                        .await?
-                }
+                (None, _) => no_change("the request names no memory".to_owned()).await?,
+                (_, Err(error)) => no_change(error.to_string()).await?,
             }
         }
         Purpose::Consolidation => match consolidation::parse_consolidation_answer(raw) {
             Ok(Some(_)) => store.apply_without_change(request_id, 1, None, now).await?,
-            Ok(None) => store.apply_without_change(request_id, 0, Some("keep"), now).await?,
-            Err(error) => {
-                store
-                    .apply_without_change(request_id, 0, Some(&error.to_string()), now)
-                    .await?
-            }
+            Ok(None) => no_change("keep".to_owned()).await?,
+            Err(error) => no_change(error.to_string()).await?,
         },
         Purpose::ConsolidationReview => {
             let proposal = stored
@@ -796,13 +786,9 @@ pub async fn apply_stage_answer(ctx: &ApplyContext, stored: StoredOutput) -> any
                 }
                 Ok(review) => {
                     let note = format!("review rejected the proposal: {}", review.reasoning);
-                    store.apply_without_change(request_id, 0, Some(&note), now).await?
+                    no_change(note).await?
                 }
-                Err(error) => {
-                    store
-                        .apply_without_change(request_id, 0, Some(&error.to_string()), now)
-                        .await?
-                }
+                Err(error) => no_change(error.to_string()).await?,
             }
         }
         Purpose::Refinement => {
@@ -811,18 +797,12 @@ pub async fn apply_stage_answer(ctx: &ApplyContext, stored: StoredOutput) -> any
                 .and_then(Value::as_str)
                 .and_then(|id| MemoryId::parse(id).ok())
             else {
-                let outcome = store
-                    .apply_without_change(request_id, 0, Some("the request names no memory"), now)
-                    .await?;
+                let outcome = no_change("the request names no memory".to_owned()).await?;
                 return Ok(applied_of(&outcome));
             };
             let original = texts_of(store, stored.user_id, &[memory]).await?.remove(&memory);
             match original {
-                None => {
-                    store
-                        .apply_without_change(request_id, 0, Some("the memory is no longer active"), now)
-                        .await?
-                }
+                None => no_change("the memory is no longer active".to_owned()).await?,
                 Some(original) => match refinement::parse_refinement_answer(raw, &original) {
                     Ok(refinement::Refinement::Trim(text)) => {
                         replace(ctx, &stored, vec![memory], vec![text], "refine", "trimmed").await?
@@ -878,11 +858,7 @@ pub async fn apply_stage_answer(ctx: &ApplyContext, stored: StoredOutput) -> any
                         .apply_entity_decision(request_id, stored.user_id, entity_id, &decision, now)
                         .await?
                 }
-                Err(error) => {
-                    store
-                        .apply_without_change(request_id, 0, Some(&error.to_string()), now)
-                        .await?
-                }
+                Err(error) => no_change(error.to_string()).await?,
             }
         }
         Purpose::Summary => match (stored.segment_id, summary::parse_summary_answer(raw)) {
@@ -891,16 +867,8 @@ pub async fn apply_stage_answer(ctx: &ApplyContext, stored: StoredOutput) -> any
                     .apply_summary(request_id, stored.user_id, segment_id, &text, now)
                     .await?
             }
-            (None, _) => {
-                store
-                    .apply_without_change(request_id, 0, Some("the request names no segment"), now)
-                    .await?
-            }
-            (_, Err(error)) => {
-                store
-                    .apply_without_change(request_id, 0, Some(&error.to_string()), now)
-                    .await?
-            }
+            (None, _) => no_change("the request names no segment".to_owned()).await?,
+            (_, Err(error)) => no_change(error.to_string()).await?,
         },
         Purpose::ExtractionReview => {
             let memory = subject
@@ -912,16 +880,8 @@ pub async fn apply_stage_answer(ctx: &ApplyContext, stored: StoredOutput) -> any
                 None => None,
             };
             match (current, reviewer::parse_extraction_review_answer(raw)) {
-                (None, _) => {
-                    store
-                        .apply_without_change(request_id, 0, Some("the memory is no longer active"), now)
-                        .await?
-                }
-                (_, Err(error)) => {
-                    store
-                        .apply_without_change(request_id, 0, Some(&error.to_string()), now)
-                        .await?
-                }
+                (None, _) => no_change("the memory is no longer active".to_owned()).await?,
+                (_, Err(error)) => no_change(error.to_string()).await?,
                 (Some((memory_id, row)), Ok(review)) => {
                     let original = extracted_item(&row);
                     let narrowed = reviewer::narrow(&original, &review);
@@ -953,9 +913,7 @@ pub async fn apply_stage_answer(ctx: &ApplyContext, stored: StoredOutput) -> any
                             )
                             .await?
                     } else {
-                        store
-                            .apply_without_change(request_id, 0, Some("the reviewer kept it as it is"), now)
-                            .await?
+                        no_change("the reviewer kept it as it is".to_owned()).await?
                     }
                 }
             }
