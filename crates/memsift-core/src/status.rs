@@ -128,6 +128,9 @@ string_enum!(
         Applied => "applied",
         /// Out of attempts.
         Dead => "dead",
+        /// Quarantined: the answer was recorded but applying it failed `max_apply_attempts` times;
+        /// `error` says why. Kept (with its output) for an admin and `memsift replay`.
+        Failed => "failed",
     }
 );
 

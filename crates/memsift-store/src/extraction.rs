@@ -1,6 +1,6 @@
 //! Extraction state: claiming segments, planning requests, recording outputs, and the apply path.
 //!
-//! `apply` is the one place that writes memories from lane output (DESIGN §2). In a single
+//! `apply` is the one place that writes memories from lane output. In a single
 //! transaction it checks-and-sets the request's `applied` status (invariant 2), writes memories,
 //! evidence and entities, and marks the segment `extracted` once every planned chunk is applied
 //! (invariant 1). Replaying the same result finds the request already applied and writes nothing.
@@ -16,8 +16,10 @@ use memsift_processor::ValidItem;
 use serde_json::Value;
 use sqlx::types::Json;
 
+use crate::memory_insert::{DEFAULT_IMPORTANCE, Inserted, MemoryInsert};
+use crate::tx::{Arg, WriteTx, sql};
 use crate::vectors::vector_to_le_bytes;
-use crate::{BackendKind, Result, Store, StoreError, corrupt, in_write_tx, on_pool};
+use crate::{BackendKind, Result, Store, StoreError, corrupt, on_pool};
 
 /// A segment a worker now holds.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -39,13 +41,11 @@ pub struct SegmentTurn {
     pub turn: Turn,
 }
 
-/// Inserts one `planned` request row inside the caller's transaction. A request with a segment
-/// continues that chunk's attempt numbers (so re-planning never makes two live twins); one
-/// without starts at 1.
-macro_rules! insert_planned_request {
-    ($tx:ident, $request:expr, $now:expr) => {{
-        let request: &NewRequest = $request;
-        sqlx::query(
+impl WriteTx {
+    /// Inserts one `planned` request row. A request with a segment continues that chunk's attempt
+    /// numbers (so re-planning never makes two live twins); one without starts at 1.
+    pub(crate) async fn insert_planned_request(&mut self, request: &NewRequest, now: DateTime<Utc>) -> Result<()> {
+        self.execute(sql!(
             "INSERT INTO llm_requests (id, purpose, user_id, segment_id, chunk_index, attempt, lane, config_key,
                                        provider, model, prompt_version, context, request_body, status, created_at,
                                        subject, parent_request_id)
@@ -53,27 +53,26 @@ macro_rules! insert_planned_request {
                      (SELECT COALESCE(MAX(attempt), 0) + 1 FROM llm_requests
                       WHERE purpose = $2 AND segment_id = $4 AND chunk_index = $5),
                      $6, $7, $8, $9, $10, $11, $12, 'planned', $13, $14, $15)",
-        )
-        .bind(request.id.to_string())
-        .bind(request.purpose.as_str())
-        .bind(request.user_id.to_string())
-        .bind(request.segment_id.map(|id| id.to_string()))
-        .bind(request.chunk_index)
-        .bind(request.lane.as_str())
-        .bind(&request.config_key)
-        .bind(&request.provider)
-        .bind(&request.model)
-        .bind(&request.prompt_version)
-        .bind(Json(&request.context))
-        .bind(Json(&request.request_body))
-        .bind($now)
-        .bind(Json(&request.subject))
-        .bind(request.parent_request_id.map(|id| id.to_string()))
-        .execute(&mut *$tx)
+            request.id,
+            request.purpose.as_str(),
+            request.user_id,
+            request.segment_id,
+            request.chunk_index,
+            request.lane.as_str(),
+            &request.config_key,
+            &request.provider,
+            &request.model,
+            &request.prompt_version,
+            Arg::json(&request.context),
+            Arg::json(&request.request_body),
+            now,
+            Arg::json(&request.subject),
+            request.parent_request_id
+        ))
         .await?;
-    }};
+        Ok(())
+    }
 }
-pub(crate) use insert_planned_request;
 
 /// A request attempt to record.
 #[derive(Clone, Debug)]
@@ -283,35 +282,35 @@ impl Store {
         requests: &[NewRequest],
         now: DateTime<Utc>,
     ) -> Result<()> {
-        in_write_tx!(self, |tx| {
+        self.write(async |tx| {
             for request in requests {
-                insert_planned_request!(tx, request, now);
+                tx.insert_planned_request(request, now).await?;
             }
-            sqlx::query(
+            tx.execute(sql!(
                 "UPDATE segments SET planned_chunks = $2, claimed_by = NULL, claimed_until = NULL WHERE id = $1",
-            )
-            .bind(segment_id.to_string())
-            .bind(requests.len() as i64)
-            .execute(&mut *tx)
+                segment_id,
+                requests.len()
+            ))
             .await?;
-        });
-        Ok(())
+            Ok(())
+        })
+        .await
     }
 
     /// Marks a claimed segment `extracted` with nothing to do (no user turns, so no request).
     pub async fn finish_empty_segment(&self, segment_id: SegmentId, now: DateTime<Utc>) -> Result<()> {
-        on_pool!(self, |pool| {
-            sqlx::query(
+        self.write(async |tx| {
+            tx.execute(sql!(
                 "UPDATE segments SET status = 'extracted', extracted_at = $2, planned_chunks = 0, claimed_by = NULL,
                         claimed_until = NULL, last_error = NULL
                  WHERE id = $1 AND status = 'extracting'",
-            )
-            .bind(segment_id.to_string())
-            .bind(now)
-            .execute(pool)
+                segment_id,
+                now
+            ))
             .await?;
-        });
-        Ok(())
+            Ok(())
+        })
+        .await
     }
 
     /// Stores a lane's raw output (kept for `memsift replay`) and marks the request `succeeded`.
@@ -372,33 +371,33 @@ impl Store {
 
     /// Writes one request's processed output, exactly once (invariants 1 and 2).
     pub async fn apply(&self, input: &ApplyInput) -> Result<ApplyOutcome> {
-        in_write_tx!(self, |tx| {
+        self.write(async |tx| {
             let claimed = if input.replay.is_some() {
-                sqlx::query("SELECT id FROM llm_requests WHERE id = $1 AND status = 'applied'")
-                    .bind(input.request_id.to_string())
-                    .fetch_optional(&mut *tx)
-                    .await?
-                    .map_or(0, |_| 1)
+                let applied: Option<String> = tx
+                    .scalar_optional(sql!(
+                        "SELECT id FROM llm_requests WHERE id = $1 AND status = 'applied'",
+                        input.request_id
+                    ))
+                    .await?;
+                applied.is_some()
             } else {
-                sqlx::query(
+                tx.execute(sql!(
                     "UPDATE llm_requests SET status = 'applied', applied_at = $2, n_items = $3, n_dropped = $4, drops = $5
                      WHERE id = $1 AND status = 'succeeded'",
-                )
-                .bind(input.request_id.to_string())
-                .bind(input.now)
-                .bind(input.items.len() as i64)
-                .bind(input.n_dropped)
-                .bind(Json(&input.drops))
-                .execute(&mut *tx)
+                    input.request_id,
+                    input.now,
+                    input.items.len(),
+                    input.n_dropped,
+                    Arg::json(&input.drops)
+                ))
                 .await?
-                .rows_affected()
+                    == 1
             };
-            if claimed == 0 {
-                let status: Option<String> = sqlx::query_scalar("SELECT status FROM llm_requests WHERE id = $1")
-                    .bind(input.request_id.to_string())
-                    .fetch_optional(&mut *tx)
+            if !claimed {
+                let status: Option<String> = tx
+                    .scalar_optional(sql!("SELECT status FROM llm_requests WHERE id = $1", input.request_id))
                     .await?;
-                match status.as_deref().map(RequestStatus::parse) {
+                return match status.as_deref().map(RequestStatus::parse) {
                     Some(Ok(other)) if input.replay.is_some() => Err(StoreError::NotFound(format!(
                         "request {} is `{other}`: only applied requests are replayed; `memsift run` applies the rest",
                         input.request_id
@@ -410,246 +409,187 @@ impl Store {
                     ))),
                     Some(Err(error)) => Err(corrupt("llm_requests", error)),
                     None => Err(StoreError::NotFound(format!("no request {}", input.request_id))),
-                }
-            } else {
-                let mut memory_ids = Vec::with_capacity(input.items.len());
-                let mut item_positions = Vec::with_capacity(input.items.len());
-                let mut n_duplicates_at_write = 0;
-                let mut n_erased_at_write = 0;
-                for (position, item) in input.items.iter().enumerate() {
-                    let erased: Option<String> = sqlx::query_scalar(
-                        "SELECT fingerprint FROM tombstones WHERE user_id = $1 AND fingerprint = $2",
-                    )
-                    .bind(input.user_id.to_string())
-                    .bind(&item.dedupe_key)
-                    .fetch_optional(&mut *tx)
-                    .await?;
-                    if erased.is_some() {
+                };
+            }
+            let mut memory_ids = Vec::with_capacity(input.items.len());
+            let mut item_positions = Vec::with_capacity(input.items.len());
+            let mut n_duplicates_at_write = 0;
+            let mut n_erased_at_write = 0;
+            for (position, item) in input.items.iter().enumerate() {
+                let embedding = input.embeddings.as_ref().and_then(|embeddings| {
+                    let vector = embeddings.vectors.get(position)?;
+                    Some((
+                        vector_to_le_bytes(vector),
+                        embeddings.model_id.as_str(),
+                        vector.len() as i64,
+                    ))
+                });
+                let memory = MemoryInsert {
+                    user_id: input.user_id,
+                    text: &item.text,
+                    dedupe_key: &item.dedupe_key,
+                    importance: DEFAULT_IMPORTANCE,
+                    confidence: item.confidence,
+                    happens_at: item.happens_at,
+                    expires_at: item.expires_at,
+                    sensitive: item.sensitive,
+                    temporal: item.temporal.as_str(),
+                    source_segment_id: input.segment_id,
+                    source_request_id: Some(input.request_id),
+                    prompt_version: &input.prompt_version,
+                    refined_at: None,
+                    embedding,
+                    now: input.now,
+                };
+                let memory_id = match tx.insert_memory(&memory).await? {
+                    Inserted::Written(memory_id) => memory_id,
+                    Inserted::Erased => {
                         n_erased_at_write += 1;
                         continue;
                     }
-                    let memory_id = MemoryId::new_v7();
-                    let embedding = input.embeddings.as_ref().and_then(|embeddings| {
-                        let vector = embeddings.vectors.get(position)?;
-                        Some((
-                            vector_to_le_bytes(vector),
-                            embeddings.model_id.as_str(),
-                            vector.len() as i64,
-                        ))
-                    });
-                    let inserted: Option<String> = sqlx::query_scalar(
-                        "INSERT INTO memories (id, user_id, text, dedupe_key, confidence, happens_at, expires_at, sensitive,
-                                               temporal, source_segment_id, source_request_id, prompt_version,
-                                               created_at, updated_at, embedding, embedding_model, embedding_dim)
-                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13, $14, $15, $16)
-                         ON CONFLICT (user_id, dedupe_key) WHERE archived_at IS NULL DO NOTHING
-                         RETURNING id",
-                    )
-                    .bind(memory_id.to_string())
-                    .bind(input.user_id.to_string())
-                    .bind(&item.text)
-                    .bind(&item.dedupe_key)
-                    .bind(item.confidence)
-                    .bind(item.happens_at)
-                    .bind(item.expires_at)
-                    .bind(item.sensitive)
-                    .bind(item.temporal.as_str())
-                    .bind(input.segment_id.map(|id| id.to_string()))
-                    .bind(input.request_id.to_string())
-                    .bind(&input.prompt_version)
-                    .bind(input.now)
-                    .bind(embedding.as_ref().map(|(bytes, _, _)| bytes.as_slice()))
-                    .bind(embedding.as_ref().map(|(_, model, _)| *model))
-                    .bind(embedding.as_ref().map(|(_, _, dimension)| *dimension))
-                    .fetch_optional(&mut *tx)
-                    .await?;
-                    if inserted.is_none() {
+                    Inserted::Duplicate => {
                         n_duplicates_at_write += 1;
                         // The same fact read again: its turns support the memory already stored.
                         for message_id in &item.evidence {
-                            sqlx::query(
+                            tx.execute(sql!(
                                 "INSERT INTO memory_evidence (memory_id, message_id)
                                  SELECT id, $3 FROM memories WHERE user_id = $1 AND dedupe_key = $2 AND archived_at IS NULL
                                  ON CONFLICT DO NOTHING",
-                            )
-                            .bind(input.user_id.to_string())
-                            .bind(&item.dedupe_key)
-                            .bind(message_id.to_string())
-                            .execute(&mut *tx)
+                                input.user_id,
+                                &item.dedupe_key,
+                                message_id
+                            ))
                             .await?;
                         }
                         continue;
                     }
-                    for message_id in &item.evidence {
-                        sqlx::query(
-                            "INSERT INTO memory_evidence (memory_id, message_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
-                        )
-                        .bind(memory_id.to_string())
-                        .bind(message_id.to_string())
-                        .execute(&mut *tx)
-                        .await?;
-                    }
-                    for (name, kind) in &item.entities {
-                        let normalized_name = collapse_whitespace(name).to_lowercase();
-                        // Re-linking un-archives: an entity named again is alive again (the
-                        // reference kept linking new memories to archived entities).
-                        let entity_id: String = sqlx::query_scalar(
+                };
+                for message_id in &item.evidence {
+                    tx.execute(sql!(
+                        "INSERT INTO memory_evidence (memory_id, message_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+                        memory_id,
+                        message_id
+                    ))
+                    .await?;
+                }
+                for (name, kind) in &item.entities {
+                    let normalized_name = collapse_whitespace(name).to_lowercase();
+                    // Re-linking un-archives: an entity named again is alive again (the
+                    // reference kept linking new memories to archived entities).
+                    let entity_id: String = tx
+                        .scalar_one(sql!(
                             "INSERT INTO entities (id, user_id, name, normalized_name, kind, link_count, last_linked_at, created_at)
                              VALUES ($1, $2, $3, $4, $5, 1, $6, $6)
                              ON CONFLICT (user_id, normalized_name, kind)
                              DO UPDATE SET link_count = entities.link_count + 1, last_linked_at = $6, archived_at = NULL
                              RETURNING id",
-                        )
-                        .bind(EntityId::new_v7().to_string())
-                        .bind(input.user_id.to_string())
-                        .bind(name)
-                        .bind(&normalized_name)
-                        .bind(kind)
-                        .bind(input.now)
-                        .fetch_one(&mut *tx)
+                            EntityId::new_v7(),
+                            input.user_id,
+                            name,
+                            &normalized_name,
+                            kind,
+                            input.now
+                        ))
                         .await?;
-                        sqlx::query(
-                            "INSERT INTO memory_entities (memory_id, entity_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
-                        )
-                        .bind(memory_id.to_string())
-                        .bind(&entity_id)
-                        .execute(&mut *tx)
-                        .await?;
-                    }
-                    memory_ids.push(memory_id);
-                    item_positions.push(position);
-                }
-                // A dropped duplicate of a stored memory passes its turns on as that memory's
-                // evidence, so the facts a question needs stay cited after dedupe. Only this user's
-                // memories and messages qualify.
-                for drop in input.drops.as_array().into_iter().flatten() {
-                    let evidence: Vec<&str> = drop
-                        .get("evidence")
-                        .and_then(Value::as_array)
-                        .into_iter()
-                        .flatten()
-                        .filter_map(Value::as_str)
-                        .collect();
-                    let by_key = drop.get("reason").and_then(Value::as_str) == Some("duplicate_of_existing");
-                    let target = match (drop.get("duplicate_of").and_then(Value::as_str), by_key) {
-                        (Some(memory_id), _) => Some((memory_id.to_owned(), false)),
-                        (None, true) => drop
-                            .get("text")
-                            .and_then(Value::as_str)
-                            .map(|text| (dedupe_key(text), true)),
-                        (None, false) => None,
-                    };
-                    let Some((target, is_key)) = target else { continue };
-                    let sql = if is_key {
-                        "INSERT INTO memory_evidence (memory_id, message_id)
-                         SELECT m.id, $2 FROM memories m
-                         WHERE m.user_id = $3 AND m.dedupe_key = $1 AND m.archived_at IS NULL
-                           AND EXISTS (SELECT 1 FROM messages WHERE id = $2 AND user_id = $3)
-                         ON CONFLICT DO NOTHING"
-                    } else {
-                        "INSERT INTO memory_evidence (memory_id, message_id)
-                         SELECT m.id, $2 FROM memories m
-                         WHERE m.id = $1 AND m.user_id = $3
-                           AND EXISTS (SELECT 1 FROM messages WHERE id = $2 AND user_id = $3)
-                         ON CONFLICT DO NOTHING"
-                    };
-                    for message_id in evidence {
-                        sqlx::query(sql)
-                            .bind(&target)
-                            .bind(message_id)
-                            .bind(input.user_id.to_string())
-                            .execute(&mut *tx)
-                            .await?;
-                    }
-                }
-                // The extractor's pointers (known memories it relates to or merges, and other items
-                // of this response) become link hints: relationship classification's first
-                // candidates. Hinted items that were not written have no memory to point at.
-                for (memory_id, &position) in memory_ids.iter().zip(&item_positions) {
-                    let item = &input.items[position];
-                    let mut hints: Vec<String> = item
-                        .related_memory_ids
-                        .iter()
-                        .chain(&item.consolidates_memory_ids)
-                        .map(ToString::to_string)
-                        .collect();
-                    for &hinted in &item.linking_hints {
-                        if let Some(slot) = item_positions.iter().position(|&written| written == hinted) {
-                            hints.push(memory_ids[slot].to_string());
-                        }
-                    }
-                    hints.sort();
-                    hints.dedup();
-                    if !hints.is_empty() {
-                        sqlx::query("UPDATE memories SET link_hints = $2 WHERE id = $1")
-                            .bind(memory_id.to_string())
-                            .bind(Json(&hints))
-                            .execute(&mut *tx)
-                            .await?;
-                    }
-                }
-                // Cached vector indexes compare this version with their own (DESIGN §10).
-                let memory_version: i64 = sqlx::query_scalar(
-                    "UPDATE users SET memory_version = memory_version + $2 WHERE id = $1 RETURNING memory_version",
-                )
-                .bind(input.user_id.to_string())
-                .bind(i64::from(!memory_ids.is_empty()))
-                .fetch_one(&mut *tx)
-                .await?;
-                let mut segment_extracted = false;
-                let mut operation_id = None;
-                if let Some(reason) = &input.replay {
-                    let id = OperationId::new_v7();
-                    let written: Vec<Value> = memory_ids
-                        .iter()
-                        .zip(&item_positions)
-                        .map(|(memory_id, &position)| {
-                            serde_json::json!({ "memory_id": memory_id, "text": input.items[position].text })
-                        })
-                        .collect();
-                    sqlx::query(
-                        "INSERT INTO operations (id, kind, user_id, request_id, reason, before, after, applied_at)
-                         VALUES ($1, 'replay', $2, $3, $4, $5, $6, $7)",
-                    )
-                    .bind(id.to_string())
-                    .bind(input.user_id.to_string())
-                    .bind(input.request_id.to_string())
-                    .bind(reason)
-                    .bind(Json(serde_json::json!({ "memories": [] })))
-                    .bind(Json(serde_json::json!({ "memories": written, "drops": input.drops })))
-                    .bind(input.now)
-                    .execute(&mut *tx)
+                    tx.execute(sql!(
+                        "INSERT INTO memory_entities (memory_id, entity_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+                        memory_id,
+                        &entity_id
+                    ))
                     .await?;
-                    operation_id = Some(id);
-                } else if let Some(segment_id) = input.segment_id {
-                    segment_extracted = sqlx::query(
+                }
+                memory_ids.push(memory_id);
+                item_positions.push(position);
+            }
+            tx.pass_on_dropped_evidence(input).await?;
+            // The extractor's pointers (known memories it relates to or merges, and other items
+            // of this response) become link hints: relationship classification's first
+            // candidates. Hinted items that were not written have no memory to point at.
+            for (memory_id, &position) in memory_ids.iter().zip(&item_positions) {
+                let item = &input.items[position];
+                let mut hints: Vec<String> = item
+                    .related_memory_ids
+                    .iter()
+                    .chain(&item.consolidates_memory_ids)
+                    .map(ToString::to_string)
+                    .collect();
+                for &hinted in &item.linking_hints {
+                    if let Some(slot) = item_positions.iter().position(|&written| written == hinted) {
+                        hints.push(memory_ids[slot].to_string());
+                    }
+                }
+                hints.sort();
+                hints.dedup();
+                if !hints.is_empty() {
+                    tx.execute(sql!(
+                        "UPDATE memories SET link_hints = $2 WHERE id = $1",
+                        memory_id,
+                        Arg::json(&hints)
+                    ))
+                    .await?;
+                }
+            }
+            // Cached vector indexes compare this version with their own, so a write by any
+            // process makes every other process reload this user's vectors.
+            let memory_version: i64 = tx
+                .scalar_one(sql!(
+                    "UPDATE users SET memory_version = memory_version + $2 WHERE id = $1 RETURNING memory_version",
+                    input.user_id,
+                    i64::from(!memory_ids.is_empty())
+                ))
+                .await?;
+            let mut segment_extracted = false;
+            let mut operation_id = None;
+            if let Some(reason) = &input.replay {
+                let id = OperationId::new_v7();
+                let written: Vec<Value> = memory_ids
+                    .iter()
+                    .zip(&item_positions)
+                    .map(|(memory_id, &position)| {
+                        serde_json::json!({ "memory_id": memory_id, "text": input.items[position].text })
+                    })
+                    .collect();
+                tx.execute(sql!(
+                    "INSERT INTO operations (id, kind, user_id, request_id, reason, before, after, applied_at)
+                     VALUES ($1, 'replay', $2, $3, $4, $5, $6, $7)",
+                    id,
+                    input.user_id,
+                    input.request_id,
+                    reason,
+                    Arg::json(&serde_json::json!({ "memories": [] })),
+                    Arg::json(&serde_json::json!({ "memories": written, "drops": input.drops })),
+                    input.now
+                ))
+                .await?;
+                operation_id = Some(id);
+            } else if let Some(segment_id) = input.segment_id {
+                segment_extracted = tx
+                    .execute(sql!(
                         "UPDATE segments SET status = 'extracted', extracted_at = $2, prompt_version = $3, model = $4,
                                              claimed_by = NULL, claimed_until = NULL, last_error = NULL
                          WHERE id = $1 AND status <> 'extracted'
                            AND planned_chunks IS NOT NULL
                            AND planned_chunks <= (SELECT COUNT(DISTINCT chunk_index) FROM llm_requests
                                                   WHERE segment_id = $1 AND purpose = 'extraction' AND status = 'applied')",
-                    )
-                    .bind(segment_id.to_string())
-                    .bind(input.now)
-                    .bind(&input.prompt_version)
-                    .bind(&input.model)
-                    .execute(&mut *tx)
+                        segment_id,
+                        input.now,
+                        &input.prompt_version,
+                        &input.model
+                    ))
                     .await?
-                    .rows_affected()
-                        == 1;
-                }
-                Ok(ApplyOutcome::Applied {
-                    memory_ids,
-                    item_positions,
-                    memory_version,
-                    n_duplicates_at_write,
-                    n_erased_at_write,
-                    segment_extracted,
-                    operation_id,
-                })
+                    == 1;
             }
+            Ok(ApplyOutcome::Applied {
+                memory_ids,
+                item_positions,
+                memory_version,
+                n_duplicates_at_write,
+                n_erased_at_write,
+                segment_extracted,
+                operation_id,
+            })
         })
+        .await
     }
 
     /// Records a failed attempt: the segment is due again after `retry_after`, or `dead` when out of attempts.
@@ -773,25 +713,27 @@ impl Store {
         now: DateTime<Utc>,
     ) -> Result<ClaimedSegment> {
         let lease_until = now + Duration::minutes(15);
-        let claimed: Option<(String, i64)> = in_write_tx!(self, |tx| {
-            sqlx::query("UPDATE segments SET status = 'closed', close_reason = 'manual', closed_at = $2 WHERE id = $1 AND status = 'open'")
-                .bind(segment_id.to_string())
-                .bind(now)
-                .execute(&mut *tx)
+        let claimed: Option<(String, i64)> = self
+            .write(async |tx| {
+                tx.execute(sql!(
+                    "UPDATE segments SET status = 'closed', close_reason = 'manual', closed_at = $2 WHERE id = $1 AND status = 'open'",
+                    segment_id,
+                    now
+                ))
                 .await?;
-            sqlx::query_as(
-                "UPDATE segments SET status = 'extracting', claimed_by = $2, claimed_until = $3, attempts = attempts + 1,
-                                     next_attempt_at = NULL
-                 WHERE id = $1 AND (status IN ('closed', 'failed', 'dead') OR (status = 'extracting' AND claimed_until <= $4))
-                 RETURNING user_id, attempts",
-            )
-            .bind(segment_id.to_string())
-            .bind(worker)
-            .bind(lease_until)
-            .bind(now)
-            .fetch_optional(&mut *tx)
-            .await?
-        });
+                tx.fetch_optional(sql!(
+                    "UPDATE segments SET status = 'extracting', claimed_by = $2, claimed_until = $3, attempts = attempts + 1,
+                                         next_attempt_at = NULL
+                     WHERE id = $1 AND (status IN ('closed', 'failed', 'dead') OR (status = 'extracting' AND claimed_until <= $4))
+                     RETURNING user_id, attempts",
+                    segment_id,
+                    worker,
+                    lease_until,
+                    now
+                ))
+                .await
+            })
+            .await?;
         if let Some((user_id, attempt)) = claimed {
             return Ok(ClaimedSegment {
                 id: segment_id,
@@ -973,5 +915,50 @@ impl Store {
                 .rows_affected()
         });
         Ok(updated == 1)
+    }
+}
+
+impl WriteTx {
+    /// A dropped duplicate of a stored memory passes its turns on as that memory's evidence, so
+    /// the facts a question needs stay cited after dedupe. Only this user's memories and messages
+    /// qualify.
+    async fn pass_on_dropped_evidence(&mut self, input: &ApplyInput) -> Result<()> {
+        for drop in input.drops.as_array().into_iter().flatten() {
+            let evidence: Vec<&str> = drop
+                .get("evidence")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .collect();
+            let by_key = drop.get("reason").and_then(Value::as_str) == Some("duplicate_of_existing");
+            let target = match (drop.get("duplicate_of").and_then(Value::as_str), by_key) {
+                (Some(memory_id), _) => Some((memory_id.to_owned(), false)),
+                (None, true) => drop
+                    .get("text")
+                    .and_then(Value::as_str)
+                    .map(|text| (dedupe_key(text), true)),
+                (None, false) => None,
+            };
+            let Some((target, is_key)) = target else { continue };
+            let statement = if is_key {
+                "INSERT INTO memory_evidence (memory_id, message_id)
+                 SELECT m.id, $2 FROM memories m
+                 WHERE m.user_id = $3 AND m.dedupe_key = $1 AND m.archived_at IS NULL
+                   AND EXISTS (SELECT 1 FROM messages WHERE id = $2 AND user_id = $3)
+                 ON CONFLICT DO NOTHING"
+            } else {
+                "INSERT INTO memory_evidence (memory_id, message_id)
+                 SELECT m.id, $2 FROM memories m
+                 WHERE m.id = $1 AND m.user_id = $3
+                   AND EXISTS (SELECT 1 FROM messages WHERE id = $2 AND user_id = $3)
+                 ON CONFLICT DO NOTHING"
+            };
+            for message_id in evidence {
+                self.execute(sql!(statement, &target, message_id, input.user_id))
+                    .await?;
+            }
+        }
+        Ok(())
     }
 }

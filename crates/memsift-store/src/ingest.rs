@@ -11,9 +11,9 @@ use chrono::{DateTime, Duration, Utc};
 use memsift_core::segment::{Placement, place_message};
 use memsift_core::{MessageId, SegmentId, UserId};
 use serde::Serialize;
-use sqlx::types::Json;
 
-use crate::{Result, Store, in_write_tx};
+use crate::tx::{Arg, sql};
+use crate::{Result, Store};
 
 pub use memsift_core::message::NewMessage;
 
@@ -54,32 +54,33 @@ impl Store {
             n_offered: messages.len() as u64,
             ..IngestReport::default()
         };
-        in_write_tx!(self, |tx| {
+        self.write(async |tx| {
             let mut users: HashMap<&str, UserId> = HashMap::new();
             let mut open_segments: HashMap<(UserId, &str), Option<OpenSegment>> = HashMap::new();
             for (message_idx, message) in messages.iter().enumerate() {
                 let user_id = match users.get(message.user_external_id.as_str()) {
                     Some(user_id) => *user_id,
                     None => {
-                        let created: Option<String> = sqlx::query_scalar(
-                            "INSERT INTO users (id, external_id, created_at) VALUES ($1, $2, $3)
-                             ON CONFLICT (external_id) DO NOTHING RETURNING id",
-                        )
-                        .bind(UserId::new_v7().to_string())
-                        .bind(&message.user_external_id)
-                        .bind(now)
-                        .fetch_optional(&mut *tx)
-                        .await?;
+                        let created: Option<String> = tx
+                            .scalar_optional(sql!(
+                                "INSERT INTO users (id, external_id, created_at) VALUES ($1, $2, $3)
+                                 ON CONFLICT (external_id) DO NOTHING RETURNING id",
+                                UserId::new_v7(),
+                                &message.user_external_id,
+                                now
+                            ))
+                            .await?;
                         let id_text = match created {
                             Some(id_text) => {
                                 report.n_users_created += 1;
                                 id_text
                             }
                             None => {
-                                sqlx::query_scalar("SELECT id FROM users WHERE external_id = $1")
-                                    .bind(&message.user_external_id)
-                                    .fetch_one(&mut *tx)
-                                    .await?
+                                tx.scalar_one(sql!(
+                                    "SELECT id FROM users WHERE external_id = $1",
+                                    &message.user_external_id
+                                ))
+                                .await?
                             }
                         };
                         let user_id = UserId::parse(&id_text).map_err(|error| crate::corrupt("users", error))?;
@@ -89,12 +90,13 @@ impl Store {
                 };
 
                 let dedupe_key = message.dedupe_key();
-                let already: Option<String> =
-                    sqlx::query_scalar("SELECT id FROM messages WHERE user_id = $1 AND dedupe_key = $2")
-                        .bind(user_id.to_string())
-                        .bind(&dedupe_key)
-                        .fetch_optional(&mut *tx)
-                        .await?;
+                let already: Option<String> = tx
+                    .scalar_optional(sql!(
+                        "SELECT id FROM messages WHERE user_id = $1 AND dedupe_key = $2",
+                        user_id,
+                        &dedupe_key
+                    ))
+                    .await?;
                 if already.is_some() {
                     report.n_already_stored += 1;
                     progress(message_idx as u64 + 1);
@@ -105,14 +107,14 @@ impl Store {
                 let open = match open_segments.get(&conversation_slot) {
                     Some(known) => *known,
                     None => {
-                        let row: Option<(String, DateTime<Utc>, i64)> = sqlx::query_as(
-                            "SELECT id, last_message_at, n_messages FROM segments
-                             WHERE user_id = $1 AND conversation_key = $2 AND status = 'open'",
-                        )
-                        .bind(user_id.to_string())
-                        .bind(&message.conversation_key)
-                        .fetch_optional(&mut *tx)
-                        .await?;
+                        let row: Option<(String, DateTime<Utc>, i64)> = tx
+                            .fetch_optional(sql!(
+                                "SELECT id, last_message_at, n_messages FROM segments
+                                 WHERE user_id = $1 AND conversation_key = $2 AND status = 'open'",
+                                user_id,
+                                &message.conversation_key
+                            ))
+                            .await?;
                         let open = match row {
                             Some((id_text, last_at, n_messages)) => Some(OpenSegment {
                                 id: SegmentId::parse(&id_text).map_err(|error| crate::corrupt("segments", error))?,
@@ -127,12 +129,11 @@ impl Store {
                 };
                 let placement = place_message(open.map(|segment| segment.last_at), message.at, idle_timeout);
                 if let (Placement::CloseAndStart, Some(idle_segment)) = (placement, open) {
-                    sqlx::query(
+                    tx.execute(sql!(
                         "UPDATE segments SET status = 'closed', close_reason = 'idle', closed_at = $2 WHERE id = $1",
-                    )
-                    .bind(idle_segment.id.to_string())
-                    .bind(idle_segment.last_at + idle_timeout)
-                    .execute(&mut *tx)
+                        idle_segment.id,
+                        idle_segment.last_at + idle_timeout
+                    ))
                     .await?;
                     report.n_segments_closed += 1;
                 }
@@ -140,18 +141,17 @@ impl Store {
                     (Placement::Join, Some(open)) => open,
                     _ => {
                         let segment_id = SegmentId::new_v7();
-                        sqlx::query(
+                        tx.execute(sql!(
                             "INSERT INTO segments (id, user_id, conversation_key, external_id, status,
                                                    first_message_at, last_message_at, n_messages, created_at)
                              VALUES ($1, $2, $3, $4, 'open', $5, $5, 0, $6)",
-                        )
-                        .bind(segment_id.to_string())
-                        .bind(user_id.to_string())
-                        .bind(&message.conversation_key)
-                        .bind(&message.segment_name)
-                        .bind(message.at)
-                        .bind(now)
-                        .execute(&mut *tx)
+                            segment_id,
+                            user_id,
+                            &message.conversation_key,
+                            &message.segment_name,
+                            message.at,
+                            now
+                        ))
                         .await?;
                         report.n_segments_started += 1;
                         OpenSegment {
@@ -162,66 +162,64 @@ impl Store {
                     }
                 };
 
-                sqlx::query(
+                let referenced: Vec<String> = message
+                    .referenced_memory_ids
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect();
+                tx.execute(sql!(
                     "INSERT INTO messages (id, user_id, segment_id, seq, role, speaker, content, created_at, external_id, dedupe_key,
                                            referenced_memory_ids)
                      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
-                )
-                .bind(MessageId::new_v7().to_string())
-                .bind(user_id.to_string())
-                .bind(segment.id.to_string())
-                .bind(segment.n_messages)
-                .bind(message.role.as_str())
-                .bind(&message.speaker)
-                .bind(&message.content)
-                .bind(message.at)
-                .bind(&message.external_id)
-                .bind(&dedupe_key)
-                .bind(Json(
-                    message
-                        .referenced_memory_ids
-                        .iter()
-                        .map(ToString::to_string)
-                        .collect::<Vec<_>>(),
+                    MessageId::new_v7(),
+                    user_id,
+                    segment.id,
+                    segment.n_messages,
+                    message.role.as_str(),
+                    &message.speaker,
+                    &message.content,
+                    message.at,
+                    &message.external_id,
+                    &dedupe_key,
+                    Arg::json(&referenced)
                 ))
-                .execute(&mut *tx)
                 .await?;
                 report.n_added += 1;
                 segment.n_messages += 1;
                 segment.last_at = segment.last_at.max(message.at);
 
                 if message.boundary_after {
-                    sqlx::query(
+                    tx.execute(sql!(
                         "UPDATE segments SET last_message_at = $2, n_messages = $3, status = 'closed',
                                              close_reason = 'boundary', closed_at = $2,
                                              first_message_at = CASE WHEN first_message_at > $4 THEN $4 ELSE first_message_at END
                          WHERE id = $1",
-                    )
-                    .bind(segment.id.to_string())
-                    .bind(segment.last_at)
-                    .bind(segment.n_messages)
-                    .bind(message.at)
-                    .execute(&mut *tx)
+                        segment.id,
+                        segment.last_at,
+                        segment.n_messages,
+                        message.at
+                    ))
                     .await?;
                     report.n_segments_closed += 1;
                     open_segments.insert(conversation_slot, None);
                 } else {
-                    sqlx::query(
+                    tx.execute(sql!(
                         "UPDATE segments SET last_message_at = $2, n_messages = $3,
                                              first_message_at = CASE WHEN first_message_at > $4 THEN $4 ELSE first_message_at END
                          WHERE id = $1",
-                    )
-                    .bind(segment.id.to_string())
-                    .bind(segment.last_at)
-                    .bind(segment.n_messages)
-                    .bind(message.at)
-                    .execute(&mut *tx)
+                        segment.id,
+                        segment.last_at,
+                        segment.n_messages,
+                        message.at
+                    ))
                     .await?;
                     open_segments.insert(conversation_slot, Some(segment));
                 }
                 progress(message_idx as u64 + 1);
             }
-        });
+            Ok(())
+        })
+        .await?;
         Ok(report)
     }
 
@@ -263,26 +261,27 @@ impl Store {
         segment_id: SegmentId,
         now: DateTime<Utc>,
     ) -> Result<Option<ClosedSegment>> {
-        let row: Option<(String, bool)> = in_write_tx!(self, |tx| {
-            let closed = sqlx::query(
-                "UPDATE segments SET status = 'closed', close_reason = 'manual', closed_at = $3
-                 WHERE id = $1 AND status = 'open' AND user_id = (SELECT id FROM users WHERE external_id = $2)",
-            )
-            .bind(segment_id.to_string())
-            .bind(user)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
-            let status: Option<String> = sqlx::query_scalar(
-                "SELECT s.status FROM segments s JOIN users u ON u.id = s.user_id WHERE s.id = $1 AND u.external_id = $2",
-            )
-            .bind(segment_id.to_string())
-            .bind(user)
-            .fetch_optional(&mut *tx)
+        let row: Option<(String, bool)> = self
+            .write(async |tx| {
+                let closed = tx
+                    .execute(sql!(
+                        "UPDATE segments SET status = 'closed', close_reason = 'manual', closed_at = $3
+                         WHERE id = $1 AND status = 'open' AND user_id = (SELECT id FROM users WHERE external_id = $2)",
+                        segment_id,
+                        user,
+                        now
+                    ))
+                    .await?;
+                let status: Option<String> = tx
+                    .scalar_optional(sql!(
+                        "SELECT s.status FROM segments s JOIN users u ON u.id = s.user_id WHERE s.id = $1 AND u.external_id = $2",
+                        segment_id,
+                        user
+                    ))
+                    .await?;
+                Ok(status.map(|status| (status, closed > 0)))
+            })
             .await?;
-            status.map(|status| (status, closed > 0))
-        });
         Ok(row.map(|(status, closed_now)| ClosedSegment {
             id: segment_id.to_string(),
             status,

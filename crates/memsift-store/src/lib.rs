@@ -3,11 +3,12 @@
 //! **Architecture invariant:** every SQL statement of the project lives in this crate. Callers see
 //! typed rows and typed ids, never a pool or a query string.
 //!
-//! One `Store` serves both backends. Each method's body is written once and compiled twice by the
-//! [`on_pool`] and [`in_write_tx`] macros, so the SQL text is shared (`$1` placeholders,
-//! `ON CONFLICT`, `RETURNING` work on both) and only the few statements that must differ (claims
-//! with `FOR UPDATE SKIP LOCKED`) branch on the backend. Write transactions on SQLite start with
-//! `BEGIN IMMEDIATE`, so two writers queue on `busy_timeout` instead of failing with `SQLITE_BUSY`.
+//! One `Store` serves both backends, and the SQL text is shared (`$1` placeholders, `ON CONFLICT`,
+//! `RETURNING` work on both); only the few statements that must differ (claims with
+//! `FOR UPDATE SKIP LOCKED`) branch on the backend. Every write runs in `Store::write` (module
+//! `tx`), which commits exactly when its body returns `Ok`; reads run on the pool through
+//! [`on_pool`]. Write transactions on SQLite start with `BEGIN IMMEDIATE`, so two writers queue on
+//! `busy_timeout` instead of failing with `SQLITE_BUSY`.
 
 #![deny(missing_docs)]
 
@@ -18,38 +19,45 @@ use std::time::Duration;
 use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{ConnectOptions, Connection};
 
 mod erasure;
 mod extraction;
+#[cfg(feature = "test-support")]
+mod fixtures;
 mod ingest;
+mod journal;
 mod lifecycle;
 mod listing;
-mod postprocess;
+mod memory_insert;
 mod schedules;
 mod scoring;
+mod stage;
 #[cfg(feature = "test-support")]
 pub mod testing;
+mod tx;
 mod vectors;
 mod work;
 
 pub use erasure::ErasureReceipt;
 pub use extraction::{ApplyInput, ApplyOutcome, ClaimedSegment, ItemEmbeddings, NewRequest, SegmentTurn, StoredOutput};
+#[cfg(feature = "test-support")]
+pub use fixtures::UserRows;
 pub use ingest::{ClosedSegment, IngestReport, NewMessage};
 pub use lifecycle::{MemoryState, Revised, Revision, Undone};
 pub use listing::{CostRow, Counts, MemoryRow, MetricsSnapshot, RequestDetail, RequestRow, SegmentRow, UsageTotals};
-#[cfg(feature = "test-support")]
-pub use postprocess::UserRows;
-pub use postprocess::{
+pub use schedules::ScheduleRow;
+pub use scoring::{ScoringPolicy, ScoringReport, importance};
+pub use stage::{
     Covered, EntityDecision, EntityRow, NewLink, ProposalToReview, RefinementRules, Replacement, ReviewMemory, RunCap,
     StageApplied, StageMemory, StageOutcome,
 };
-pub use schedules::ScheduleRow;
-pub use scoring::{ScoringPolicy, ScoringReport, importance};
+pub use tx::{storable_json, storable_text};
 pub use vectors::{
     LoadedIndex, MemoryToEmbed, MemoryVector, Neighbour, UserVectors, VectorCache, VectorIndex, VectorIndexError, dot,
     vector_from_le_bytes, vector_to_le_bytes,
 };
-pub use work::{BatchRow, PackPolicy, PackedBatch, ReplanReport, RequestUsage, WorkRequest};
+pub use work::{ApplyFailure, BatchRow, PackPolicy, PackedBatch, ReplanReport, RequestUsage, WorkRequest};
 
 static SQLITE_MIGRATOR: Migrator = sqlx::migrate!("../../migrations/sqlite");
 static POSTGRES_MIGRATOR: Migrator = sqlx::migrate!("../../migrations/postgres");
@@ -65,20 +73,22 @@ pub enum StoreError {
         /// Why.
         reason: String,
     },
+    // The driver's error is part of each message below and deliberately not a `source`: a chain
+    // printed with `{:#}` would otherwise repeat it once per layer.
     /// The database could not be reached or opened.
-    #[error("cannot open the {backend} database: {source}")]
+    #[error("cannot open the {backend} database: {cause}")]
     Connect {
         /// `sqlite` or `postgres`.
         backend: &'static str,
         /// The driver's error.
-        source: sqlx::Error,
+        cause: sqlx::Error,
     },
     /// Applying migrations failed.
     #[error("database migration failed: {0}")]
-    Migrate(#[from] sqlx::migrate::MigrateError),
+    Migrate(sqlx::migrate::MigrateError),
     /// A statement failed; transient on PostgreSQL connection loss, a bug otherwise.
     #[error("database error: {0}")]
-    Sql(#[from] sqlx::Error),
+    Sql(sqlx::Error),
     /// A stored value does not parse (a row written by a newer memsift, or by hand).
     #[error("corrupt row in {table}: {detail}")]
     Corrupt {
@@ -93,6 +103,49 @@ pub enum StoreError {
     /// The caller asked for something the data does not allow; the message says what to do.
     #[error("{0}")]
     Invalid(String),
+}
+
+impl From<sqlx::Error> for StoreError {
+    fn from(error: sqlx::Error) -> Self {
+        StoreError::Sql(error)
+    }
+}
+
+impl From<sqlx::migrate::MigrateError> for StoreError {
+    fn from(error: sqlx::migrate::MigrateError) -> Self {
+        StoreError::Migrate(error)
+    }
+}
+
+impl StoreError {
+    /// Whether the database itself was unreachable or busy (a dropped connection, a pool timeout,
+    /// a lock wait that ran out), so the same call may succeed later. Such a failure says nothing
+    /// about the item being written and must not count against it.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            StoreError::Sql(error) | StoreError::Connect { cause: error, .. } => {
+                matches!(
+                    error,
+                    sqlx::Error::Io(_)
+                        | sqlx::Error::PoolTimedOut
+                        | sqlx::Error::PoolClosed
+                        | sqlx::Error::WorkerCrashed
+                        | sqlx::Error::Protocol(_)
+                ) || matches!(error, sqlx::Error::Database(db) if is_busy_or_lost(db.as_ref()))
+            }
+            _ => false,
+        }
+    }
+}
+
+/// SQLite `SQLITE_BUSY`/`SQLITE_LOCKED`, PostgreSQL connection, serialization and deadlock
+/// failures, and admin shutdowns: conditions of the database, not of the statement.
+fn is_busy_or_lost(error: &dyn sqlx::error::DatabaseError) -> bool {
+    let code = error.code();
+    let code = code.as_deref().unwrap_or_default();
+    matches!(code, "5" | "6" | "261" | "517")
+        || code.starts_with("08")
+        || matches!(code, "40001" | "40P01" | "57P01" | "57P02" | "57P03")
 }
 
 /// A result with [`StoreError`].
@@ -151,29 +204,6 @@ macro_rules! on_pool {
 }
 pub(crate) use on_pool;
 
-/// Runs `$body` inside a write transaction `$tx` and commits it; an early `?` rolls back.
-///
-/// The body must not `return`: leave it with its value so the commit runs.
-macro_rules! in_write_tx {
-    ($store:expr, |$tx:ident| $body:expr) => {
-        match &$store.backend {
-            $crate::Backend::Sqlite(pool) => {
-                let mut $tx = pool.begin_with("BEGIN IMMEDIATE").await?;
-                let value = $body;
-                $tx.commit().await?;
-                value
-            }
-            $crate::Backend::Postgres(pool) => {
-                let mut $tx = pool.begin().await?;
-                let value = $body;
-                $tx.commit().await?;
-                value
-            }
-        }
-    };
-}
-pub(crate) use in_write_tx;
-
 impl Store {
     /// Opens the database at `url` (`sqlite://PATH`, `sqlite::memory:` or `postgres://…`).
     pub async fn connect(url: &str, options: &StoreOptions) -> Result<Store> {
@@ -219,9 +249,9 @@ impl Store {
             .max_connections(options.max_connections.max(1))
             .connect_with(connect_options)
             .await
-            .map_err(|source| StoreError::Connect {
+            .map_err(|cause| StoreError::Connect {
                 backend: "sqlite",
-                source,
+                cause,
             })?;
         Ok(Store {
             backend: Backend::Sqlite(pool),
@@ -234,9 +264,9 @@ impl Store {
             .acquire_timeout(Duration::from_secs(30))
             .connect_with(connect_options)
             .await
-            .map_err(|source| StoreError::Connect {
+            .map_err(|cause| StoreError::Connect {
                 backend: "postgres",
-                source,
+                cause,
             })?;
         Ok(Store {
             backend: Backend::Postgres(pool),
@@ -245,9 +275,37 @@ impl Store {
 
     /// Applies every pending migration of this backend.
     pub async fn migrate(&self) -> Result<()> {
+        self.migrate_up_to(None).await
+    }
+
+    /// Applies the pending migrations up to `version` (all when `None`); tests use a version to
+    /// fill an older schema before migrating it.
+    ///
+    /// On SQLite the migrations run on a connection of their own with foreign keys off: a
+    /// migration that rebuilds a table (SQLite's only way to change a constraint) drops the old
+    /// one, and with foreign keys on that drop would fire every `ON DELETE` action on the rows
+    /// pointing at it. Each such migration checks the foreign keys itself before it commits.
+    pub async fn migrate_up_to(&self, version: Option<i64>) -> Result<()> {
+        let up_to = |migrator: &Migrator| Migrator {
+            migrations: migrator
+                .migrations
+                .iter()
+                .filter(|migration| version.is_none_or(|version| migration.version <= version))
+                .cloned()
+                .collect(),
+            ..Migrator::DEFAULT
+        };
         match &self.backend {
-            Backend::Sqlite(pool) => SQLITE_MIGRATOR.run(pool).await?,
-            Backend::Postgres(pool) => POSTGRES_MIGRATOR.run(pool).await?,
+            Backend::Sqlite(pool) => {
+                let options = (*pool.connect_options()).clone().foreign_keys(false);
+                let mut connection = options.connect().await.map_err(|cause| StoreError::Connect {
+                    backend: "sqlite",
+                    cause,
+                })?;
+                up_to(&SQLITE_MIGRATOR).run(&mut connection).await?;
+                connection.close().await?;
+            }
+            Backend::Postgres(pool) => up_to(&POSTGRES_MIGRATOR).run(pool).await?,
         }
         Ok(())
     }

@@ -6,11 +6,15 @@
 
 use chrono::{DateTime, Utc};
 use memsift_core::text::{collapse_whitespace, dedupe_key};
-use memsift_core::{MemoryId, OperationId};
+use memsift_core::{MemoryId, OperationId, UserId};
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use sqlx::types::Json;
 
-use crate::{Result, Store, StoreError, in_write_tx};
+use crate::journal::{ROW_JOURNAL_KINDS, journaled_rows};
+use crate::memory_insert::{DEFAULT_IMPORTANCE, Inserted, MemoryInsert};
+use crate::tx::{Arg, sql};
+use crate::{Result, Store, StoreError, corrupt};
 
 /// Longest text a superseding memory may have, as the processor allows for extracted ones.
 const MAX_TEXT_CHARS: usize = 1000;
@@ -98,25 +102,6 @@ pub struct Undone {
     pub n_joins_restored: u64,
 }
 
-/// Marks a journal row undone and bumps its user's memory version (cached vector indexes reload),
-/// inside the caller's transaction.
-macro_rules! mark_undone {
-    ($tx:ident, $operation_id:expr, $now:expr) => {{
-        sqlx::query("UPDATE operations SET undone_at = $2 WHERE id = $1")
-            .bind($operation_id.to_string())
-            .bind($now)
-            .execute(&mut *$tx)
-            .await?;
-        sqlx::query(
-            "UPDATE users SET memory_version = memory_version + 1
-             WHERE id = (SELECT user_id FROM operations WHERE id = $1)",
-        )
-        .bind($operation_id.to_string())
-        .execute(&mut *$tx)
-        .await?;
-    }};
-}
-
 const STATE_COLUMNS: &str = "confidence, expires_at, archived_at, archive_reason, superseded_by, updated_at";
 
 impl Store {
@@ -153,127 +138,127 @@ impl Store {
             "SELECT {STATE_COLUMNS} FROM memories
              WHERE id = $1 AND user_id = (SELECT id FROM users WHERE external_id = $2)"
         );
-        in_write_tx!(self, |tx| {
-            let before: Option<MemoryState> = sqlx::query_as(&select)
-                .bind(memory_id.to_string())
-                .bind(user_external_id)
-                .fetch_optional(&mut *tx)
-                .await?;
-            match before {
-                None => Err(StoreError::NotFound(format!(
+        self.write(async |tx| {
+            let before: Option<MemoryState> = tx.fetch_optional(sql!(&select, memory_id, user_external_id)).await?;
+            let Some(before) = before else {
+                return Err(StoreError::NotFound(format!(
                     "user `{user_external_id}` has no memory {memory_id}; `memsift memories --user {user_external_id}` lists them"
-                ))),
-                Some(before) if before.archived_at.is_some() => Err(StoreError::Invalid(format!(
+                )));
+            };
+            if before.archived_at.is_some() {
+                return Err(StoreError::Invalid(format!(
                     "memory {memory_id} is archived ({}); undo that operation first",
                     before.archive_reason.clone().unwrap_or_default()
-                ))),
-                Some(before) => {
-                    let mut new_memory_id = None;
-                    match revision {
-                        Revision::Confirm => {
-                            sqlx::query("UPDATE memories SET confidence = 1.0, updated_at = $2 WHERE id = $1")
-                                .bind(memory_id.to_string())
-                                .bind(now)
-                                .execute(&mut *tx)
-                                .await?;
-                        }
-                        Revision::Expire => {
-                            sqlx::query(
-                                "UPDATE memories SET expires_at = $2, archived_at = $2, archive_reason = $3, updated_at = $2
-                                 WHERE id = $1",
-                            )
-                            .bind(memory_id.to_string())
-                            .bind(now)
-                            .bind(format!("expired: {reason}"))
-                            .execute(&mut *tx)
-                            .await?;
-                        }
-                        Revision::Supersede { .. } => {
-                            let text = content.clone().unwrap_or_default();
-                            let new_id = MemoryId::new_v7();
-                            // Archive first: the new text may normalise to the old one's key.
-                            sqlx::query(
-                                "UPDATE memories SET archived_at = $2, archive_reason = $3, updated_at = $2 WHERE id = $1",
-                            )
-                            .bind(memory_id.to_string())
-                            .bind(now)
-                            .bind(format!("superseded: {reason}"))
-                            .execute(&mut *tx)
-                            .await?;
-                            let inserted = sqlx::query(
-                                "INSERT INTO memories (id, user_id, text, dedupe_key, confidence, sensitive, temporal,
-                                                       prompt_version, created_at, updated_at)
-                                 SELECT $1, user_id, $2, $3, 1.0, sensitive, temporal, 'operator', $4, $4
-                                 FROM memories WHERE id = $5
-                                 ON CONFLICT (user_id, dedupe_key) WHERE archived_at IS NULL DO NOTHING",
-                            )
-                            .bind(new_id.to_string())
-                            .bind(&text)
-                            .bind(dedupe_key(&text))
-                            .bind(now)
-                            .bind(memory_id.to_string())
-                            .execute(&mut *tx)
-                            .await?
-                            .rows_affected();
-                            if inserted == 0 {
-                                // `return` drops the transaction, rolling back the archiving above.
-                                return Err(StoreError::Invalid(format!(
-                                    "user `{user_external_id}` already has an active memory saying that; supersede with that one instead"
-                                )));
-                            }
-                            // The pointer needs the new row to exist (a foreign key).
-                            sqlx::query("UPDATE memories SET superseded_by = $2 WHERE id = $1")
-                                .bind(memory_id.to_string())
-                                .bind(new_id.to_string())
-                                .execute(&mut *tx)
-                                .await?;
-                            new_memory_id = Some(new_id);
-                        }
-                    }
-                    let after: MemoryState = sqlx::query_as(&select)
-                        .bind(memory_id.to_string())
-                        .bind(user_external_id)
-                        .fetch_one(&mut *tx)
-                        .await?;
-                    let operation_id = OperationId::new_v7();
-                    let before_snapshot = Snapshot {
-                        memory_id: memory_id.to_string(),
-                        state: before,
-                        created_memory_id: None,
-                    };
-                    let after_snapshot = Snapshot {
-                        memory_id: memory_id.to_string(),
-                        state: after.clone(),
-                        created_memory_id: new_memory_id.map(|id| id.to_string()),
-                    };
-                    sqlx::query(
-                        "INSERT INTO operations (id, kind, user_id, reason, before, after, applied_at)
-                         SELECT $1, $2, user_id, $3, $4, $5, $6 FROM memories WHERE id = $7",
-                    )
-                    .bind(operation_id.to_string())
-                    .bind(revision.kind())
-                    .bind(reason)
-                    .bind(Json(&before_snapshot))
-                    .bind(Json(&after_snapshot))
-                    .bind(now)
-                    .bind(memory_id.to_string())
-                    .execute(&mut *tx)
+                )));
+            }
+            let (user_id, sensitive, temporal): (String, bool, String) = tx
+                .fetch_one(sql!("SELECT user_id, sensitive, temporal FROM memories WHERE id = $1", memory_id))
+                .await?;
+            let user_id = UserId::parse(&user_id).map_err(|error| corrupt("memories", error))?;
+            let mut new_memory_id = None;
+            match revision {
+                Revision::Confirm => {
+                    tx.execute(sql!(
+                        "UPDATE memories SET confidence = 1.0, updated_at = $2 WHERE id = $1",
+                        memory_id,
+                        now
+                    ))
                     .await?;
-                    sqlx::query(
-                        "UPDATE users SET memory_version = memory_version + 1
-                         WHERE id = (SELECT user_id FROM memories WHERE id = $1)",
-                    )
-                    .bind(memory_id.to_string())
-                    .execute(&mut *tx)
+                }
+                Revision::Expire => {
+                    tx.execute(sql!(
+                        "UPDATE memories SET expires_at = $2, archived_at = $2, archive_reason = $3, updated_at = $2
+                         WHERE id = $1",
+                        memory_id,
+                        now,
+                        format!("expired: {reason}")
+                    ))
                     .await?;
-                    Ok(Revised {
-                        operation_id,
-                        new_memory_id,
-                        state: after,
-                    })
+                }
+                Revision::Supersede { .. } => {
+                    let text = content.clone().unwrap_or_default();
+                    let key = dedupe_key(&text);
+                    // Archive first: the new text may normalise to the old one's key.
+                    tx.execute(sql!(
+                        "UPDATE memories SET archived_at = $2, archive_reason = $3, updated_at = $2 WHERE id = $1",
+                        memory_id,
+                        now,
+                        format!("superseded: {reason}")
+                    ))
+                    .await?;
+                    let memory = MemoryInsert {
+                        user_id,
+                        text: &text,
+                        dedupe_key: &key,
+                        importance: DEFAULT_IMPORTANCE,
+                        confidence: 1.0,
+                        happens_at: None,
+                        expires_at: None,
+                        sensitive,
+                        temporal: &temporal,
+                        source_segment_id: None,
+                        source_request_id: None,
+                        prompt_version: "operator",
+                        refined_at: None,
+                        embedding: None,
+                        now,
+                    };
+                    // Each refusal returns an error, which rolls the archiving above back too.
+                    let new_id = match tx.insert_memory(&memory).await? {
+                        Inserted::Written(id) => id,
+                        Inserted::Duplicate => {
+                            return Err(StoreError::Invalid(format!(
+                                "user `{user_external_id}` already has an active memory saying that; supersede with that one instead"
+                            )));
+                        }
+                        Inserted::Erased => {
+                            return Err(StoreError::Invalid(format!(
+                                "user `{user_external_id}` had that fact erased; it cannot be stored again"
+                            )));
+                        }
+                    };
+                    // The pointer needs the new row to exist (a foreign key).
+                    tx.execute(sql!(
+                        "UPDATE memories SET superseded_by = $2 WHERE id = $1",
+                        memory_id,
+                        new_id
+                    ))
+                    .await?;
+                    new_memory_id = Some(new_id);
                 }
             }
+            let after: MemoryState = tx.fetch_one(sql!(&select, memory_id, user_external_id)).await?;
+            let operation_id = OperationId::new_v7();
+            let before_snapshot = Snapshot {
+                memory_id: memory_id.to_string(),
+                state: before,
+                created_memory_id: None,
+            };
+            let after_snapshot = Snapshot {
+                memory_id: memory_id.to_string(),
+                state: after.clone(),
+                created_memory_id: new_memory_id.map(|id| id.to_string()),
+            };
+            tx.execute(sql!(
+                "INSERT INTO operations (id, kind, user_id, reason, before, after, applied_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                operation_id,
+                revision.kind(),
+                user_id,
+                reason,
+                Arg::json(&before_snapshot),
+                Arg::json(&after_snapshot),
+                now
+            ))
+            .await?;
+            tx.bump_memory_version(user_id).await?;
+            Ok(Revised {
+                operation_id,
+                new_memory_id,
+                state: after,
+            })
         })
+        .await
     }
 
     /// A user's journal entries of one kind, oldest first (for audits, and undoing a run).
@@ -322,104 +307,91 @@ impl Store {
         operation_id: OperationId,
         now: DateTime<Utc>,
     ) -> Result<Undone> {
-        in_write_tx!(self, |tx| {
-            type OperationRow = (
-                String,
-                Json<serde_json::Value>,
-                Json<serde_json::Value>,
-                Option<DateTime<Utc>>,
-            );
-            let row: Option<OperationRow> = sqlx::query_as(
-                "SELECT o.kind, o.before, o.after, o.undone_at FROM operations o JOIN users u ON u.id = o.user_id
-                 WHERE o.id = $1 AND u.external_id = $2",
-            )
-            .bind(operation_id.to_string())
-            .bind(user_external_id)
-            .fetch_optional(&mut *tx)
-            .await?;
-            match row {
-                None => Err(StoreError::NotFound(format!(
+        self.write(async |tx| {
+            type OperationRow = (String, Json<Value>, Json<Value>, Option<DateTime<Utc>>);
+            let row: Option<OperationRow> = tx
+                .fetch_optional(sql!(
+                    "SELECT o.kind, o.before, o.after, o.undone_at FROM operations o JOIN users u ON u.id = o.user_id
+                     WHERE o.id = $1 AND u.external_id = $2",
+                    operation_id,
+                    user_external_id
+                ))
+                .await?;
+            let Some((kind, Json(before), Json(after), undone_at)) = row else {
+                return Err(StoreError::NotFound(format!(
                     "user `{user_external_id}` has no operation {operation_id}"
-                ))),
-                Some((_, _, _, Some(undone_at))) => Err(StoreError::Invalid(format!(
+                )));
+            };
+            if let Some(undone_at) = undone_at {
+                return Err(StoreError::Invalid(format!(
                     "operation {operation_id} was already undone at {undone_at}"
-                ))),
-                Some((kind, Json(before), Json(after), None))
-                    if crate::postprocess::ROW_JOURNAL_KINDS.contains(&kind.as_str()) =>
-                {
-                    let (before, after) = crate::postprocess::journaled_rows(before, after)?;
-                    crate::postprocess::restore_rows!(tx, &before, &after);
-                    mark_undone!(tx, operation_id, now);
-                    let restored: Vec<String> = before.memories.iter().map(|state| state.id.clone()).collect();
+                )));
+            }
+            if ROW_JOURNAL_KINDS.contains(&kind.as_str()) {
+                let (before, after) = journaled_rows(before, after)?;
+                tx.restore_rows(&before, &after).await?;
+                tx.mark_undone(operation_id, now).await?;
+                let restored: Vec<String> = before.memories.iter().map(|state| state.id.clone()).collect();
+                return Ok(Undone {
+                    operation_id,
+                    kind,
+                    memory_id: restored.first().cloned().unwrap_or_default(),
+                    deleted_memory_id: after.created_memory_ids.first().cloned(),
+                    n_links_restored: before.links.len() as u64,
+                    n_joins_restored: before.joins.len() as u64,
+                    restored_memory_ids: restored,
+                    deleted_memory_ids: after.created_memory_ids,
+                });
+            }
+            if !matches!(kind.as_str(), "confirm" | "supersede" | "expire" | "score_archive") {
+                return Err(StoreError::Invalid(format!(
+                    "operation {operation_id} is a `{kind}`, which undo cannot reverse yet"
+                )));
+            }
+            let before: Snapshot = serde_json::from_value(before).map_err(|error| corrupt("operations", error))?;
+            let after: Snapshot = serde_json::from_value(after).map_err(|error| corrupt("operations", error))?;
+            if let Some(created) = &after.created_memory_id {
+                tx.execute(sql!("DELETE FROM memories WHERE id = $1", created)).await?;
+            }
+            let state = &before.state;
+            let restored = tx
+                .execute(sql!(
+                    "UPDATE memories SET confidence = $2, expires_at = $3, archived_at = $4, archive_reason = $5,
+                                         superseded_by = $6, updated_at = $7
+                     WHERE id = $1",
+                    &before.memory_id,
+                    state.confidence,
+                    state.expires_at,
+                    state.archived_at,
+                    &state.archive_reason,
+                    &state.superseded_by,
+                    state.updated_at
+                ))
+                .await;
+            match restored {
+                // The error rolls back the delete above too.
+                Err(StoreError::Sql(sqlx::Error::Database(error))) if error.is_unique_violation() => {
+                    Err(StoreError::Invalid(format!(
+                        "cannot undo {operation_id}: memory {} would be active beside another active memory with the same text; archive that one first",
+                        before.memory_id
+                    )))
+                }
+                Err(error) => Err(error),
+                Ok(_) => {
+                    tx.mark_undone(operation_id, now).await?;
                     Ok(Undone {
                         operation_id,
                         kind,
-                        memory_id: restored.first().cloned().unwrap_or_default(),
-                        deleted_memory_id: after.created_memory_ids.first().cloned(),
-                        n_links_restored: before.links.len() as u64,
-                        n_joins_restored: before.joins.len() as u64,
-                        restored_memory_ids: restored,
-                        deleted_memory_ids: after.created_memory_ids,
+                        restored_memory_ids: vec![before.memory_id.clone()],
+                        deleted_memory_ids: after.created_memory_id.iter().cloned().collect(),
+                        memory_id: before.memory_id,
+                        deleted_memory_id: after.created_memory_id,
+                        n_links_restored: 0,
+                        n_joins_restored: 0,
                     })
-                }
-                Some((kind, _, _, None))
-                    if !matches!(kind.as_str(), "confirm" | "supersede" | "expire" | "score_archive") =>
-                {
-                    Err(StoreError::Invalid(format!(
-                        "operation {operation_id} is a `{kind}`, which undo cannot reverse yet"
-                    )))
-                }
-                Some((kind, Json(before), Json(after), None)) => {
-                    let before: Snapshot =
-                        serde_json::from_value(before).map_err(|error| crate::corrupt("operations", error))?;
-                    let after: Snapshot =
-                        serde_json::from_value(after).map_err(|error| crate::corrupt("operations", error))?;
-                    if let Some(created) = &after.created_memory_id {
-                        sqlx::query("DELETE FROM memories WHERE id = $1")
-                            .bind(created)
-                            .execute(&mut *tx)
-                            .await?;
-                    }
-                    let state = &before.state;
-                    let restored = sqlx::query(
-                        "UPDATE memories SET confidence = $2, expires_at = $3, archived_at = $4, archive_reason = $5,
-                                             superseded_by = $6, updated_at = $7
-                         WHERE id = $1",
-                    )
-                    .bind(&before.memory_id)
-                    .bind(state.confidence)
-                    .bind(state.expires_at)
-                    .bind(state.archived_at)
-                    .bind(&state.archive_reason)
-                    .bind(&state.superseded_by)
-                    .bind(state.updated_at)
-                    .execute(&mut *tx)
-                    .await;
-                    match restored {
-                        // `return` drops the transaction, rolling back the delete above too.
-                        Err(sqlx::Error::Database(error)) if error.is_unique_violation() => {
-                            return Err(StoreError::Invalid(format!(
-                                "cannot undo {operation_id}: memory {} would be active beside another active memory with the same text; archive that one first",
-                                before.memory_id
-                            )));
-                        }
-                        Err(error) => return Err(error.into()),
-                        Ok(_) => {
-                            mark_undone!(tx, operation_id, now);
-                            Ok(Undone {
-                                operation_id,
-                                kind,
-                                restored_memory_ids: vec![before.memory_id.clone()],
-                                deleted_memory_ids: after.created_memory_id.iter().cloned().collect(),
-                                memory_id: before.memory_id,
-                                deleted_memory_id: after.created_memory_id,
-                                n_links_restored: 0,
-                                n_joins_restored: 0,
-                            })
-                        }
-                    }
                 }
             }
         })
+        .await
     }
 }

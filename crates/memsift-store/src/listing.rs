@@ -445,22 +445,22 @@ impl Store {
         }
         // One statement per id keeps the SQL identical on both backends (no array binding on
         // SQLite); reads return at most a page of memories.
-        Ok(crate::in_write_tx!(self, |tx| {
+        self.write(async |tx| {
             let mut touched = 0;
             for id in memory_ids {
-                touched += sqlx::query(
-                    "UPDATE memories SET access_count = access_count + 1, last_accessed_at = $3
-                     WHERE id = $1 AND archived_at IS NULL AND user_id = (SELECT id FROM users WHERE external_id = $2)",
-                )
-                .bind(id)
-                .bind(user)
-                .bind(now)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
+                touched += tx
+                    .execute(crate::tx::sql!(
+                        "UPDATE memories SET access_count = access_count + 1, last_accessed_at = $3
+                         WHERE id = $1 AND archived_at IS NULL AND user_id = (SELECT id FROM users WHERE external_id = $2)",
+                        id,
+                        user,
+                        now
+                    ))
+                    .await?;
             }
-            touched
-        }))
+            Ok(touched)
+        })
+        .await
     }
 
     /// How often a memory was read and when last (for tests and admin views); `None` if absent.

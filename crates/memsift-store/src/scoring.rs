@@ -13,10 +13,10 @@
 use chrono::{DateTime, Utc};
 use memsift_core::OperationId;
 use serde::Serialize;
-use sqlx::types::Json;
 
 use crate::lifecycle::MemoryState;
-use crate::{Result, Store, in_write_tx, on_pool};
+use crate::tx::{Arg, sql};
+use crate::{Result, Store, on_pool};
 
 /// When memories are archived for low importance.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -141,58 +141,50 @@ impl Store {
         archive: &[(String, f64)],
         now: DateTime<Utc>,
     ) -> Result<()> {
-        in_write_tx!(self, |tx| {
+        self.write(async |tx| {
             for (row, score) in scored {
-                sqlx::query("UPDATE memories SET importance = $2 WHERE id = $1")
-                    .bind(&row.id)
-                    .bind(score)
-                    .execute(&mut *tx)
-                    .await?;
+                tx.execute(sql!(
+                    "UPDATE memories SET importance = $2 WHERE id = $1",
+                    &row.id,
+                    score
+                ))
+                .await?;
             }
             for (memory_id, score) in archive {
-                let before: MemoryState = sqlx::query_as(
+                const STATE: &str =
                     "SELECT confidence, expires_at, archived_at, archive_reason, superseded_by, updated_at
-                     FROM memories WHERE id = $1",
-                )
-                .bind(memory_id)
-                .fetch_one(&mut *tx)
-                .await?;
+                                     FROM memories WHERE id = $1";
+                let before: MemoryState = tx.fetch_one(sql!(STATE, memory_id)).await?;
                 let reason = format!("importance {score:.3} under the floor");
-                sqlx::query("UPDATE memories SET archived_at = $2, archive_reason = $3, updated_at = $2 WHERE id = $1")
-                    .bind(memory_id)
-                    .bind(now)
-                    .bind(format!("low importance: {reason}"))
-                    .execute(&mut *tx)
-                    .await?;
-                let after: MemoryState = sqlx::query_as(
-                    "SELECT confidence, expires_at, archived_at, archive_reason, superseded_by, updated_at
-                     FROM memories WHERE id = $1",
-                )
-                .bind(memory_id)
-                .fetch_one(&mut *tx)
+                tx.execute(sql!(
+                    "UPDATE memories SET archived_at = $2, archive_reason = $3, updated_at = $2 WHERE id = $1",
+                    memory_id,
+                    now,
+                    format!("low importance: {reason}")
+                ))
                 .await?;
-                sqlx::query(
+                let after: MemoryState = tx.fetch_one(sql!(STATE, memory_id)).await?;
+                tx.execute(sql!(
                     "INSERT INTO operations (id, kind, user_id, reason, before, after, applied_at)
                      SELECT $1, 'score_archive', user_id, $2, $3, $4, $5 FROM memories WHERE id = $6",
-                )
-                .bind(OperationId::new_v7().to_string())
-                .bind(&reason)
-                .bind(Json(serde_json::json!({ "memory_id": memory_id, "state": before })))
-                .bind(Json(serde_json::json!({ "memory_id": memory_id, "state": after })))
-                .bind(now)
-                .bind(memory_id)
-                .execute(&mut *tx)
+                    OperationId::new_v7(),
+                    &reason,
+                    Arg::json(&serde_json::json!({ "memory_id": memory_id, "state": before })),
+                    Arg::json(&serde_json::json!({ "memory_id": memory_id, "state": after })),
+                    now,
+                    memory_id
+                ))
                 .await?;
-                sqlx::query(
+                tx.execute(sql!(
                     "UPDATE users SET memory_version = memory_version + 1
                      WHERE id = (SELECT user_id FROM memories WHERE id = $1)",
-                )
-                .bind(memory_id)
-                .execute(&mut *tx)
+                    memory_id
+                ))
                 .await?;
             }
             Ok(())
         })
+        .await
     }
 }
 

@@ -34,19 +34,30 @@ pub fn pg_admin_url() -> String {
 impl TestDb {
     /// A store on a new SQLite file in a temporary directory.
     pub async fn sqlite() -> TestDb {
+        TestDb::sqlite_at(None).await
+    }
+
+    /// A store on a new PostgreSQL database.
+    pub async fn postgres() -> TestDb {
+        TestDb::postgres_at(None).await
+    }
+
+    /// A store on a new SQLite file, migrated up to `version` (every migration when `None`): for
+    /// tests that fill an older schema and then migrate it.
+    pub async fn sqlite_at(version: Option<i64>) -> TestDb {
         let dir = tempfile::tempdir().expect("temporary directory");
         let store = Store::open_sqlite_file(&dir.path().join("test.db"), &StoreOptions::default())
             .await
             .expect("open sqlite");
-        store.migrate().await.expect("migrate sqlite");
+        store.migrate_up_to(version).await.expect("migrate sqlite");
         TestDb {
             store,
             cleanup: Cleanup::Sqlite(dir),
         }
     }
 
-    /// A store on a new PostgreSQL database.
-    pub async fn postgres() -> TestDb {
+    /// A store on a new PostgreSQL database, migrated up to `version` (every migration when `None`).
+    pub async fn postgres_at(version: Option<i64>) -> TestDb {
         let admin = PgConnectOptions::from_str(&pg_admin_url()).expect("MEMSIFT_TEST_PG_URL is a postgres URL");
         let database = format!("memsift_test_{}", uuid::Uuid::now_v7().simple());
         let mut connection = PgConnection::connect_with(&admin).await.unwrap_or_else(|error| {
@@ -74,7 +85,7 @@ impl TestDb {
         )
         .await
         .expect("connect to test database");
-        store.migrate().await.expect("migrate postgres");
+        store.migrate_up_to(version).await.expect("migrate postgres");
         TestDb {
             store,
             cleanup: Cleanup::Postgres {

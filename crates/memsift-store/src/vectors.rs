@@ -14,7 +14,8 @@ use std::sync::{Arc, Mutex};
 
 use memsift_core::{MemoryId, UserId};
 
-use crate::{Result, Store, StoreError, corrupt, in_write_tx, on_pool};
+use crate::tx::sql;
+use crate::{Result, Store, StoreError, corrupt, on_pool};
 
 /// One active memory's stored embedding, as read back (any field may be missing or stale).
 #[derive(Clone, Debug, PartialEq)]
@@ -98,34 +99,31 @@ impl Store {
         }
         let bytes = vector_to_le_bytes(vector);
         let dimension = vector.len() as i64;
-        in_write_tx!(self, |tx| {
-            let updated: Option<String> = sqlx::query_scalar(
-                "UPDATE memories SET embedding = $1, embedding_model = $2, embedding_dim = $3
-                 WHERE id = $4 AND user_id = $5
-                 RETURNING id",
-            )
-            .bind(&bytes)
-            .bind(model_id)
-            .bind(dimension)
-            .bind(memory_id.to_string())
-            .bind(user_id.to_string())
-            .fetch_optional(&mut *tx)
-            .await?;
-            match updated {
-                None => Err(StoreError::NotFound(format!(
+        self.write(async |tx| {
+            let updated: Option<String> = tx
+                .scalar_optional(sql!(
+                    "UPDATE memories SET embedding = $1, embedding_model = $2, embedding_dim = $3
+                     WHERE id = $4 AND user_id = $5
+                     RETURNING id",
+                    bytes,
+                    model_id,
+                    dimension,
+                    memory_id,
+                    user_id
+                ))
+                .await?;
+            if updated.is_none() {
+                return Err(StoreError::NotFound(format!(
                     "user {user_id} has no memory {memory_id}"
-                ))),
-                Some(_) => {
-                    let version: i64 = sqlx::query_scalar(
-                        "UPDATE users SET memory_version = memory_version + 1 WHERE id = $1 RETURNING memory_version",
-                    )
-                    .bind(user_id.to_string())
-                    .fetch_one(&mut *tx)
-                    .await?;
-                    Ok(version)
-                }
+                )));
             }
+            tx.scalar_one(sql!(
+                "UPDATE users SET memory_version = memory_version + 1 WHERE id = $1 RETURNING memory_version",
+                user_id
+            ))
+            .await
         })
+        .await
     }
 
     /// Stores several of `user_id`'s memory embeddings (all made by `model_id`) in one transaction
@@ -146,28 +144,26 @@ impl Store {
                 format!("refusing to store an empty or non-finite embedding for memory {memory_id}"),
             ));
         }
-        in_write_tx!(self, |tx| {
+        self.write(async |tx| {
             for (memory_id, vector) in vectors {
-                sqlx::query(
+                tx.execute(sql!(
                     "UPDATE memories SET embedding = $1, embedding_model = $2, embedding_dim = $3
                      WHERE id = $4 AND user_id = $5",
-                )
-                .bind(vector_to_le_bytes(vector))
-                .bind(model_id)
-                .bind(vector.len() as i64)
-                .bind(memory_id.to_string())
-                .bind(user_id.to_string())
-                .execute(&mut *tx)
+                    vector_to_le_bytes(vector),
+                    model_id,
+                    vector.len(),
+                    memory_id,
+                    user_id
+                ))
                 .await?;
             }
-            let version: i64 = sqlx::query_scalar(
+            tx.scalar_one(sql!(
                 "UPDATE users SET memory_version = memory_version + 1 WHERE id = $1 RETURNING memory_version",
-            )
-            .bind(user_id.to_string())
-            .fetch_one(&mut *tx)
-            .await?;
-            Ok(version)
+                user_id
+            ))
+            .await
         })
+        .await
     }
 
     /// Bumps `user_id`'s memory version and returns the new value. Every write that changes a
@@ -267,31 +263,32 @@ impl Store {
             .map_err(|error| corrupt("memories", error))?
             .with_timezone(&chrono::Utc);
         let memory_id = MemoryId::new_v7();
-        let user_id: String = in_write_tx!(self, |tx| {
-            let user_id: String = sqlx::query_scalar(
-                "INSERT INTO users (id, external_id, created_at) VALUES ($1, $2, $3)
-                 ON CONFLICT (external_id) DO UPDATE SET external_id = excluded.external_id
-                 RETURNING id",
-            )
-            .bind(UserId::new_v7().to_string())
-            .bind(user_external_id)
-            .bind(now)
-            .fetch_one(&mut *tx)
+        let user_id: String = self
+            .write(async |tx| {
+                let user_id: String = tx
+                    .scalar_one(sql!(
+                        "INSERT INTO users (id, external_id, created_at) VALUES ($1, $2, $3)
+                         ON CONFLICT (external_id) DO UPDATE SET external_id = excluded.external_id
+                         RETURNING id",
+                        UserId::new_v7(),
+                        user_external_id,
+                        now
+                    ))
+                    .await?;
+                tx.execute(sql!(
+                    "INSERT INTO memories (id, user_id, text, dedupe_key, confidence, temporal, prompt_version,
+                                           created_at, updated_at)
+                     VALUES ($1, $2, $3, $4, 0.9, 'durable', 'test@1', $5, $5)",
+                    memory_id,
+                    &user_id,
+                    text,
+                    format!("{text}#{memory_id}"),
+                    now
+                ))
+                .await?;
+                Ok(user_id)
+            })
             .await?;
-            sqlx::query(
-                "INSERT INTO memories (id, user_id, text, dedupe_key, confidence, temporal, prompt_version,
-                                       created_at, updated_at)
-                 VALUES ($1, $2, $3, $4, 0.9, 'durable', 'test@1', $5, $5)",
-            )
-            .bind(memory_id.to_string())
-            .bind(&user_id)
-            .bind(text)
-            .bind(format!("{text}#{memory_id}"))
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
-            user_id
-        });
         Ok((
             UserId::parse(&user_id).map_err(|error| corrupt("users", error))?,
             memory_id,

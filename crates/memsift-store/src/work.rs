@@ -12,7 +12,8 @@ use serde::Serialize;
 use serde_json::Value;
 use sqlx::types::Json;
 
-use crate::{Result, Store, StoreError, corrupt, in_write_tx, on_pool};
+use crate::tx::sql;
+use crate::{Result, Store, StoreError, corrupt, on_pool};
 
 /// A request attempt as an executor or the coordinator needs it.
 #[derive(Clone, Debug, PartialEq)]
@@ -99,6 +100,31 @@ pub struct RequestUsage {
     pub cache_read_tokens: i64,
     /// USD.
     pub cost_usd: f64,
+}
+
+/// A planned batch-lane request and when it was planned (packing waits for the oldest).
+#[derive(sqlx::FromRow)]
+struct PackRow {
+    #[sqlx(flatten)]
+    work: WorkRow,
+    created_at: DateTime<Utc>,
+}
+
+/// What [`Store::record_apply_failure`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum ApplyFailure {
+    /// The answer stays `succeeded`; a later step tries again.
+    WillRetry {
+        /// Failed applies so far.
+        attempts: i64,
+    },
+    /// The request is now `failed` (quarantined), with the error.
+    Quarantined {
+        /// Failed applies in all.
+        attempts: i64,
+    },
+    /// The request was not waiting to be applied (applied meanwhile, or not answered).
+    NotPending,
 }
 
 #[derive(sqlx::FromRow)]
@@ -242,26 +268,26 @@ impl Store {
         usage: &RequestUsage,
         now: DateTime<Utc>,
     ) -> Result<bool> {
-        let updated = on_pool!(self, |pool| {
-            sqlx::query(
-                "UPDATE llm_requests SET status = 'succeeded', raw_output = $2, stop_reason = $3, completed_at = $4,
-                        input_tokens = $5, output_tokens = $6, cache_creation_tokens = $7, cache_read_tokens = $8,
-                        cost_usd = $9, claimed_by = NULL, claimed_until = NULL
-                 WHERE id = $1 AND status IN ('planned', 'submitted')",
-            )
-            .bind(request_id.to_string())
-            .bind(raw_output)
-            .bind(stop_reason)
-            .bind(now)
-            .bind(usage.input_tokens)
-            .bind(usage.output_tokens)
-            .bind(usage.cache_creation_tokens)
-            .bind(usage.cache_read_tokens)
-            .bind(usage.cost_usd)
-            .execute(pool)
-            .await?
-            .rows_affected()
-        });
+        let updated = self
+            .write(async |tx| {
+                tx.execute(sql!(
+                    "UPDATE llm_requests SET status = 'succeeded', raw_output = $2, stop_reason = $3, completed_at = $4,
+                            input_tokens = $5, output_tokens = $6, cache_creation_tokens = $7, cache_read_tokens = $8,
+                            cost_usd = $9, claimed_by = NULL, claimed_until = NULL
+                     WHERE id = $1 AND status IN ('planned', 'submitted')",
+                    request_id,
+                    raw_output,
+                    stop_reason,
+                    now,
+                    usage.input_tokens,
+                    usage.output_tokens,
+                    usage.cache_creation_tokens,
+                    usage.cache_read_tokens,
+                    usage.cost_usd
+                ))
+                .await
+            })
+            .await?;
         Ok(updated == 1)
     }
 
@@ -273,27 +299,30 @@ impl Store {
         error: &str,
         now: DateTime<Utc>,
     ) -> Result<bool> {
-        let updated = on_pool!(self, |pool| {
-            sqlx::query(
-                "UPDATE llm_requests SET status = $2, error = $3, completed_at = $4, claimed_by = NULL, claimed_until = NULL
-                 WHERE id = $1 AND status IN ('planned', 'submitted')",
-            )
-            .bind(request_id.to_string())
-            .bind(status.as_str())
-            .bind(error)
-            .bind(now)
-            .execute(pool)
-            .await?
-            .rows_affected()
-        });
+        let updated = self
+            .write(async |tx| {
+                tx.execute(sql!(
+                    "UPDATE llm_requests SET status = $2, error = $3, completed_at = $4, claimed_by = NULL, claimed_until = NULL
+                     WHERE id = $1 AND status IN ('planned', 'submitted')",
+                    request_id,
+                    status.as_str(),
+                    error,
+                    now
+                ))
+                .await
+            })
+            .await?;
         Ok(updated == 1)
     }
 
-    /// Requests answered but not yet applied (a crash between recording and applying leaves these).
+    /// Requests answered but not yet applied (a crash between recording and applying leaves
+    /// these, and so does an apply that failed). Answers whose applies failed fewer times come
+    /// first, so answers that keep failing (until they are quarantined) never starve the rest.
     pub async fn unapplied_answers(&self, limit: i64) -> Result<Vec<RequestId>> {
         let ids: Vec<String> = on_pool!(self, |pool| {
             sqlx::query_scalar(
-                "SELECT id FROM llm_requests WHERE status = 'succeeded' ORDER BY completed_at, id LIMIT $1",
+                "SELECT id FROM llm_requests WHERE status = 'succeeded'
+                 ORDER BY apply_attempts, completed_at, id LIMIT $1",
             )
             .bind(limit)
             .fetch_all(pool)
@@ -304,24 +333,71 @@ impl Store {
             .collect()
     }
 
+    /// Records that applying `request_id`'s answer failed with `error`. Below `max_apply_attempts`
+    /// failures the answer stays `succeeded` for the next step; at it, the request is quarantined
+    /// as `failed` with the error (and an extraction request's segment goes `dead` with the
+    /// reason, for an admin to retry), so one bad answer never holds up the others.
+    pub async fn record_apply_failure(
+        &self,
+        request_id: RequestId,
+        error: &str,
+        max_apply_attempts: i64,
+        now: DateTime<Utc>,
+    ) -> Result<ApplyFailure> {
+        let error = format!("applying the answer failed: {error}");
+        self.write(async |tx| {
+            let row: Option<(i64, String, Option<String>)> = tx
+                .fetch_optional(sql!(
+                    "UPDATE llm_requests SET apply_attempts = apply_attempts + 1, error = $2,
+                            status = CASE WHEN apply_attempts + 1 >= $3 THEN 'failed' ELSE status END,
+                            applied_at = CASE WHEN apply_attempts + 1 >= $3 THEN $4 ELSE applied_at END
+                     WHERE id = $1 AND status = 'succeeded'
+                     RETURNING apply_attempts, status, segment_id",
+                    request_id,
+                    &error,
+                    max_apply_attempts.max(1),
+                    now
+                ))
+                .await?;
+            let Some((attempts, status, segment_id)) = row else {
+                return Ok(ApplyFailure::NotPending);
+            };
+            if status != RequestStatus::Failed.as_str() {
+                return Ok(ApplyFailure::WillRetry { attempts });
+            }
+            if let Some(segment_id) = segment_id {
+                tx.execute(sql!(
+                    "UPDATE segments SET status = 'dead', claimed_by = NULL, claimed_until = NULL,
+                            last_error = $2
+                     WHERE id = $1 AND status <> 'extracted'",
+                    &segment_id,
+                    format!("request {request_id} quarantined after {attempts} failed applies: {error}")
+                ))
+                .await?;
+            }
+            Ok(ApplyFailure::Quarantined { attempts })
+        })
+        .await
+    }
+
     /// Gives every failed attempt (`errored`, `expired`, `canceled`) without a successor a new
     /// attempt with a new id, up to `max_attempts`; past it, the request and its segment go `dead`.
     pub async fn replan_failed_requests(&self, max_attempts: i64, now: DateTime<Utc>) -> Result<ReplanReport> {
         let mut report = ReplanReport::default();
-        in_write_tx!(self, |tx| {
-            let failed: Vec<FailedAttempt> = sqlx::query_as(
-                "SELECT r.id, r.segment_id, r.attempt, r.status, r.error FROM llm_requests r
-                 WHERE r.status IN ('errored', 'expired', 'canceled')
-                   AND NOT EXISTS (SELECT 1 FROM llm_requests later
-                                   WHERE later.purpose = r.purpose AND later.user_id = r.user_id
-                                     AND later.chunk_index = r.chunk_index AND later.attempt > r.attempt
-                                     AND (later.segment_id = r.segment_id
-                                          -- Post-processing requests have no segment: their subject names the work.
-                                          OR (r.segment_id IS NULL AND later.segment_id IS NULL AND later.subject = r.subject)))
-                 ORDER BY r.completed_at, r.id",
-            )
-            .fetch_all(&mut *tx)
-            .await?;
+        self.write(async |tx| {
+            let failed: Vec<FailedAttempt> = tx
+                .fetch_all(sql!(
+                    "SELECT r.id, r.segment_id, r.attempt, r.status, r.error FROM llm_requests r
+                     WHERE r.status IN ('errored', 'expired', 'canceled')
+                       AND NOT EXISTS (SELECT 1 FROM llm_requests later
+                                       WHERE later.purpose = r.purpose AND later.user_id = r.user_id
+                                         AND later.chunk_index = r.chunk_index AND later.attempt > r.attempt
+                                         AND (later.segment_id = r.segment_id
+                                              -- Post-processing requests have no segment: their subject names the work.
+                                              OR (r.segment_id IS NULL AND later.segment_id IS NULL AND later.subject = r.subject)))
+                     ORDER BY r.completed_at, r.id"
+                ))
+                .await?;
             for FailedAttempt {
                 id,
                 segment_id,
@@ -331,18 +407,17 @@ impl Store {
             } in failed
             {
                 if attempt < max_attempts {
-                    sqlx::query(
+                    tx.execute(sql!(
                         "INSERT INTO llm_requests (id, purpose, user_id, segment_id, chunk_index, subject, lane, config_key,
                                                    provider, model, prompt_version, context, request_body, status, attempt,
                                                    created_at, parent_request_id)
                          SELECT $2, purpose, user_id, segment_id, chunk_index, subject, lane, config_key, provider, model,
                                 prompt_version, context, request_body, 'planned', attempt + 1, $3, parent_request_id
                          FROM llm_requests WHERE id = $1",
-                    )
-                    .bind(&id)
-                    .bind(RequestId::new_v7().to_string())
-                    .bind(now)
-                    .execute(&mut *tx)
+                        &id,
+                        RequestId::new_v7(),
+                        now
+                    ))
                     .await?;
                     report.n_replanned += 1;
                 } else {
@@ -350,24 +425,23 @@ impl Store {
                         "request {id} {status} on attempt {attempt} of {max_attempts}: {}",
                         error.as_deref().unwrap_or("no detail")
                     );
-                    sqlx::query("UPDATE llm_requests SET status = 'dead' WHERE id = $1")
-                        .bind(&id)
-                        .execute(&mut *tx)
+                    tx.execute(sql!("UPDATE llm_requests SET status = 'dead' WHERE id = $1", &id))
                         .await?;
                     if let Some(segment_id) = segment_id {
-                        sqlx::query(
+                        tx.execute(sql!(
                             "UPDATE segments SET status = 'dead', last_error = $2, claimed_by = NULL, claimed_until = NULL
                              WHERE id = $1 AND status <> 'extracted'",
-                        )
-                        .bind(&segment_id)
-                        .bind(&reason)
-                        .execute(&mut *tx)
+                            &segment_id,
+                            &reason
+                        ))
                         .await?;
                     }
                     report.n_dead += 1;
                 }
             }
-        });
+            Ok(())
+        })
+        .await?;
         Ok(report)
     }
 
@@ -407,60 +481,48 @@ impl Store {
              ORDER BY created_at, id LIMIT $3 {lock}"
         );
         let batch_id = BatchId::new_v7();
-        let packed: Option<Vec<WorkRow>> = in_write_tx!(self, |tx| {
-            let rows: Vec<(WorkRow, DateTime<Utc>)> = sqlx::query(&select)
-                .bind(provider)
-                .bind(config_key)
-                .bind(max_requests)
-                .bind(now)
-                .fetch_all(&mut *tx)
-                .await?
-                .into_iter()
-                .map(|row| {
-                    use sqlx::{FromRow, Row};
-                    let created_at: DateTime<Utc> = row.try_get("created_at")?;
-                    Ok((WorkRow::from_row(&row)?, created_at))
-                })
-                .collect::<std::result::Result<_, sqlx::Error>>()?;
-            let oldest = rows.iter().map(|(_, created_at)| *created_at).min();
-            let due = match oldest {
-                None => false,
-                Some(oldest) => rows.len() as i64 >= max_requests || now - oldest >= max_wait,
-            };
-            if due {
-                let purpose = rows[0].0.purpose.clone();
-                let model = rows[0].0.model.clone();
-                sqlx::query(
+        let packed: Option<Vec<WorkRow>> = self
+            .write(async |tx| {
+                let rows: Vec<PackRow> = tx
+                    .fetch_all(sql!(&select, provider, config_key, max_requests, now))
+                    .await?;
+                let oldest = rows.iter().map(|row| row.created_at).min();
+                let due = match oldest {
+                    None => false,
+                    Some(oldest) => rows.len() as i64 >= max_requests || now - oldest >= max_wait,
+                };
+                if !due {
+                    return Ok(None);
+                }
+                let purpose = rows[0].work.purpose.clone();
+                let model = rows[0].work.model.clone();
+                tx.execute(sql!(
                     "INSERT INTO batches (id, provider, purpose, config_key, model, status, n_requests, created_at,
                                           submit_started_at, claimed_by, claimed_until)
                      VALUES ($1, $2, $3, $4, $5, 'submitting', $6, $7, $7, $8, $9)",
-                )
-                .bind(batch_id.to_string())
-                .bind(provider)
-                .bind(&purpose)
-                .bind(config_key)
-                .bind(&model)
-                .bind(rows.len() as i64)
-                .bind(now)
-                .bind(worker)
-                .bind(now + lease)
-                .execute(&mut *tx)
+                    batch_id,
+                    provider,
+                    &purpose,
+                    config_key,
+                    &model,
+                    rows.len(),
+                    now,
+                    worker,
+                    now + lease
+                ))
                 .await?;
-                for (row, _) in &rows {
-                    sqlx::query(
+                for row in &rows {
+                    tx.execute(sql!(
                         "UPDATE llm_requests SET status = 'submitted', batch_id = $2, submitted_at = $3 WHERE id = $1",
-                    )
-                    .bind(&row.id)
-                    .bind(batch_id.to_string())
-                    .bind(now)
-                    .execute(&mut *tx)
+                        &row.work.id,
+                        batch_id,
+                        now
+                    ))
                     .await?;
                 }
-                Some(rows.into_iter().map(|(row, _)| row).collect())
-            } else {
-                None
-            }
-        });
+                Ok(Some(rows.into_iter().map(|row| row.work).collect()))
+            })
+            .await?;
         let Some(rows) = packed else { return Ok(None) };
         Ok(Some(PackedBatch {
             id: batch_id,
@@ -511,38 +573,39 @@ impl Store {
     /// The provider definitely refused the batch: it failed, and its requests are `errored` so
     /// re-planning counts their attempts.
     pub async fn mark_batch_rejected(&self, batch_id: BatchId, error: &str, now: DateTime<Utc>) -> Result<()> {
-        in_write_tx!(self, |tx| {
-            sqlx::query(
+        self.write(async |tx| {
+            tx.execute(sql!(
                 "UPDATE batches SET status = 'failed', last_error = $2, ended_at = $3, claimed_by = NULL, claimed_until = NULL
                  WHERE id = $1",
-            )
-            .bind(batch_id.to_string())
-            .bind(error)
-            .bind(now)
-            .execute(&mut *tx)
+                batch_id,
+                error,
+                now
+            ))
             .await?;
-            sqlx::query(
+            tx.execute(sql!(
                 "UPDATE llm_requests SET status = 'errored', error = $2, completed_at = $3
                  WHERE batch_id = $1 AND status = 'submitted'",
-            )
-            .bind(batch_id.to_string())
-            .bind(format!("batch rejected by the provider: {error}"))
-            .bind(now)
-            .execute(&mut *tx)
+                batch_id,
+                format!("batch rejected by the provider: {error}"),
+                now
+            ))
             .await?;
-        });
-        Ok(())
+            Ok(())
+        })
+        .await
     }
 
     /// Records that the create call's outcome is unknown; the row stays `submitting` for the reconciler.
     pub async fn note_batch_outcome_unknown(&self, batch_id: BatchId, error: &str) -> Result<()> {
-        on_pool!(self, |pool| {
-            sqlx::query("UPDATE batches SET last_error = $2, claimed_by = NULL, claimed_until = NULL WHERE id = $1")
-                .bind(batch_id.to_string())
-                .bind(error)
-                .execute(pool)
-                .await?;
-        });
+        self.write(async |tx| {
+            tx.execute(sql!(
+                "UPDATE batches SET last_error = $2, claimed_by = NULL, claimed_until = NULL WHERE id = $1",
+                batch_id,
+                error
+            ))
+            .await
+        })
+        .await?;
         Ok(())
     }
 
@@ -584,27 +647,26 @@ impl Store {
         now: DateTime<Utc>,
         not_before: Option<DateTime<Utc>>,
     ) -> Result<()> {
-        in_write_tx!(self, |tx| {
-            sqlx::query(
+        self.write(async |tx| {
+            tx.execute(sql!(
                 "UPDATE batches SET status = 'failed', last_error = $2, ended_at = $3, claimed_by = NULL, claimed_until = NULL
                  WHERE id = $1",
-            )
-            .bind(batch_id.to_string())
-            .bind(reason)
-            .bind(now)
-            .execute(&mut *tx)
+                batch_id,
+                reason,
+                now
+            ))
             .await?;
             // For a planned batch-lane request, `claimed_until` is the earliest time it may be packed.
-            sqlx::query(
+            tx.execute(sql!(
                 "UPDATE llm_requests SET status = 'planned', batch_id = NULL, submitted_at = NULL, claimed_until = $2
                  WHERE batch_id = $1 AND status = 'submitted'",
-            )
-            .bind(batch_id.to_string())
-            .bind(not_before)
-            .execute(&mut *tx)
+                batch_id,
+                not_before
+            ))
             .await?;
-        });
-        Ok(())
+            Ok(())
+        })
+        .await
     }
 
     /// Provider batch ids we already track (so the reconciler never adopts one twice).
@@ -644,14 +706,16 @@ impl Store {
 
     /// Not finished yet: count the poll and sleep until `next_poll_at` (a snooze, never an attempt).
     pub async fn snooze_batch(&self, batch_id: BatchId, next_poll_at: DateTime<Utc>, note: Option<&str>) -> Result<()> {
-        on_pool!(self, |pool| {
-            sqlx::query("UPDATE batches SET n_polls = n_polls + 1, next_poll_at = $2, last_error = $3 WHERE id = $1")
-                .bind(batch_id.to_string())
-                .bind(next_poll_at)
-                .bind(note)
-                .execute(pool)
-                .await?;
-        });
+        self.write(async |tx| {
+            tx.execute(sql!(
+                "UPDATE batches SET n_polls = n_polls + 1, next_poll_at = $2, last_error = $3 WHERE id = $1",
+                batch_id,
+                next_poll_at,
+                note
+            ))
+            .await
+        })
+        .await?;
         Ok(())
     }
 
@@ -716,24 +780,23 @@ impl Store {
     /// Every line was read: requests that had no result line are `errored` (so they are
     /// re-planned), and the batch is `ingested`. Returns how many had no line.
     pub async fn finish_ingest(&self, batch_id: BatchId, now: DateTime<Utc>) -> Result<u64> {
-        Ok(in_write_tx!(self, |tx| {
-            let missing = sqlx::query(
-                "UPDATE llm_requests SET status = 'errored', error = 'no result line for this request', completed_at = $2
-                 WHERE batch_id = $1 AND status = 'submitted'",
-            )
-            .bind(batch_id.to_string())
-            .bind(now)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
-            sqlx::query(
+        self.write(async |tx| {
+            let missing = tx
+                .execute(sql!(
+                    "UPDATE llm_requests SET status = 'errored', error = 'no result line for this request', completed_at = $2
+                     WHERE batch_id = $1 AND status = 'submitted'",
+                    batch_id,
+                    now
+                ))
+                .await?;
+            tx.execute(sql!(
                 "UPDATE batches SET status = 'ingested', claimed_by = NULL, claimed_until = NULL WHERE id = $1",
-            )
-            .bind(batch_id.to_string())
-            .execute(&mut *tx)
+                batch_id
+            ))
             .await?;
-            missing
-        }))
+            Ok(missing)
+        })
+        .await
     }
 
     /// Batches, newest first (admin listing).

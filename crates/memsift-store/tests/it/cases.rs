@@ -895,3 +895,170 @@ pub async fn a_duplicate_passes_its_evidence_to_the_stored_memory(store: &Store)
     let bo = store.user_id("bo").await.unwrap().unwrap();
     assert!(store.user_rows(bo).await.unwrap().evidence.is_empty());
 }
+
+pub async fn a_populated_database_keeps_every_row_through_later_migrations(store: &Store) {
+    // The store arrives at migration 6, the last schema before `llm_requests` was rebuilt on
+    // SQLite (to add the `failed` status). A rebuild drops the old table; with foreign keys on,
+    // that drop would null every memory's source request and delete every child request.
+    let (segment_id, user_id, message_ids) = closed_claimed_segment(store, "ana", "c1").await;
+    let extraction = request(segment_id, user_id, 0);
+    store
+        .plan_segment_requests(segment_id, std::slice::from_ref(&extraction), t0())
+        .await
+        .unwrap();
+    store
+        .record_output(extraction.id, "[...]", Some("end_turn"), t0())
+        .await
+        .unwrap();
+    let input = apply_input(
+        &extraction,
+        vec![
+            item("Ana lives in Lisbon.", vec![message_ids[0]]),
+            item("Ana has a cat named Miso.", vec![]),
+        ],
+    );
+    let ApplyOutcome::Applied { memory_ids, .. } = store.apply(&input).await.unwrap() else {
+        panic!("the first apply writes");
+    };
+    let child = NewRequest {
+        id: RequestId::new_v7(),
+        purpose: Purpose::ConsolidationReview,
+        segment_id: None,
+        parent_request_id: Some(extraction.id),
+        subject: json!({ "members": [memory_ids[0].to_string()] }),
+        ..request(segment_id, user_id, 0)
+    };
+    store
+        .plan_stage_requests(std::slice::from_ref(&child), &memsift_store::Covered::default(), t0())
+        .await
+        .unwrap();
+    store
+        .revise_memory(
+            "ana",
+            memory_ids[1],
+            &memsift_store::Revision::Confirm,
+            "the user said so",
+            t0(),
+        )
+        .await
+        .unwrap();
+    let rows_before = store.user_rows(user_id).await.unwrap();
+    let requests_before = store.list_requests(None, None, None).await.unwrap();
+    let counts_before = store.counts().await.unwrap();
+    assert_eq!(requests_before.len(), 2);
+
+    store.migrate().await.unwrap();
+
+    assert_eq!(store.user_rows(user_id).await.unwrap(), rows_before);
+    assert_eq!(store.list_requests(None, None, None).await.unwrap(), requests_before);
+    assert_eq!(store.counts().await.unwrap(), counts_before);
+    assert!(
+        rows_before
+            .memories
+            .iter()
+            .all(|memory| memory["source_request_id"].is_string() || memory["prompt_version"] == "operator"),
+        "every extracted memory still names its request"
+    );
+    assert_eq!(store.operation_ids("ana", "confirm").await.unwrap().len(), 1);
+    // The rebuilt table takes the new status: a failing answer is quarantined.
+    store
+        .record_answer(child.id, "{}", None, &memsift_store::RequestUsage::default(), t0())
+        .await
+        .unwrap();
+    let quarantined = store.record_apply_failure(child.id, "corrupt", 1, t0()).await.unwrap();
+    assert_eq!(quarantined, memsift_store::ApplyFailure::Quarantined { attempts: 1 });
+    assert_eq!(store.request_detail(child.id).await.unwrap().status, "failed");
+}
+
+/// Texts of every kind a message, an answer or an error can carry, U+0000 often among them.
+fn any_text() -> impl proptest::strategy::Strategy<Value = String> {
+    use proptest::prelude::*;
+    let character = prop_oneof![
+        3 => Just('\0'),
+        3 => proptest::char::range('a', 'z'),
+        1 => Just('\u{FFFD}'),
+        1 => any::<char>(),
+    ];
+    proptest::collection::vec(character, 1..64).prop_map(String::from_iter)
+}
+
+pub async fn any_text_is_stored_the_same_on_both_backends(store: &Store) {
+    // PostgreSQL refuses U+0000 in text and jsonb; SQLite stores it. A provider answer holding
+    // one failed to record on PostgreSQL (and was paid for again every lease), and an import
+    // holding one was refused whole. Every text now reaches both backends the same way.
+    use proptest::strategy::{Strategy, ValueTree};
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    let strategy = (any_text(), any_text(), any_text(), any_text());
+    for case in 0..40 {
+        let (content, conversation, answer, error) = strategy.new_tree(&mut runner).unwrap().current();
+        let stored = |text: &str| text.replace('\0', "\u{FFFD}");
+        let user = format!("user-{case}");
+        let mut last = message(&user, &conversation, 1, Role::User, &content);
+        last.boundary_after = true;
+        let report = store
+            .ingest(
+                &[message(&user, &conversation, 0, Role::User, &content), last],
+                idle(),
+                t0(),
+                &no_progress,
+            )
+            .await
+            .unwrap_or_else(|error| panic!("case {case}: ingest of {content:?} failed: {error}"));
+        // The two messages differ only in time, so both are stored.
+        assert_eq!(report.n_added, 2, "case {case}");
+        let segment = &store.list_segments(Some(&user), None, None).await.unwrap()[0];
+        let segment_id = SegmentId::parse(&segment.id).unwrap();
+        let turns = store.segment_turns(segment_id).await.unwrap();
+        assert!(
+            turns.iter().all(|turn| turn.turn.content == stored(&content)),
+            "case {case}"
+        );
+        // Re-importing the same bytes adds nothing.
+        let again = store
+            .ingest(
+                &[message(&user, &conversation, 0, Role::User, &content)],
+                idle(),
+                t0(),
+                &no_progress,
+            )
+            .await
+            .unwrap();
+        assert_eq!(again.n_added, 0, "case {case}");
+
+        let claimed = store.claim_segment(segment_id, "w", t0()).await.unwrap();
+        let answered = request(segment_id, claimed.user_id, 0);
+        let failed = request(segment_id, claimed.user_id, 1);
+        store
+            .plan_segment_requests(segment_id, &[answered.clone(), failed.clone()], t0())
+            .await
+            .unwrap();
+        store
+            .record_output(answered.id, &answer, Some(&answer), t0())
+            .await
+            .unwrap_or_else(|error| panic!("case {case}: recording {answer:?} failed: {error}"));
+        store
+            .record_failure(failed.id, memsift_core::status::RequestStatus::Errored, &error, t0())
+            .await
+            .unwrap();
+        let detail = store.request_detail(answered.id).await.unwrap();
+        assert_eq!(
+            detail.raw_output.as_deref(),
+            Some(stored(&answer).as_str()),
+            "case {case}"
+        );
+        assert_eq!(
+            detail.stop_reason.as_deref(),
+            Some(stored(&answer).as_str()),
+            "case {case}"
+        );
+        let detail = store.request_detail(failed.id).await.unwrap();
+        assert_eq!(detail.error.as_deref(), Some(stored(&error).as_str()), "case {case}");
+        // The answer applies too: items, drops and notes carry provider text.
+        let mut input = apply_input(&answered, vec![item(&format!("Ana said {answer}"), vec![])]);
+        input.drops = json!([{ "reason": "truncated", "text": answer, "detail": error }]);
+        assert!(
+            matches!(store.apply(&input).await.unwrap(), ApplyOutcome::Applied { .. }),
+            "case {case}"
+        );
+    }
+}

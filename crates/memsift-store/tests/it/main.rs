@@ -10,8 +10,10 @@ mod postprocess;
 mod schedules;
 mod vectors;
 
+/// Each case runs on both backends; a case listed under `at` starts from the schema of that
+/// migration instead of the latest (it migrates the rest itself).
 macro_rules! store_suite {
-    ($($case:ident),+ $(,)?) => {
+    (cases: [$($case:ident),+ $(,)?], at: [$(($version:literal, $older_case:ident)),* $(,)?] $(,)?) => {
         mod sqlite {
             $(
                 #[tokio::test]
@@ -21,6 +23,14 @@ macro_rules! store_suite {
                     db.finish().await;
                 }
             )+
+            $(
+                #[tokio::test]
+                async fn $older_case() {
+                    let db = memsift_store::testing::TestDb::sqlite_at(Some($version)).await;
+                    crate::cases::$older_case(&db.store).await;
+                    db.finish().await;
+                }
+            )*
         }
         mod postgres {
             $(
@@ -31,11 +41,19 @@ macro_rules! store_suite {
                     db.finish().await;
                 }
             )+
+            $(
+                #[tokio::test]
+                async fn $older_case() {
+                    let db = memsift_store::testing::TestDb::postgres_at(Some($version)).await;
+                    crate::cases::$older_case(&db.store).await;
+                    db.finish().await;
+                }
+            )*
         }
     };
 }
 
-store_suite!(
+store_suite!(cases: [
     migrations_create_the_whole_data_model,
     ingest_gives_each_message_one_segment_and_closes_on_boundary,
     an_idle_gap_inside_the_input_starts_a_new_segment,
@@ -76,4 +94,8 @@ store_suite!(
     a_reviewer_narrowing_is_journaled_and_undone_exactly,
     undoing_an_entity_merge_keeps_joins_added_after_it,
     a_duplicate_passes_its_evidence_to_the_stored_memory,
-);
+    every_stage_verdict_ends_its_request_applied,
+    any_text_is_stored_the_same_on_both_backends,
+], at: [
+    (6, a_populated_database_keeps_every_row_through_later_migrations),
+]);

@@ -1,0 +1,214 @@
+//! Test fixtures (feature `test-support`): rows written directly, and every row of a user read
+//! back for exact before/after comparisons.
+
+use chrono::{DateTime, Utc};
+use memsift_core::{MemoryId, UserId};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::journal::LinkRow;
+use crate::tx::sql;
+use crate::{Result, Store, on_pool};
+
+/// Every row post-processing may touch for one user, for exact before/after comparisons in tests.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct UserRows {
+    /// Every memory (archived ones too), every column but the vector bytes, by id.
+    pub memories: Vec<Value>,
+    /// Every link touching the user's memories.
+    pub links: Vec<Value>,
+    /// Every entity join of the user's memories.
+    pub joins: Vec<(String, String)>,
+    /// Every entity of the user.
+    pub entities: Vec<Value>,
+    /// Every evidence row of the user's memories.
+    pub evidence: Vec<(String, String)>,
+}
+
+#[derive(sqlx::FromRow, Serialize)]
+struct FullMemoryRow {
+    id: String,
+    text: String,
+    dedupe_key: String,
+    importance: f64,
+    confidence: f64,
+    happens_at: Option<DateTime<Utc>>,
+    expires_at: Option<DateTime<Utc>>,
+    sensitive: bool,
+    temporal: String,
+    access_count: i64,
+    last_accessed_at: Option<DateTime<Utc>>,
+    archived_at: Option<DateTime<Utc>>,
+    archive_reason: Option<String>,
+    superseded_by: Option<String>,
+    refined_at: Option<DateTime<Utc>>,
+    refinement_rejections: i64,
+    source_segment_id: Option<String>,
+    source_request_id: Option<String>,
+    prompt_version: String,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+    related_at: Option<DateTime<Utc>>,
+    embedding_model: Option<String>,
+}
+
+#[derive(sqlx::FromRow, Serialize)]
+struct FullEntityRow {
+    id: String,
+    name: String,
+    normalized_name: String,
+    kind: String,
+    link_count: i64,
+    last_linked_at: Option<DateTime<Utc>>,
+    archived_at: Option<DateTime<Utc>>,
+    created_at: DateTime<Utc>,
+}
+
+impl Store {
+    /// Test support: an entity of `user_id` joined to `memory_ids`, last linked at `at`.
+    pub async fn insert_test_entity(
+        &self,
+        user_id: UserId,
+        name: &str,
+        kind: &str,
+        memory_ids: &[MemoryId],
+        at: DateTime<Utc>,
+    ) -> Result<String> {
+        let id = memsift_core::EntityId::new_v7().to_string();
+        self.write(async |tx| {
+            tx.execute(sql!(
+                "INSERT INTO entities (id, user_id, name, normalized_name, kind, link_count, last_linked_at, created_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $7)",
+                &id,
+                user_id,
+                name,
+                name.to_lowercase(),
+                kind,
+                memory_ids.len(),
+                at
+            ))
+            .await?;
+            for memory_id in memory_ids {
+                tx.execute(sql!(
+                    "INSERT INTO memory_entities (memory_id, entity_id) VALUES ($1, $2)",
+                    memory_id,
+                    &id
+                ))
+                .await?;
+            }
+            Ok(())
+        })
+        .await?;
+        Ok(id)
+    }
+
+    /// Test support: a link `source <kind> target`.
+    pub async fn insert_test_link(
+        &self,
+        source: MemoryId,
+        target: MemoryId,
+        kind: &str,
+        at: DateTime<Utc>,
+    ) -> Result<()> {
+        on_pool!(self, |pool| {
+            sqlx::query(
+                "INSERT INTO memory_links (source_id, target_id, kind, confidence, reasoning, created_at)
+                 VALUES ($1, $2, $3, 0.9, 'test', $4)",
+            )
+            .bind(source.to_string())
+            .bind(target.to_string())
+            .bind(kind)
+            .bind(at)
+            .execute(pool)
+            .await?;
+        });
+        Ok(())
+    }
+
+    /// Test support: sets a memory's read count and creation time (refinement eligibility).
+    pub async fn set_test_memory_reads(
+        &self,
+        memory_id: MemoryId,
+        reads: i64,
+        created_at: DateTime<Utc>,
+    ) -> Result<()> {
+        on_pool!(self, |pool| {
+            sqlx::query("UPDATE memories SET access_count = $2, created_at = $3 WHERE id = $1")
+                .bind(memory_id.to_string())
+                .bind(reads)
+                .bind(created_at)
+                .execute(pool)
+                .await?;
+        });
+        Ok(())
+    }
+
+    /// Test support: every row of `user_id` that post-processing may touch.
+    pub async fn user_rows(&self, user_id: UserId) -> Result<UserRows> {
+        let user = user_id.to_string();
+        on_pool!(self, |pool| {
+            let memories: Vec<FullMemoryRow> = sqlx::query_as(
+                "SELECT id, text, dedupe_key, importance, confidence, happens_at, expires_at, sensitive, temporal,
+                        access_count, last_accessed_at, archived_at, archive_reason, superseded_by, refined_at,
+                        refinement_rejections, source_segment_id, source_request_id, prompt_version, created_at,
+                        updated_at, related_at, embedding_model
+                 FROM memories WHERE user_id = $1 ORDER BY id",
+            )
+            .bind(&user)
+            .fetch_all(pool)
+            .await?;
+            let links: Vec<LinkRow> = sqlx::query_as(
+                "SELECT source_id, target_id, kind, confidence, reasoning, origin_request_id, created_at
+                 FROM memory_links
+                 WHERE source_id IN (SELECT id FROM memories WHERE user_id = $1)
+                    OR target_id IN (SELECT id FROM memories WHERE user_id = $1)
+                 ORDER BY source_id, target_id, kind",
+            )
+            .bind(&user)
+            .fetch_all(pool)
+            .await?;
+            let joins: Vec<(String, String)> = sqlx::query_as(
+                "SELECT memory_id, entity_id FROM memory_entities
+                 WHERE memory_id IN (SELECT id FROM memories WHERE user_id = $1) ORDER BY memory_id, entity_id",
+            )
+            .bind(&user)
+            .fetch_all(pool)
+            .await?;
+            let entities: Vec<FullEntityRow> = sqlx::query_as(
+                "SELECT id, name, normalized_name, kind, link_count, last_linked_at, archived_at, created_at
+                 FROM entities WHERE user_id = $1 ORDER BY id",
+            )
+            .bind(&user)
+            .fetch_all(pool)
+            .await?;
+            let evidence: Vec<(String, String)> = sqlx::query_as(
+                "SELECT memory_id, message_id FROM memory_evidence
+                 WHERE memory_id IN (SELECT id FROM memories WHERE user_id = $1) ORDER BY memory_id, message_id",
+            )
+            .bind(&user)
+            .fetch_all(pool)
+            .await?;
+            Ok(UserRows {
+                memories: memories.iter().map(|row| json!(row)).collect(),
+                links: links.iter().map(|row| json!(row)).collect(),
+                joins,
+                entities: entities.iter().map(|row| json!(row)).collect(),
+                evidence,
+            })
+        })
+    }
+
+    /// Test support: breaks a request row so that applying its answer fails (an unknown purpose
+    /// does not parse), standing in for whatever real damage makes an answer unappliable.
+    pub async fn corrupt_test_request(&self, request_id: memsift_core::RequestId) -> Result<()> {
+        self.write(async |tx| {
+            tx.execute(sql!(
+                "UPDATE llm_requests SET purpose = 'no-such-purpose' WHERE id = $1",
+                request_id
+            ))
+            .await?;
+            Ok(())
+        })
+        .await
+    }
+}

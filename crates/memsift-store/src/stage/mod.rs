@@ -1,0 +1,259 @@
+//! Post-processing writes: what each stage's answer changes, one transaction per answer.
+//!
+//! Every change to memories, links or entity joins is one transaction that also writes the exact
+//! rows it is about to change into `operations` (see `journal`), so `undo_operation` puts those
+//! rows back. One run of a stage changes at most `cap` of a user's memories: the run id and its cap
+//! travel in each request's `subject`, and an apply that would pass the cap writes nothing but a
+//! note. Every answer ends `applied`, with a note when it changed nothing, so no verdict is left
+//! `succeeded` to be picked up again.
+
+mod entities;
+mod links;
+mod plan;
+mod replace;
+mod summaries;
+
+use chrono::{DateTime, Utc};
+use memsift_core::{MemoryId, OperationId, RequestId, UserId};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::{Result, Store};
+
+/// A memory as a stage plans with it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StageMemory {
+    /// Its id.
+    pub id: MemoryId,
+    /// Its text.
+    pub text: String,
+    /// Memories the extractor said it relates to.
+    pub link_hints: Vec<MemoryId>,
+}
+
+/// An entity as entity GC sees it.
+#[derive(Clone, Debug, PartialEq, sqlx::FromRow)]
+pub struct EntityRow {
+    /// Its id.
+    pub id: String,
+    /// The name as first written.
+    pub name: String,
+    /// Its kind.
+    pub kind: String,
+    /// Memories joined to it.
+    pub link_count: i64,
+}
+
+/// A link a relationship answer asks for: `source <kind> target`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NewLink {
+    /// The classified memory.
+    pub source: MemoryId,
+    /// The candidate it was compared with.
+    pub target: MemoryId,
+    /// `conflicts`, `supersedes`, `causes`, `instance_of`, `invalidated_by` or `motivated_by`.
+    pub kind: String,
+    /// The classifier's confidence (callers keep only ≥ 0.7).
+    pub confidence: f64,
+    /// Why.
+    pub reasoning: String,
+    /// Whether the older of the two memories becomes superseded by the newer.
+    pub supersedes_older: bool,
+}
+
+/// Where one run of a stage stands against its cap.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunCap {
+    /// The run's id (in every request's `subject.run`).
+    pub run: String,
+    /// Memories the run may change at most.
+    pub cap: i64,
+}
+
+/// Memories replaced by new ones: a consolidation (several into one) or a refinement (one into
+/// one or more).
+#[derive(Clone, Debug)]
+pub struct Replacement {
+    /// The answered request.
+    pub request_id: RequestId,
+    /// Whose memories.
+    pub user_id: UserId,
+    /// The memories replaced; each must still be active.
+    pub originals: Vec<MemoryId>,
+    /// The texts that replace them.
+    pub new_texts: Vec<String>,
+    /// One vector per new text, and the model that made them.
+    pub embeddings: Option<(String, Vec<Vec<f32>>)>,
+    /// `consolidate` or `refine` (the journal's kind).
+    pub kind: &'static str,
+    /// Why (the model's reasoning), kept in the journal and the archive reason.
+    pub reason: String,
+    /// The run and its cap.
+    pub cap: RunCap,
+    /// The clock reading.
+    pub now: DateTime<Utc>,
+}
+
+/// Memories a batch of planned stage requests covers.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Covered<'a> {
+    /// Classified by relationship classification (whether or not a request was needed).
+    pub related: &'a [MemoryId],
+    /// Reviewed by the extraction reviewer.
+    pub reviewed: &'a [MemoryId],
+}
+
+/// A memory as the extraction reviewer sees it.
+#[derive(Clone, Debug, PartialEq, sqlx::FromRow)]
+pub struct ReviewMemory {
+    /// Its id.
+    pub id: String,
+    /// Its user.
+    pub user_id: String,
+    /// Its text.
+    pub text: String,
+    /// Confidence.
+    pub confidence: f64,
+    /// When the event happens.
+    pub happens_at: Option<DateTime<Utc>>,
+    /// When it stops being true.
+    pub expires_at: Option<DateTime<Utc>>,
+    /// How long it holds.
+    pub temporal: String,
+}
+
+/// What entity GC decided for one entity.
+#[derive(Clone, Debug, PartialEq)]
+pub enum EntityDecision {
+    /// Move its joins to `target` (validated: same user and kind, active, one of `candidates`).
+    Merge {
+        /// The entity that stays.
+        target: String,
+        /// The ids the request offered.
+        candidates: Vec<String>,
+    },
+    /// Remove its joins and archive it.
+    Delete,
+    /// Nothing.
+    Keep,
+}
+
+/// What applying one stage answer did.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct StageApplied {
+    /// Links written.
+    pub n_links: u64,
+    /// Memories written.
+    pub n_memories_created: u64,
+    /// Memories archived (superseded, consolidated, refined).
+    pub n_memories_archived: u64,
+    /// Entities merged or deleted.
+    pub n_entities_changed: u64,
+    /// The journal row, when something changed.
+    pub operation_id: Option<OperationId>,
+    /// Why nothing changed, when nothing did (`keep`, cap reached, a member archived since, …).
+    pub note: Option<String>,
+}
+
+/// The outcome of a stage apply.
+#[derive(Clone, Debug, PartialEq)]
+pub enum StageOutcome {
+    /// Written now.
+    Applied(StageApplied),
+    /// An earlier apply wrote it; nothing was written.
+    AlreadyApplied,
+}
+
+/// A consolidation proposal waiting for its independent review.
+#[derive(Clone, Debug)]
+pub struct ProposalToReview {
+    /// The proposal request.
+    pub request_id: RequestId,
+    /// Whose memories.
+    pub user_id: UserId,
+    /// Its subject (members, run, cap).
+    pub subject: Value,
+    /// The proposal answer.
+    pub raw_output: String,
+}
+
+/// Refinement eligibility (defaults, kept from the reference pipeline:
+/// 70 characters, 7 days, 3 reads, a 30-day cooldown, 3 rejections).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RefinementRules {
+    /// Longer than this many characters.
+    pub min_chars: i64,
+    /// At least this old.
+    pub min_age_days: i64,
+    /// Read at least this many times.
+    pub min_reads: i64,
+    /// Not refined (or rejected) within this many days.
+    pub cooldown_days: i64,
+    /// Fewer rejections than this.
+    pub max_rejections: i64,
+}
+
+pub(crate) fn parse_memory_ids(value: &Value) -> Vec<MemoryId> {
+    value
+        .as_array()
+        .map(|ids| {
+            ids.iter()
+                .filter_map(Value::as_str)
+                .filter_map(|id| MemoryId::parse(id).ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The memory ids a stage request's subject names (`memory_id`, `members`, `candidates`).
+pub(crate) fn subject_memory_ids(subject: &Value) -> Vec<MemoryId> {
+    let mut ids: Vec<MemoryId> = subject
+        .get("memory_id")
+        .and_then(Value::as_str)
+        .and_then(|id| MemoryId::parse(id).ok())
+        .into_iter()
+        .collect();
+    for key in ["members", "candidates"] {
+        if let Some(list) = subject.get(key) {
+            ids.extend(parse_memory_ids(list));
+        }
+    }
+    ids
+}
+
+impl Store {
+    /// Marks an answer applied that changes nothing (`keep`, `none`, a rejected review, an
+    /// invalid answer, a proposal waiting for review), with `note` saying why; `n_items` is 1 for
+    /// a proposal that goes on to review, else 0.
+    pub async fn apply_without_change(
+        &self,
+        request_id: RequestId,
+        n_items: usize,
+        note: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> Result<StageOutcome> {
+        self.write(async |tx| tx.settle_without_change(request_id, n_items, note, now).await)
+            .await
+    }
+}
+
+impl crate::tx::WriteTx {
+    /// Claims the answer with `note` and reports that nothing changed; an answer an earlier
+    /// apply already wrote is `AlreadyApplied`.
+    pub(crate) async fn settle_without_change(
+        &mut self,
+        request_id: RequestId,
+        n_items: usize,
+        note: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> Result<StageOutcome> {
+        if !self.claim_answer(request_id, n_items, note, now).await? {
+            self.unclaimed(request_id).await?;
+            return Ok(StageOutcome::AlreadyApplied);
+        }
+        Ok(StageOutcome::Applied(StageApplied {
+            note: note.map(str::to_owned),
+            ..StageApplied::default()
+        }))
+    }
+}

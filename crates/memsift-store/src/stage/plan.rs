@@ -1,0 +1,369 @@
+//! What post-processing stages plan from: the memories, entities and segments each stage looks
+//! at, and recording a stage's requests together with the memories they cover.
+
+use std::collections::HashSet;
+
+use chrono::{DateTime, Utc};
+use memsift_core::status::Purpose;
+use memsift_core::{MemoryId, RequestId, SegmentId, UserId};
+use serde_json::Value;
+use sqlx::types::Json;
+
+use super::{
+    Covered, EntityRow, ProposalToReview, RefinementRules, ReviewMemory, StageMemory, parse_memory_ids,
+    subject_memory_ids,
+};
+use crate::extraction::NewRequest;
+use crate::tx::sql;
+use crate::{Result, Store, corrupt, on_pool};
+
+impl Store {
+    /// Records post-processing requests and marks the memories they cover (`related_at` for
+    /// relationship classification, `reviewed_at` for the extraction reviewer) in one transaction,
+    /// so a crash plans all of them or none and nothing is planned twice.
+    pub async fn plan_stage_requests(
+        &self,
+        requests: &[NewRequest],
+        covered: &Covered<'_>,
+        now: DateTime<Utc>,
+    ) -> Result<()> {
+        self.write(async |tx| {
+            for request in requests {
+                tx.insert_planned_request(request, now).await?;
+            }
+            for (ids, statement) in [
+                (covered.related, "UPDATE memories SET related_at = $2 WHERE id = $1"),
+                (covered.reviewed, "UPDATE memories SET reviewed_at = $2 WHERE id = $1"),
+            ] {
+                for id in ids {
+                    tx.execute(sql!(statement, id, now)).await?;
+                }
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    /// Active memories written by extraction that the reviewer has not looked at, oldest first.
+    pub async fn memories_to_review(&self, limit: i64) -> Result<Vec<ReviewMemory>> {
+        Ok(on_pool!(self, |pool| {
+            sqlx::query_as(
+                "SELECT m.id, m.user_id, m.text, m.confidence, m.happens_at, m.expires_at, m.temporal FROM memories m
+                 JOIN llm_requests r ON r.id = m.source_request_id
+                 WHERE m.archived_at IS NULL AND m.reviewed_at IS NULL AND r.purpose = 'extraction'
+                 ORDER BY m.created_at, m.id LIMIT $1",
+            )
+            .bind(limit)
+            .fetch_all(pool)
+            .await?
+        }))
+    }
+
+    /// One active memory as the reviewer sees it.
+    pub async fn review_memory(&self, user_id: UserId, memory_id: MemoryId) -> Result<Option<ReviewMemory>> {
+        Ok(on_pool!(self, |pool| {
+            sqlx::query_as(
+                "SELECT id, user_id, text, confidence, happens_at, expires_at, temporal FROM memories
+                 WHERE id = $1 AND user_id = $2 AND archived_at IS NULL",
+            )
+            .bind(memory_id.to_string())
+            .bind(user_id.to_string())
+            .fetch_optional(pool)
+            .await?
+        }))
+    }
+
+    /// Users with at least one active memory: (id, external id), in id order.
+    pub async fn users_with_memories(&self) -> Result<Vec<(UserId, String)>> {
+        let rows: Vec<(String, String)> = on_pool!(self, |pool| {
+            sqlx::query_as(
+                "SELECT u.id, u.external_id FROM users u
+                 WHERE EXISTS (SELECT 1 FROM memories m WHERE m.user_id = u.id AND m.archived_at IS NULL)
+                 ORDER BY u.id",
+            )
+            .fetch_all(pool)
+            .await?
+        });
+        rows.into_iter()
+            .map(|(id, external)| Ok((UserId::parse(&id).map_err(|error| corrupt("users", error))?, external)))
+            .collect()
+    }
+
+    /// How many active memories a user has (the base of every stage's cap).
+    pub async fn active_memory_count(&self, user_id: UserId) -> Result<i64> {
+        Ok(on_pool!(self, |pool| {
+            sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM memories WHERE user_id = $1 AND archived_at IS NULL")
+                .bind(user_id.to_string())
+                .fetch_one(pool)
+                .await?
+        }))
+    }
+
+    /// Active memories relationship classification has not covered yet, oldest first.
+    pub async fn memories_to_relate(&self, user_id: UserId, limit: i64) -> Result<Vec<StageMemory>> {
+        let rows: Vec<(String, String, Json<Value>)> = on_pool!(self, |pool| {
+            sqlx::query_as(
+                "SELECT id, text, link_hints FROM memories
+                 WHERE user_id = $1 AND archived_at IS NULL AND related_at IS NULL
+                 ORDER BY created_at, id LIMIT $2",
+            )
+            .bind(user_id.to_string())
+            .bind(limit)
+            .fetch_all(pool)
+            .await?
+        });
+        rows.into_iter()
+            .map(|(id, text, Json(hints))| {
+                Ok(StageMemory {
+                    id: MemoryId::parse(&id).map_err(|error| corrupt("memories", error))?,
+                    text,
+                    link_hints: parse_memory_ids(&hints),
+                })
+            })
+            .collect()
+    }
+
+    /// A user's active memories in hub order: most important, then most linked, then oldest.
+    pub async fn memory_hubs(&self, user_id: UserId) -> Result<Vec<MemoryId>> {
+        let ids: Vec<String> = on_pool!(self, |pool| {
+            sqlx::query_scalar(
+                "SELECT m.id FROM memories m
+                 WHERE m.user_id = $1 AND m.archived_at IS NULL
+                 ORDER BY m.importance DESC,
+                          (SELECT COUNT(*) FROM memory_links l WHERE l.source_id = m.id OR l.target_id = m.id) DESC,
+                          m.created_at, m.id",
+            )
+            .bind(user_id.to_string())
+            .fetch_all(pool)
+            .await?
+        });
+        ids.iter()
+            .map(|id| MemoryId::parse(id).map_err(|error| corrupt("memories", error)))
+            .collect()
+    }
+
+    /// Pairs of a user's memories linked with one of `kinds` (either direction).
+    pub async fn linked_pairs(&self, user_id: UserId, kinds: &[&str]) -> Result<Vec<(MemoryId, MemoryId)>> {
+        let mut pairs = Vec::new();
+        for kind in kinds {
+            let rows: Vec<(String, String)> = on_pool!(self, |pool| {
+                sqlx::query_as(
+                    "SELECT l.source_id, l.target_id FROM memory_links l JOIN memories m ON m.id = l.source_id
+                     WHERE m.user_id = $1 AND l.kind = $2",
+                )
+                .bind(user_id.to_string())
+                .bind(*kind)
+                .fetch_all(pool)
+                .await?
+            });
+            for (source, target) in rows {
+                let parse = |id: &str| MemoryId::parse(id).map_err(|error| corrupt("memory_links", error));
+                pairs.push((parse(&source)?, parse(&target)?));
+            }
+        }
+        Ok(pairs)
+    }
+
+    /// Memories named by a user's requests of `purposes` that are still in flight (planned,
+    /// submitted, answered but unapplied, or failed and waiting for a retry): a stage never plans
+    /// a memory twice at once.
+    pub async fn memories_in_flight(&self, user_id: UserId, purposes: &[Purpose]) -> Result<HashSet<MemoryId>> {
+        let mut ids = HashSet::new();
+        for purpose in purposes {
+            let subjects: Vec<Json<Value>> = on_pool!(self, |pool| {
+                sqlx::query_scalar(
+                    "SELECT subject FROM llm_requests
+                     WHERE user_id = $1 AND purpose = $2 AND status IN ('planned', 'submitted', 'succeeded', 'errored', 'expired', 'canceled')",
+                )
+                .bind(user_id.to_string())
+                .bind(purpose.as_str())
+                .fetch_all(pool)
+                .await?
+            });
+            for Json(subject) in subjects {
+                ids.extend(subject_memory_ids(&subject));
+            }
+        }
+        Ok(ids)
+    }
+
+    /// Memories refinement may look at: active, longer than `min_chars`, written at least
+    /// `min_age_days` ago, read at least `min_reads` times, not refined within `cooldown_days`,
+    /// and rejected fewer than `max_rejections` times; oldest first.
+    pub async fn refinement_candidates(
+        &self,
+        user_id: UserId,
+        now: DateTime<Utc>,
+        rules: &RefinementRules,
+    ) -> Result<Vec<StageMemory>> {
+        let rows: Vec<(String, String)> = on_pool!(self, |pool| {
+            sqlx::query_as(
+                "SELECT id, text FROM memories
+                 WHERE user_id = $1 AND archived_at IS NULL AND LENGTH(text) > $2 AND created_at <= $3
+                   AND access_count >= $4 AND (refined_at IS NULL OR refined_at <= $5) AND refinement_rejections < $6
+                 ORDER BY created_at, id",
+            )
+            .bind(user_id.to_string())
+            .bind(rules.min_chars)
+            .bind(now - chrono::Duration::days(rules.min_age_days))
+            .bind(rules.min_reads)
+            .bind(now - chrono::Duration::days(rules.cooldown_days))
+            .bind(rules.max_rejections)
+            .fetch_all(pool)
+            .await?
+        });
+        rows.into_iter()
+            .map(|(id, text)| {
+                Ok(StageMemory {
+                    id: MemoryId::parse(&id).map_err(|error| corrupt("memories", error))?,
+                    text,
+                    link_hints: Vec::new(),
+                })
+            })
+            .collect()
+    }
+
+    /// A user's active entities.
+    pub async fn user_entities(&self, user_id: UserId) -> Result<Vec<EntityRow>> {
+        Ok(on_pool!(self, |pool| {
+            sqlx::query_as(
+                "SELECT id, name, kind, link_count FROM entities WHERE user_id = $1 AND archived_at IS NULL
+                 ORDER BY normalized_name, id",
+            )
+            .bind(user_id.to_string())
+            .fetch_all(pool)
+            .await?
+        }))
+    }
+
+    /// Entities entity GC reviews: active, linked from `min_links..=max_links` memories, and not
+    /// linked for `dormant_days`; none with a review in flight.
+    pub async fn dormant_entities(
+        &self,
+        user_id: UserId,
+        now: DateTime<Utc>,
+        dormant_days: i64,
+        min_links: i64,
+        max_links: i64,
+    ) -> Result<Vec<EntityRow>> {
+        Ok(on_pool!(self, |pool| {
+            sqlx::query_as(
+                "SELECT e.id, e.name, e.kind, e.link_count FROM entities e
+                 WHERE e.user_id = $1 AND e.archived_at IS NULL AND e.link_count BETWEEN $2 AND $3
+                   AND COALESCE(e.last_linked_at, e.created_at) <= $4
+                   AND NOT EXISTS (SELECT 1 FROM llm_requests r
+                                   WHERE r.user_id = e.user_id AND r.purpose = 'entity_gc'
+                                     AND r.status IN ('planned', 'submitted', 'succeeded', 'errored', 'expired', 'canceled')
+                                     AND r.subject ->> 'entity_id' = e.id)
+                 ORDER BY e.normalized_name, e.id",
+            )
+            .bind(user_id.to_string())
+            .bind(min_links)
+            .bind(max_links)
+            .bind(now - chrono::Duration::days(dormant_days))
+            .fetch_all(pool)
+            .await?
+        }))
+    }
+
+    /// Texts of up to `limit` active memories joined to an entity.
+    pub async fn entity_memory_texts(&self, entity_id: &str, limit: i64) -> Result<Vec<String>> {
+        Ok(on_pool!(self, |pool| {
+            sqlx::query_scalar(
+                "SELECT m.text FROM memories m JOIN memory_entities j ON j.memory_id = m.id
+                 WHERE j.entity_id = $1 AND m.archived_at IS NULL ORDER BY m.created_at, m.id LIMIT $2",
+            )
+            .bind(entity_id)
+            .bind(limit)
+            .fetch_all(pool)
+            .await?
+        }))
+    }
+
+    /// Extracted segments with no live summary and no summary request in flight: (segment, user).
+    pub async fn segments_to_summarize(&self, limit: i64) -> Result<Vec<(SegmentId, UserId)>> {
+        let rows: Vec<(String, String)> = on_pool!(self, |pool| {
+            sqlx::query_as(
+                "SELECT s.id, s.user_id FROM segments s
+                 WHERE s.status = 'extracted'
+                   AND NOT EXISTS (SELECT 1 FROM segment_summaries x WHERE x.segment_id = s.id AND x.superseded_at IS NULL)
+                   AND NOT EXISTS (SELECT 1 FROM llm_requests r WHERE r.segment_id = s.id AND r.purpose = 'summary'
+                                     AND r.status IN ('planned', 'submitted', 'succeeded', 'errored', 'expired', 'canceled', 'applied'))
+                 ORDER BY s.id LIMIT $1",
+            )
+            .bind(limit)
+            .fetch_all(pool)
+            .await?
+        });
+        rows.into_iter()
+            .map(|(segment, user)| {
+                Ok((
+                    SegmentId::parse(&segment).map_err(|error| corrupt("segments", error))?,
+                    UserId::parse(&user).map_err(|error| corrupt("segments", error))?,
+                ))
+            })
+            .collect()
+    }
+
+    /// A segment's live summary.
+    pub async fn live_summary(&self, segment_id: SegmentId) -> Result<Option<String>> {
+        Ok(on_pool!(self, |pool| {
+            sqlx::query_scalar("SELECT text FROM segment_summaries WHERE segment_id = $1 AND superseded_at IS NULL")
+                .bind(segment_id.to_string())
+                .fetch_optional(pool)
+                .await?
+        }))
+    }
+
+    /// What post-processing shapes, store-wide: (active memories, archived memories, links by
+    /// kind, active entities, live segment summaries).
+    pub async fn postprocess_shape(&self) -> Result<(i64, i64, std::collections::BTreeMap<String, i64>, i64, i64)> {
+        Ok(on_pool!(self, |pool| {
+            let (active, archived): (i64, i64) = sqlx::query_as(
+                "SELECT CAST(COALESCE(SUM(CASE WHEN archived_at IS NULL THEN 1 ELSE 0 END), 0) AS BIGINT),
+                        CAST(COALESCE(SUM(CASE WHEN archived_at IS NULL THEN 0 ELSE 1 END), 0) AS BIGINT)
+                 FROM memories",
+            )
+            .fetch_one(pool)
+            .await?;
+            let links: Vec<(String, i64)> =
+                sqlx::query_as("SELECT kind, COUNT(*) FROM memory_links GROUP BY kind ORDER BY kind")
+                    .fetch_all(pool)
+                    .await?;
+            let entities: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM entities WHERE archived_at IS NULL")
+                .fetch_one(pool)
+                .await?;
+            let summaries: i64 =
+                sqlx::query_scalar("SELECT COUNT(*) FROM segment_summaries WHERE superseded_at IS NULL")
+                    .fetch_one(pool)
+                    .await?;
+            (active, archived, links.into_iter().collect(), entities, summaries)
+        }))
+    }
+
+    /// Applied consolidation proposals whose review is not planned yet.
+    pub async fn proposals_to_review(&self, limit: i64) -> Result<Vec<ProposalToReview>> {
+        let rows: Vec<(String, String, Json<Value>, Option<String>)> = on_pool!(self, |pool| {
+            sqlx::query_as(
+                "SELECT r.id, r.user_id, r.subject, r.raw_output FROM llm_requests r
+                 WHERE r.purpose = 'consolidation' AND r.status = 'applied' AND r.n_items = 1
+                   AND NOT EXISTS (SELECT 1 FROM llm_requests v WHERE v.parent_request_id = r.id)
+                 ORDER BY r.applied_at, r.id LIMIT $1",
+            )
+            .bind(limit)
+            .fetch_all(pool)
+            .await?
+        });
+        rows.into_iter()
+            .filter_map(|(id, user, Json(subject), raw)| raw.map(|raw| (id, user, subject, raw)))
+            .map(|(id, user, subject, raw_output)| {
+                Ok(ProposalToReview {
+                    request_id: RequestId::parse(&id).map_err(|error| corrupt("llm_requests", error))?,
+                    user_id: UserId::parse(&user).map_err(|error| corrupt("llm_requests", error))?,
+                    subject,
+                    raw_output,
+                })
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,339 @@
+//! Writes that replace or narrow memories: consolidation and refinement replacements, refinement
+//! rejections, and the extraction reviewer's narrowing.
+
+use chrono::{DateTime, Utc};
+use memsift_core::text::{collapse_whitespace, dedupe_key};
+use memsift_core::{MemoryId, RequestId, UserId};
+use serde_json::json;
+
+use super::{Replacement, StageApplied, StageOutcome};
+use crate::journal::{Capture, JournalEntry, LinkRow, RowsAfter};
+use crate::tx::sql;
+use crate::vectors::vector_to_le_bytes;
+use crate::{Result, Store};
+
+impl Store {
+    /// Replaces memories with new ones (consolidation: several into one; refinement: one into one
+    /// or more) in one transaction: the new memories with the originals' evidence and entities,
+    /// every link of an original moved to the first new memory in both directions, and the
+    /// originals archived with `superseded_by` and the reason. Journaled with the exact prior rows.
+    ///
+    /// Nothing changes (the answer is applied with a note) when an original is no longer active,
+    /// a new text would duplicate another active memory, or the run's cap would be passed.
+    pub async fn apply_replacement(&self, input: &Replacement) -> Result<StageOutcome> {
+        let mut new_texts: Vec<(String, String)> = Vec::new();
+        for text in &input.new_texts {
+            let text = collapse_whitespace(text.trim());
+            let key = dedupe_key(&text);
+            if !text.is_empty() && !new_texts.iter().any(|(_, seen)| *seen == key) {
+                new_texts.push((text, key));
+            }
+        }
+        let original_ids: Vec<String> = input.originals.iter().map(ToString::to_string).collect();
+        self.write(async |tx| {
+            let mut problem = None;
+            if new_texts.is_empty() || original_ids.is_empty() {
+                problem = Some("nothing to write".to_owned());
+            }
+            for id in &original_ids {
+                let active: Option<String> = tx
+                    .scalar_optional(sql!(
+                        "SELECT id FROM memories WHERE id = $1 AND user_id = $2 AND archived_at IS NULL",
+                        id,
+                        input.user_id
+                    ))
+                    .await?;
+                if active.is_none() {
+                    problem.get_or_insert_with(|| format!("memory {id} is no longer active"));
+                }
+            }
+            for (text, key) in &new_texts {
+                let taken: Option<String> = tx
+                    .scalar_optional(sql!(
+                        "SELECT id FROM memories WHERE user_id = $1 AND dedupe_key = $2 AND archived_at IS NULL",
+                        input.user_id,
+                        key
+                    ))
+                    .await?;
+                if let Some(taken) = taken.filter(|id| !original_ids.contains(id)) {
+                    problem.get_or_insert_with(|| format!("memory {taken} already says `{text}`"));
+                }
+            }
+            let used = tx.run_changes(&input.cap.run).await?;
+            if used + original_ids.len() as i64 > input.cap.cap {
+                problem.get_or_insert_with(|| {
+                    format!(
+                        "the run's cap is reached ({used} of {} memories changed)",
+                        input.cap.cap
+                    )
+                });
+            }
+            if let Some(problem) = problem {
+                return tx
+                    .settle_without_change(input.request_id, 0, Some(&problem), input.now)
+                    .await;
+            }
+            if !tx
+                .claim_answer(input.request_id, new_texts.len(), None, input.now)
+                .await?
+            {
+                tx.unclaimed(input.request_id).await?;
+                return Ok(StageOutcome::AlreadyApplied);
+            }
+            let before = tx
+                .capture_rows(Capture {
+                    memories: &original_ids,
+                    links_of: &original_ids,
+                    joins_of_memories: &original_ids,
+                    joins_of_entities: &[],
+                })
+                .await?;
+            let reason = format!("{}: {}", input.kind, input.reason);
+            // Archive first: a new text may normalise to an original's key.
+            for id in &original_ids {
+                tx.execute(sql!(
+                    "UPDATE memories SET archived_at = $2, archive_reason = $3, updated_at = $2 WHERE id = $1",
+                    id,
+                    input.now,
+                    &reason
+                ))
+                .await?;
+            }
+            let mut created = Vec::with_capacity(new_texts.len());
+            for (position, (text, key)) in new_texts.iter().enumerate() {
+                let id = MemoryId::new_v7().to_string();
+                let vector = input
+                    .embeddings
+                    .as_ref()
+                    .and_then(|(model, vectors)| Some((model.as_str(), vectors.get(position)?)));
+                tx.execute(sql!(
+                    "INSERT INTO memories (id, user_id, text, dedupe_key, importance, confidence, happens_at, expires_at,
+                                           sensitive, temporal, source_segment_id, source_request_id, prompt_version,
+                                           refined_at, related_at, created_at, updated_at, embedding, embedding_model,
+                                           embedding_dim)
+                     SELECT $1, user_id, $2, $3, importance, confidence, happens_at, expires_at, sensitive, temporal,
+                            source_segment_id, $4, (SELECT prompt_version FROM llm_requests WHERE id = $4), $5, NULL, $6, $6,
+                            $7, $8, $9
+                     FROM memories WHERE id = $10",
+                    &id,
+                    text,
+                    key,
+                    input.request_id,
+                    (input.kind == "refine").then_some(input.now),
+                    input.now,
+                    vector.map(|(_, vector)| vector_to_le_bytes(vector)),
+                    vector.map(|(model, _)| model),
+                    vector.map(|(_, vector)| vector.len() as i64),
+                    &original_ids[0]
+                ))
+                .await?;
+                // The strongest original's confidence and importance, and any sensitivity.
+                for original in &original_ids {
+                    for column in ["confidence", "importance"] {
+                        let statement = format!(
+                            "UPDATE memories SET {column} = (SELECT o.{column} FROM memories o WHERE o.id = $2)
+                             WHERE id = $1 AND {column} < (SELECT o.{column} FROM memories o WHERE o.id = $2)"
+                        );
+                        tx.execute(sql!(&statement, &id, original)).await?;
+                    }
+                    tx.execute(sql!(
+                        "UPDATE memories SET sensitive = TRUE
+                         WHERE id = $1 AND EXISTS (SELECT 1 FROM memories o WHERE o.id = $2 AND o.sensitive = TRUE)",
+                        &id,
+                        original
+                    ))
+                    .await?;
+                    tx.execute(sql!(
+                        "INSERT INTO memory_evidence (memory_id, message_id)
+                         SELECT $1, message_id FROM memory_evidence WHERE memory_id = $2 ON CONFLICT DO NOTHING",
+                        &id,
+                        original
+                    ))
+                    .await?;
+                    tx.execute(sql!(
+                        "INSERT INTO memory_entities (memory_id, entity_id)
+                         SELECT $1, entity_id FROM memory_entities WHERE memory_id = $2 ON CONFLICT DO NOTHING",
+                        &id,
+                        original
+                    ))
+                    .await?;
+                }
+                created.push(id);
+            }
+            for id in &original_ids {
+                tx.execute(sql!(
+                    "UPDATE memories SET superseded_by = $2 WHERE id = $1",
+                    id,
+                    &created[0]
+                ))
+                .await?;
+            }
+            // Links move to the first new memory in both directions; a link between two
+            // originals would become a self-link and is dropped.
+            let moved = |id: &String| {
+                if original_ids.contains(id) {
+                    created[0].clone()
+                } else {
+                    id.clone()
+                }
+            };
+            let mut n_links = 0;
+            for link in &before.links {
+                let moved_link = LinkRow {
+                    source_id: moved(&link.source_id),
+                    target_id: moved(&link.target_id),
+                    ..link.clone()
+                };
+                if moved_link.source_id != moved_link.target_id && tx.insert_link(&moved_link, false).await? {
+                    n_links += 1;
+                }
+            }
+            for id in &original_ids {
+                tx.execute(sql!(
+                    "DELETE FROM memory_links WHERE source_id = $1 OR target_id = $1",
+                    id
+                ))
+                .await?;
+            }
+            let after = RowsAfter {
+                created_memory_ids: created.clone(),
+                created_links: Vec::new(),
+                created_joins: Vec::new(),
+                n_changed: original_ids.len() as i64,
+                detail: json!({ "originals": original_ids, "new_texts": new_texts.iter().map(|(text, _)| text).collect::<Vec<_>>() }),
+            };
+            let entry = JournalEntry {
+                kind: input.kind,
+                user_id: input.user_id,
+                request_id: Some(input.request_id),
+                reason: &input.reason,
+                now: input.now,
+            };
+            let operation_id = tx.journal(entry, &before, &after).await?;
+            Ok(StageOutcome::Applied(StageApplied {
+                n_links,
+                n_memories_created: created.len() as u64,
+                n_memories_archived: original_ids.len() as u64,
+                n_entities_changed: 0,
+                operation_id: Some(operation_id),
+                note: None,
+            }))
+        })
+        .await
+    }
+
+    /// Counts a refinement the model (or validation) turned down: one more rejection, and the
+    /// cooldown restarts; journaled as `refine_reject`.
+    pub async fn apply_refinement_rejection(
+        &self,
+        request_id: RequestId,
+        user_id: UserId,
+        memory_id: MemoryId,
+        reason: &str,
+        now: DateTime<Utc>,
+    ) -> Result<StageOutcome> {
+        self.write(async |tx| {
+            if !tx.claim_answer(request_id, 0, Some(reason), now).await? {
+                tx.unclaimed(request_id).await?;
+                return Ok(StageOutcome::AlreadyApplied);
+            }
+            let ids = [memory_id.to_string()];
+            let before = tx
+                .capture_rows(Capture {
+                    memories: &ids,
+                    ..Capture::default()
+                })
+                .await?;
+            let updated = tx
+                .execute(sql!(
+                    "UPDATE memories SET refinement_rejections = refinement_rejections + 1, refined_at = $3
+                     WHERE id = $1 AND user_id = $2",
+                    memory_id,
+                    user_id,
+                    now
+                ))
+                .await?;
+            let operation_id = if updated == 1 {
+                let after = RowsAfter {
+                    detail: json!({ "memory_id": memory_id.to_string() }),
+                    ..RowsAfter::default()
+                };
+                let entry = JournalEntry {
+                    kind: "refine_reject",
+                    user_id,
+                    request_id: Some(request_id),
+                    reason,
+                    now,
+                };
+                Some(tx.journal(entry, &before, &after).await?)
+            } else {
+                None
+            };
+            Ok(StageOutcome::Applied(StageApplied {
+                operation_id,
+                note: Some(reason.to_owned()),
+                ..StageApplied::default()
+            }))
+        })
+        .await
+    }
+
+    /// Applies a reviewer's narrowing that keeps the text: a lower confidence and/or an earlier
+    /// expiry (the caller has checked it narrows); journaled as `review_narrow`.
+    pub async fn apply_narrowing(
+        &self,
+        request_id: RequestId,
+        user_id: UserId,
+        memory_id: MemoryId,
+        confidence: f64,
+        expires_at: Option<DateTime<Utc>>,
+        now: DateTime<Utc>,
+    ) -> Result<StageOutcome> {
+        self.write(async |tx| {
+            if !tx.claim_answer(request_id, 1, None, now).await? {
+                tx.unclaimed(request_id).await?;
+                return Ok(StageOutcome::AlreadyApplied);
+            }
+            let ids = [memory_id.to_string()];
+            let before = tx
+                .capture_rows(Capture {
+                    memories: &ids,
+                    ..Capture::default()
+                })
+                .await?;
+            let updated = tx
+                .execute(sql!(
+                    "UPDATE memories SET confidence = $3, expires_at = $4, updated_at = $5
+                     WHERE id = $1 AND user_id = $2 AND archived_at IS NULL",
+                    memory_id,
+                    user_id,
+                    confidence,
+                    expires_at,
+                    now
+                ))
+                .await?;
+            let operation_id = if updated == 1 {
+                let after = RowsAfter {
+                    detail: json!({ "memory_id": memory_id.to_string(), "confidence": confidence, "expires_at": expires_at }),
+                    ..RowsAfter::default()
+                };
+                let entry = JournalEntry {
+                    kind: "review_narrow",
+                    user_id,
+                    request_id: Some(request_id),
+                    reason: "extraction reviewer",
+                    now,
+                };
+                Some(tx.journal(entry, &before, &after).await?)
+            } else {
+                None
+            };
+            Ok(StageOutcome::Applied(StageApplied {
+                operation_id,
+                note: (updated == 0).then(|| "the memory is no longer active".to_owned()),
+                ..StageApplied::default()
+            }))
+        })
+        .await
+    }
+}
