@@ -8,8 +8,14 @@
 //!    provider's list endpoint and adopted, or, after two misses a grace period apart, its
 //!    requests are re-planned under the same ids;
 //! 3. **poll**: a snooze with a growing, jittered `next_poll_at`, never an attempt (invariant 6);
-//! 4. **ingest**: results are downloaded once per batch and fanned out by `custom_id` to the
-//!    [`BatchResultProcessor`] of each request's purpose, with a cursor on the batch row (invariant 4).
+//! 4. **ingest**: results are downloaded once per batch and recorded on each request by
+//!    `custom_id`, with a cursor on the batch row (invariant 4). Applying the recorded answers is
+//!    the pipeline's one apply path, which drains every `succeeded` request whichever lane
+//!    answered it; the coordinator never writes memories.
+//!
+//! A result line that cannot be recorded is logged against its request and the batch goes on; a
+//! database that is unreachable stops the batch (its claim lapses and ingest resumes from the
+//! cursor), never the other batches of the step.
 //!
 //! **Architecture invariant:** the coordinator holds no transaction across a provider call and
 //! keeps no state in memory that the database does not also hold; a crash anywhere leaves rows
@@ -21,8 +27,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use chrono::{DateTime, Duration, Utc};
-use memsift_core::status::{Purpose, RequestStatus};
-use memsift_core::{BatchId, Clock, RequestId};
+use memsift_core::status::RequestStatus;
+use memsift_core::{BatchId, Clock};
 use memsift_store::{BatchRow, PackPolicy, RequestUsage, Store, StoreError, WorkRequest};
 use serde::Serialize;
 
@@ -153,13 +159,6 @@ pub trait BatchProvider: Send + Sync {
     async fn cancel(&self, provider_batch_id: &str) -> Result<(), String>;
 }
 
-/// What happens to an answered request of a purpose: the extraction handler applies it.
-#[async_trait::async_trait(?Send)]
-pub trait BatchResultProcessor: Send + Sync {
-    /// Called after the answer is committed; an error leaves it `succeeded` for the sweep to retry.
-    async fn on_answer(&self, request_id: RequestId) -> Result<(), String>;
-}
-
 /// Why a coordinator step stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum CoordinatorError {
@@ -194,12 +193,21 @@ pub struct CoordinatorReport {
     pub n_answers: u64,
     /// Failed results recorded.
     pub n_failures: u64,
+    /// Result lines the store refused (each request marked errored with the reason).
+    pub n_lines_refused: u64,
+    /// Batches whose step failed in the store this time (each is taken up again later).
+    pub n_batch_errors: u64,
 }
 
 impl CoordinatorReport {
     /// Whether anything moved.
     pub fn progressed(&self) -> bool {
-        *self != CoordinatorReport::default()
+        // A batch that failed in the store did not move; it waits for its claim to lapse.
+        let moved = CoordinatorReport {
+            n_batch_errors: 0,
+            ..self.clone()
+        };
+        moved != CoordinatorReport::default()
     }
 }
 
@@ -211,11 +219,10 @@ pub struct BatchCoordinator {
     settings: BatchSettings,
     /// One provider per `{purpose}_{tier}` config key whose lane can be `batch`.
     providers: BTreeMap<String, Arc<dyn BatchProvider>>,
-    processors: HashMap<Purpose, Arc<dyn BatchResultProcessor>>,
 }
 
 impl BatchCoordinator {
-    /// A coordinator over `store`; add providers and processors before stepping.
+    /// A coordinator over `store`; add providers before stepping.
     pub fn new(store: Store, clock: Arc<dyn Clock>, worker_id: String, settings: BatchSettings) -> Self {
         Self {
             store,
@@ -223,7 +230,6 @@ impl BatchCoordinator {
             worker_id,
             settings,
             providers: BTreeMap::new(),
-            processors: HashMap::new(),
         }
     }
 
@@ -269,11 +275,6 @@ impl BatchCoordinator {
     /// Serves batch-lane requests of `config_key` through `provider`.
     pub fn add_provider(&mut self, config_key: &str, provider: Arc<dyn BatchProvider>) {
         self.providers.insert(config_key.to_owned(), provider);
-    }
-
-    /// Handles answered requests of `purpose`.
-    pub fn add_processor(&mut self, purpose: Purpose, processor: Arc<dyn BatchResultProcessor>) {
-        self.processors.insert(purpose, processor);
     }
 
     /// Whether any provider is configured (no batch lane otherwise).
@@ -470,101 +471,131 @@ impl BatchCoordinator {
     }
 
     async fn ingest(&self, report: &mut CoordinatorReport) -> Result<(), CoordinatorError> {
-        use futures_util::StreamExt;
-
         let now = self.clock.now();
         for batch in self
             .store
             .claim_batches_to_ingest(&self.worker_id, now, self.settings.claim_lease, 10)
             .await?
         {
-            let batch_id = parse_batch_id(&batch.id)?;
-            let (Some(provider), Some(provider_batch_id)) = (
-                self.providers.get(&batch.config_key),
-                batch.provider_batch_id.as_deref(),
-            ) else {
-                continue;
-            };
-            let requests: HashMap<String, WorkRequest> = self
-                .store
-                .batch_requests(batch_id)
-                .await?
-                .into_iter()
-                .map(|request| (request.id.to_string(), request))
-                .collect();
-            let mut lines = match provider.results(provider_batch_id).await {
-                Ok(lines) => lines,
-                Err(error) => {
-                    tracing::warn!(%batch_id, error, "Could not download batch results; will retry after the claim lease.");
-                    continue;
+            let batch_id = batch.id.clone();
+            match self.ingest_batch(&batch, report).await {
+                Ok(()) => {}
+                // One batch's trouble stays with it: its claim lapses and a later step resumes it,
+                // while the other batches of this step are ingested.
+                Err(CoordinatorError::Store(error)) => {
+                    report.n_batch_errors += 1;
+                    tracing::warn!(batch_id, error = %error, "Ingesting a batch failed; it is taken up again after its claim lease.");
                 }
-            };
-            let mut cursor = 0_i64;
-            let mut broken = false;
-            while let Some(line) = lines.next().await {
-                cursor += 1;
-                let line = match line {
-                    Ok(line) => line,
-                    Err(error) => {
-                        tracing::warn!(%batch_id, cursor, error, "Unreadable result line.");
-                        if error.contains("transient") {
-                            broken = true;
-                            break;
-                        }
-                        continue;
-                    }
-                };
-                let (custom_id, answered) = match &line {
-                    ResultLine::Answer { custom_id, .. } => (custom_id.clone(), true),
-                    ResultLine::Failed { custom_id, .. } => (custom_id.clone(), false),
-                };
-                let Some(request) = requests.get(&custom_id) else {
-                    tracing::warn!(%batch_id, custom_id, "Result line names a request that is not in this batch; ignored.");
-                    continue;
-                };
-                let now = self.clock.now();
-                let recorded = match line {
-                    ResultLine::Answer {
-                        raw_output,
-                        stop_reason,
-                        usage,
-                        ..
-                    } => {
-                        self.store
-                            .record_answer(request.id, &raw_output, stop_reason.as_deref(), &usage, now)
-                            .await?
-                    }
-                    ResultLine::Failed { status, error, .. } => {
-                        self.store.record_failure(request.id, status, &error, now).await?
-                    }
-                };
-                if recorded {
-                    if answered {
-                        report.n_answers += 1;
-                    } else {
-                        report.n_failures += 1;
-                    }
-                }
-                fail_point!("batch::mid_ingest");
-                if let (true, Some(processor)) = (answered, self.processors.get(&request.purpose))
-                    && let Err(error) = processor.on_answer(request.id).await
-                {
-                    tracing::warn!(request_id = %request.id, error, "Applying an answer failed; the sweep will retry it.");
-                }
-                if cursor % 100 == 0 {
-                    self.store.advance_ingest_cursor(batch_id, cursor).await?;
-                }
+                Err(error) => return Err(error),
             }
-            if broken {
-                continue;
-            }
-            self.store.advance_ingest_cursor(batch_id, cursor).await?;
-            let n_missing = self.store.finish_ingest(batch_id, self.clock.now()).await?;
-            if n_missing > 0 {
-                tracing::warn!(%batch_id, n_missing, "Requests without a result line were marked errored and will be re-planned.");
-            }
-            report.n_batches_ingested += 1;
         }
+        Ok(())
+    }
+
+    /// Downloads one ended batch's results and records each line on its request.
+    async fn ingest_batch(&self, batch: &BatchRow, report: &mut CoordinatorReport) -> Result<(), CoordinatorError> {
+        use futures_util::StreamExt;
+
+        let batch_id = parse_batch_id(&batch.id)?;
+        let (Some(provider), Some(provider_batch_id)) = (
+            self.providers.get(&batch.config_key),
+            batch.provider_batch_id.as_deref(),
+        ) else {
+            return Ok(());
+        };
+        let requests: HashMap<String, WorkRequest> = self
+            .store
+            .batch_requests(batch_id)
+            .await?
+            .into_iter()
+            .map(|request| (request.id.to_string(), request))
+            .collect();
+        let mut lines = match provider.results(provider_batch_id).await {
+            Ok(lines) => lines,
+            Err(error) => {
+                tracing::warn!(%batch_id, error, "Could not download batch results; will retry after the claim lease.");
+                return Ok(());
+            }
+        };
+        let mut cursor = 0_i64;
+        let mut broken = false;
+        while let Some(line) = lines.next().await {
+            cursor += 1;
+            let line = match line {
+                Ok(line) => line,
+                Err(error) => {
+                    tracing::warn!(%batch_id, cursor, error, "Unreadable result line.");
+                    if error.contains("transient") {
+                        broken = true;
+                        break;
+                    }
+                    continue;
+                }
+            };
+            let (custom_id, answered) = match &line {
+                ResultLine::Answer { custom_id, .. } => (custom_id.clone(), true),
+                ResultLine::Failed { custom_id, .. } => (custom_id.clone(), false),
+            };
+            let Some(request) = requests.get(&custom_id) else {
+                tracing::warn!(%batch_id, custom_id, "Result line names a request that is not in this batch; ignored.");
+                continue;
+            };
+            let now = self.clock.now();
+            let recorded = match line {
+                ResultLine::Answer {
+                    raw_output,
+                    stop_reason,
+                    usage,
+                    ..
+                } => {
+                    self.store
+                        .record_answer(request.id, &raw_output, stop_reason.as_deref(), &usage, now)
+                        .await
+                }
+                ResultLine::Failed { status, error, .. } => {
+                    self.store.record_failure(request.id, status, &error, now).await
+                }
+            };
+            match recorded {
+                Ok(true) if answered => report.n_answers += 1,
+                Ok(true) => report.n_failures += 1,
+                Ok(false) => {}
+                // The database is unwell: stop this batch where it is; the claim lapses and a
+                // later step resumes from the cursor.
+                Err(error) if error.is_transient() => {
+                    tracing::warn!(%batch_id, cursor, error = %error, "Recording a result failed; ingest resumes later.");
+                    broken = true;
+                    break;
+                }
+                // This line cannot be stored: record why on its request and go on with the
+                // rest. The request is re-planned like any failed attempt.
+                Err(error) => {
+                    report.n_lines_refused += 1;
+                    tracing::warn!(%batch_id, request_id = %request.id, error = %error, "A result line could not be stored; its request is marked errored.");
+                    let reason = format!("the result line could not be stored: {error}");
+                    if let Err(error) = self
+                        .store
+                        .record_failure(request.id, RequestStatus::Errored, &reason, now)
+                        .await
+                    {
+                        tracing::warn!(request_id = %request.id, error = %error, "Could not mark the request errored either; finishing the ingest will.");
+                    }
+                }
+            }
+            fail_point!("batch::mid_ingest");
+            if cursor % 100 == 0 {
+                self.store.advance_ingest_cursor(batch_id, cursor).await?;
+            }
+        }
+        if broken {
+            return Ok(());
+        }
+        self.store.advance_ingest_cursor(batch_id, cursor).await?;
+        let n_missing = self.store.finish_ingest(batch_id, self.clock.now()).await?;
+        if n_missing > 0 {
+            tracing::warn!(%batch_id, n_missing, "Requests without a result line were marked errored and will be re-planned.");
+        }
+        report.n_batches_ingested += 1;
         Ok(())
     }
 }

@@ -122,6 +122,8 @@ pub struct SegmentsConfig {
 pub struct ExtractionConfig {
     /// Attempts per segment before it goes `dead`.
     pub max_attempts: u32,
+    /// Failed applies of one recorded answer before it is quarantined as `failed`.
+    pub max_apply_attempts: u32,
     /// How long a claim on a segment holds before another worker may take it over.
     pub claim_lease_secs: u64,
     /// The user's most similar existing memories shown with each segment (after the ones its
@@ -513,6 +515,13 @@ impl Config {
         }
         if self.extraction.max_attempts == 0 {
             return Err(invalid("extraction.max_attempts", 0, "use at least 1 (default 3)"));
+        }
+        if self.extraction.max_apply_attempts == 0 {
+            return Err(invalid(
+                "extraction.max_apply_attempts",
+                0,
+                "use at least 1 (default 3)",
+            ));
         }
         if !matches!(self.database.sqlite_synchronous.as_str(), "full" | "normal") {
             return Err(invalid(

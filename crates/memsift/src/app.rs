@@ -8,14 +8,13 @@ use anyhow::Context;
 use memsift_batch::{AnthropicBatchProvider, BatchCoordinator, BatchSettings, OpenAiBatchProvider};
 use memsift_core::config::{Config, LanePolicy, ProviderKind, default_data_dir};
 use memsift_core::prompt::PromptRegistry;
-use memsift_core::status::Purpose;
 use memsift_core::{Clock, SystemClock};
 use memsift_llm::{AnthropicClient, ClientOptions, OpenAiClient, PriceTable, ResolvedLlm};
 use memsift_routing::{BillingBackend, ColumnBilling, HeuristicStrategy, ImmediateStrategy, Router};
 use memsift_store::{Store, StoreOptions, redact};
 
 use crate::embedding::Vectors;
-use crate::pipeline::{ApplyContext, ExtractionHandler, SleepWaiter, Waiter};
+use crate::pipeline::{ApplyContext, SleepWaiter, Waiter};
 
 /// Everything a command needs.
 #[derive(Clone)]
@@ -40,8 +39,6 @@ pub struct App {
     pub immediate: Arc<ImmediateStrategy>,
     /// The batch lane, when any config key can reach it.
     pub coordinator: Option<Arc<BatchCoordinator>>,
-    /// Applies batch answers; its totals feed the step report.
-    pub extraction_handler: Arc<ExtractionHandler>,
     /// How `run --until-idle` waits for work due later.
     pub waiter: Arc<dyn Waiter>,
     /// The embedder (loaded on first use) and per-user exact vector indexes.
@@ -120,12 +117,7 @@ impl App {
             models: config.prices.clone(),
         };
         let vectors = Arc::new(Vectors::new(&config.embeddings));
-        let extraction_handler = Arc::new(ExtractionHandler::new(ApplyContext {
-            store: store.clone(),
-            clock: Arc::clone(&clock),
-            vectors: Arc::clone(&vectors),
-        }));
-        let coordinator = build_coordinator(&config, &store, &clock, &worker_id, &prices, &extraction_handler)?;
+        let coordinator = build_coordinator(&config, &store, &clock, &worker_id, &prices)?;
         Ok(App {
             immediate: Arc::new(ImmediateStrategy::from_config(&config, prices.clone())?),
             heuristic: Arc::new(HeuristicStrategy),
@@ -137,7 +129,6 @@ impl App {
             router,
             billing,
             coordinator,
-            extraction_handler,
             waiter,
             vectors,
         })
@@ -179,7 +170,6 @@ fn build_coordinator(
     clock: &Arc<dyn Clock>,
     worker_id: &str,
     prices: &PriceTable,
-    extraction_handler: &Arc<ExtractionHandler>,
 ) -> anyhow::Result<Option<Arc<BatchCoordinator>>> {
     let settings = BatchSettings {
         max_requests_per_batch: config.batch.max_requests_per_batch as i64,
@@ -216,10 +206,6 @@ fn build_coordinator(
     }
     if !coordinator.has_providers() {
         return Ok(None);
-    }
-    // One handler for every purpose: `apply_request_output` dispatches on the request's purpose.
-    for purpose in Purpose::ALL {
-        coordinator.add_processor(*purpose, Arc::clone(extraction_handler) as _);
     }
     Ok(Some(Arc::new(coordinator)))
 }

@@ -3,16 +3,22 @@
 //!
 //! [`run_once`] is one step of every stage, each moving work forward by at most one committed
 //! state: close idle segments → plan (payload + route per chunk) → execute the heuristic and
-//! immediate lanes → step the batch coordinator → apply answers left unapplied → re-plan failed
-//! attempts. Every lane ends in [`apply_request_output`], the single place that turns a stored raw
-//! output into memories. Background work is driven step by step, so tests need no sleeps.
+//! immediate lanes → step the batch coordinator → apply every recorded answer → re-plan failed
+//! attempts. Lanes only record answers; [`drain_answers`] applies them all through
+//! [`apply_request_output`], the single place that turns a stored raw output into memories.
+//! Background work is driven step by step, so tests need no sleeps.
+//!
+//! One bad item stalls nothing else: a request, answer or segment that fails is recorded on that
+//! item and the step goes on. An answer whose apply fails is tried again on later steps, behind
+//! fresher answers, and quarantined as `failed` after `[extraction] max_apply_attempts`. A failure
+//! of the environment (the database unreachable, the embedder missing) counts against no item: it
+//! ends the step with the error, and the work waits.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use anyhow::Context;
 use chrono::{DateTime, Duration, Utc};
-use memsift_batch::BatchResultProcessor;
 use memsift_core::config::{OverBudget, ProviderKind};
 use memsift_core::status::{Lane, Purpose, RequestStatus, Role};
 use memsift_core::transcript::parse_turns;
@@ -21,7 +27,9 @@ use memsift_llm::ResolvedLlm;
 use memsift_payload::{KnownMemory, PayloadOptions, build_extraction_chunks};
 use memsift_processor::{ProcessInput, ProcessOutput, StopReason, VECTOR_DUPLICATE_THRESHOLD, process};
 use memsift_routing::{ExecutionOutcome, ExecutionRequest, ExecutionStrategy, Route};
-use memsift_store::{ApplyInput, ApplyOutcome, ClaimedSegment, ItemEmbeddings, NewRequest, RequestUsage, Store};
+use memsift_store::{
+    ApplyFailure, ApplyInput, ApplyOutcome, ClaimedSegment, ItemEmbeddings, NewRequest, RequestUsage, Store,
+};
 use serde::Serialize;
 use serde_json::{Value, json};
 
@@ -56,6 +64,10 @@ pub struct StepReport {
     pub n_requests_dead: u64,
     /// Post-processing answers that changed the store.
     pub n_stage_changes: u64,
+    /// Applies that failed; each answer is tried again on a later step.
+    pub n_apply_failures: u64,
+    /// Answers quarantined as `failed` after `max_apply_attempts` failed applies.
+    pub n_requests_quarantined: u64,
     /// What the batch coordinator did.
     pub batch: memsift_batch::CoordinatorReport,
 }
@@ -63,8 +75,11 @@ pub struct StepReport {
 impl StepReport {
     /// Whether the step moved anything.
     pub fn progressed(&self) -> bool {
+        // A failed apply moves nothing forward (the answer is tried on a later step); a
+        // quarantine does.
         let idle = StepReport {
             batch: self.batch.clone(),
+            n_apply_failures: self.n_apply_failures,
             ..StepReport::default()
         };
         (*self != idle) || self.batch.progressed()
@@ -83,6 +98,8 @@ impl StepReport {
         self.n_requests_replanned += other.n_requests_replanned;
         self.n_requests_dead += other.n_requests_dead;
         self.n_stage_changes += other.n_stage_changes;
+        self.n_apply_failures += other.n_apply_failures;
+        self.n_requests_quarantined += other.n_requests_quarantined;
         let batch = &mut self.batch;
         let more = &other.batch;
         batch.n_batches_created += more.n_batches_created;
@@ -95,6 +112,8 @@ impl StepReport {
         batch.n_batches_ingested += more.n_batches_ingested;
         batch.n_answers += more.n_answers;
         batch.n_failures += more.n_failures;
+        batch.n_lines_refused += more.n_lines_refused;
+        batch.n_batch_errors += more.n_batch_errors;
     }
 
     fn add_applied(&mut self, applied: &Applied) {
@@ -118,14 +137,8 @@ pub async fn run_once(app: &App) -> anyhow::Result<StepReport> {
     }
     if let Some(coordinator) = &app.coordinator {
         report.batch = coordinator.step().await.context("batch coordinator step")?;
-        // Answers the coordinator applied were counted by its processor; pick up their totals.
-        let applied = app.extraction_handler.take_totals();
-        report.add_applied(&applied);
     }
-    for request_id in app.store.unapplied_answers(CLAIM_BATCH).await? {
-        let applied = apply_request_output(&app.apply_context(), request_id).await?;
-        report.add_applied(&applied);
-    }
+    drain_answers(app, &mut report).await?;
     // A consolidation proposal applied above is reviewed by a request of its own.
     report.n_requests_planned += crate::stages::plan_reviews(app).await?;
     // With the extraction reviewer on, every memory extraction wrote gets one review request.
@@ -137,6 +150,72 @@ pub async fn run_once(app: &App) -> anyhow::Result<StepReport> {
     report.n_requests_replanned = replan.n_replanned;
     report.n_requests_dead = replan.n_dead;
     Ok(report)
+}
+
+/// Applies every recorded answer once, whichever lane answered it: the one apply path.
+///
+/// Each answer is tried at most once per step. One whose apply fails is recorded on its request
+/// and tried again on a later step, behind fresher answers (so no number of failing answers can
+/// starve the rest), and quarantined as `failed` after `max_apply_attempts`. A failure of the
+/// environment stops the drain with the error and counts against no answer.
+pub async fn drain_answers(app: &App, report: &mut StepReport) -> anyhow::Result<()> {
+    let context = app.apply_context();
+    let max_apply_attempts = i64::from(app.config.extraction.max_apply_attempts);
+    let mut tried = std::collections::HashSet::new();
+    loop {
+        let page = app.store.unapplied_answers(CLAIM_BATCH + tried.len() as i64).await?;
+        let fresh: Vec<RequestId> = page.into_iter().filter(|id| !tried.contains(id)).collect();
+        if fresh.is_empty() {
+            return Ok(());
+        }
+        for request_id in fresh {
+            tried.insert(request_id);
+            let error = match apply_request_output(&context, request_id).await {
+                Ok(applied) => {
+                    report.add_applied(&applied);
+                    continue;
+                }
+                Err(error) if is_environment_fault(&error) => {
+                    return Err(error.context(format!(
+                        "applying request {request_id} stopped; it and every other recorded answer wait, nothing counted against them"
+                    )));
+                }
+                Err(error) => error,
+            };
+            let message = format!("{error:#}");
+            match app
+                .store
+                .record_apply_failure(request_id, &message, max_apply_attempts, app.clock.now())
+                .await?
+            {
+                ApplyFailure::WillRetry { attempts } => {
+                    report.n_apply_failures += 1;
+                    tracing::warn!(%request_id, attempts, error = %message, "Applying an answer failed; it is tried again on a later step.");
+                }
+                ApplyFailure::Quarantined { attempts } => {
+                    report.n_apply_failures += 1;
+                    report.n_requests_quarantined += 1;
+                    tracing::error!(%request_id, attempts, error = %message, "An answer could not be applied and is quarantined as failed; see `memsift show` and retry its segment after fixing the cause.");
+                }
+                ApplyFailure::NotPending => {}
+            }
+        }
+    }
+}
+
+/// Whether a failure is the environment's (the database unreachable or busy, the embedder
+/// missing or failing) rather than the item's. Such a failure must never spend an item's
+/// attempts: the same item succeeds once the environment is back.
+pub fn is_environment_fault(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| {
+        cause
+            .downcast_ref::<memsift_store::StoreError>()
+            .is_some_and(memsift_store::StoreError::is_transient)
+            || cause.downcast_ref::<crate::embedding::EmbedderUnavailable>().is_some()
+            || cause
+                .downcast_ref::<memsift_embed::EmbedError>()
+                .is_some_and(|error| !matches!(error, memsift_embed::EmbedError::EmptyText { .. }))
+    })
 }
 
 /// Drops raw outputs past `[retention] raw_output_days` (0: keeps them); returns how many.
@@ -201,11 +280,22 @@ async fn plan_closed_segments(app: &App, report: &mut StepReport) -> anyhow::Res
         .store
         .claim_segments(&app.worker_id, app.clock.now(), lease, CLAIM_BATCH)
         .await?;
-    for segment in claimed {
-        match plan_segment(app, &segment).await {
+    for (position, segment) in claimed.iter().enumerate() {
+        match plan_segment(app, segment).await {
             Ok(n_requests) => {
                 report.n_segments_planned += 1;
                 report.n_requests_planned += n_requests;
+            }
+            Err(error) if is_environment_fault(&error) => {
+                // Not the segment's fault: hand this one and the rest back without an attempt.
+                let reason = format!("waiting: {error:#}");
+                for waiting in &claimed[position..] {
+                    app.store.defer_segment(waiting.id, app.clock.now(), &reason).await?;
+                }
+                return Err(error.context(format!(
+                    "planning segment {} stopped; it and the other claimed segments wait, no attempt counted",
+                    segment.id
+                )));
             }
             Err(error) => {
                 report.n_segments_failed += 1;
@@ -395,7 +485,18 @@ async fn execute_lane(app: &App, lane: Lane, report: &mut StepReport) -> anyhow:
         .claim_requests(lane, &app.worker_id, app.clock.now(), lease, CLAIM_BATCH)
         .await?;
     for request in claimed {
-        let llm = app.resolved_llm(&request.config_key)?;
+        let llm = match app.resolved_llm(&request.config_key) {
+            Ok(llm) => llm,
+            // Planned under a configuration that no longer has this key: the request cannot run
+            // as planned. It fails as an attempt, so re-planning (or an admin) picks it up.
+            Err(error) => {
+                let error = format!("{error:#}; the request was planned under another configuration");
+                app.store
+                    .record_failure(request.id, RequestStatus::Errored, &error, app.clock.now())
+                    .await?;
+                continue;
+            }
+        };
         let system_prompt = request
             .request_body
             .get("system")
@@ -428,6 +529,8 @@ async fn execute_lane(app: &App, lane: Lane, report: &mut StepReport) -> anyhow:
                 cost_usd,
                 ..
             } => {
+                app.router
+                    .record_outcome(llm.provider, memsift_routing::HealthSignal::Success, now);
                 let usage = RequestUsage {
                     input_tokens: usage.input_tokens as i64,
                     output_tokens: usage.output_tokens as i64,
@@ -435,14 +538,27 @@ async fn execute_lane(app: &App, lane: Lane, report: &mut StepReport) -> anyhow:
                     cache_read_tokens: usage.cache_read_tokens as i64,
                     cost_usd,
                 };
-                app.store
+                match app
+                    .store
                     .record_answer(request.id, &raw_output, stop_reason.as_deref(), &usage, now)
-                    .await?;
-                app.router
-                    .record_outcome(llm.provider, memsift_routing::HealthSignal::Success, now);
-                report.n_requests_executed += 1;
-                let applied = apply_request_output(&app.apply_context(), request.id).await?;
-                report.add_applied(&applied);
+                    .await
+                {
+                    Ok(_) => report.n_requests_executed += 1,
+                    Err(error) if error.is_transient() => return Err(error.into()),
+                    // The answer itself cannot be stored: the attempt fails with the reason, and
+                    // the other requests go on.
+                    Err(error) => {
+                        tracing::warn!(request_id = %request.id, error = %error, "An answer could not be stored; the attempt is marked errored.");
+                        app.store
+                            .record_failure(
+                                request.id,
+                                RequestStatus::Errored,
+                                &format!("the answer could not be stored: {error}"),
+                                now,
+                            )
+                            .await?;
+                    }
+                }
             }
             ExecutionOutcome::Failed {
                 error,
@@ -467,10 +583,16 @@ async fn execute_lane(app: &App, lane: Lane, report: &mut StepReport) -> anyhow:
                 }
             }
             ExecutionOutcome::Deferred => {
-                anyhow::bail!(
-                    "request {} of lane {lane} was deferred; only the batch lane defers",
-                    request.id
-                )
+                // Only the batch lane defers; anything else is a bug in a strategy. The attempt
+                // fails with the reason instead of stopping the lane.
+                app.store
+                    .record_failure(
+                        request.id,
+                        RequestStatus::Errored,
+                        &format!("lane {lane} deferred the request; only the batch lane defers"),
+                        now,
+                    )
+                    .await?;
             }
         }
     }
@@ -709,8 +831,8 @@ pub async fn replay_request(ctx: &ApplyContext, request_id: RequestId, dry_run: 
     Ok(report)
 }
 
-/// Embeds the items that survived the pure stages and drops vector duplicates (DESIGN §4 invariant
-/// 8); returns the survivors' vectors for the write. Nothing to embed, nothing to compare.
+/// Embeds the items that survived the pure stages and drops vector duplicates (dedupe against the
+/// store); returns the survivors' vectors for the write. Nothing to embed, nothing to compare.
 async fn vector_stage(
     ctx: &ApplyContext,
     user_id: UserId,
@@ -751,51 +873,6 @@ async fn vector_stage(
         model_id: index.model_id().to_owned(),
         vectors: kept,
     }))
-}
-
-/// The batch coordinator's handler for answers of every purpose: the same apply path as every lane.
-pub struct ExtractionHandler {
-    context: ApplyContext,
-    // A std mutex: held only to add or take totals, never across an await.
-    totals: std::sync::Mutex<Applied>,
-}
-
-impl ExtractionHandler {
-    /// A handler writing through `context`.
-    pub fn new(context: ApplyContext) -> Self {
-        Self {
-            context,
-            totals: std::sync::Mutex::new(Applied::default()),
-        }
-    }
-
-    /// What was applied since the last call.
-    pub fn take_totals(&self) -> Applied {
-        std::mem::take(
-            &mut *self
-                .totals
-                .lock()
-                .expect("no code panics while holding the totals lock"),
-        )
-    }
-}
-
-#[async_trait::async_trait(?Send)]
-impl BatchResultProcessor for ExtractionHandler {
-    async fn on_answer(&self, request_id: RequestId) -> Result<(), String> {
-        let applied = apply_request_output(&self.context, request_id)
-            .await
-            .map_err(|error| format!("{error:#}"))?;
-        let mut totals = self
-            .totals
-            .lock()
-            .expect("no code panics while holding the totals lock");
-        totals.n_memories += applied.n_memories;
-        totals.n_items_dropped += applied.n_items_dropped;
-        totals.n_segments_extracted += applied.n_segments_extracted;
-        totals.n_stage_changes += applied.n_stage_changes;
-        Ok(())
-    }
 }
 
 /// How `run --until-idle` waits for work that is due later.

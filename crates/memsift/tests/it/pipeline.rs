@@ -313,3 +313,119 @@ async fn retention_drops_raw_outputs_only_after_the_configured_days() {
     assert_eq!(test.app.store.list_memories("ana", None).await.unwrap().len(), 2);
     test.finish().await;
 }
+
+mod apply_isolation {
+    //! Answers whose apply fails, in any number and any order among good ones.
+
+    use memsift::pipeline::{StepReport, drain_answers};
+    use memsift_core::status::{Lane, Purpose, Role};
+    use memsift_core::{RequestId, SegmentId};
+    use memsift_store::{NewMessage, NewRequest};
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    use crate::helpers::{TestApp, t0};
+
+    /// One user's closed, claimed segment with one planned request; returns the request.
+    async fn planned(test: &TestApp, user: &str) -> RequestId {
+        let store = &test.app.store;
+        let message = NewMessage {
+            user_external_id: user.to_owned(),
+            conversation_key: "c".to_owned(),
+            segment_name: None,
+            role: Role::User,
+            speaker: None,
+            content: format!("I am {user}."),
+            at: t0(),
+            external_id: None,
+            boundary_after: true,
+            referenced_memory_ids: Vec::new(),
+        };
+        store
+            .ingest(&[message], chrono::Duration::minutes(60), t0(), &|_| {})
+            .await
+            .unwrap();
+        let segment = &store.list_segments(Some(user), None, None).await.unwrap()[0];
+        let claimed = store
+            .claim_segment(SegmentId::parse(&segment.id).unwrap(), "test", t0())
+            .await
+            .unwrap();
+        let request = NewRequest {
+            id: RequestId::new_v7(),
+            purpose: Purpose::Extraction,
+            user_id: claimed.user_id,
+            segment_id: Some(claimed.id),
+            chunk_index: 0,
+            lane: Lane::Heuristic,
+            config_key: "extraction_standard".to_owned(),
+            provider: "heuristic".to_owned(),
+            model: None,
+            prompt_version: "heuristic@test".to_owned(),
+            context: json!({}),
+            request_body: json!({}),
+            subject: json!({}),
+            parent_request_id: None,
+        };
+        store
+            .plan_segment_requests(claimed.id, std::slice::from_ref(&request), t0())
+            .await
+            .unwrap();
+        request.id
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
+
+        /// Any number of unappliable answers, recorded before, after or among the good ones, hold
+        /// up none of them: every good answer is applied on the first step, each bad one is tried
+        /// once per step and quarantined after `max_apply_attempts`, and nothing stays `succeeded`.
+        #[test]
+        fn answers_that_cannot_be_applied_never_hold_up_the_others(
+            n_good in 1_usize..6,
+            n_bad in 0_usize..70,
+            order in proptest::collection::vec(any::<u16>(), 76),
+        ) {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            runtime.block_on(async {
+                let test = TestApp::sqlite().await;
+                let store = test.app.store.clone();
+                let mut answers = Vec::new();
+                for index in 0..n_good + n_bad {
+                    let bad = index >= n_good;
+                    answers.push((planned(&test, &format!("user-{index}")).await, bad));
+                }
+                // Record in the generated order: each answer's completion time is its rank.
+                let mut ranked: Vec<(u16, RequestId, bool)> =
+                    answers.iter().zip(&order).map(|((id, bad), rank)| (*rank, *id, *bad)).collect();
+                ranked.sort_by_key(|(rank, id, _)| (*rank, *id));
+                for (position, (_, id, bad)) in ranked.iter().enumerate() {
+                    let raw = format!(r#"[{{"text": "User {position} likes tea.", "confidence": 0.9}}]"#);
+                    let at = t0() + chrono::Duration::seconds(position as i64);
+                    store.record_output(*id, &raw, Some("end_turn"), at).await.unwrap();
+                    if *bad {
+                        store.corrupt_test_request(*id).await.unwrap();
+                    }
+                }
+                let max_apply_attempts = test.app.config.extraction.max_apply_attempts as usize;
+                let mut steps = Vec::new();
+                for _ in 0..max_apply_attempts {
+                    let mut report = StepReport::default();
+                    drain_answers(&test.app, &mut report).await.unwrap();
+                    steps.push(report);
+                }
+                assert_eq!(steps[0].n_memories, n_good as u64, "every good answer applies on the first step");
+                assert!(steps.iter().all(|step| step.n_apply_failures == n_bad as u64), "each bad answer is tried once per step");
+                assert_eq!(steps.iter().map(|step| step.n_requests_quarantined).sum::<u64>(), n_bad as u64);
+                for (id, bad) in &answers {
+                    let status = store.request_detail(*id).await.unwrap().status;
+                    assert_eq!(status, if *bad { "failed" } else { "applied" });
+                }
+                assert!(store.unapplied_answers(1000).await.unwrap().is_empty());
+                let dead = store.list_segments(None, Some("dead"), None).await.unwrap();
+                assert_eq!(dead.len(), n_bad, "each quarantined answer's segment is dead with the reason");
+                assert!(dead.iter().all(|segment| segment.last_error.as_deref().unwrap_or_default().contains("quarantined")));
+                test.finish().await;
+            });
+        }
+    }
+}
