@@ -21,43 +21,50 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{ConnectOptions, Connection};
 
+mod apply;
+mod batches;
 mod erasure;
-mod extraction;
 #[cfg(feature = "test-support")]
 mod fixtures;
 mod ingest;
 mod journal;
-mod lifecycle;
 mod listing;
 mod memory_insert;
+mod requests;
+mod revisions;
 mod schedules;
 mod scoring;
+mod segments;
 mod stage;
 #[cfg(feature = "test-support")]
 pub mod testing;
 mod tx;
+mod undo;
+mod users;
 mod vectors;
-mod work;
 
+pub use apply::{ApplyInput, ApplyOutcome, ItemEmbeddings};
+pub use batches::{BatchRow, PackPolicy, PackedBatch};
 pub use erasure::ErasureReceipt;
-pub use extraction::{ApplyInput, ApplyOutcome, ClaimedSegment, ItemEmbeddings, NewRequest, SegmentTurn, StoredOutput};
 #[cfg(feature = "test-support")]
 pub use fixtures::UserRows;
 pub use ingest::{ClosedSegment, IngestReport, NewMessage};
-pub use lifecycle::{MemoryState, Revised, Revision, Undone};
 pub use listing::{CostRow, Counts, MemoryRow, MetricsSnapshot, RequestDetail, RequestRow, SegmentRow, UsageTotals};
+pub use requests::{ApplyFailure, NewRequest, ReplanReport, RequestUsage, StoredOutput, WorkRequest};
+pub use revisions::{MemoryState, Revised, Revision};
 pub use schedules::ScheduleRow;
 pub use scoring::{ScoringPolicy, ScoringReport, importance};
+pub use segments::{ClaimedSegment, SegmentTurn};
 pub use stage::{
     Covered, EntityDecision, EntityRow, NewLink, ProposalToReview, RefinementRules, Replacement, ReviewMemory, RunCap,
     StageApplied, StageMemory, StageOutcome,
 };
 pub use tx::{storable_json, storable_text};
+pub use undo::Undone;
 pub use vectors::{
     LoadedIndex, MemoryToEmbed, MemoryVector, Neighbour, UserVectors, VectorCache, VectorIndex, VectorIndexError, dot,
     vector_from_le_bytes, vector_to_le_bytes,
 };
-pub use work::{ApplyFailure, BatchRow, PackPolicy, PackedBatch, ReplanReport, RequestUsage, WorkRequest};
 
 static SQLITE_MIGRATOR: Migrator = sqlx::migrate!("../../migrations/sqlite");
 static POSTGRES_MIGRATOR: Migrator = sqlx::migrate!("../../migrations/postgres");

@@ -14,7 +14,7 @@ use chrono::{DateTime, Utc};
 use memsift_core::OperationId;
 use serde::Serialize;
 
-use crate::lifecycle::MemoryState;
+use crate::revisions::MemoryState;
 use crate::tx::{Arg, sql};
 use crate::{Result, Store, on_pool};
 

@@ -13,7 +13,7 @@ use super::{
     Covered, EntityRow, ProposalToReview, RefinementRules, ReviewMemory, StageMemory, parse_memory_ids,
     subject_memory_ids,
 };
-use crate::extraction::NewRequest;
+use crate::requests::NewRequest;
 use crate::tx::sql;
 use crate::{Result, Store, corrupt, on_pool};
 

@@ -1,5 +1,5 @@
-//! Lifecycle revisions of one memory (confirm, supersede, expire), each journaled in
-//! `operations` with the state before and after, and `undo` of a journaled operation.
+//! Lifecycle revisions of one memory by an operator (confirm, supersede, expire), each journaled
+//! in `operations` with the state before and after.
 //!
 //! Nothing is deleted by a revision: a superseded or expired memory is archived with the reason
 //! and stays readable, so an undo can put back exactly the row that was there.
@@ -8,10 +8,7 @@ use chrono::{DateTime, Utc};
 use memsift_core::text::{collapse_whitespace, dedupe_key};
 use memsift_core::{MemoryId, OperationId, UserId};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
-use sqlx::types::Json;
 
-use crate::journal::{ROW_JOURNAL_KINDS, journaled_rows};
 use crate::memory_insert::{DEFAULT_IMPORTANCE, Inserted, MemoryInsert};
 use crate::tx::{Arg, sql};
 use crate::{Result, Store, StoreError, corrupt};
@@ -33,16 +30,6 @@ pub enum Revision {
     Expire,
 }
 
-impl Revision {
-    fn kind(&self) -> &'static str {
-        match self {
-            Revision::Confirm => "confirm",
-            Revision::Supersede { .. } => "supersede",
-            Revision::Expire => "expire",
-        }
-    }
-}
-
 /// The fields a revision changes, as journaled before and after.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, sqlx::FromRow)]
 pub struct MemoryState {
@@ -62,12 +49,12 @@ pub struct MemoryState {
 
 /// One journal entry's `before` or `after`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-struct Snapshot {
-    memory_id: String,
-    state: MemoryState,
+pub(crate) struct Snapshot {
+    pub(crate) memory_id: String,
+    pub(crate) state: MemoryState,
     /// A memory the operation created (supersede), which an undo deletes.
     #[serde(default)]
-    created_memory_id: Option<String>,
+    pub(crate) created_memory_id: Option<String>,
 }
 
 /// What a revision did.
@@ -81,28 +68,17 @@ pub struct Revised {
     pub state: MemoryState,
 }
 
-/// What an undo did.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Undone {
-    /// The operation undone.
-    pub operation_id: OperationId,
-    /// Its kind.
-    pub kind: String,
-    /// The memory restored.
-    pub memory_id: String,
-    /// A memory the operation had created and the undo deleted.
-    pub deleted_memory_id: Option<String>,
-    /// Every memory whose prior state was put back (post-processing operations touch several).
-    pub restored_memory_ids: Vec<String>,
-    /// Every memory the operation had created and the undo deleted.
-    pub deleted_memory_ids: Vec<String>,
-    /// Links and entity joins written back as they were.
-    pub n_links_restored: u64,
-    /// Entity joins written back as they were.
-    pub n_joins_restored: u64,
-}
-
 const STATE_COLUMNS: &str = "confidence, expires_at, archived_at, archive_reason, superseded_by, updated_at";
+
+impl Revision {
+    fn kind(&self) -> &'static str {
+        match self {
+            Revision::Confirm => "confirm",
+            Revision::Supersede { .. } => "supersede",
+            Revision::Expire => "expire",
+        }
+    }
+}
 
 impl Store {
     /// Applies `revision` to `user_external_id`'s memory `memory_id` with the operator's `reason`,
@@ -296,102 +272,5 @@ impl Store {
             sqlx::query_as(&sql).bind(user_id.to_string()).fetch_all(pool).await?
         });
         Ok(rows.into_iter().map(|row| (row.id, row.text, row.state)).collect())
-    }
-
-    /// Reverses a journaled revision of `user_external_id`'s: the memory gets back exactly the
-    /// state recorded before, a memory the operation created is deleted, and the journal row is
-    /// marked undone (kept, for the history). An operation is undone at most once.
-    pub async fn undo_operation(
-        &self,
-        user_external_id: &str,
-        operation_id: OperationId,
-        now: DateTime<Utc>,
-    ) -> Result<Undone> {
-        self.write(async |tx| {
-            type OperationRow = (String, Json<Value>, Json<Value>, Option<DateTime<Utc>>);
-            let row: Option<OperationRow> = tx
-                .fetch_optional(sql!(
-                    "SELECT o.kind, o.before, o.after, o.undone_at FROM operations o JOIN users u ON u.id = o.user_id
-                     WHERE o.id = $1 AND u.external_id = $2",
-                    operation_id,
-                    user_external_id
-                ))
-                .await?;
-            let Some((kind, Json(before), Json(after), undone_at)) = row else {
-                return Err(StoreError::NotFound(format!(
-                    "user `{user_external_id}` has no operation {operation_id}"
-                )));
-            };
-            if let Some(undone_at) = undone_at {
-                return Err(StoreError::Invalid(format!(
-                    "operation {operation_id} was already undone at {undone_at}"
-                )));
-            }
-            if ROW_JOURNAL_KINDS.contains(&kind.as_str()) {
-                let (before, after) = journaled_rows(before, after)?;
-                tx.restore_rows(&before, &after).await?;
-                tx.mark_undone(operation_id, now).await?;
-                let restored: Vec<String> = before.memories.iter().map(|state| state.id.clone()).collect();
-                return Ok(Undone {
-                    operation_id,
-                    kind,
-                    memory_id: restored.first().cloned().unwrap_or_default(),
-                    deleted_memory_id: after.created_memory_ids.first().cloned(),
-                    n_links_restored: before.links.len() as u64,
-                    n_joins_restored: before.joins.len() as u64,
-                    restored_memory_ids: restored,
-                    deleted_memory_ids: after.created_memory_ids,
-                });
-            }
-            if !matches!(kind.as_str(), "confirm" | "supersede" | "expire" | "score_archive") {
-                return Err(StoreError::Invalid(format!(
-                    "operation {operation_id} is a `{kind}`, which undo cannot reverse yet"
-                )));
-            }
-            let before: Snapshot = serde_json::from_value(before).map_err(|error| corrupt("operations", error))?;
-            let after: Snapshot = serde_json::from_value(after).map_err(|error| corrupt("operations", error))?;
-            if let Some(created) = &after.created_memory_id {
-                tx.execute(sql!("DELETE FROM memories WHERE id = $1", created)).await?;
-            }
-            let state = &before.state;
-            let restored = tx
-                .execute(sql!(
-                    "UPDATE memories SET confidence = $2, expires_at = $3, archived_at = $4, archive_reason = $5,
-                                         superseded_by = $6, updated_at = $7
-                     WHERE id = $1",
-                    &before.memory_id,
-                    state.confidence,
-                    state.expires_at,
-                    state.archived_at,
-                    &state.archive_reason,
-                    &state.superseded_by,
-                    state.updated_at
-                ))
-                .await;
-            match restored {
-                // The error rolls back the delete above too.
-                Err(StoreError::Sql(sqlx::Error::Database(error))) if error.is_unique_violation() => {
-                    Err(StoreError::Invalid(format!(
-                        "cannot undo {operation_id}: memory {} would be active beside another active memory with the same text; archive that one first",
-                        before.memory_id
-                    )))
-                }
-                Err(error) => Err(error),
-                Ok(_) => {
-                    tx.mark_undone(operation_id, now).await?;
-                    Ok(Undone {
-                        operation_id,
-                        kind,
-                        restored_memory_ids: vec![before.memory_id.clone()],
-                        deleted_memory_ids: after.created_memory_id.iter().cloned().collect(),
-                        memory_id: before.memory_id,
-                        deleted_memory_id: after.created_memory_id,
-                        n_links_restored: 0,
-                        n_joins_restored: 0,
-                    })
-                }
-            }
-        })
-        .await
     }
 }

@@ -1,0 +1,378 @@
+//! The apply path's write: one request's processed output becomes memories, evidence, entities
+//! and link hints in one transaction, exactly once.
+//!
+//! `apply` is the one place that writes memories from lane output. In a single transaction it
+//! checks-and-sets the request's `applied` status (invariant 2), writes memories, evidence and
+//! entities, and marks the segment `extracted` once every planned chunk is applied (invariant 1).
+//! Replaying the same result finds the request already applied and writes nothing.
+
+use std::collections::HashSet;
+
+use chrono::{DateTime, Utc};
+use memsift_core::status::RequestStatus;
+use memsift_core::text::{collapse_whitespace, dedupe_key};
+use memsift_core::{EntityId, MemoryId, OperationId, RequestId, SegmentId, UserId};
+use memsift_processor::ValidItem;
+use serde_json::Value;
+
+use crate::memory_insert::{DEFAULT_IMPORTANCE, Inserted, MemoryInsert};
+use crate::tx::{Arg, WriteTx, sql};
+use crate::vectors::vector_to_le_bytes;
+use crate::{Result, Store, StoreError, corrupt, on_pool};
+
+/// What the apply path writes for one request.
+#[derive(Clone, Debug)]
+pub struct ApplyInput {
+    /// The request whose output this is.
+    pub request_id: RequestId,
+    /// Its user.
+    pub user_id: UserId,
+    /// Its segment, for extraction.
+    pub segment_id: Option<SegmentId>,
+    /// Recorded on each memory.
+    pub prompt_version: String,
+    /// Recorded on the segment.
+    pub model: Option<String>,
+    /// Items that survived processing.
+    pub items: Vec<ValidItem>,
+    /// The processor's drop records, stored with the request.
+    pub drops: Value,
+    /// How many items the processor dropped.
+    pub n_dropped: i64,
+    /// One embedding per item, stored with the memory it becomes (`None`: leave the vectors to
+    /// `memsift reembed`).
+    pub embeddings: Option<ItemEmbeddings>,
+    /// `Some(reason)`: a replay of an already-applied request under today's rules. It writes the
+    /// items and journals them in `operations`, leaves the request and segment as they are, and
+    /// refuses a request that was never applied (that one belongs to the normal path).
+    pub replay: Option<String>,
+    /// The clock reading.
+    pub now: DateTime<Utc>,
+}
+
+/// The embeddings of an apply's items, in item order, all made by one model.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ItemEmbeddings {
+    /// The model that made them (recorded with each vector).
+    pub model_id: String,
+    /// One unit vector per item.
+    pub vectors: Vec<Vec<f32>>,
+}
+
+/// What `apply` did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ApplyOutcome {
+    /// Written now.
+    Applied {
+        /// The memories created, in item order (duplicates omitted).
+        memory_ids: Vec<MemoryId>,
+        /// For each created memory, the position of its item in `ApplyInput::items`.
+        item_positions: Vec<usize>,
+        /// The user's memory version after this write (unchanged when nothing was created), so a
+        /// vector cache can follow its own write without a reload.
+        memory_version: i64,
+        /// Items that matched an active memory written since processing (a concurrent writer).
+        n_duplicates_at_write: u64,
+        /// Items whose fact the user had erased (a tombstone holds its fingerprint); never stored.
+        n_erased_at_write: u64,
+        /// The segment became `extracted` in this transaction.
+        segment_extracted: bool,
+        /// The journal row of a replay.
+        operation_id: Option<OperationId>,
+    },
+    /// Applied before; nothing written (invariant 2).
+    AlreadyApplied,
+}
+
+impl Store {
+    /// Writes one request's processed output, exactly once (invariants 1 and 2).
+    pub async fn apply(&self, input: &ApplyInput) -> Result<ApplyOutcome> {
+        self.write(async |tx| {
+            let claimed = if input.replay.is_some() {
+                let applied: Option<String> = tx
+                    .scalar_optional(sql!(
+                        "SELECT id FROM llm_requests WHERE id = $1 AND status = 'applied'",
+                        input.request_id
+                    ))
+                    .await?;
+                applied.is_some()
+            } else {
+                tx.execute(sql!(
+                    "UPDATE llm_requests SET status = 'applied', applied_at = $2, n_items = $3, n_dropped = $4, drops = $5
+                     WHERE id = $1 AND status = 'succeeded'",
+                    input.request_id,
+                    input.now,
+                    input.items.len(),
+                    input.n_dropped,
+                    Arg::json(&input.drops)
+                ))
+                .await?
+                    == 1
+            };
+            if !claimed {
+                let status: Option<String> = tx
+                    .scalar_optional(sql!("SELECT status FROM llm_requests WHERE id = $1", input.request_id))
+                    .await?;
+                return match status.as_deref().map(RequestStatus::parse) {
+                    Some(Ok(other)) if input.replay.is_some() => Err(StoreError::NotFound(format!(
+                        "request {} is `{other}`: only applied requests are replayed; `memsift run` applies the rest",
+                        input.request_id
+                    ))),
+                    Some(Ok(RequestStatus::Applied)) => Ok(ApplyOutcome::AlreadyApplied),
+                    Some(Ok(other)) => Err(StoreError::NotFound(format!(
+                        "request {} is `{other}`, not `succeeded`: there is no output to apply",
+                        input.request_id
+                    ))),
+                    Some(Err(error)) => Err(corrupt("llm_requests", error)),
+                    None => Err(StoreError::NotFound(format!("no request {}", input.request_id))),
+                };
+            }
+            let mut memory_ids = Vec::with_capacity(input.items.len());
+            let mut item_positions = Vec::with_capacity(input.items.len());
+            let mut n_duplicates_at_write = 0;
+            let mut n_erased_at_write = 0;
+            for (position, item) in input.items.iter().enumerate() {
+                let embedding = input.embeddings.as_ref().and_then(|embeddings| {
+                    let vector = embeddings.vectors.get(position)?;
+                    Some((
+                        vector_to_le_bytes(vector),
+                        embeddings.model_id.as_str(),
+                        vector.len() as i64,
+                    ))
+                });
+                let memory = MemoryInsert {
+                    user_id: input.user_id,
+                    text: &item.text,
+                    dedupe_key: &item.dedupe_key,
+                    importance: DEFAULT_IMPORTANCE,
+                    confidence: item.confidence,
+                    happens_at: item.happens_at,
+                    expires_at: item.expires_at,
+                    sensitive: item.sensitive,
+                    temporal: item.temporal.as_str(),
+                    source_segment_id: input.segment_id,
+                    source_request_id: Some(input.request_id),
+                    prompt_version: &input.prompt_version,
+                    refined_at: None,
+                    embedding,
+                    now: input.now,
+                };
+                let memory_id = match tx.insert_memory(&memory).await? {
+                    Inserted::Written(memory_id) => memory_id,
+                    Inserted::Erased => {
+                        n_erased_at_write += 1;
+                        continue;
+                    }
+                    Inserted::Duplicate => {
+                        n_duplicates_at_write += 1;
+                        // The same fact read again: its turns support the memory already stored.
+                        for message_id in &item.evidence {
+                            tx.execute(sql!(
+                                "INSERT INTO memory_evidence (memory_id, message_id)
+                                 SELECT id, $3 FROM memories WHERE user_id = $1 AND dedupe_key = $2 AND archived_at IS NULL
+                                 ON CONFLICT DO NOTHING",
+                                input.user_id,
+                                &item.dedupe_key,
+                                message_id
+                            ))
+                            .await?;
+                        }
+                        continue;
+                    }
+                };
+                for message_id in &item.evidence {
+                    tx.execute(sql!(
+                        "INSERT INTO memory_evidence (memory_id, message_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+                        memory_id,
+                        message_id
+                    ))
+                    .await?;
+                }
+                for (name, kind) in &item.entities {
+                    let normalized_name = collapse_whitespace(name).to_lowercase();
+                    // Re-linking un-archives: an entity named again is alive again (the
+                    // reference kept linking new memories to archived entities).
+                    let entity_id: String = tx
+                        .scalar_one(sql!(
+                            "INSERT INTO entities (id, user_id, name, normalized_name, kind, link_count, last_linked_at, created_at)
+                             VALUES ($1, $2, $3, $4, $5, 1, $6, $6)
+                             ON CONFLICT (user_id, normalized_name, kind)
+                             DO UPDATE SET link_count = entities.link_count + 1, last_linked_at = $6, archived_at = NULL
+                             RETURNING id",
+                            EntityId::new_v7(),
+                            input.user_id,
+                            name,
+                            &normalized_name,
+                            kind,
+                            input.now
+                        ))
+                        .await?;
+                    tx.execute(sql!(
+                        "INSERT INTO memory_entities (memory_id, entity_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+                        memory_id,
+                        &entity_id
+                    ))
+                    .await?;
+                }
+                memory_ids.push(memory_id);
+                item_positions.push(position);
+            }
+            tx.pass_on_dropped_evidence(input).await?;
+            // The extractor's pointers (known memories it relates to or merges, and other items
+            // of this response) become link hints: relationship classification's first
+            // candidates. Hinted items that were not written have no memory to point at.
+            for (memory_id, &position) in memory_ids.iter().zip(&item_positions) {
+                let item = &input.items[position];
+                let mut hints: Vec<String> = item
+                    .related_memory_ids
+                    .iter()
+                    .chain(&item.consolidates_memory_ids)
+                    .map(ToString::to_string)
+                    .collect();
+                for &hinted in &item.linking_hints {
+                    if let Some(slot) = item_positions.iter().position(|&written| written == hinted) {
+                        hints.push(memory_ids[slot].to_string());
+                    }
+                }
+                hints.sort();
+                hints.dedup();
+                if !hints.is_empty() {
+                    tx.execute(sql!(
+                        "UPDATE memories SET link_hints = $2 WHERE id = $1",
+                        memory_id,
+                        Arg::json(&hints)
+                    ))
+                    .await?;
+                }
+            }
+            // Cached vector indexes compare this version with their own, so a write by any
+            // process makes every other process reload this user's vectors.
+            let memory_version: i64 = tx
+                .scalar_one(sql!(
+                    "UPDATE users SET memory_version = memory_version + $2 WHERE id = $1 RETURNING memory_version",
+                    input.user_id,
+                    i64::from(!memory_ids.is_empty())
+                ))
+                .await?;
+            let mut segment_extracted = false;
+            let mut operation_id = None;
+            if let Some(reason) = &input.replay {
+                let id = OperationId::new_v7();
+                let written: Vec<Value> = memory_ids
+                    .iter()
+                    .zip(&item_positions)
+                    .map(|(memory_id, &position)| {
+                        serde_json::json!({ "memory_id": memory_id, "text": input.items[position].text })
+                    })
+                    .collect();
+                tx.execute(sql!(
+                    "INSERT INTO operations (id, kind, user_id, request_id, reason, before, after, applied_at)
+                     VALUES ($1, 'replay', $2, $3, $4, $5, $6, $7)",
+                    id,
+                    input.user_id,
+                    input.request_id,
+                    reason,
+                    Arg::json(&serde_json::json!({ "memories": [] })),
+                    Arg::json(&serde_json::json!({ "memories": written, "drops": input.drops })),
+                    input.now
+                ))
+                .await?;
+                operation_id = Some(id);
+            } else if let Some(segment_id) = input.segment_id {
+                segment_extracted = tx
+                    .execute(sql!(
+                        "UPDATE segments SET status = 'extracted', extracted_at = $2, prompt_version = $3, model = $4,
+                                             claimed_by = NULL, claimed_until = NULL, last_error = NULL
+                         WHERE id = $1 AND status <> 'extracted'
+                           AND planned_chunks IS NOT NULL
+                           AND planned_chunks <= (SELECT COUNT(DISTINCT chunk_index) FROM llm_requests
+                                                  WHERE segment_id = $1 AND purpose = 'extraction' AND status = 'applied')",
+                        segment_id,
+                        input.now,
+                        &input.prompt_version,
+                        &input.model
+                    ))
+                    .await?
+                    == 1;
+            }
+            Ok(ApplyOutcome::Applied {
+                memory_ids,
+                item_positions,
+                memory_version,
+                n_duplicates_at_write,
+                n_erased_at_write,
+                segment_extracted,
+                operation_id,
+            })
+        })
+        .await
+    }
+
+    /// The normalised keys of all a user's memories, archived ones included: a replay must not
+    /// bring back a fact that consolidation or an admin retired.
+    pub async fn all_dedupe_keys(&self, user_id: UserId) -> Result<HashSet<String>> {
+        let keys: Vec<String> = on_pool!(self, |pool| {
+            sqlx::query_scalar("SELECT dedupe_key FROM memories WHERE user_id = $1")
+                .bind(user_id.to_string())
+                .fetch_all(pool)
+                .await?
+        });
+        Ok(keys.into_iter().collect())
+    }
+
+    /// The normalised keys of a user's active memories (the exact dedupe stage against the store).
+    pub async fn active_dedupe_keys(&self, user_id: UserId) -> Result<HashSet<String>> {
+        let keys: Vec<String> = on_pool!(self, |pool| {
+            sqlx::query_scalar("SELECT dedupe_key FROM memories WHERE user_id = $1 AND archived_at IS NULL")
+                .bind(user_id.to_string())
+                .fetch_all(pool)
+                .await?
+        });
+        Ok(keys.into_iter().collect())
+    }
+}
+
+impl WriteTx {
+    /// A dropped duplicate of a stored memory passes its turns on as that memory's evidence, so
+    /// the facts a question needs stay cited after dedupe. Only this user's memories and messages
+    /// qualify.
+    async fn pass_on_dropped_evidence(&mut self, input: &ApplyInput) -> Result<()> {
+        for drop in input.drops.as_array().into_iter().flatten() {
+            let evidence: Vec<&str> = drop
+                .get("evidence")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .collect();
+            let by_key = drop.get("reason").and_then(Value::as_str) == Some("duplicate_of_existing");
+            let target = match (drop.get("duplicate_of").and_then(Value::as_str), by_key) {
+                (Some(memory_id), _) => Some((memory_id.to_owned(), false)),
+                (None, true) => drop
+                    .get("text")
+                    .and_then(Value::as_str)
+                    .map(|text| (dedupe_key(text), true)),
+                (None, false) => None,
+            };
+            let Some((target, is_key)) = target else { continue };
+            let statement = if is_key {
+                "INSERT INTO memory_evidence (memory_id, message_id)
+                 SELECT m.id, $2 FROM memories m
+                 WHERE m.user_id = $3 AND m.dedupe_key = $1 AND m.archived_at IS NULL
+                   AND EXISTS (SELECT 1 FROM messages WHERE id = $2 AND user_id = $3)
+                 ON CONFLICT DO NOTHING"
+            } else {
+                "INSERT INTO memory_evidence (memory_id, message_id)
+                 SELECT m.id, $2 FROM memories m
+                 WHERE m.id = $1 AND m.user_id = $3
+                   AND EXISTS (SELECT 1 FROM messages WHERE id = $2 AND user_id = $3)
+                 ON CONFLICT DO NOTHING"
+            };
+            for message_id in evidence {
+                self.execute(sql!(statement, &target, message_id, input.user_id))
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,491 @@
+//! The batch protocol's committed states: pack → submitting → submitted → ended → ingested.
+//!
+//! Intent is committed before effect (invariant 3): a batch is written `submitting` with its
+//! requests assigned before the provider's create call is made, so a crash or a lost reply leaves a
+//! row the reconciler resolves. Polls are snoozes, never attempts.
+
+use chrono::{DateTime, Duration, Utc};
+use memsift_core::BatchId;
+use serde::Serialize;
+
+use crate::requests::{WORK_COLUMNS, WorkRequest, WorkRow};
+use crate::tx::sql;
+use crate::{Result, Store, on_pool};
+
+/// How batches are packed: when a group is due and how big a batch may be.
+#[derive(Clone, Copy, Debug)]
+pub struct PackPolicy {
+    /// Requests per provider batch at most.
+    pub max_requests: i64,
+    /// A group is due once its oldest request has waited this long, even if the batch is small.
+    pub max_wait: Duration,
+    /// How long the packing worker's claim on the new batch lasts (longer than a create call).
+    pub lease: Duration,
+}
+
+/// A planned batch-lane request and when it was planned (packing waits for the oldest).
+#[derive(sqlx::FromRow)]
+struct PackRow {
+    #[sqlx(flatten)]
+    work: WorkRow,
+    created_at: DateTime<Utc>,
+}
+
+/// A batch just packed and committed in `submitting`: what the create call must send.
+#[derive(Clone, Debug)]
+pub struct PackedBatch {
+    /// Our id.
+    pub id: BatchId,
+    /// Provider kind.
+    pub provider: String,
+    /// `{purpose}_{tier}` of its requests.
+    pub config_key: String,
+    /// When the intent was committed (the reconciler's search window starts here).
+    pub submit_started_at: DateTime<Utc>,
+    /// Its requests.
+    pub requests: Vec<WorkRequest>,
+}
+
+/// A batch row as the coordinator uses it.
+#[derive(Clone, Debug, PartialEq, Serialize, sqlx::FromRow)]
+pub struct BatchRow {
+    /// Our id.
+    pub id: String,
+    /// Provider kind.
+    pub provider: String,
+    /// The provider's id, once known.
+    pub provider_batch_id: Option<String>,
+    /// Purpose of its requests.
+    pub purpose: String,
+    /// `{purpose}_{tier}`.
+    pub config_key: String,
+    /// Status.
+    pub status: String,
+    /// Requests in it.
+    pub n_requests: i64,
+    /// Results by kind.
+    pub n_succeeded: i64,
+    /// Errored results.
+    pub n_errored: i64,
+    /// Expired results.
+    pub n_expired: i64,
+    /// Canceled results.
+    pub n_canceled: i64,
+    /// Created (row).
+    pub created_at: DateTime<Utc>,
+    /// Intent committed.
+    pub submit_started_at: Option<DateTime<Utc>>,
+    /// Provider accepted it.
+    pub submitted_at: Option<DateTime<Utc>>,
+    /// Provider finished it.
+    pub ended_at: Option<DateTime<Utc>>,
+    /// The provider's processing deadline.
+    pub provider_expires_at: Option<DateTime<Utc>>,
+    /// Next poll.
+    pub next_poll_at: Option<DateTime<Utc>>,
+    /// Polls so far.
+    pub n_polls: i64,
+    /// Result lines fanned out so far.
+    pub ingest_cursor: i64,
+    /// Reconciler passes that found nothing.
+    pub reconcile_misses: i64,
+    /// Last problem.
+    pub last_error: Option<String>,
+}
+
+pub(crate) const BATCH_COLUMNS: &str =
+    "id, provider, provider_batch_id, purpose, config_key, status, n_requests, n_succeeded, n_errored,
+    n_expired, n_canceled, created_at, submit_started_at, submitted_at, ended_at, provider_expires_at, next_poll_at,
+    n_polls, ingest_cursor, reconcile_misses, last_error";
+
+impl Store {
+    /// The (provider, config key) groups that have planned batch-lane requests.
+    pub async fn planned_batch_groups(&self) -> Result<Vec<(String, String)>> {
+        Ok(on_pool!(self, |pool| {
+            sqlx::query_as(
+                "SELECT DISTINCT provider, config_key FROM llm_requests
+                 WHERE lane = 'batch' AND status = 'planned' AND batch_id IS NULL ORDER BY provider, config_key",
+            )
+            .fetch_all(pool)
+            .await?
+        }))
+    }
+
+    /// Packs planned batch-lane requests of one group into a batch committed in `submitting`
+    /// (the write-ahead intent), when there are `max_requests` of them or the oldest has waited
+    /// `max_wait`. Returns `None` when it is not time yet.
+    pub async fn pack_batch(
+        &self,
+        provider: &str,
+        config_key: &str,
+        worker: &str,
+        now: DateTime<Utc>,
+        policy: PackPolicy,
+    ) -> Result<Option<PackedBatch>> {
+        let PackPolicy {
+            max_requests,
+            max_wait,
+            lease,
+        } = policy;
+        let lock = self.skip_locked();
+        let select = format!(
+            "SELECT {WORK_COLUMNS}, created_at FROM llm_requests
+             WHERE lane = 'batch' AND status = 'planned' AND batch_id IS NULL AND provider = $1 AND config_key = $2
+               AND (claimed_until IS NULL OR claimed_until <= $4)
+             ORDER BY created_at, id LIMIT $3 {lock}"
+        );
+        let batch_id = BatchId::new_v7();
+        let packed: Option<Vec<WorkRow>> = self
+            .write(async |tx| {
+                let rows: Vec<PackRow> = tx
+                    .fetch_all(sql!(&select, provider, config_key, max_requests, now))
+                    .await?;
+                let oldest = rows.iter().map(|row| row.created_at).min();
+                let due = match oldest {
+                    None => false,
+                    Some(oldest) => rows.len() as i64 >= max_requests || now - oldest >= max_wait,
+                };
+                if !due {
+                    return Ok(None);
+                }
+                let purpose = rows[0].work.purpose.clone();
+                let model = rows[0].work.model.clone();
+                tx.execute(sql!(
+                    "INSERT INTO batches (id, provider, purpose, config_key, model, status, n_requests, created_at,
+                                          submit_started_at, claimed_by, claimed_until)
+                     VALUES ($1, $2, $3, $4, $5, 'submitting', $6, $7, $7, $8, $9)",
+                    batch_id,
+                    provider,
+                    &purpose,
+                    config_key,
+                    &model,
+                    rows.len(),
+                    now,
+                    worker,
+                    now + lease
+                ))
+                .await?;
+                for row in &rows {
+                    tx.execute(sql!(
+                        "UPDATE llm_requests SET status = 'submitted', batch_id = $2, submitted_at = $3 WHERE id = $1",
+                        &row.work.id,
+                        batch_id,
+                        now
+                    ))
+                    .await?;
+                }
+                Ok(Some(rows.into_iter().map(|row| row.work).collect()))
+            })
+            .await?;
+        let Some(rows) = packed else { return Ok(None) };
+        Ok(Some(PackedBatch {
+            id: batch_id,
+            provider: provider.to_owned(),
+            config_key: config_key.to_owned(),
+            submit_started_at: now,
+            requests: rows.into_iter().map(WorkRequest::try_from).collect::<Result<_>>()?,
+        }))
+    }
+
+    /// The requests assigned to a batch.
+    pub async fn batch_requests(&self, batch_id: BatchId) -> Result<Vec<WorkRequest>> {
+        let sql = format!("SELECT {WORK_COLUMNS} FROM llm_requests WHERE batch_id = $1 ORDER BY created_at, id");
+        let rows: Vec<WorkRow> = on_pool!(self, |pool| sqlx::query_as(&sql)
+            .bind(batch_id.to_string())
+            .fetch_all(pool)
+            .await?);
+        rows.into_iter().map(WorkRequest::try_from).collect()
+    }
+
+    /// The provider accepted the batch: record its id and schedule the first poll.
+    pub async fn mark_batch_submitted(
+        &self,
+        batch_id: BatchId,
+        provider_batch_id: &str,
+        provider_expires_at: Option<DateTime<Utc>>,
+        next_poll_at: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<bool> {
+        let updated = on_pool!(self, |pool| {
+            sqlx::query(
+                "UPDATE batches SET status = 'submitted', provider_batch_id = $2, provider_expires_at = $3,
+                        next_poll_at = $4, submitted_at = $5, claimed_by = NULL, claimed_until = NULL, last_error = NULL
+                 WHERE id = $1 AND status = 'submitting'",
+            )
+            .bind(batch_id.to_string())
+            .bind(provider_batch_id)
+            .bind(provider_expires_at)
+            .bind(next_poll_at)
+            .bind(now)
+            .execute(pool)
+            .await?
+            .rows_affected()
+        });
+        Ok(updated == 1)
+    }
+
+    /// The provider definitely refused the batch: it failed, and its requests are `errored` so
+    /// re-planning counts their attempts.
+    pub async fn mark_batch_rejected(&self, batch_id: BatchId, error: &str, now: DateTime<Utc>) -> Result<()> {
+        self.write(async |tx| {
+            tx.execute(sql!(
+                "UPDATE batches SET status = 'failed', last_error = $2, ended_at = $3, claimed_by = NULL, claimed_until = NULL
+                 WHERE id = $1",
+                batch_id,
+                error,
+                now
+            ))
+            .await?;
+            tx.execute(sql!(
+                "UPDATE llm_requests SET status = 'errored', error = $2, completed_at = $3
+                 WHERE batch_id = $1 AND status = 'submitted'",
+                batch_id,
+                format!("batch rejected by the provider: {error}"),
+                now
+            ))
+            .await?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Records that the create call's outcome is unknown; the row stays `submitting` for the reconciler.
+    pub async fn note_batch_outcome_unknown(&self, batch_id: BatchId, error: &str) -> Result<()> {
+        self.write(async |tx| {
+            tx.execute(sql!(
+                "UPDATE batches SET last_error = $2, claimed_by = NULL, claimed_until = NULL WHERE id = $1",
+                batch_id,
+                error
+            ))
+            .await
+        })
+        .await?;
+        Ok(())
+    }
+
+    /// Batches left in `submitting` for longer than `grace` (a crash or an unknown create outcome).
+    pub async fn batches_to_reconcile(&self, now: DateTime<Utc>, grace: Duration) -> Result<Vec<BatchRow>> {
+        let sql = format!(
+            "SELECT {BATCH_COLUMNS} FROM batches
+             WHERE status = 'submitting' AND submit_started_at <= $1 AND (claimed_until IS NULL OR claimed_until <= $2)
+             ORDER BY submit_started_at, id"
+        );
+        Ok(on_pool!(self, |pool| sqlx::query_as(&sql)
+            .bind(now - grace)
+            .bind(now)
+            .fetch_all(pool)
+            .await?))
+    }
+
+    /// The reconciler found no provider batch this pass; returns the number of misses so far.
+    pub async fn note_reconcile_miss(&self, batch_id: BatchId, now: DateTime<Utc>, grace: Duration) -> Result<i64> {
+        Ok(on_pool!(self, |pool| {
+            sqlx::query_scalar(
+                "UPDATE batches SET reconcile_misses = reconcile_misses + 1, claimed_until = $2,
+                        last_error = 'no provider batch found yet'
+                 WHERE id = $1 RETURNING reconcile_misses",
+            )
+            .bind(batch_id.to_string())
+            .bind(now + grace)
+            .fetch_one(pool)
+            .await?
+        }))
+    }
+
+    /// Proven never created (or refused for now): the batch fails and its requests go back to
+    /// `planned` (same ids, no attempt used), packable again from `not_before` when given.
+    pub async fn replan_batch(
+        &self,
+        batch_id: BatchId,
+        reason: &str,
+        now: DateTime<Utc>,
+        not_before: Option<DateTime<Utc>>,
+    ) -> Result<()> {
+        self.write(async |tx| {
+            tx.execute(sql!(
+                "UPDATE batches SET status = 'failed', last_error = $2, ended_at = $3, claimed_by = NULL, claimed_until = NULL
+                 WHERE id = $1",
+                batch_id,
+                reason,
+                now
+            ))
+            .await?;
+            // For a planned batch-lane request, `claimed_until` is the earliest time it may be packed.
+            tx.execute(sql!(
+                "UPDATE llm_requests SET status = 'planned', batch_id = NULL, submitted_at = NULL, claimed_until = $2
+                 WHERE batch_id = $1 AND status = 'submitted'",
+                batch_id,
+                not_before
+            ))
+            .await?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Provider batch ids we already track (so the reconciler never adopts one twice).
+    pub async fn known_provider_batch_ids(&self, provider: &str) -> Result<Vec<String>> {
+        Ok(on_pool!(self, |pool| {
+            sqlx::query_scalar(
+                "SELECT provider_batch_id FROM batches WHERE provider = $1 AND provider_batch_id IS NOT NULL",
+            )
+            .bind(provider)
+            .fetch_all(pool)
+            .await?
+        }))
+    }
+
+    /// Claims submitted batches whose poll is due; the claim pushes `next_poll_at` out by `lease`
+    /// so another daemon does not poll the same batch meanwhile.
+    pub async fn claim_batches_to_poll(
+        &self,
+        now: DateTime<Utc>,
+        lease: Duration,
+        limit: i64,
+    ) -> Result<Vec<BatchRow>> {
+        let lock = self.skip_locked();
+        let sql = format!(
+            "UPDATE batches SET next_poll_at = $2
+             WHERE id IN (SELECT id FROM batches WHERE status = 'submitted' AND next_poll_at <= $1
+                          ORDER BY next_poll_at, id LIMIT $3 {lock})
+             RETURNING {BATCH_COLUMNS}"
+        );
+        Ok(on_pool!(self, |pool| sqlx::query_as(&sql)
+            .bind(now)
+            .bind(now + lease)
+            .bind(limit)
+            .fetch_all(pool)
+            .await?))
+    }
+
+    /// Not finished yet: count the poll and sleep until `next_poll_at` (a snooze, never an attempt).
+    pub async fn snooze_batch(&self, batch_id: BatchId, next_poll_at: DateTime<Utc>, note: Option<&str>) -> Result<()> {
+        self.write(async |tx| {
+            tx.execute(sql!(
+                "UPDATE batches SET n_polls = n_polls + 1, next_poll_at = $2, last_error = $3 WHERE id = $1",
+                batch_id,
+                next_poll_at,
+                note
+            ))
+            .await
+        })
+        .await?;
+        Ok(())
+    }
+
+    /// The provider finished the batch; results can be fetched.
+    pub async fn mark_batch_ended(&self, batch_id: BatchId, counts: [i64; 4], now: DateTime<Utc>) -> Result<()> {
+        on_pool!(self, |pool| {
+            sqlx::query(
+                "UPDATE batches SET status = 'ended', n_polls = n_polls + 1, ended_at = $2, n_succeeded = $3,
+                        n_errored = $4, n_expired = $5, n_canceled = $6, next_poll_at = NULL, last_error = NULL
+                 WHERE id = $1 AND status = 'submitted'",
+            )
+            .bind(batch_id.to_string())
+            .bind(now)
+            .bind(counts[0])
+            .bind(counts[1])
+            .bind(counts[2])
+            .bind(counts[3])
+            .execute(pool)
+            .await?;
+        });
+        Ok(())
+    }
+
+    /// Claims ended batches for result ingestion (a claim whose lease ran out is taken over).
+    pub async fn claim_batches_to_ingest(
+        &self,
+        worker: &str,
+        now: DateTime<Utc>,
+        lease: Duration,
+        limit: i64,
+    ) -> Result<Vec<BatchRow>> {
+        let lock = self.skip_locked();
+        let sql = format!(
+            "UPDATE batches SET claimed_by = $2, claimed_until = $3
+             WHERE id IN (SELECT id FROM batches WHERE status = 'ended' AND (claimed_until IS NULL OR claimed_until <= $1)
+                          ORDER BY ended_at, id LIMIT $4 {lock})
+             RETURNING {BATCH_COLUMNS}"
+        );
+        Ok(on_pool!(self, |pool| {
+            sqlx::query_as(&sql)
+                .bind(now)
+                .bind(worker)
+                .bind(now + lease)
+                .bind(limit)
+                .fetch_all(pool)
+                .await?
+        }))
+    }
+
+    /// Records ingestion progress: result lines fanned out so far.
+    pub async fn advance_ingest_cursor(&self, batch_id: BatchId, cursor: i64) -> Result<()> {
+        on_pool!(self, |pool| {
+            sqlx::query("UPDATE batches SET ingest_cursor = $2 WHERE id = $1")
+                .bind(batch_id.to_string())
+                .bind(cursor)
+                .execute(pool)
+                .await?;
+        });
+        Ok(())
+    }
+
+    /// Every line was read: requests that had no result line are `errored` (so they are
+    /// re-planned), and the batch is `ingested`. Returns how many had no line.
+    pub async fn finish_ingest(&self, batch_id: BatchId, now: DateTime<Utc>) -> Result<u64> {
+        self.write(async |tx| {
+            let missing = tx
+                .execute(sql!(
+                    "UPDATE llm_requests SET status = 'errored', error = 'no result line for this request', completed_at = $2
+                     WHERE batch_id = $1 AND status = 'submitted'",
+                    batch_id,
+                    now
+                ))
+                .await?;
+            tx.execute(sql!(
+                "UPDATE batches SET status = 'ingested', claimed_by = NULL, claimed_until = NULL WHERE id = $1",
+                batch_id
+            ))
+            .await?;
+            Ok(missing)
+        })
+        .await
+    }
+
+    /// Batches, newest first (admin listing).
+    pub async fn list_batches(&self, status: Option<&str>, limit: Option<i64>) -> Result<Vec<BatchRow>> {
+        let sql = format!(
+            "SELECT {BATCH_COLUMNS} FROM batches WHERE ($1 IS NULL OR status = $1) ORDER BY created_at DESC, id DESC LIMIT $2"
+        );
+        Ok(on_pool!(self, |pool| sqlx::query_as(&sql)
+            .bind(status)
+            .bind(limit.unwrap_or(i64::MAX))
+            .fetch_all(pool)
+            .await?))
+    }
+
+    /// The batches that carried any request of a user (external id), oldest first: what an
+    /// erasure must clean up at the provider.
+    pub async fn batches_of_user(&self, user_external_id: &str) -> Result<Vec<BatchRow>> {
+        let sql = format!(
+            "SELECT {BATCH_COLUMNS} FROM batches WHERE id IN (
+                 SELECT r.batch_id FROM llm_requests r JOIN users u ON u.id = r.user_id
+                 WHERE u.external_id = $1 AND r.batch_id IS NOT NULL)
+             ORDER BY created_at, id"
+        );
+        Ok(on_pool!(self, |pool| sqlx::query_as(&sql)
+            .bind(user_external_id)
+            .fetch_all(pool)
+            .await?))
+    }
+
+    /// One batch by our id.
+    pub async fn batch(&self, batch_id: BatchId) -> Result<Option<BatchRow>> {
+        let sql = format!("SELECT {BATCH_COLUMNS} FROM batches WHERE id = $1");
+        Ok(on_pool!(self, |pool| sqlx::query_as(&sql)
+            .bind(batch_id.to_string())
+            .fetch_optional(pool)
+            .await?))
+    }
+}

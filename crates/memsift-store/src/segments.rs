@@ -1,0 +1,332 @@
+//! Segments as extraction sees them: claiming closed segments (one atomic statement each), their
+//! turns, the known memories they referenced, and what happens when planning fails or waits.
+
+use std::collections::HashSet;
+
+use chrono::{DateTime, Duration, Utc};
+use memsift_core::contract::Turn;
+use memsift_core::status::Role;
+use memsift_core::{MemoryId, MessageId, SegmentId, UserId};
+use sqlx::types::Json;
+
+use crate::tx::sql;
+use crate::{BackendKind, Result, Store, StoreError, corrupt, on_pool};
+
+/// A segment a worker now holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClaimedSegment {
+    /// The segment.
+    pub id: SegmentId,
+    /// Its user.
+    pub user_id: UserId,
+    /// This attempt's number (1 for the first).
+    pub attempt: i64,
+}
+
+/// One turn of a segment with the message it came from.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SegmentTurn {
+    /// The message row.
+    pub message_id: MessageId,
+    /// The turn as lanes see it.
+    pub turn: Turn,
+}
+
+#[derive(sqlx::FromRow)]
+struct TurnRow {
+    id: String,
+    seq: i64,
+    role: String,
+    speaker: Option<String>,
+    content: String,
+    created_at: DateTime<Utc>,
+    external_id: Option<String>,
+}
+
+impl Store {
+    /// Claims up to `limit` closed (or failed and due) segments for `worker`, one atomic statement.
+    ///
+    /// A claim whose lease ran out (its worker died) is taken over; each claim counts an attempt,
+    /// so a segment that kills its worker every time still ends `dead` instead of looping.
+    pub async fn claim_segments(
+        &self,
+        worker: &str,
+        now: DateTime<Utc>,
+        lease: Duration,
+        limit: i64,
+    ) -> Result<Vec<ClaimedSegment>> {
+        // SQLite has one writer, so a single UPDATE … RETURNING is already atomic; PostgreSQL
+        // needs SKIP LOCKED so two daemons take disjoint rows instead of waiting on each other.
+        let sql = match self.kind() {
+            BackendKind::Sqlite => {
+                "UPDATE segments SET status = 'extracting', claimed_by = $1, claimed_until = $2, attempts = attempts + 1
+                 WHERE id IN (SELECT id FROM segments
+                              WHERE (status IN ('closed', 'failed') AND (next_attempt_at IS NULL OR next_attempt_at <= $3))
+                                 OR (status = 'extracting' AND claimed_until <= $3)
+                              ORDER BY closed_at, id LIMIT $4)
+                 RETURNING id, user_id, attempts"
+            }
+            BackendKind::Postgres => {
+                "UPDATE segments SET status = 'extracting', claimed_by = $1, claimed_until = $2, attempts = attempts + 1
+                 WHERE id IN (SELECT id FROM segments
+                              WHERE (status IN ('closed', 'failed') AND (next_attempt_at IS NULL OR next_attempt_at <= $3))
+                                 OR (status = 'extracting' AND claimed_until <= $3)
+                              ORDER BY closed_at, id LIMIT $4 FOR UPDATE SKIP LOCKED)
+                 RETURNING id, user_id, attempts"
+            }
+        };
+        let rows: Vec<(String, String, i64)> = on_pool!(self, |pool| {
+            sqlx::query_as(sql)
+                .bind(worker)
+                .bind(now + lease)
+                .bind(now)
+                .bind(limit)
+                .fetch_all(pool)
+                .await?
+        });
+        rows.into_iter()
+            .map(|(id, user_id, attempt)| {
+                Ok(ClaimedSegment {
+                    id: SegmentId::parse(&id).map_err(|error| corrupt("segments", error))?,
+                    user_id: UserId::parse(&user_id).map_err(|error| corrupt("segments", error))?,
+                    attempt,
+                })
+            })
+            .collect()
+    }
+
+    /// The turns of a segment in order. Labels are the message's external id, else `t<seq>`.
+    pub async fn segment_turns(&self, segment_id: SegmentId) -> Result<Vec<SegmentTurn>> {
+        let rows: Vec<TurnRow> = on_pool!(self, |pool| {
+            sqlx::query_as(
+                "SELECT id, seq, role, speaker, content, created_at, external_id FROM messages
+                 WHERE segment_id = $1 ORDER BY seq",
+            )
+            .bind(segment_id.to_string())
+            .fetch_all(pool)
+            .await?
+        });
+        rows.into_iter()
+            .map(
+                |TurnRow {
+                     id,
+                     seq,
+                     role,
+                     speaker,
+                     content,
+                     created_at: at,
+                     external_id,
+                 }| {
+                    Ok(SegmentTurn {
+                        message_id: MessageId::parse(&id).map_err(|error| corrupt("messages", error))?,
+                        turn: Turn {
+                            label: external_id.unwrap_or_else(|| format!("t{seq}")),
+                            role: Role::parse(&role).map_err(|error| corrupt("messages", error))?,
+                            speaker,
+                            content,
+                            at,
+                        },
+                    })
+                },
+            )
+            .collect()
+    }
+
+    /// Marks a claimed segment `extracted` with nothing to do (no user turns, so no request).
+    pub async fn finish_empty_segment(&self, segment_id: SegmentId, now: DateTime<Utc>) -> Result<()> {
+        self.write(async |tx| {
+            tx.execute(sql!(
+                "UPDATE segments SET status = 'extracted', extracted_at = $2, planned_chunks = 0, claimed_by = NULL,
+                        claimed_until = NULL, last_error = NULL
+                 WHERE id = $1 AND status = 'extracting'",
+                segment_id,
+                now
+            ))
+            .await?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Claims one segment by hand (`memsift extract --segment`): an open one is closed first, and a
+    /// failed or dead one is retried; one being extracted by a live claim, or already extracted, is refused.
+    pub async fn claim_segment(
+        &self,
+        segment_id: SegmentId,
+        worker: &str,
+        now: DateTime<Utc>,
+    ) -> Result<ClaimedSegment> {
+        let lease_until = now + Duration::minutes(15);
+        let claimed: Option<(String, i64)> = self
+            .write(async |tx| {
+                tx.execute(sql!(
+                    "UPDATE segments SET status = 'closed', close_reason = 'manual', closed_at = $2 WHERE id = $1 AND status = 'open'",
+                    segment_id,
+                    now
+                ))
+                .await?;
+                tx.fetch_optional(sql!(
+                    "UPDATE segments SET status = 'extracting', claimed_by = $2, claimed_until = $3, attempts = attempts + 1,
+                                         next_attempt_at = NULL
+                     WHERE id = $1 AND (status IN ('closed', 'failed', 'dead') OR (status = 'extracting' AND claimed_until <= $4))
+                     RETURNING user_id, attempts",
+                    segment_id,
+                    worker,
+                    lease_until,
+                    now
+                ))
+                .await
+            })
+            .await?;
+        if let Some((user_id, attempt)) = claimed {
+            return Ok(ClaimedSegment {
+                id: segment_id,
+                user_id: UserId::parse(&user_id).map_err(|error| corrupt("segments", error))?,
+                attempt,
+            });
+        }
+        let status: Option<(String, Option<String>)> = on_pool!(self, |pool| {
+            sqlx::query_as("SELECT status, claimed_by FROM segments WHERE id = $1")
+                .bind(segment_id.to_string())
+                .fetch_optional(pool)
+                .await?
+        });
+        Err(StoreError::NotFound(match status {
+            None => format!("no segment {segment_id}; list them with `memsift segments`"),
+            Some((status, Some(worker))) if status == "extracting" => {
+                format!("segment {segment_id} is being extracted by {worker}; wait for its lease to end")
+            }
+            Some((status, _)) => format!("segment {segment_id} is `{status}`; there is nothing to extract"),
+        }))
+    }
+
+    /// Records a failed attempt: the segment is due again after `retry_after`, or `dead` when out of attempts.
+    pub async fn fail_segment(
+        &self,
+        segment_id: SegmentId,
+        error: &str,
+        max_attempts: i64,
+        retry_after: Duration,
+        now: DateTime<Utc>,
+    ) -> Result<()> {
+        on_pool!(self, |pool| {
+            sqlx::query(
+                "UPDATE segments SET
+                     status = CASE WHEN attempts >= $3 THEN 'dead' ELSE 'failed' END,
+                     next_attempt_at = CASE WHEN attempts >= $3 THEN NULL ELSE $4 END,
+                     last_error = $2, claimed_by = NULL, claimed_until = NULL
+                 WHERE id = $1",
+            )
+            .bind(segment_id.to_string())
+            .bind(error)
+            .bind(max_attempts)
+            .bind(now + retry_after)
+            .execute(pool)
+            .await?;
+        });
+        Ok(())
+    }
+
+    /// Hands a `failed` or `dead` segment back to the pipeline with fresh attempts (an admin's
+    /// retry after fixing the cause); returns false when no such segment is in either state.
+    pub async fn retry_segment(&self, segment_id: SegmentId) -> Result<bool> {
+        let updated = on_pool!(self, |pool| {
+            sqlx::query(
+                "UPDATE segments SET status = 'closed', attempts = 0, next_attempt_at = NULL, last_error = NULL,
+                                     claimed_by = NULL, claimed_until = NULL
+                 WHERE id = $1 AND status IN ('failed', 'dead')",
+            )
+            .bind(segment_id.to_string())
+            .execute(pool)
+            .await?
+            .rows_affected()
+        });
+        Ok(updated == 1)
+    }
+
+    /// Hands a claimed segment back until `until` without spending an attempt (its user is over
+    /// budget): it waits `closed` with the reason as its last error, and is claimed again after.
+    pub async fn defer_segment(&self, segment_id: SegmentId, until: DateTime<Utc>, reason: &str) -> Result<()> {
+        on_pool!(self, |pool| {
+            sqlx::query(
+                "UPDATE segments SET status = 'closed', next_attempt_at = $2, last_error = $3,
+                                     attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END,
+                                     claimed_by = NULL, claimed_until = NULL
+                 WHERE id = $1 AND status = 'extracting'",
+            )
+            .bind(segment_id.to_string())
+            .bind(until)
+            .bind(reason)
+            .execute(pool)
+            .await?
+            .rows_affected()
+        });
+        Ok(())
+    }
+
+    /// A user's most recent active memories, newest first, as (id, text): context for a payload.
+    pub async fn recent_memories(&self, user_id: UserId, limit: i64) -> Result<Vec<(MemoryId, String)>> {
+        let rows: Vec<(String, String)> = on_pool!(self, |pool| {
+            sqlx::query_as(
+                "SELECT id, text FROM memories WHERE user_id = $1 AND archived_at IS NULL
+                 ORDER BY created_at DESC, id DESC LIMIT $2",
+            )
+            .bind(user_id.to_string())
+            .bind(limit)
+            .fetch_all(pool)
+            .await?
+        });
+        rows.into_iter()
+            .map(|(id, text)| Ok((MemoryId::parse(&id).map_err(|error| corrupt("memories", error))?, text)))
+            .collect()
+    }
+
+    /// The memories a segment's turns referenced (the host's retrieval hits, recorded at ingest), in
+    /// order of first reference, each once. Only the segment owner's active memories count: an id
+    /// of another user's memory, or of an archived one, is skipped.
+    pub async fn referenced_memories(&self, segment_id: SegmentId) -> Result<Vec<(MemoryId, String)>> {
+        let rows: Vec<(String, Json<Vec<String>>)> = on_pool!(self, |pool| {
+            sqlx::query_as(
+                "SELECT user_id, referenced_memory_ids FROM messages
+                 WHERE segment_id = $1 ORDER BY seq",
+            )
+            .bind(segment_id.to_string())
+            .fetch_all(pool)
+            .await?
+        });
+        let Some((user_id, _)) = rows.first() else {
+            return Ok(Vec::new());
+        };
+        let user_id = UserId::parse(user_id).map_err(|error| corrupt("messages", error))?;
+        let mut seen = HashSet::new();
+        let mut ids = Vec::new();
+        for (_, Json(referenced)) in &rows {
+            for id in referenced {
+                let id = MemoryId::parse(id).map_err(|error| corrupt("messages", error))?;
+                if seen.insert(id) {
+                    ids.push(id);
+                }
+            }
+        }
+        self.active_memory_texts(user_id, &ids).await
+    }
+
+    /// The texts of `user_id`'s active memories among `ids`, in the order given; ids of other users'
+    /// memories and of archived ones are skipped (invariant 9).
+    pub async fn active_memory_texts(&self, user_id: UserId, ids: &[MemoryId]) -> Result<Vec<(MemoryId, String)>> {
+        let mut found = Vec::with_capacity(ids.len());
+        for &id in ids {
+            let text: Option<String> = on_pool!(self, |pool| {
+                sqlx::query_scalar("SELECT text FROM memories WHERE id = $1 AND user_id = $2 AND archived_at IS NULL")
+                    .bind(id.to_string())
+                    .bind(user_id.to_string())
+                    .fetch_optional(pool)
+                    .await?
+            });
+            if let Some(text) = text {
+                found.push((id, text));
+            }
+        }
+        Ok(found)
+    }
+}
