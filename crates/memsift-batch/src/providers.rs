@@ -36,14 +36,6 @@ fn rejected(error: memsift_llm::LlmError) -> ProviderCreate {
     }
 }
 
-fn body_text<'a>(request: &'a WorkRequest, field: &str) -> &'a str {
-    request
-        .request_body
-        .get(field)
-        .and_then(|value| value.as_str())
-        .unwrap_or_default()
-}
-
 fn usage_of(tokens: &TokenUsage, model: &str, prices: &PriceTable) -> RequestUsage {
     RequestUsage {
         input_tokens: tokens.input_tokens as i64,
@@ -85,8 +77,8 @@ impl BatchProvider for AnthropicBatchProvider {
                 params: memsift_llm::build_batch_params(
                     request.purpose,
                     &self.llm,
-                    body_text(request, "system"),
-                    vec![InputMessage::user(body_text(request, "user_message"))],
+                    &request.request_body.system,
+                    vec![InputMessage::user(&request.request_body.user_message)],
                 ),
             })
             .collect();
@@ -260,8 +252,8 @@ impl BatchProvider for OpenAiBatchProvider {
                 let chat = memsift_llm::build_chat_request(
                     request.purpose,
                     &self.llm,
-                    body_text(request, "system"),
-                    vec![body_text(request, "user_message").to_owned()],
+                    &request.request_body.system,
+                    vec![request.request_body.user_message.clone()],
                 );
                 BatchInputLine::chat(request.id.to_string(), &chat)
             })

@@ -354,6 +354,11 @@ pub fn redact(url: &str) -> String {
     }
 }
 
+/// Reads a JSON column into the type written there; a value that does not fit is a corrupt row.
+pub(crate) fn from_json<T: serde::de::DeserializeOwned>(table: &'static str, value: serde_json::Value) -> Result<T> {
+    serde_json::from_value(value).map_err(|error| corrupt(table, error))
+}
+
 pub(crate) fn corrupt(table: &'static str, detail: impl ToString) -> StoreError {
     StoreError::Corrupt {
         table,

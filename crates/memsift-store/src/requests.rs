@@ -5,6 +5,7 @@
 //! provider call. A request's id is the provider `custom_id`, so a result recorded twice is a no-op.
 
 use chrono::{DateTime, Duration, Utc};
+use memsift_core::request::{RequestBody, RequestContext, RequestSubject};
 use memsift_core::status::{Lane, Purpose, RequestStatus};
 use memsift_core::{RequestId, SegmentId, UserId};
 use serde::Serialize;
@@ -12,7 +13,7 @@ use serde_json::Value;
 use sqlx::types::Json;
 
 use crate::tx::{Arg, WriteTx, sql};
-use crate::{Result, Store, StoreError, corrupt, on_pool};
+use crate::{Result, Store, StoreError, corrupt, from_json, on_pool};
 
 /// A request attempt to record.
 #[derive(Clone, Debug)]
@@ -38,13 +39,12 @@ pub struct NewRequest {
     /// Prompt (or rule set) version.
     pub prompt_version: String,
     /// The context snapshot the processor needs later: short ids, memory texts, turn labels.
-    pub context: Value,
-    /// What to send: `{"system": …, "user_message": …}` (kept so the batch lane can submit later;
-    /// erasure removes it).
-    pub request_body: Value,
+    pub context: RequestContext,
+    /// What to send (kept so the batch lane can submit later; erasure removes it).
+    pub request_body: RequestBody,
     /// What a post-processing request is about (memory, cluster, entity ids and its run); `{}`
     /// for extraction, whose segment and chunk say it.
-    pub subject: Value,
+    pub subject: RequestSubject,
     /// The request whose answer planned this one (a consolidation review names its proposal).
     pub parent_request_id: Option<RequestId>,
 }
@@ -69,11 +69,11 @@ pub struct StoredOutput {
     /// Stop reason as the provider reported it.
     pub stop_reason: Option<String>,
     /// The context snapshot.
-    pub context: Value,
+    pub context: RequestContext,
     /// What it is for.
     pub purpose: Purpose,
     /// What a post-processing request is about.
-    pub subject: Value,
+    pub subject: RequestSubject,
 }
 
 /// A request attempt as an executor or the coordinator needs it.
@@ -101,8 +101,8 @@ pub struct WorkRequest {
     pub model: Option<String>,
     /// Prompt version.
     pub prompt_version: String,
-    /// What to send: `{"system": …, "user_message": …}`.
-    pub request_body: Value,
+    /// What to send.
+    pub request_body: RequestBody,
 }
 
 #[derive(sqlx::FromRow)]
@@ -266,16 +266,15 @@ impl Store {
     }
 
     /// The context snapshot stored with a request.
-    pub async fn request_context(&self, request_id: RequestId) -> Result<Value> {
+    pub async fn request_context(&self, request_id: RequestId) -> Result<RequestContext> {
         let context: Option<Json<Value>> = on_pool!(self, |pool| {
             sqlx::query_scalar("SELECT context FROM llm_requests WHERE id = $1")
                 .bind(request_id.to_string())
                 .fetch_optional(pool)
                 .await?
         });
-        context
-            .map(|Json(value)| value)
-            .ok_or_else(|| StoreError::NotFound(format!("no request {request_id}")))
+        let Json(context) = context.ok_or_else(|| StoreError::NotFound(format!("no request {request_id}")))?;
+        from_json("llm_requests", context)
     }
 
     /// Loads what the apply path needs for one request.
@@ -326,9 +325,9 @@ impl Store {
             model,
             raw_output,
             stop_reason,
-            context,
+            context: from_json("llm_requests", context)?,
             purpose: Purpose::parse(&purpose).map_err(|error| corrupt("llm_requests", error))?,
-            subject,
+            subject: from_json("llm_requests", subject)?,
         })
     }
 
@@ -685,7 +684,11 @@ impl TryFrom<WorkRow> for WorkRequest {
             provider: row.provider,
             model: row.model,
             prompt_version: row.prompt_version,
-            request_body: row.request_body.map(|Json(body)| body).unwrap_or(Value::Null),
+            request_body: row
+                .request_body
+                .map(|Json(body)| from_json("llm_requests", body))
+                .transpose()?
+                .unwrap_or_default(),
         })
     }
 }

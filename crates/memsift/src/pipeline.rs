@@ -20,9 +20,10 @@ use std::sync::Arc;
 use anyhow::Context;
 use chrono::{DateTime, Duration, Utc};
 use memsift_core::config::{OverBudget, ProviderKind};
+use memsift_core::request::{RequestBody, RequestContext, RequestSubject};
 use memsift_core::status::{Lane, Purpose, RequestStatus, Role};
 use memsift_core::transcript::parse_turns;
-use memsift_core::{Clock, MemoryId, MessageId, RequestId, UserId};
+use memsift_core::{Clock, MemoryId, RequestId, UserId};
 use memsift_llm::ResolvedLlm;
 use memsift_payload::{KnownMemory, PayloadOptions, build_extraction_chunks};
 use memsift_processor::{ProcessInput, ProcessOutput, StopReason, VECTOR_DUPLICATE_THRESHOLD, process};
@@ -31,7 +32,6 @@ use memsift_store::{
     ApplyFailure, ApplyInput, ApplyOutcome, ClaimedSegment, ItemEmbeddings, NewRequest, RequestUsage, Store,
 };
 use serde::Serialize;
-use serde_json::{Value, json};
 
 use crate::app::App;
 use crate::embedding::Vectors;
@@ -370,17 +370,12 @@ pub async fn plan_segment(app: &App, segment: &ClaimedSegment) -> anyhow::Result
     let requests: Vec<NewRequest> = chunks
         .iter()
         .map(|chunk| {
-            let memories: serde_json::Map<String, Value> = chunk
+            let memories = chunk
                 .short_ids
                 .iter()
                 .map(|(short, id)| {
-                    (
-                        short.clone(),
-                        json!([
-                            id.to_string(),
-                            chunk.known_texts.get(short).cloned().unwrap_or_default()
-                        ]),
-                    )
+                    let text = chunk.known_texts.get(short).cloned().unwrap_or_default();
+                    (short.clone(), (*id, text))
                 })
                 .collect();
             NewRequest {
@@ -394,9 +389,16 @@ pub async fn plan_segment(app: &App, segment: &ClaimedSegment) -> anyhow::Result
                 provider: provider_name(route.llm.provider).to_owned(),
                 model: Some(route.llm.model.clone()).filter(|model| !model.is_empty()),
                 prompt_version: prompt_version.clone(),
-                context: json!({ "turns": chunk.turns, "memories": memories }),
-                request_body: json!({ "system": chunk.system_prompt, "user_message": chunk.user_message }),
-                subject: serde_json::json!({}),
+                context: RequestContext {
+                    turns: chunk.turns.clone(),
+                    memories,
+                    ..RequestContext::default()
+                },
+                request_body: RequestBody {
+                    system: chunk.system_prompt.clone(),
+                    user_message: chunk.user_message.clone(),
+                },
+                subject: RequestSubject::default(),
                 parent_request_id: None,
             }
         })
@@ -497,16 +499,8 @@ async fn execute_lane(app: &App, lane: Lane, report: &mut StepReport) -> anyhow:
                 continue;
             }
         };
-        let system_prompt = request
-            .request_body
-            .get("system")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        let user_message = request
-            .request_body
-            .get("user_message")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
+        let system_prompt = request.request_body.system.as_str();
+        let user_message = request.request_body.user_message.as_str();
         let turns = parse_turns(user_message);
         let execution = ExecutionRequest {
             request_id: request.id,
@@ -690,25 +684,12 @@ async fn prepare_output(ctx: &ApplyContext, request_id: RequestId, replay: bool)
         existing_keys,
         ..ProcessInput::default()
     };
-    if let Some(turns) = stored.context.get("turns").and_then(Value::as_object) {
-        for (label, message_id) in turns {
-            if let Some(message_id) = message_id.as_str().and_then(|id| MessageId::parse(id).ok()) {
-                input.turns.insert(label.clone(), message_id);
-            }
-        }
+    for (label, message_id) in &stored.context.turns {
+        input.turns.insert(label.clone(), *message_id);
     }
-    if let Some(memories) = stored.context.get("memories").and_then(Value::as_object) {
-        for (short, pair) in memories {
-            let id = pair
-                .get(0)
-                .and_then(Value::as_str)
-                .and_then(|id| MemoryId::parse(id).ok());
-            let text = pair.get(1).and_then(Value::as_str).unwrap_or_default().to_owned();
-            if let Some(id) = id {
-                input.known_texts.push((id, text.clone()));
-                input.context.insert(short.clone(), (id, text));
-            }
-        }
+    for (short, (id, text)) in &stored.context.memories {
+        input.known_texts.push((*id, text.clone()));
+        input.context.insert(short.clone(), (*id, text.clone()));
     }
     let mut output = process(&input);
     let embeddings = vector_stage(ctx, stored.user_id, &mut output).await?;

@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use anyhow::Context;
 use memsift_core::config::{OverBudget, ProviderKind};
+use memsift_core::request::{RequestBody, RequestContext, RequestSubject};
 use memsift_core::status::Lane;
 use memsift_core::status::Purpose;
 use memsift_core::{MemoryId, RequestId, UserId};
@@ -24,7 +25,6 @@ use memsift_store::{
     StoredOutput,
 };
 use serde::Serialize;
-use serde_json::{Value, json};
 
 use crate::app::App;
 use crate::pipeline::{Applied, ApplyContext, OVER_BUDGET_KEY, provider_name};
@@ -227,9 +227,9 @@ async fn stage_request(
     purpose: Purpose,
     user_id: UserId,
     request: StageRequest,
-    subject: Value,
+    subject: RequestSubject,
 ) -> anyhow::Result<Option<NewRequest>> {
-    stage_request_with(app, purpose, user_id, request, subject, json!({}), None).await
+    stage_request_with(app, purpose, user_id, request, subject, RequestContext::default(), None).await
 }
 
 /// [`stage_request`] with a context snapshot and the request whose answer planned this one.
@@ -238,8 +238,8 @@ async fn stage_request_with(
     purpose: Purpose,
     user_id: UserId,
     request: StageRequest,
-    subject: Value,
-    context: Value,
+    subject: RequestSubject,
+    context: RequestContext,
     parent_request_id: Option<RequestId>,
 ) -> anyhow::Result<Option<NewRequest>> {
     let tier = app
@@ -271,10 +271,7 @@ async fn stage_request_with(
         id: RequestId::new_v7(),
         purpose,
         user_id,
-        segment_id: subject
-            .get("segment_id")
-            .and_then(Value::as_str)
-            .and_then(|id| memsift_core::SegmentId::parse(id).ok()),
+        segment_id: subject.segment_id,
         chunk_index: 0,
         lane: route.lane,
         config_key: route.config_key.clone(),
@@ -282,7 +279,10 @@ async fn stage_request_with(
         model: Some(route.llm.model.clone()).filter(|model| !model.is_empty()),
         prompt_version,
         context,
-        request_body: json!({ "system": request.system, "user_message": request.user_message }),
+        request_body: RequestBody {
+            system: request.system,
+            user_message: request.user_message,
+        },
         subject,
         parent_request_id,
     }))
@@ -385,12 +385,11 @@ async fn plan_relationships(app: &App, unit: &UserRun<'_>, plan: &mut StagePlan)
             memory.id,
             candidates.len()
         ));
-        let subject = json!({
-            "run": unit.cap.run,
-            "cap": unit.cap.cap,
-            "memory_id": memory.id.to_string(),
-            "candidates": candidates.iter().map(|c| c.id.to_string()).collect::<Vec<_>>(),
-        });
+        let subject = RequestSubject {
+            memory_id: Some(memory.id),
+            candidates: candidates.iter().map(|c| c.id).collect(),
+            ..unit.cap.subject()
+        };
         if let Some(request) = stage_request(app, Purpose::Relationship, unit.user_id, request, subject).await? {
             planned.requests.push(request);
             planned.related.push(memory.id);
@@ -464,11 +463,10 @@ async fn plan_consolidation(app: &App, unit: &UserRun<'_>, plan: &mut StagePlan)
                 .collect::<Vec<_>>()
                 .join(" + ")
         ));
-        let subject = json!({
-            "run": unit.cap.run,
-            "cap": unit.cap.cap,
-            "members": cluster.iter().map(ToString::to_string).collect::<Vec<_>>(),
-        });
+        let subject = RequestSubject {
+            members: cluster.clone(),
+            ..unit.cap.subject()
+        };
         if let Some(request) = stage_request(app, Purpose::Consolidation, unit.user_id, request, subject).await? {
             planned.requests.push(request);
         }
@@ -496,7 +494,10 @@ async fn plan_refinement(app: &App, unit: &UserRun<'_>, plan: &mut StagePlan) ->
         let request = refinement::refinement_request(prompt, &memory_text);
         plan.planned
             .push(format!("{}: refine \"{}\"", unit.external, memory.text));
-        let subject = json!({ "run": unit.cap.run, "cap": unit.cap.cap, "memory_id": memory.id.to_string() });
+        let subject = RequestSubject {
+            memory_id: Some(memory.id),
+            ..unit.cap.subject()
+        };
         if let Some(request) = stage_request(app, Purpose::Refinement, unit.user_id, request, subject).await? {
             planned.requests.push(request);
         }
@@ -547,12 +548,11 @@ async fn plan_entity_gc(app: &App, unit: &UserRun<'_>, plan: &mut StagePlan) -> 
             entity.kind,
             candidates.len()
         ));
-        let subject = json!({
-            "run": unit.cap.run,
-            "cap": unit.cap.cap,
-            "entity_id": entity.id,
-            "entity_candidates": candidates.iter().map(|c| c.id.clone()).collect::<Vec<_>>(),
-        });
+        let subject = RequestSubject {
+            entity_id: Some(entity.id.clone()),
+            entity_candidates: candidates.iter().map(|c| c.id.clone()).collect(),
+            ..unit.cap.subject()
+        };
         if let Some(request) = stage_request(app, Purpose::EntityGc, unit.user_id, request, subject).await? {
             planned.requests.push(request);
         }
@@ -581,7 +581,10 @@ async fn plan_summaries(app: &App, users: &HashSet<UserId>, dry_run: bool, plan:
         let request = summary::summary_request(prompt, &turns);
         plan.planned
             .push(format!("summarise segment {segment_id} ({} turns)", turns.len()));
-        let subject = json!({ "segment_id": segment_id.to_string() });
+        let subject = RequestSubject {
+            segment_id: Some(segment_id),
+            ..RequestSubject::default()
+        };
         if let Some(request) = stage_request(app, Purpose::Summary, user_id, request, subject).await? {
             requests.push(request);
         }
@@ -605,7 +608,7 @@ pub async fn plan_reviews(app: &App) -> anyhow::Result<u64> {
         let Ok(Some(proposed)) = consolidation::parse_consolidation_answer(&proposal.raw_output) else {
             continue;
         };
-        let members = memory_ids(&proposal.subject, "members");
+        let members = proposal.subject.members.clone();
         let texts = texts_of(&app.store, proposal.user_id, &members).await?;
         let cluster: Vec<MemoryText> = members
             .iter()
@@ -616,9 +619,15 @@ pub async fn plan_reviews(app: &App) -> anyhow::Result<u64> {
             .collect();
         let prompt = app.prompts.get(Purpose::ConsolidationReview.as_str())?;
         let request = consolidation::review_request(prompt, &cluster, &proposed.text);
-        let mut subject = proposal.subject.clone();
-        subject["proposal_request_id"] = json!(proposal.request_id.to_string());
-        let context = json!({ "proposal": proposed.text, "proposal_reasoning": proposed.reasoning });
+        let subject = RequestSubject {
+            proposal_request_id: Some(proposal.request_id),
+            ..proposal.subject.clone()
+        };
+        let context = RequestContext {
+            proposal: Some(proposed.text.clone()),
+            proposal_reasoning: Some(proposed.reasoning.clone()),
+            ..RequestContext::default()
+        };
         if let Some(request) = stage_request_with(
             app,
             Purpose::ConsolidationReview,
@@ -659,7 +668,10 @@ pub async fn plan_extraction_reviews(app: &App) -> anyhow::Result<u64> {
         let item = extracted_item(&memory);
         let prompt = app.prompts.get(Purpose::ExtractionReview.as_str())?;
         let request = reviewer::extraction_review_request(prompt, &item);
-        let subject = json!({ "memory_id": memory.id });
+        let subject = RequestSubject {
+            memory_id: Some(memory_id),
+            ..RequestSubject::default()
+        };
         if let Some(request) = stage_request(app, Purpose::ExtractionReview, user_id, request, subject).await? {
             requests.push(request);
             reviewed.push(memory_id);
@@ -691,27 +703,10 @@ fn extracted_item(memory: &memsift_store::ReviewMemory) -> memsift_core::contrac
     item
 }
 
-fn memory_ids(subject: &Value, key: &str) -> Vec<MemoryId> {
-    subject
-        .get(key)
-        .and_then(Value::as_array)
-        .map(|ids| {
-            ids.iter()
-                .filter_map(Value::as_str)
-                .filter_map(|id| MemoryId::parse(id).ok())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-fn run_cap(subject: &Value) -> RunCap {
+fn run_cap(subject: &RequestSubject) -> RunCap {
     RunCap {
-        run: subject
-            .get("run")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned(),
-        cap: subject.get("cap").and_then(Value::as_i64).unwrap_or(0),
+        run: subject.run.clone().unwrap_or_default(),
+        cap: subject.cap.unwrap_or(0),
     }
 }
 
@@ -731,11 +726,8 @@ pub async fn apply_stage_answer(ctx: &ApplyContext, stored: StoredOutput) -> any
     let no_change = |note: String| async move { store.apply_without_change(request_id, 0, Some(&note), now).await };
     let outcome = match stored.purpose {
         Purpose::Relationship => {
-            let memory = subject
-                .get("memory_id")
-                .and_then(Value::as_str)
-                .and_then(|id| MemoryId::parse(id).ok());
-            let candidates = memory_ids(subject, "candidates");
+            let memory = subject.memory_id;
+            let candidates = &subject.candidates;
             match (memory, relationship::parse_relationship_answer(raw, candidates.len())) {
                 (Some(memory), Ok(verdicts)) => {
                     let links: Vec<NewLink> = verdicts
@@ -763,18 +755,14 @@ pub async fn apply_stage_answer(ctx: &ApplyContext, stored: StoredOutput) -> any
             Err(error) => no_change(error.to_string()).await?,
         },
         Purpose::ConsolidationReview => {
-            let proposal = stored
-                .context
-                .get("proposal")
-                .and_then(Value::as_str)
-                .unwrap_or_default();
+            let proposal = stored.context.proposal.as_deref().unwrap_or_default();
             match consolidation::parse_review_answer(raw) {
                 Ok(review) if review.approved && !proposal.is_empty() => {
                     let embeddings = embed_texts(ctx, &[proposal.to_owned()]).await?;
                     let replacement = Replacement {
                         request_id,
                         user_id: stored.user_id,
-                        originals: memory_ids(subject, "members"),
+                        originals: subject.members.clone(),
                         new_texts: vec![proposal.to_owned()],
                         embeddings,
                         kind: "consolidate",
@@ -792,11 +780,7 @@ pub async fn apply_stage_answer(ctx: &ApplyContext, stored: StoredOutput) -> any
             }
         }
         Purpose::Refinement => {
-            let Some(memory) = subject
-                .get("memory_id")
-                .and_then(Value::as_str)
-                .and_then(|id| MemoryId::parse(id).ok())
-            else {
+            let Some(memory) = subject.memory_id else {
                 let outcome = no_change("the request names no memory".to_owned()).await?;
                 return Ok(applied_of(&outcome));
             };
@@ -830,12 +814,8 @@ pub async fn apply_stage_answer(ctx: &ApplyContext, stored: StoredOutput) -> any
             }
         }
         Purpose::EntityGc => {
-            let entity_id = subject.get("entity_id").and_then(Value::as_str).unwrap_or_default();
-            let candidate_ids: Vec<String> = subject
-                .get("entity_candidates")
-                .and_then(Value::as_array)
-                .map(|ids| ids.iter().filter_map(Value::as_str).map(str::to_owned).collect())
-                .unwrap_or_default();
+            let entity_id = subject.entity_id.as_deref().unwrap_or_default();
+            let candidate_ids = subject.entity_candidates.clone();
             let refs: Vec<entity_gc::EntityRef> = candidate_ids
                 .iter()
                 .map(|id| entity_gc::EntityRef {
@@ -871,11 +851,7 @@ pub async fn apply_stage_answer(ctx: &ApplyContext, stored: StoredOutput) -> any
             (_, Err(error)) => no_change(error.to_string()).await?,
         },
         Purpose::ExtractionReview => {
-            let memory = subject
-                .get("memory_id")
-                .and_then(Value::as_str)
-                .and_then(|id| MemoryId::parse(id).ok());
-            let current = match memory {
+            let current = match subject.memory_id {
                 Some(id) => store.review_memory(stored.user_id, id).await?.map(|row| (id, row)),
                 None => None,
             };

@@ -16,7 +16,6 @@ mod summaries;
 use chrono::{DateTime, Utc};
 use memsift_core::{MemoryId, OperationId, RequestId, UserId};
 use serde::Serialize;
-use serde_json::Value;
 
 use crate::{Result, Store};
 
@@ -68,6 +67,17 @@ pub struct RunCap {
     pub run: String,
     /// Memories the run may change at most.
     pub cap: i64,
+}
+
+impl RunCap {
+    /// The subject every request of this run starts from: the run and its cap.
+    pub fn subject(&self) -> memsift_core::request::RequestSubject {
+        memsift_core::request::RequestSubject {
+            run: Some(self.run.clone()),
+            cap: Some(self.cap),
+            ..memsift_core::request::RequestSubject::default()
+        }
+    }
 }
 
 /// Memories replaced by new ones: a consolidation (several into one) or a refinement (one into
@@ -172,7 +182,7 @@ pub struct ProposalToReview {
     /// Whose memories.
     pub user_id: UserId,
     /// Its subject (members, run, cap).
-    pub subject: Value,
+    pub subject: memsift_core::request::RequestSubject,
     /// The proposal answer.
     pub raw_output: String,
 }
@@ -191,34 +201,6 @@ pub struct RefinementRules {
     pub cooldown_days: i64,
     /// Fewer rejections than this.
     pub max_rejections: i64,
-}
-
-pub(crate) fn parse_memory_ids(value: &Value) -> Vec<MemoryId> {
-    value
-        .as_array()
-        .map(|ids| {
-            ids.iter()
-                .filter_map(Value::as_str)
-                .filter_map(|id| MemoryId::parse(id).ok())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// The memory ids a stage request's subject names (`memory_id`, `members`, `candidates`).
-pub(crate) fn subject_memory_ids(subject: &Value) -> Vec<MemoryId> {
-    let mut ids: Vec<MemoryId> = subject
-        .get("memory_id")
-        .and_then(Value::as_str)
-        .and_then(|id| MemoryId::parse(id).ok())
-        .into_iter()
-        .collect();
-    for key in ["members", "candidates"] {
-        if let Some(list) = subject.get(key) {
-            ids.extend(parse_memory_ids(list));
-        }
-    }
-    ids
 }
 
 impl Store {

@@ -4,15 +4,13 @@
 use std::collections::HashSet;
 
 use chrono::{DateTime, Utc};
+use memsift_core::request::RequestSubject;
 use memsift_core::status::Purpose;
 use memsift_core::{MemoryId, RequestId, SegmentId, UserId};
 use serde_json::Value;
 use sqlx::types::Json;
 
-use super::{
-    Covered, EntityRow, ProposalToReview, RefinementRules, ReviewMemory, StageMemory, parse_memory_ids,
-    subject_memory_ids,
-};
+use super::{Covered, EntityRow, ProposalToReview, RefinementRules, ReviewMemory, StageMemory};
 use crate::requests::NewRequest;
 use crate::tx::sql;
 use crate::{Result, Store, corrupt, on_pool};
@@ -117,7 +115,8 @@ impl Store {
                 Ok(StageMemory {
                     id: MemoryId::parse(&id).map_err(|error| corrupt("memories", error))?,
                     text,
-                    link_hints: parse_memory_ids(&hints),
+                    // Hints are advice: one that does not read as a memory id is skipped.
+                    link_hints: crate::from_json::<Vec<MemoryId>>("memories", hints).unwrap_or_default(),
                 })
             })
             .collect()
@@ -181,7 +180,9 @@ impl Store {
                 .await?
             });
             for Json(subject) in subjects {
-                ids.extend(subject_memory_ids(&subject));
+                // A subject that does not read is no reason to stop planning; it names nothing.
+                let subject: RequestSubject = crate::from_json("llm_requests", subject).unwrap_or_default();
+                ids.extend(subject.memory_ids());
             }
         }
         Ok(ids)
@@ -360,7 +361,7 @@ impl Store {
                 Ok(ProposalToReview {
                     request_id: RequestId::parse(&id).map_err(|error| corrupt("llm_requests", error))?,
                     user_id: UserId::parse(&user).map_err(|error| corrupt("llm_requests", error))?,
-                    subject,
+                    subject: crate::from_json("llm_requests", subject)?,
                     raw_output,
                 })
             })

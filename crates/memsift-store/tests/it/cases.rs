@@ -78,9 +78,9 @@ fn request(segment_id: SegmentId, user_id: UserId, chunk_index: i64) -> NewReque
         provider: "heuristic".to_owned(),
         model: None,
         prompt_version: "heuristic@1".to_owned(),
-        context: json!({}),
-        request_body: json!({}),
-        subject: serde_json::json!({}),
+        context: Default::default(),
+        request_body: Default::default(),
+        subject: Default::default(),
         parent_request_id: None,
     }
 }
@@ -925,7 +925,10 @@ pub async fn a_populated_database_keeps_every_row_through_later_migrations(store
         purpose: Purpose::ConsolidationReview,
         segment_id: None,
         parent_request_id: Some(extraction.id),
-        subject: json!({ "members": [memory_ids[0].to_string()] }),
+        subject: memsift_core::request::RequestSubject {
+            members: vec![memory_ids[0]],
+            ..Default::default()
+        },
         ..request(segment_id, user_id, 0)
     };
     store

@@ -36,9 +36,10 @@ async fn answered(
         provider: "heuristic".to_owned(),
         model: None,
         prompt_version: "offline-judge@1".to_owned(),
-        context,
-        request_body: json!({}),
-        subject,
+        // Written as JSON the way stages write them, read through the typed contract.
+        context: serde_json::from_value(context).unwrap(),
+        request_body: Default::default(),
+        subject: serde_json::from_value(subject).unwrap(),
         parent_request_id: None,
     };
     store
@@ -597,9 +598,9 @@ pub async fn a_failed_stage_request_gets_one_successor_per_attempt(store: &Store
         provider: "heuristic".to_owned(),
         model: None,
         prompt_version: "offline-judge@1".to_owned(),
-        context: json!({}),
-        request_body: json!({}),
-        subject: json!({ "run": "r2", "cap": 1, "memory_id": memory.to_string() }),
+        context: Default::default(),
+        request_body: Default::default(),
+        subject: serde_json::from_value(json!({ "run": "r2", "cap": 1, "memory_id": memory.to_string() })).unwrap(),
         parent_request_id: None,
     };
     store

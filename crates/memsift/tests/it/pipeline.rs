@@ -322,7 +322,6 @@ mod apply_isolation {
     use memsift_core::{RequestId, SegmentId};
     use memsift_store::{NewMessage, NewRequest};
     use proptest::prelude::*;
-    use serde_json::json;
 
     use crate::helpers::{TestApp, t0};
 
@@ -361,9 +360,9 @@ mod apply_isolation {
             provider: "heuristic".to_owned(),
             model: None,
             prompt_version: "heuristic@test".to_owned(),
-            context: json!({}),
-            request_body: json!({}),
-            subject: json!({}),
+            context: Default::default(),
+            request_body: Default::default(),
+            subject: Default::default(),
             parent_request_id: None,
         };
         store

@@ -96,12 +96,7 @@ async fn a_reworded_fact_is_dropped_by_the_vector_stage(db: TestDb) {
 
     // The second segment was shown the first memory as similar context, so the model could
     // have marked it instead of restating it.
-    let shown: Vec<String> = second.context["memories"]
-        .as_object()
-        .unwrap()
-        .values()
-        .map(|pair| pair[0].as_str().unwrap().to_owned())
-        .collect();
+    let shown: Vec<String> = second.context.memories.values().map(|(id, _)| id.to_string()).collect();
     assert_eq!(shown, vec![lisbon_id]);
 
     // Every memory carries a vector of the configured model.
@@ -204,16 +199,8 @@ async fn referenced_memories_come_first_in_the_context_then_similar_ones() {
         position("dog named Rex") < position("lives in Lisbon"),
         "{user_message}"
     );
-    let shown: Vec<&str> = stored.context["memories"]
-        .as_object()
-        .unwrap()
-        .values()
-        .map(|pair| pair[0].as_str().unwrap())
-        .collect();
-    assert!(
-        shown.contains(&peanuts.as_str()) && shown.contains(&rex.as_str()),
-        "{shown:?}"
-    );
+    let shown: Vec<String> = stored.context.memories.values().map(|(id, _)| id.to_string()).collect();
+    assert!(shown.contains(&peanuts) && shown.contains(&rex), "{shown:?}");
     test.finish().await;
 }
 
