@@ -117,7 +117,7 @@ pub enum ApiError {
     /// The named thing does not exist for this user (404).
     #[error("{0}")]
     NotFound(String),
-    /// The body is larger than `api.max_body_bytes` (413).
+    /// The body is larger than `api.max_body_bytes`, or a message than `ingest.max_message_bytes` (413).
     #[error("{0}")]
     TooLarge(String),
     /// The pipeline worker is not running (503).
@@ -401,7 +401,12 @@ async fn ingest_messages(
 ) -> ApiResult<Response> {
     check_user(&user)?;
     let body = body_bytes(body, state.app.config.api.max_body_bytes)?;
-    let messages = crate::import::parse_api_messages(&user, &body).map_err(ApiError::BadRequest)?;
+    let messages = crate::import::parse_api_messages(&user, &body, state.app.config.ingest.max_message_len()).map_err(
+        |error| match error {
+            crate::import::BodyError::Invalid(message) => ApiError::BadRequest(message),
+            crate::import::BodyError::TooLarge(message) => ApiError::TooLarge(message),
+        },
+    )?;
     let app = &state.app;
     let report = app
         .store

@@ -663,3 +663,43 @@ async fn an_admin_cancel_reaches_the_provider_and_the_canceled_requests_are_plan
     assert!(error.contains("only a submitted batch"), "{error}");
     test.finish().await;
 }
+
+#[tokio::test]
+async fn a_message_over_the_size_limit_is_refused_with_413_naming_it_and_nothing_is_stored() {
+    let test = TestApp::sqlite().await;
+    let store = test.app.store.clone();
+    let limit = test.app.config.ingest.max_message_len();
+    // Two-byte characters: exactly at the limit, and one byte over it.
+    let at_limit = "é".repeat(limit / 2);
+    let over_limit = format!("{at_limit}a");
+    with_api(&test.app, |api| async move {
+        let (status, error) = api
+            .post(
+                "/v1/users/ana/messages",
+                json!([
+                    message("c1", 0, "user", "I live in Lisbon.", false),
+                    message("c1", 1, "user", &over_limit, false),
+                ]),
+            )
+            .await;
+        assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{error}");
+        assert_eq!(
+            error["error"],
+            json!(format!(
+                "message #2: field `content` is {} bytes, over the limit of {limit} bytes ([ingest] max_message_bytes); split the message",
+                limit + 1
+            ))
+        );
+        assert_eq!(store.count_rows("messages").await.unwrap(), 0);
+        let (status, report) = api
+            .post(
+                "/v1/users/ana/messages",
+                json!([message("c1", 0, "user", &at_limit, false)]),
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{report}");
+        assert_eq!(store.count_rows("messages").await.unwrap(), 1);
+    })
+    .await;
+    test.finish().await;
+}
