@@ -703,3 +703,75 @@ async fn a_message_over_the_size_limit_is_refused_with_413_naming_it_and_nothing
     .await;
     test.finish().await;
 }
+
+/// A one-word DNA sequence of `n_bytes`: one BPE piece, the input that made counting quadratic.
+fn dna(n_bytes: usize) -> String {
+    "GATTACA".chars().cycle().take(n_bytes).collect()
+}
+
+#[tokio::test]
+async fn the_api_answers_while_a_one_megabyte_message_is_being_planned() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    // Fail points are process-wide: the scenario lock keeps other fail point tests from clearing ours.
+    let scenario = fail::FailScenario::setup();
+    let test = TestApp::sqlite().await;
+    // A worker id of its own, so the fail point below holds this app's planning only.
+    let app = test.second_daemon("planning-worker");
+    let (reached_tx, mut reached) = tokio::sync::mpsc::unbounded_channel::<()>();
+    let (release, released) = std::sync::mpsc::channel::<()>();
+    let released = Mutex::new(released);
+    let held_while_the_api_answered = Arc::new(AtomicBool::new(false));
+    let held = Arc::clone(&held_while_the_api_answered);
+    fail::cfg_callback("pipeline::chunking::planning-worker", move || {
+        let _ = reached_tx.send(());
+        // Chunking holds here until the test has used the API. The bound only keeps a broken
+        // build (chunking on the runtime's thread, where the test cannot run to release it) from
+        // hanging: then the flag stays false and the test fails.
+        let answered = released
+            .lock()
+            .unwrap()
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .is_ok();
+        held.store(answered, Ordering::SeqCst);
+    })
+    .unwrap();
+    let limit = app.config.ingest.max_message_len();
+    with_api(&app, |api| async move {
+        let (status, report) = api
+            .post(
+                "/v1/users/ana/messages",
+                json!([message("c1", 0, "user", &dna(limit), true)]),
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{report}");
+        let extract = tokio::spawn(
+            api.http
+                .post(format!("{}/v1/users/ana/extract", api.base))
+                .bearer_auth(TOKEN)
+                .send(),
+        );
+        reached.recv().await.expect("planning reaches the chunking step");
+        // Chunking the megabyte is in progress on its blocking thread: the API still answers.
+        let (status, health) = api.get("/healthz").await;
+        assert_eq!((status, health), (StatusCode::OK, json!({ "status": "ok" })));
+        let (status, segments) = api.get("/v1/admin/segments?user=ana").await;
+        assert_eq!(status, StatusCode::OK, "{segments}");
+        assert_eq!(segments["segments"].as_array().map(Vec::len), Some(1), "{segments}");
+        release.send(()).unwrap();
+        let response = extract.await.unwrap().unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["report"]["n_segments_planned"], 1, "{body}");
+        assert_eq!(body["report"]["n_segments_failed"], 0, "{body}");
+    })
+    .await;
+    fail::remove("pipeline::chunking::planning-worker");
+    scenario.teardown();
+    assert!(
+        held_while_the_api_answered.load(Ordering::SeqCst),
+        "the API answered only after chunking gave the runtime back"
+    );
+    test.finish().await;
+}
