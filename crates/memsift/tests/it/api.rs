@@ -775,3 +775,85 @@ async fn the_api_answers_while_a_one_megabyte_message_is_being_planned() {
     );
     test.finish().await;
 }
+
+/// Log lines written while the guard lives, on this thread (where a `#[tokio::test]` runs every task).
+struct CapturedLogs {
+    lines: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    _guard: tracing::subscriber::DefaultGuard,
+}
+
+impl CapturedLogs {
+    fn start() -> CapturedLogs {
+        let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = std::sync::Arc::clone(&lines);
+        let subscriber = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_writer(move || LogSink(std::sync::Arc::clone(&sink)))
+            .finish();
+        CapturedLogs {
+            lines,
+            _guard: tracing::subscriber::set_default(subscriber),
+        }
+    }
+
+    fn count(&self, needle: &str) -> usize {
+        String::from_utf8_lossy(&self.lines.lock().unwrap())
+            .lines()
+            .filter(|line| line.contains(needle))
+            .count()
+    }
+}
+
+struct LogSink(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for LogSink {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_panicking_worker_job_is_answered_500_logged_once_and_the_server_goes_on() {
+    let scenario = fail::FailScenario::setup();
+    let test = TestApp::sqlite().await;
+    let app = test.second_daemon("panicking-worker");
+    let logs = CapturedLogs::start();
+    fail::cfg("api::worker_job::panicking-worker", "panic(injected by the test)").unwrap();
+    with_api(&app, |api| async move {
+        let jobs = [
+            ("extract", "POST", "/v1/users/ana/extract".to_owned()),
+            ("erase", "DELETE", "/v1/users/ana?confirm=erase".to_owned()),
+            (
+                "cancel",
+                "POST",
+                "/v1/admin/batches/0190c0de-0000-7000-8000-000000000000/cancel".to_owned(),
+            ),
+        ];
+        for (job, method, path) in &jobs {
+            let (status, error) = api.call(method, path, Some(json!({}))).await;
+            assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR, "{job}: {error}");
+            assert!(
+                error["error"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with(&format!("internal error: the {job} job panicked and was stopped;")),
+                "{job}: {error}"
+            );
+            let (status, _) = api.get("/healthz").await;
+            assert_eq!(status, StatusCode::OK, "after the {job} job panicked");
+        }
+        fail::remove("api::worker_job::panicking-worker");
+        // The same worker takes the next jobs as if nothing had happened.
+        ingest_extract_list(&api).await;
+    })
+    .await;
+    scenario.teardown();
+    assert_eq!(logs.count("An API job panicked"), 3, "one line per panic");
+    assert_eq!(logs.count("API request failed"), 0, "the handler does not log it again");
+    test.finish().await;
+}
