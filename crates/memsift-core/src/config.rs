@@ -66,6 +66,8 @@ pub struct Config {
     pub database: DatabaseConfig,
     /// How conversations are cut into segments.
     pub segments: SegmentsConfig,
+    /// What a message may hold.
+    pub ingest: IngestConfig,
     /// Extraction scheduling.
     pub extraction: ExtractionConfig,
     /// The batch lane's timing and sizes.
@@ -114,6 +116,21 @@ pub struct DatabaseConfig {
 pub struct SegmentsConfig {
     /// Silence after which an open segment closes.
     pub idle_timeout_secs: u64,
+}
+
+/// Ingest settings, shared by `memsift import` and the HTTP API.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IngestConfig {
+    /// Longest message text (UTF-8 bytes) accepted; a longer one refuses its whole file or request.
+    pub max_message_bytes: u64,
+}
+
+impl IngestConfig {
+    /// The limit as a length to compare with a `str::len`.
+    pub fn max_message_len(&self) -> usize {
+        usize::try_from(self.max_message_bytes).unwrap_or(usize::MAX)
+    }
 }
 
 /// Extraction settings.
@@ -499,11 +516,21 @@ impl Config {
                 "use a positive number of seconds, e.g. 3600",
             ));
         }
-        if self.api.max_body_bytes == 0 {
+        if self.ingest.max_message_bytes == 0 {
+            return Err(invalid(
+                "ingest.max_message_bytes",
+                0,
+                "use a positive size in bytes (default 1048576)",
+            ));
+        }
+        if self.api.max_body_bytes <= self.ingest.max_message_bytes {
             return Err(invalid(
                 "api.max_body_bytes",
-                0,
-                "use a positive size in bytes, e.g. 1048576",
+                self.api.max_body_bytes,
+                &format!(
+                    "use more than ingest.max_message_bytes ({}), so a message of that size fits in a request with its JSON (default 4194304)",
+                    self.ingest.max_message_bytes
+                ),
             ));
         }
         if self.schedules.lease_secs == 0 {
@@ -748,6 +775,26 @@ mod tests {
         )))
         .unwrap();
         assert_eq!(ok.billing.over_budget, OverBudget::Defer);
+    }
+
+    #[test]
+    fn a_body_limit_that_cannot_carry_the_largest_message_is_refused() {
+        let defaults = Config::defaults();
+        assert_eq!(defaults.ingest.max_message_bytes, 1 << 20);
+        assert!(defaults.api.max_body_bytes > defaults.ingest.max_message_bytes);
+        let err = Config::from_layers(Some(("t.toml", "[api]\nmax_body_bytes = 1048576\n")))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "config: api.max_body_bytes = 1048576 is invalid: use more than ingest.max_message_bytes (1048576), so a message of that size fits in a request with its JSON (default 4194304)"
+        );
+        let err = Config::from_layers(Some(("t.toml", "[ingest]\nmax_message_bytes = 0\n")))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("ingest.max_message_bytes = 0"), "{err}");
+        let smaller = Config::from_layers(Some(("t.toml", "[ingest]\nmax_message_bytes = 4096\n"))).unwrap();
+        assert_eq!(smaller.ingest.max_message_len(), 4096);
     }
 
     #[test]

@@ -3,6 +3,9 @@
 //! Parsing the whole file first is what makes a bad line harmless: the error names the file, the
 //! line and the problem, and the store is untouched because nothing was written yet. Writing then
 //! happens in one transaction (`Store::ingest`), so a failure there also leaves the store as it was.
+//!
+//! Every format refuses a message whose text is longer than the `max_message_bytes` it is given
+//! (`[ingest] max_message_bytes`), so one oversized message refuses its whole file or request.
 
 use std::path::Path;
 
@@ -43,6 +46,33 @@ pub enum ImportError {
         /// What is wrong and how to fix it.
         problem: String,
     },
+    /// A message's text is longer than `[ingest] max_message_bytes`.
+    #[error(
+        "{file}:{line}: {field} is {n_bytes} bytes, over the limit of {limit} bytes ([ingest] max_message_bytes); split the message or raise the limit"
+    )]
+    TooLarge {
+        /// The file.
+        file: String,
+        /// 1-based line number.
+        line: usize,
+        /// The field holding the text, and for LoCoMo the turn.
+        field: String,
+        /// The text's length in bytes (UTF-8).
+        n_bytes: usize,
+        /// The limit it is over.
+        limit: usize,
+    },
+}
+
+/// Why the body of `POST /v1/users/{user}/messages` was refused; the text names the message and field.
+#[derive(Debug, thiserror::Error)]
+pub enum BodyError {
+    /// The body or one of its messages is malformed (the API answers 400).
+    #[error("{0}")]
+    Invalid(String),
+    /// A message's text is longer than `[ingest] max_message_bytes` (the API answers 413).
+    #[error("{0}")]
+    TooLarge(String),
 }
 
 /// One line of the JSONL format.
@@ -64,21 +94,23 @@ struct JsonlMessage {
     referenced_memory_ids: Vec<String>,
 }
 
-/// Reads a file in the given format.
-pub fn read_file(path: &Path, format: ImportFormat) -> Result<Vec<NewMessage>, ImportError> {
+/// Reads a file in the given format, refusing it whole if a message's text is longer than
+/// `max_message_bytes`.
+pub fn read_file(path: &Path, format: ImportFormat, max_message_bytes: usize) -> Result<Vec<NewMessage>, ImportError> {
     let file = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|source| ImportError::Read {
         file: file.clone(),
         source,
     })?;
     match format {
-        ImportFormat::Jsonl => parse_jsonl(&file, &text),
-        ImportFormat::Locomo => parse_locomo(&file, &text),
+        ImportFormat::Jsonl => parse_jsonl(&file, &text, max_message_bytes),
+        ImportFormat::Locomo => parse_locomo(&file, &text, max_message_bytes),
     }
 }
 
-/// Parses JSONL text; `file` names it in errors. Blank lines are skipped.
-pub fn parse_jsonl(file: &str, text: &str) -> Result<Vec<NewMessage>, ImportError> {
+/// Parses JSONL text; `file` names it in errors. Blank lines are skipped. A `content` longer than
+/// `max_message_bytes` refuses the whole text.
+pub fn parse_jsonl(file: &str, text: &str, max_message_bytes: usize) -> Result<Vec<NewMessage>, ImportError> {
     let mut messages = Vec::new();
     for (line_idx, line) in text.lines().enumerate() {
         let line_number = line_idx + 1;
@@ -107,6 +139,15 @@ pub fn parse_jsonl(file: &str, text: &str) -> Result<Vec<NewMessage>, ImportErro
             return Err(bad(
                 "field `content` is empty; drop the line or give the message text".to_owned()
             ));
+        }
+        if row.content.len() > max_message_bytes {
+            return Err(ImportError::TooLarge {
+                file: file.to_owned(),
+                line: line_number,
+                field: "field `content`".to_owned(),
+                n_bytes: row.content.len(),
+                limit: max_message_bytes,
+            });
         }
         let referenced_memory_ids = row
             .referenced_memory_ids
@@ -138,44 +179,50 @@ pub fn parse_jsonl(file: &str, text: &str) -> Result<Vec<NewMessage>, ImportErro
 /// Parses the body of `POST /v1/users/{user}/messages`: a JSON list of messages in the JSONL
 /// schema without `user`, which the path gives. Each message goes through [`parse_jsonl`], so the
 /// API names the same fields with the same fixes; errors say `message #N` (1-based).
-pub fn parse_api_messages(user: &str, body: &[u8]) -> Result<Vec<NewMessage>, String> {
+pub fn parse_api_messages(user: &str, body: &[u8], max_message_bytes: usize) -> Result<Vec<NewMessage>, BodyError> {
+    let invalid = BodyError::Invalid;
     let root: Value = serde_json::from_slice(body).map_err(|error| {
-        format!(
+        invalid(format!(
             "the body is not valid JSON ({}); send a list of messages",
             error.to_string().split(" at line ").next().unwrap_or("")
-        )
+        ))
     })?;
     let list = root
         .as_array()
-        .ok_or_else(|| "the body must be a JSON list of messages, e.g. [{\"conversation\": …}]".to_owned())?;
+        .ok_or_else(|| invalid("the body must be a JSON list of messages, e.g. [{\"conversation\": …}]".to_owned()))?;
     if list.is_empty() {
-        return Err("the body is an empty list; send at least one message".to_owned());
+        return Err(invalid(
+            "the body is an empty list; send at least one message".to_owned(),
+        ));
     }
     let mut lines = String::new();
     for (idx, message) in list.iter().enumerate() {
         let mut object = message
             .as_object()
             .cloned()
-            .ok_or_else(|| format!("message #{}: not a JSON object", idx + 1))?;
+            .ok_or_else(|| invalid(format!("message #{}: not a JSON object", idx + 1)))?;
         if object.contains_key("user") {
-            return Err(format!(
+            return Err(invalid(format!(
                 "message #{}: field `user` comes from the path; remove it from the message",
                 idx + 1
-            ));
+            )));
         }
         object.insert("user".to_owned(), Value::String(user.to_owned()));
         // serde_json writes one object per line, so line N of this text is message N.
         lines.push_str(&Value::Object(object).to_string());
         lines.push('\n');
     }
-    parse_jsonl("body", &lines).map_err(|error| match error {
-        ImportError::Bad { line, problem, .. } => {
-            format!(
-                "message #{line}: {}",
-                problem.replace("each line needs user, ", "each message needs ")
-            )
-        }
-        other => other.to_string(),
+    parse_jsonl("body", &lines, max_message_bytes).map_err(|error| match error {
+        ImportError::Bad { line, problem, .. } => invalid(format!(
+            "message #{line}: {}",
+            problem.replace("each line needs user, ", "each message needs ")
+        )),
+        ImportError::TooLarge {
+            line, n_bytes, limit, ..
+        } => BodyError::TooLarge(format!(
+            "message #{line}: field `content` is {n_bytes} bytes, over the limit of {limit} bytes ([ingest] max_message_bytes); split the message"
+        )),
+        other => invalid(other.to_string()),
     })
 }
 
@@ -214,8 +261,9 @@ const LOCOMO_TURN_SPACING_SECS: i64 = 30;
 ///
 /// Both speakers are the user's side of the conversation (role `user`, with `speaker` set), so
 /// every LoCoMo observation has a source turn; the session is closed by a boundary after its
-/// last turn. Turn `i` of a session is dated `session_<n>_date_time + 30 s · i`.
-pub fn parse_locomo(file: &str, text: &str) -> Result<Vec<NewMessage>, ImportError> {
+/// last turn. Turn `i` of a session is dated `session_<n>_date_time + 30 s · i`. A turn whose text
+/// (with its photo caption) is longer than `max_message_bytes` refuses the whole file.
+pub fn parse_locomo(file: &str, text: &str, max_message_bytes: usize) -> Result<Vec<NewMessage>, ImportError> {
     let bad = |line: usize, problem: String| ImportError::Bad {
         file: file.to_owned(),
         line,
@@ -282,6 +330,17 @@ pub fn parse_locomo(file: &str, text: &str) -> Result<Vec<NewMessage>, ImportErr
                 if let Some(caption) = turn.get("blip_caption").and_then(Value::as_str) {
                     content.push_str(&format!(" [shares a photo: {caption}]"));
                 }
+                if content.len() > max_message_bytes {
+                    // The file is one JSON value, so its places are named by turn, like every
+                    // other LoCoMo error, rather than by a line.
+                    return Err(ImportError::TooLarge {
+                        file: file.to_owned(),
+                        line: 1,
+                        field: format!("{sample_id} {session_key} turn #{} `text`", turn_idx + 1),
+                        n_bytes: content.len(),
+                        limit: max_message_bytes,
+                    });
+                }
                 messages.push(NewMessage {
                     user_external_id: format!("locomo:{sample_id}"),
                     conversation_key: sample_id.to_owned(),
@@ -321,18 +380,23 @@ fn parse_locomo_date(input: &str) -> Option<DateTime<Utc>> {
 mod tests {
     use super::*;
 
+    /// The default `[ingest] max_message_bytes`, far above every message these tests write.
+    const LIMIT: usize = 1 << 20;
+
     #[test]
     fn a_bad_line_names_file_line_and_fix() {
         let text = "{\"user\":\"a\",\"conversation\":\"c\",\"role\":\"user\",\"content\":\"hi\",\"timestamp\":\"2026-03-01T10:00:00Z\"}\n\
                     {\"user\":\"a\",\"conversation\":\"c\",\"role\":\"user\",\"content\":\"hi\",\"timestamp\":\"yesterday\"}\n";
-        let error = parse_jsonl("chat.jsonl", text).unwrap_err().to_string();
+        let error = parse_jsonl("chat.jsonl", text, LIMIT).unwrap_err().to_string();
         assert_eq!(
             error,
             "chat.jsonl:2: field `timestamp`: `yesterday` is not a time; use RFC 3339 such as 2026-03-01T10:00:00Z"
         );
-        let error = parse_jsonl("chat.jsonl", "{\"user\": \"a\",").unwrap_err().to_string();
+        let error = parse_jsonl("chat.jsonl", "{\"user\": \"a\",", LIMIT)
+            .unwrap_err()
+            .to_string();
         assert!(error.starts_with("chat.jsonl:1: not valid JSON"), "{error}");
-        let error = parse_jsonl("chat.jsonl", "{\"user\":\"a\",\"role\":\"bot\"}")
+        let error = parse_jsonl("chat.jsonl", "{\"user\":\"a\",\"role\":\"bot\"}", LIMIT)
             .unwrap_err()
             .to_string();
         assert!(
@@ -340,7 +404,7 @@ mod tests {
             "{error}"
         );
         let line = "{\"user\":\"a\",\"conversation\":\"c\",\"role\":\"bot\",\"content\":\"x\",\"timestamp\":\"2026-03-01T10:00:00Z\"}";
-        let error = parse_jsonl("chat.jsonl", line).unwrap_err().to_string();
+        let error = parse_jsonl("chat.jsonl", line, LIMIT).unwrap_err().to_string();
         assert!(
             error.contains("`bot` is not a valid role: expected one of user assistant tool system"),
             "{error}"
@@ -350,7 +414,7 @@ mod tests {
     #[test]
     fn jsonl_fields_map_onto_messages() {
         let line = "{\"user\":\" ana \",\"conversation\":\"c1\",\"role\":\"assistant\",\"content\":\"ok\",\"timestamp\":\"2026-03-01 10:00:00\",\"boundary\":true,\"id\":\"m7\"}";
-        let messages = parse_jsonl("x", line).unwrap();
+        let messages = parse_jsonl("x", line, LIMIT).unwrap();
         assert_eq!(messages[0].user_external_id, "ana");
         assert_eq!(messages[0].role, Role::Assistant);
         assert!(messages[0].boundary_after);
@@ -380,7 +444,7 @@ mod tests {
             "session_1_date_time":"1:56 pm on 1 May, 2023","session_1":[
               {"speaker":"A","dia_id":"D1:1","text":"hi"},
               {"speaker":"B","dia_id":"D1:2","text":"look","img_url":["x"],"blip_caption":"a photo of a dog"}]}}]"#;
-        let messages = parse_locomo("locomo.json", text).unwrap();
+        let messages = parse_locomo("locomo.json", text, LIMIT).unwrap();
         let summary: Vec<(&str, &str, bool, &str)> = messages
             .iter()
             .map(|m| {
@@ -402,5 +466,101 @@ mod tests {
         );
         assert_eq!(messages[1].at - messages[0].at, Duration::seconds(30));
         assert_eq!(messages[0].user_external_id, "locomo:conv-1");
+    }
+
+    /// Characters of each UTF-8 width, so a size can land inside a character.
+    const WIDE: [char; 4] = ['a', 'é', '€', '🦀'];
+
+    /// A text of `WIDE` characters picked by `picks`, grown until it is at least `n_bytes` long.
+    fn text_of_at_least(n_bytes: usize, picks: &[usize]) -> String {
+        let mut text = String::new();
+        for pick in picks.iter().cycle() {
+            if text.len() >= n_bytes {
+                break;
+            }
+            text.push(WIDE[pick % WIDE.len()]);
+        }
+        text
+    }
+
+    fn jsonl_line(content: &str) -> String {
+        serde_json::json!({
+            "user": "ana", "conversation": "c1", "role": "user",
+            "content": content, "timestamp": "2026-03-01T10:00:00Z",
+        })
+        .to_string()
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+        /// Sizes around the limit (above the few bytes of the other messages), in characters of
+        /// one to four bytes: a message is accepted exactly when its UTF-8 length is within
+        /// `max_message_bytes`, in every format, and a refusal names the place, the size and the
+        /// setting.
+        #[test]
+        fn messages_are_accepted_exactly_up_to_the_byte_limit(
+            limit in 16usize..4096,
+            offset in -6i64..=6,
+            picks in proptest::collection::vec(0usize..4, 1..16),
+        ) {
+            let target = (limit as i64 + offset).max(1) as usize;
+            let content = text_of_at_least(target, &picks);
+            let fits = content.len() <= limit;
+
+            let file = [jsonl_line("before"), jsonl_line(&content), jsonl_line("after")].join("\n");
+            match parse_jsonl("chat.jsonl", &file, limit) {
+                Ok(messages) => {
+                    proptest::prop_assert!(fits, "{} bytes passed a limit of {}", content.len(), limit);
+                    proptest::prop_assert_eq!(&messages[1].content, &content);
+                }
+                Err(error) => {
+                    proptest::prop_assert!(!fits, "{} bytes refused under a limit of {}: {}", content.len(), limit, error);
+                    proptest::prop_assert_eq!(
+                        error.to_string(),
+                        format!(
+                            "chat.jsonl:2: field `content` is {} bytes, over the limit of {limit} bytes ([ingest] max_message_bytes); split the message or raise the limit",
+                            content.len()
+                        )
+                    );
+                }
+            }
+
+            let body = serde_json::json!([
+                {"conversation": "c1", "role": "user", "content": "before", "timestamp": "2026-03-01T10:00:00Z"},
+                {"conversation": "c1", "role": "user", "content": content, "timestamp": "2026-03-01T10:01:00Z"},
+            ]);
+            match parse_api_messages("ana", body.to_string().as_bytes(), limit) {
+                Ok(messages) => proptest::prop_assert!(fits && messages.len() == 2),
+                Err(BodyError::TooLarge(message)) => {
+                    proptest::prop_assert!(!fits);
+                    proptest::prop_assert!(
+                        message.starts_with("message #2: field `content` is ") && message.contains("max_message_bytes"),
+                        "{}", message
+                    );
+                }
+                Err(BodyError::Invalid(message)) => proptest::prop_assert!(false, "{}", message),
+            }
+
+            let locomo = serde_json::json!([{"sample_id": "conv-1", "conversation": {
+                "session_1_date_time": "1:56 pm on 8 May, 2023",
+                "session_1": [
+                    {"speaker": "A", "dia_id": "D1:1", "text": "before"},
+                    {"speaker": "B", "dia_id": "D1:2", "text": content},
+                ],
+            }}]);
+            match parse_locomo("locomo.json", &locomo.to_string(), limit) {
+                Ok(messages) => proptest::prop_assert!(fits && messages.len() == 2),
+                Err(error) => {
+                    proptest::prop_assert!(!fits, "{}", error);
+                    let error = error.to_string();
+                    proptest::prop_assert!(
+                        error.starts_with("locomo.json:1: conv-1 session_1 turn #2 `text` is ")
+                            && error.contains("max_message_bytes"),
+                        "{}", error
+                    );
+                }
+            }
+        }
     }
 }

@@ -13,4 +13,4 @@ mod tokens;
 
 pub use chunk::{ExtractionChunk, KnownMemory, PayloadOptions, build_extraction_chunks};
 pub use short_id::{MIN_SHORT_ID_LEN, short_ids};
-pub use tokens::{TOKENIZER, count_tokens};
+pub use tokens::{MAX_PIECE_BYTES, TOKENIZER, bpe_inputs, count_tokens};

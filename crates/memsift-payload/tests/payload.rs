@@ -176,6 +176,20 @@ fn chunk_boundaries_follow_units_and_the_budget() {
 }
 
 #[test]
+fn a_turn_of_one_long_word_is_a_chunk_of_its_own_cut_on_turn_boundaries() {
+    let mut turns = segment("uaua", &[3, 3, 3, 3]);
+    // 256 KiB of DNA: one BPE piece, counted in linear time by splitting it.
+    turns[2].1.content = "GATTACA".chars().cycle().take(256 * 1024).collect();
+    let options = PayloadOptions {
+        chunk_budget_tokens: 2000,
+        ..PayloadOptions::default()
+    };
+    let chunks = check(&turns, &[], &options);
+    assert_eq!(labels(&chunks), vec![vec!["t0", "t1"], vec!["t2", "t3"]]);
+    assert!(chunks[1].n_tokens > 256 * 1024 / 8, "{} tokens", chunks[1].n_tokens);
+}
+
+#[test]
 fn the_budget_splits_a_long_segment_into_several_chunks_under_it() {
     let roles = "ua".repeat(40);
     let options = PayloadOptions {

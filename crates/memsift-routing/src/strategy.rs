@@ -65,9 +65,10 @@ pub trait ExecutionStrategy: Send + Sync {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct HeuristicStrategy;
 
-#[async_trait]
-impl ExecutionStrategy for HeuristicStrategy {
-    async fn execute(&self, request: &ExecutionRequest<'_>) -> ExecutionOutcome {
+impl HeuristicStrategy {
+    /// The answer, computed on the calling thread. The rules read every turn, so on an async
+    /// runtime call this from a blocking thread when the turns may be long (the pipeline does).
+    pub fn answer(&self, request: &ExecutionRequest<'_>) -> ExecutionOutcome {
         // Post-processing requests carry their task in the user message; the offline judge
         // answers those, the extraction rules answer the rest.
         if request.purpose != memsift_core::status::Purpose::Extraction {
@@ -96,6 +97,13 @@ impl ExecutionStrategy for HeuristicStrategy {
             cost_usd: 0.0,
             model: memsift_heuristic::RULES_VERSION.to_owned(),
         }
+    }
+}
+
+#[async_trait]
+impl ExecutionStrategy for HeuristicStrategy {
+    async fn execute(&self, request: &ExecutionRequest<'_>) -> ExecutionOutcome {
+        self.answer(request)
     }
 }
 

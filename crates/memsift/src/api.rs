@@ -117,7 +117,7 @@ pub enum ApiError {
     /// The named thing does not exist for this user (404).
     #[error("{0}")]
     NotFound(String),
-    /// The body is larger than `api.max_body_bytes` (413).
+    /// The body is larger than `api.max_body_bytes`, or a message than `ingest.max_message_bytes` (413).
     #[error("{0}")]
     TooLarge(String),
     /// The pipeline worker is not running (503).
@@ -171,22 +171,40 @@ impl IntoResponse for ApiError {
 
 type ApiResult<T> = Result<T, ApiError>;
 
+/// A worker job that panicked: the worker logged the panic once and goes on with the next job;
+/// the handler answers 500 with this.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "internal error: the {job} job panicked and was stopped; the server keeps running, its log has the cause, and what the job committed before stays"
+)]
+struct JobPanicked {
+    job: &'static str,
+}
+
+impl From<JobPanicked> for ApiError {
+    fn from(panicked: JobPanicked) -> Self {
+        // Already logged by the worker, so not through `ApiError::internal`, which logs again.
+        ApiError::Internal(panicked.to_string())
+    }
+}
+
+/// Where a worker job sends its result, or that it panicked.
+type Reply<T> = oneshot::Sender<Result<T, JobPanicked>>;
+
 /// Work sent from a handler to the [`PipelineWorker`] (it needs the provider clients, whose
 /// futures are not `Send`).
 enum WorkerJob {
     /// Run pipeline steps now.
-    Extract {
-        reply: oneshot::Sender<anyhow::Result<StepReport>>,
-    },
+    Extract { reply: Reply<anyhow::Result<StepReport>> },
     /// Erase a user, provider-side batch copies included.
     Erase {
         user: String,
-        reply: oneshot::Sender<anyhow::Result<memsift_store::ErasureReceipt>>,
+        reply: Reply<anyhow::Result<memsift_store::ErasureReceipt>>,
     },
     /// Cancel a submitted batch at its provider.
     Cancel {
         batch_id: memsift_core::BatchId,
-        reply: oneshot::Sender<Result<(), ApiError>>,
+        reply: Reply<Result<(), ApiError>>,
     },
 }
 
@@ -198,23 +216,37 @@ pub struct PipelineWorker {
 }
 
 impl PipelineWorker {
-    /// Answers jobs until every router holding the sender is gone.
+    /// Answers jobs until every router holding the sender is gone. A job that panics is answered
+    /// as [`JobPanicked`]; the worker, and the server or daemon driving it, go on.
     pub async fn run(mut self) {
-        // The caller may have hung up; the work is committed either way.
         while let Some(job) = self.jobs.recv().await {
+            let app = &self.app;
             match job {
-                WorkerJob::Extract { reply } => {
-                    let _ = reply.send(extract_steps(&self.app).await);
-                }
+                WorkerJob::Extract { reply } => run_job(app, "extract", reply, extract_steps(app)).await,
                 WorkerJob::Erase { user, reply } => {
-                    let _ = reply.send(crate::erase::erase_user(&self.app, &user).await);
+                    run_job(app, "erase", reply, crate::erase::erase_user(app, &user)).await;
                 }
                 WorkerJob::Cancel { batch_id, reply } => {
-                    let _ = reply.send(cancel_batch_now(&self.app, batch_id).await);
+                    run_job(app, "cancel", reply, cancel_batch_now(app, batch_id)).await;
                 }
             }
         }
     }
+}
+
+/// Runs one worker job and sends its result, catching a panic the way the daemon's scheduled jobs
+/// do: logged once here, answered as [`JobPanicked`].
+async fn run_job<T>(app: &App, job: &'static str, reply: Reply<T>, work: impl Future<Output = T>) {
+    let work = async {
+        crate::app::worker_fail_point("api::worker_job", &app.worker_id);
+        work.await
+    };
+    let result = crate::daemon::catch_panic(work).await.map_err(|panic| {
+        tracing::error!(job, panic = %panic, "An API job panicked; it is answered 500 and the worker goes on.");
+        JobPanicked { job }
+    });
+    // The caller may have hung up; the work is committed either way.
+    let _ = reply.send(result);
 }
 
 async fn extract_steps(app: &App) -> anyhow::Result<StepReport> {
@@ -401,7 +433,12 @@ async fn ingest_messages(
 ) -> ApiResult<Response> {
     check_user(&user)?;
     let body = body_bytes(body, state.app.config.api.max_body_bytes)?;
-    let messages = crate::import::parse_api_messages(&user, &body).map_err(ApiError::BadRequest)?;
+    let messages = crate::import::parse_api_messages(&user, &body, state.app.config.ingest.max_message_len()).map_err(
+        |error| match error {
+            crate::import::BodyError::Invalid(message) => ApiError::BadRequest(message),
+            crate::import::BodyError::TooLarge(message) => ApiError::TooLarge(message),
+        },
+    )?;
     let app = &state.app;
     let report = app
         .store
@@ -441,7 +478,7 @@ async fn extract(State(state): State<ApiState>, Path(user): Path<String>) -> Api
         .send(WorkerJob::Extract { reply })
         .await
         .map_err(|_| unavailable())?;
-    let report = answer.await.map_err(|_| unavailable())?.map_err(ApiError::internal)?;
+    let report = answer.await.map_err(|_| unavailable())??.map_err(ApiError::internal)?;
     Ok(Json(
         json!({ "n_segments_closed_by_request": n_closed, "report": report }),
     ))
@@ -627,7 +664,7 @@ async fn erase_user(
         .map_err(|_| unavailable())?;
     let receipt = answer
         .await
-        .map_err(|_| unavailable())?
+        .map_err(|_| unavailable())??
         .map_err(|error| match error.downcast::<StoreError>() {
             Ok(store_error) => ApiError::from(store_error),
             Err(other) => ApiError::internal(other),
@@ -688,7 +725,7 @@ async fn cancel_batch(State(state): State<ApiState>, Path(id): Path<String>) -> 
         .send(WorkerJob::Cancel { batch_id, reply })
         .await
         .map_err(|_| unavailable())?;
-    answer.await.map_err(|_| unavailable())??;
+    answer.await.map_err(|_| unavailable())???;
     Ok(Json(json!({
         "batch_id": batch_id.to_string(),
         "cancel_requested": true,

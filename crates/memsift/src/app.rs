@@ -214,3 +214,13 @@ fn build_coordinator(
 pub fn demo_database_path() -> PathBuf {
     default_data_dir().join("memsift-demo.db")
 }
+
+/// A fail point scoped to one worker, named `{name}::{worker_id}`: a test arms it for its own
+/// app's worker id, so it cannot trip the tests running beside it in the same process. It is
+/// compiled to nothing unless the `fail` crate's `failpoints` feature is on, which only test
+/// builds turn on (through the dev-dependency on memsift-batch's `failpoints` feature).
+pub fn worker_fail_point(name: &str, worker_id: &str) {
+    fail::fail_point!(&format!("{name}::{worker_id}"));
+    // Read by the fail point alone, which is compiled out of production builds.
+    let _ = (name, worker_id);
+}

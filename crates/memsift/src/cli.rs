@@ -671,7 +671,7 @@ pub async fn import_file(
     file: &std::path::Path,
     format: ImportFormat,
 ) -> anyhow::Result<memsift_store::IngestReport> {
-    let messages = read_file(file, format)
+    let messages = read_file(file, format, app.config.ingest.max_message_len())
         .map_err(|error| anyhow::anyhow!("import: {error}; nothing from this file was stored"))?;
     // indicatif draws only when stderr is a terminal, so scripts and CI see no bar.
     let bar = ProgressBar::new(messages.len() as u64);

@@ -339,13 +339,10 @@ impl Daemon {
     /// is recorded on the run and logged; it does not stop the daemon.
     pub async fn run_claimed(&self, job: JobName, tick: DateTime<Utc>) -> anyhow::Result<JobRun> {
         let started = std::time::Instant::now();
-        // A panic is a bug in one job; the daemon records it and goes on with the next tick,
-        // which is safe because every step leaves the store in a committed state.
-        let outcome = AssertUnwindSafe(self.runner.run(&self.app, job)).catch_unwind().await;
-        let error = match outcome {
+        let error = match catch_panic(self.runner.run(&self.app, job)).await {
             Ok(Ok(())) => None,
             Ok(Err(error)) => Some(format!("{error:#}")),
-            Err(panic) => Some(format!("panicked: {}", panic_message(panic.as_ref()))),
+            Err(panic) => Some(format!("panicked: {panic}")),
         };
         let elapsed_ms = started.elapsed().as_millis() as u64;
         match &error {
@@ -368,6 +365,16 @@ impl Daemon {
             .with_context(|| format!("cannot release job {}", job.as_str()))?;
         Ok(())
     }
+}
+
+/// Runs `job` to its end, or returns the message of the panic that stopped it. A panic is a bug in
+/// one job; the daemon and the API worker record it and go on with the next job, which is safe
+/// because every step leaves the store in a committed state.
+pub(crate) async fn catch_panic<T>(job: impl Future<Output = T>) -> Result<T, String> {
+    AssertUnwindSafe(job)
+        .catch_unwind()
+        .await
+        .map_err(|panic| panic_message(panic.as_ref()))
 }
 
 fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {

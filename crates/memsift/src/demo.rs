@@ -89,7 +89,7 @@ pub async fn run(config: Config, lane: DemoLane) -> anyhow::Result<()> {
             app.vectors.use_embedder(double)?;
         }
     }
-    let messages = parse_jsonl("built-in sample", SAMPLE_JSONL)?;
+    let messages = parse_jsonl("built-in sample", SAMPLE_JSONL, app.config.ingest.max_message_len())?;
     let report = app
         .store
         .ingest(&messages, app.config.idle_timeout(), app.clock.now(), &|_| {})

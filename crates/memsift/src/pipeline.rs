@@ -353,19 +353,28 @@ pub async fn plan_segment(app: &App, segment: &ClaimedSegment) -> anyhow::Result
         .map(|turn| (turn.message_id, turn.turn.clone()))
         .collect();
     let known = memory_context(app, segment, &segment_turns).await?;
-    let prompt = app.prompts.get("extraction")?;
+    let prompt = app.prompts.get("extraction")?.clone();
+    let extraction_prompt_version = prompt.version.clone();
     let options = PayloadOptions {
         chunk_budget_tokens: app.config.batch.chunk_budget_tokens as usize,
         max_known_memories: app.config.batch.max_known_memories as usize,
     };
-    let chunks = build_extraction_chunks(prompt, now, &turns, &known, &options);
+    // Chunking counts the tokens of the whole segment: for a megabyte of text, CPU time that the
+    // task serving the API and the watchdog pings cannot spare, so it runs on a blocking thread.
+    let worker_id = app.worker_id.clone();
+    let chunks = tokio::task::spawn_blocking(move || {
+        crate::app::worker_fail_point("pipeline::chunking", &worker_id);
+        build_extraction_chunks(&prompt, now, &turns, &known, &options)
+    })
+    .await
+    .context("chunking the segment ended abnormally")?;
     if chunks.is_empty() {
         app.store.finish_empty_segment(segment.id, now).await?;
         return Ok(0);
     }
     let prompt_version = match route.llm.provider {
         ProviderKind::Heuristic => memsift_heuristic::RULES_VERSION.to_owned(),
-        _ => prompt.version.clone(),
+        _ => extraction_prompt_version,
     };
     let requests: Vec<NewRequest> = chunks
         .iter()
@@ -511,7 +520,7 @@ async fn execute_lane(app: &App, lane: Lane, report: &mut StepReport) -> anyhow:
             llm: &llm,
         };
         let outcome = match lane {
-            Lane::Heuristic => app.heuristic.execute(&execution).await,
+            Lane::Heuristic => answer_offline(app, &execution).await?,
             _ => app.immediate.execute(&execution).await,
         };
         let now = app.clock.now();
@@ -593,6 +602,29 @@ async fn execute_lane(app: &App, lane: Lane, report: &mut StepReport) -> anyhow:
     Ok(())
 }
 
+/// The heuristic lane's answer, computed on a blocking thread: its rules read every turn, which
+/// for a megabyte of text is CPU time the task serving the API and the watchdog cannot spare.
+async fn answer_offline(app: &App, execution: &ExecutionRequest<'_>) -> anyhow::Result<ExecutionOutcome> {
+    let heuristic = Arc::clone(&app.heuristic);
+    let (request_id, purpose) = (execution.request_id, execution.purpose);
+    let system_prompt = execution.system_prompt.to_owned();
+    let user_message = execution.user_message.to_owned();
+    let turns = execution.turns.to_vec();
+    let llm = execution.llm.clone();
+    tokio::task::spawn_blocking(move || {
+        heuristic.answer(&ExecutionRequest {
+            request_id,
+            purpose,
+            system_prompt: &system_prompt,
+            user_message: &user_message,
+            turns: &turns,
+            llm: &llm,
+        })
+    })
+    .await
+    .context("the heuristic lane ended abnormally")
+}
+
 /// Totals of one or more applies.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Applied {
@@ -672,10 +704,11 @@ async fn prepare_output(ctx: &ApplyContext, request_id: RequestId, replay: bool)
     };
     let raw_output = stored
         .raw_output
-        .as_deref()
+        .clone()
         .with_context(|| format!("request {request_id} has no output yet"))?;
     let mut input = ProcessInput {
-        raw_text: raw_output,
+        // Set on the blocking thread below, which owns the text.
+        raw_text: "",
         stop_reason: stored.stop_reason.as_deref().map(|reason| match reason {
             "end_turn" | "stop" => StopReason::EndTurn,
             "max_tokens" | "length" => StopReason::MaxTokens,
@@ -691,7 +724,16 @@ async fn prepare_output(ctx: &ApplyContext, request_id: RequestId, replay: bool)
         input.known_texts.push((*id, text.clone()));
         input.context.insert(short.clone(), (*id, text.clone()));
     }
-    let mut output = process(&input);
+    // Parsing, repair and fuzzy dedupe are CPU work proportional to the output and the user's
+    // memories: off the task that serves the API and the watchdog, like chunking.
+    let mut output = tokio::task::spawn_blocking(move || {
+        process(&ProcessInput {
+            raw_text: &raw_output,
+            ..input
+        })
+    })
+    .await
+    .context("processing the output ended abnormally")?;
     let embeddings = vector_stage(ctx, stored.user_id, &mut output).await?;
     Ok(PreparedOutput {
         stored,

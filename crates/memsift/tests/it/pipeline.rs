@@ -90,6 +90,38 @@ async fn a_malformed_line_stores_nothing_from_that_file() {
 }
 
 #[tokio::test]
+async fn a_message_over_the_size_limit_refuses_its_file_in_one_line_naming_file_line_and_setting() {
+    let test = TestApp::sqlite().await;
+    let limit = test.app.config.ingest.max_message_len();
+    // Two-byte characters: exactly at the limit, and one byte over it.
+    let at_limit = "é".repeat(limit / 2);
+    let over_limit = format!("{at_limit}a");
+    let file = [
+        line("bo", "c2", 0, "user", "I live in Oslo.", false),
+        line("bo", "c2", 1, "user", &at_limit, false),
+        line("bo", "c2", 2, "user", &over_limit, true),
+    ]
+    .concat();
+    let error = format!("{:#}", test.import("big.jsonl", &file).await.unwrap_err());
+    assert!(
+        error.ends_with(&format!(
+            "big.jsonl:3: field `content` is {} bytes, over the limit of {limit} bytes ([ingest] max_message_bytes); split the message or raise the limit; nothing from this file was stored",
+            limit + 1
+        )),
+        "{error}"
+    );
+    assert!(!error.contains('\n'), "one line: {error}");
+    assert_eq!(test.app.store.count_rows("messages").await.unwrap(), 0);
+    // Without the oversized line the same file is taken whole, the message at the limit included.
+    let report = test
+        .import("big.jsonl", &file[..file.rfind("{").unwrap()])
+        .await
+        .unwrap();
+    assert_eq!(report.n_added, 2);
+    test.finish().await;
+}
+
+#[tokio::test]
 async fn reimporting_a_file_adds_nothing_and_extracts_nothing_twice() {
     let test = TestApp::sqlite().await;
     test.import("chat.jsonl", &two_conversations()).await.unwrap();
