@@ -17,12 +17,13 @@
 #                 observations, which name no entities) or `heuristic` (the offline extraction
 #                 rules, which do, so entity GC has something to review)
 # Needs: a built memsift (MEMSIFT_BIN, default target/release/memsift), python3, and the LoCoMo
-# file (LOCOMO, default ../shared/data/locomo/locomo8.json). Talks only to 127.0.0.1.
+# LoCoMo file in LOCOMO (the benchmark's `locomo10.json`, or any subset of it in the same shape;
+# it is not part of this repository: see README, "Running on LoCoMo"). Talks only to 127.0.0.1.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(dirname "$here")"
 bin="${MEMSIFT_BIN:-${CARGO_TARGET_DIR:-$repo/target}/release/memsift}"
-locomo="${LOCOMO:-$repo/../shared/data/locomo/locomo8.json}"
+locomo="${LOCOMO:?set LOCOMO to the LoCoMo data file (see README, \"Running on LoCoMo\")}"
 work="$(mktemp -d)"
 database="sqlite://$work/memsift.db"
 responder="locomo:$locomo"

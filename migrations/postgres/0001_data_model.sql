@@ -1,4 +1,4 @@
--- memsift data model (DESIGN §3), PostgreSQL flavour.
+-- memsift data model (docs/design.md, "Data model"), PostgreSQL flavour.
 -- Ids are hyphenated UUID text (the same text is the provider custom_id); times are timestamptz
 -- written by the application (never now(), so tests can inject time); JSON is jsonb; vectors are
 -- little-endian f32 bytea (pgvector is not assumed). The SQLite migration of the same number

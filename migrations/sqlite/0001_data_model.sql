@@ -1,4 +1,4 @@
--- memsift data model (DESIGN §3), SQLite flavour.
+-- memsift data model (docs/design.md, "Data model"), SQLite flavour.
 -- Ids are hyphenated UUID text; times are RFC 3339 UTC text written by the application (never
 -- SQLite's own clock, so tests can inject time); booleans are 0/1; JSON is text; vectors are
 -- little-endian f32 BLOBs. The PostgreSQL migration of the same number holds the same tables.

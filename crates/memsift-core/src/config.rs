@@ -160,7 +160,7 @@ pub struct ScoringConfig {
     pub max_share_per_run: f64,
 }
 
-/// Post-processing settings (DESIGN §8; the stage rules live in `memsift_postprocess`).
+/// Post-processing settings (the stage rules live in `memsift_postprocess`).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PostprocessConfig {

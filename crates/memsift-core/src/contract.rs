@@ -1,4 +1,4 @@
-//! The extraction output contract (DESIGN §6): what every lane returns for one chunk of a segment.
+//! The extraction output contract: what every lane returns for one chunk of a segment.
 //!
 //! A lane's raw output is text; `memsift-processor` turns it into validated items. These types are
 //! what a well-behaved producer (the heuristic lane, the simulator) serialises, and the field names

@@ -1,4 +1,4 @@
-//! Deterministic feature hashing: the test double, never a silent default (DESIGN §7).
+//! Deterministic feature hashing: the test double, never a silent default.
 //!
 //! Purely lexical: it knows no synonyms and scores unrelated sentences that share words at
 //! 0.2–0.4, so it serves tests and a labelled last-resort demo, not semantic search.

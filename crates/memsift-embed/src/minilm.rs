@@ -1,4 +1,4 @@
-//! all-MiniLM-L6-v2 in-process with candle: the quality embedder (DESIGN §7).
+//! all-MiniLM-L6-v2 in-process with candle: the quality embedder.
 //!
 //! Reproduces sentence-transformers: WordPiece, BERT forward pass, mean over the tokens the
 //! attention mask keeps, L2 normalize. The shipped `tokenizer.json` pads every input to a fixed

@@ -1,4 +1,4 @@
-//! Extraction payloads: the prompt a lane sends for one chunk of a segment (DESIGN §6).
+//! Extraction payloads: the prompt a lane sends for one chunk of a segment.
 //!
 //! What this crate fixes compared with the reference pipeline: today's date and every turn's
 //! timestamp are in the prompt; turns are escaped so user text cannot forge structure; known

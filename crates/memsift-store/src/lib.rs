@@ -302,6 +302,7 @@ impl Store {
                 .collect(),
             ..Migrator::DEFAULT
         };
+        self.accept_reworded_migrations().await?;
         match &self.backend {
             Backend::Sqlite(pool) => {
                 let options = (*pool.connect_options()).clone().foreign_keys(false);
@@ -313,6 +314,47 @@ impl Store {
                 connection.close().await?;
             }
             Backend::Postgres(pool) => up_to(&POSTGRES_MIGRATOR).run(pool).await?,
+        }
+        Ok(())
+    }
+
+    /// Migrations 1 and 2 first shipped with comments that pointed at a document outside the
+    /// repository; only those comments were reworded, not one statement. sqlx records a checksum
+    /// of each applied migration's whole text and refuses to start when a file changed, so a
+    /// database that ran the old text has its recorded checksum moved to the new one, and only
+    /// when it is exactly the old text's.
+    async fn accept_reworded_migrations(&self) -> Result<()> {
+        let (migrator, reworded) = match self.kind() {
+            BackendKind::Sqlite => (&SQLITE_MIGRATOR, REWORDED_SQLITE_MIGRATIONS),
+            BackendKind::Postgres => (&POSTGRES_MIGRATOR, REWORDED_POSTGRES_MIGRATIONS),
+        };
+        let exists: Option<String> = on_pool!(self, |pool| {
+            let probe = match self.kind() {
+                BackendKind::Sqlite => "SELECT name FROM sqlite_master WHERE type = 'table' AND name = '_sqlx_migrations'",
+                BackendKind::Postgres => "SELECT CAST(to_regclass('_sqlx_migrations') AS TEXT)",
+            };
+            sqlx::query_scalar::<_, Option<String>>(probe)
+                .fetch_optional(pool)
+                .await?
+                .flatten()
+        });
+        if exists.is_none() {
+            return Ok(());
+        }
+        for (version, old_checksum) in reworded {
+            let Some(migration) = migrator.iter().find(|migration| migration.version == *version) else {
+                continue;
+            };
+            let old = hex_bytes(old_checksum);
+            let new = migration.checksum.to_vec();
+            on_pool!(self, |pool| {
+                sqlx::query("UPDATE _sqlx_migrations SET checksum = $1 WHERE version = $2 AND checksum = $3")
+                    .bind(new)
+                    .bind(version)
+                    .bind(old)
+                    .execute(pool)
+                    .await?;
+            });
         }
         Ok(())
     }
@@ -338,6 +380,35 @@ impl Store {
     pub async fn close(&self) {
         on_pool!(self, |pool| pool.close().await)
     }
+}
+
+/// SHA-384 of the text migrations 1 and 2 first shipped with (see `accept_reworded_migrations`).
+pub(crate) const REWORDED_SQLITE_MIGRATIONS: &[(i64, &str)] = &[
+    (
+        1,
+        "b1b6d830dfe61debf81c31826f7116b037996b58c5f8f35b4f2a37a52b66559887531bdf0f99cb0b9fc9dae4e79207b2",
+    ),
+    (
+        2,
+        "0160cc8324dff7e5edd044d76074065827388d6eef5fd40cf4b87637908bd6d4a821e4a3a2495e536b5c4b18305c7a7c",
+    ),
+];
+pub(crate) const REWORDED_POSTGRES_MIGRATIONS: &[(i64, &str)] = &[
+    (
+        1,
+        "4c8cec7bdc8cf49d50cc20c3e9ee2ea7f03753e36a87b45829460fa1050001ce541122d644f9487be02b5abb091bf21b",
+    ),
+    (
+        2,
+        "d902f4befa70472931e06773e4b903669d80d39d1f7922cb9bade58cf8d96624c4cba5122dba38f6ae3b9a9310b429f8",
+    ),
+];
+
+pub(crate) fn hex_bytes(hex: &str) -> Vec<u8> {
+    (0..hex.len())
+        .step_by(2)
+        .filter_map(|at| u8::from_str_radix(hex.get(at..at + 2)?, 16).ok())
+        .collect()
 }
 
 /// Removes a password from a URL before it is shown.

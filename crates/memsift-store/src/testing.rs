@@ -1,8 +1,10 @@
 //! Test support (feature `test-support`): a migrated store on a temporary SQLite file or a fresh PostgreSQL database.
 //!
-//! PostgreSQL is real, never mocked. The admin URL comes from `MEMSIFT_TEST_PG_URL`, default
-//! `postgres://postgres@127.0.0.1:5432/postgres`; each `TestDb` creates its own database and
-//! `finish` drops it. An unreachable server fails the test: tests that need PostgreSQL never skip.
+//! PostgreSQL is real, never mocked. The admin URL comes from `MEMSIFT_TEST_PG_URL`; without it,
+//! the server on 127.0.0.1:5432 is used when one answers, and otherwise the tests start a
+//! throwaway cluster of their own (see [`pg_admin_url`]). Each `TestDb` creates its own database
+//! and `finish` drops it. Tests that need PostgreSQL never skip: without a server and without
+//! PostgreSQL's programs they fail with one line saying how to install it.
 
 use std::str::FromStr;
 
@@ -26,9 +28,136 @@ enum Cleanup {
     },
 }
 
-/// The PostgreSQL admin URL tests use.
+/// The server tests use when nothing else is said, as on a machine with PostgreSQL running.
+const DEFAULT_PG_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
+
+/// The PostgreSQL admin URL tests use: `MEMSIFT_TEST_PG_URL`; else the server on 127.0.0.1:5432
+/// when one answers; else a throwaway cluster that the first test process starts with `initdb` and
+/// `pg_ctl` in `$TMPDIR/memsift-test-pg-<uid>` on a free port, trust auth, and that later test
+/// runs reuse (stop it with `pg_ctl -D $TMPDIR/memsift-test-pg-<uid>/data stop`).
 pub fn pg_admin_url() -> String {
-    std::env::var("MEMSIFT_TEST_PG_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned())
+    if let Ok(url) = std::env::var("MEMSIFT_TEST_PG_URL") {
+        return url;
+    }
+    static URL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    URL.get_or_init(|| {
+        let default_answers = "127.0.0.1:5432"
+            .parse()
+            .is_ok_and(|address| std::net::TcpStream::connect_timeout(&address, std::time::Duration::from_secs(1)).is_ok());
+        if default_answers {
+            DEFAULT_PG_URL.to_owned()
+        } else {
+            throwaway_cluster().unwrap_or_else(|why| panic!("{why}"))
+        }
+    })
+    .clone()
+}
+
+/// Starts (or finds running) the tests' own PostgreSQL cluster; returns its admin URL.
+fn throwaway_cluster() -> Result<String, String> {
+    use std::process::Command;
+
+    let bin = postgres_bin_dir().ok_or(
+        "the store tests need PostgreSQL and none answers on 127.0.0.1:5432 nor is installed: install its server \
+         (Debian: apt-get install postgresql), or set MEMSIFT_TEST_PG_URL to a server the tests may create databases on",
+    )?;
+    let uid = output(Command::new("id").arg("-u"))?;
+    let dir = std::env::temp_dir().join(format!("memsift-test-pg-{uid}"));
+    let data = dir.join("data");
+    std::fs::create_dir_all(&dir).map_err(|error| format!("cannot create {}: {error}", dir.display()))?;
+    // One test process at a time sets the cluster up; the others wait here and then reuse it.
+    let lock = std::fs::File::create(dir.join("setup.lock")).map_err(|error| error.to_string())?;
+    lock.lock().map_err(|error| error.to_string())?;
+    // PostgreSQL refuses to run as root; as root, its programs run as the `postgres` user.
+    let as_root = uid == "0";
+    let pg = |program: &str| {
+        let path = bin.join(program);
+        if as_root {
+            let mut command = Command::new("runuser");
+            command.args(["-u", "postgres", "--"]).arg(path);
+            command
+        } else {
+            Command::new(path)
+        }
+    };
+    if as_root {
+        output(Command::new("chown").args(["-R", "postgres"]).arg(&dir))?;
+    }
+    if !data.join("PG_VERSION").exists() {
+        output(
+            pg("initdb")
+                .arg("-D")
+                .arg(&data)
+                .args(["-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"]),
+        )?;
+    }
+    let port_file = dir.join("port");
+    let running = pg("pg_ctl").arg("status").arg("-D").arg(&data).output().is_ok_and(|out| out.status.success());
+    if !running {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| listener.local_addr())
+            .map_err(|error| error.to_string())?
+            .port();
+        std::fs::write(&port_file, port.to_string()).map_err(|error| error.to_string())?;
+        let options = format!(
+            "-p {port} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200",
+            dir.display()
+        );
+        output(
+            pg("pg_ctl")
+                .args(["-w", "-D"])
+                .arg(&data)
+                .arg("-l")
+                .arg(dir.join("server.log"))
+                .args(["-o", &options, "start"]),
+        )?;
+    }
+    let port = std::fs::read_to_string(&port_file).map_err(|error| error.to_string())?;
+    Ok(format!("postgres://postgres@127.0.0.1:{}/postgres", port.trim()))
+}
+
+/// Where PostgreSQL's server programs are: `pg_config --bindir`, else the newest
+/// `/usr/lib/postgresql/<version>/bin` (Debian keeps them off `PATH`), else `PATH`.
+fn postgres_bin_dir() -> Option<std::path::PathBuf> {
+    let has_initdb = |dir: &std::path::Path| dir.join("initdb").exists().then(|| dir.to_path_buf());
+    if let Ok(bindir) = output(std::process::Command::new("pg_config").arg("--bindir"))
+        && let Some(dir) = has_initdb(std::path::Path::new(&bindir))
+    {
+        return Some(dir);
+    }
+    let mut versions: Vec<std::path::PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|entry| entry.path().join("bin"))
+        .collect();
+    versions.sort_by_key(|path| {
+        path.parent()
+            .and_then(|version| version.file_name())
+            .and_then(|name| name.to_str())
+            .and_then(|name| name.parse::<u32>().ok())
+    });
+    if let Some(dir) = versions.iter().rev().find_map(|dir| has_initdb(dir)) {
+        return Some(dir);
+    }
+    std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .find_map(|dir| has_initdb(&dir))
+}
+
+/// Runs a command; its trimmed standard output, or one line saying what failed.
+fn output(command: &mut std::process::Command) -> Result<String, String> {
+    let out = command
+        .output()
+        .map_err(|error| format!("cannot run {command:?}: {error}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{command:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim().replace('\n', " ")
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
 }
 
 impl TestDb {
@@ -62,7 +191,7 @@ impl TestDb {
         let database = format!("memsift_test_{}", uuid::Uuid::now_v7().simple());
         let mut connection = PgConnection::connect_with(&admin).await.unwrap_or_else(|error| {
             panic!(
-                "PostgreSQL at {} is required for the store suite (start it: pg_ctlcluster 15 main start): {error}",
+                "PostgreSQL at {} is required for the store suite; start it, or unset MEMSIFT_TEST_PG_URL to let the tests start their own: {error}",
                 pg_admin_url()
             )
         });

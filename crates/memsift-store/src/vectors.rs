@@ -1,4 +1,4 @@
-//! Memory embeddings in the store and the exact per-user vector index (DESIGN §7, §10, invariant 8).
+//! Memory embeddings in the store and the exact per-user vector index (invariant 8).
 //!
 //! Vectors are stored as little-endian f32 bytes (`BLOB` on SQLite, `bytea` on PostgreSQL) next to
 //! the model id and dimension that made them. Search is exact: one contiguous `n × d` buffer of unit

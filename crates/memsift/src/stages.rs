@@ -126,7 +126,7 @@ impl PairTokens {
     }
 }
 
-/// Refinement eligibility, DESIGN §8.
+/// Refinement eligibility (docs/design.md, section 9).
 const REFINEMENT_RULES: RefinementRules = RefinementRules {
     min_chars: refinement::MIN_CHARS as i64,
     min_age_days: refinement::MIN_AGE_DAYS,

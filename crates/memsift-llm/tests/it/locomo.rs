@@ -1,4 +1,5 @@
-//! The `locomo:PATH` responder over HTTP, with the shared LoCoMo file (never copied into the repo).
+//! The `locomo:PATH` responder over HTTP, on a small file in the LoCoMo benchmark's shape written
+//! for this project (`fixtures/locomo-format.json`).
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -12,17 +13,13 @@ use memsift_sim::{Sim, SimConfig};
 
 use crate::support::{KEY, harness, params};
 
-fn locomo_path() -> Option<PathBuf> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/locomo/locomo8.json");
-    path.exists().then_some(path)
+fn locomo_path() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/locomo-format.json")
 }
 
 #[tokio::test]
 async fn locomo_answers_a_session_with_its_observations_citing_its_turns() {
-    let Some(path) = locomo_path() else {
-        eprintln!("SKIPPED locomo test: ../shared/data/locomo/locomo8.json is not beside the repository");
-        return;
-    };
+    let path = locomo_path();
     let data: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     let sample = &data[0];
     let session = sample["conversation"]["session_1"].as_array().unwrap();

@@ -96,6 +96,7 @@ store_suite!(cases: [
     a_duplicate_passes_its_evidence_to_the_stored_memory,
     every_stage_verdict_ends_its_request_applied,
     any_text_is_stored_the_same_on_both_backends,
+    a_database_migrated_before_the_comments_were_reworded_still_starts,
 ], at: [
     (6, a_populated_database_keeps_every_row_through_later_migrations),
 ]);

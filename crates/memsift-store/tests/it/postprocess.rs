@@ -1,6 +1,6 @@
 //! Post-processing cases: links, consolidation, refinement, entity GC and summaries, each
 //! journaled and undone to the exact prior rows; several pin a bug of the reference pipeline
-//! (`mira-lt-memory.md` §6 items 4–7) that ours must not have.
+//! (docs/design.md, section 12) that ours must not have.
 
 use chrono::Duration;
 use memsift_core::status::{Lane, Purpose, Role};
@@ -93,8 +93,8 @@ async fn active_texts(store: &Store, user: &str) -> Vec<String> {
 }
 
 pub async fn several_candidates_of_one_memory_each_get_their_own_link(store: &Store) {
-    // Reference §6.4: results keyed by an 8-character id prefix overwrote each other, so several
-    // candidates of one memory collapsed into one link on the wrong target.
+    // The reference pipeline keyed results by an 8-character id prefix, so several candidates of
+    // one memory overwrote each other and collapsed into one link on the wrong target.
     let (ana, new) = store.insert_test_memory("ana", "Ana moved to Porto.").await.unwrap();
     let (_, a) = store.insert_test_memory("ana", "Ana lives in Lisbon.").await.unwrap();
     let (_, b) = store.insert_test_memory("ana", "Ana works in Lisbon.").await.unwrap();
@@ -306,7 +306,7 @@ pub async fn consolidation_moves_links_both_ways_and_undo_restores_the_exact_row
 }
 
 pub async fn consolidation_refuses_archived_members_duplicates_and_a_full_cap(store: &Store) {
-    // Reference §6.5: consolidation never rejected archived members.
+    // The reference pipeline's consolidation never rejected archived members.
     let (ana, a) = store.insert_test_memory("ana", "Ana has a cat.").await.unwrap();
     let (_, b) = store.insert_test_memory("ana", "Ana owns a cat.").await.unwrap();
     let (_, c) = store
@@ -447,8 +447,8 @@ pub async fn a_split_refinement_replaces_one_memory_with_several_and_undo_restor
 }
 
 pub async fn entity_merges_are_validated_and_move_every_join_to_the_target(store: &Store) {
-    // Reference §6.7: no candidate ids, the source id kept by the rewrite, no validation of the
-    // target, and a delete that left the references behind.
+    // The reference pipeline's entity merge showed no candidate ids, kept the source id in its
+    // rewrite, validated no target, and its delete left the references behind.
     let (ana, a) = store.insert_test_memory("ana", "Caroline paints.").await.unwrap();
     let (_, b) = store.insert_test_memory("ana", "Caroline runs.").await.unwrap();
     let (_, c) = store

@@ -208,7 +208,7 @@ async fn stage_requests_go_through_the_batch_coordinator_like_extraction() {
 
 #[tokio::test]
 async fn refinement_entity_gc_and_scoring_work_on_the_offline_lane() {
-    // Reference §6.6–8: refinement never ran, entity merges could not succeed, and scoring saw no
+    // In the reference pipeline refinement never ran, entity merges could not succeed, and scoring saw no
     // reads and no links. Here each one changes the store, journaled.
     let test = TestApp::postgres().await;
     let ana = seed(&test).await;
