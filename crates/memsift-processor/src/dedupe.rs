@@ -106,14 +106,8 @@ impl Signature {
             bag: [0; BAG_BUCKETS],
         };
         let mut pending_space = false;
-        if text.is_ascii() && is_collapsed_printable_ascii(text.as_bytes()) {
-            // Normalizing it is lowercasing, so each byte is one table lookup (what stored memories nearly always are).
-            let mut counts = [0u32; BAG_BUCKETS];
-            for &byte in text.as_bytes() {
-                counts[usize::from(CLEAN_ASCII_BUCKET[usize::from(byte)]) % BAG_BUCKETS] += 1;
-            }
-            signature.n_chars = text.len();
-            signature.bag = clip_counts(&counts);
+        if text.len() <= usize::from(u16::MAX) && is_collapsed_printable_ascii(text.as_bytes()) {
+            return Self::of_clean_ascii(text.as_bytes());
         } else if text.is_ascii() {
             let mut counts = [0u32; BAG_BUCKETS];
             let mut n_chars = 0usize;
@@ -149,6 +143,20 @@ impl Signature {
             }
         }
         signature
+    }
+
+    /// The signature of printable ASCII with single inner spaces and none at either end, at most `u16::MAX` bytes
+    /// long (what [`is_collapsed_printable_ascii`] accepts): normalizing it is lowercasing, so each byte is one
+    /// table lookup, and no count can pass the text's length, so none needs clipping.
+    pub(crate) fn of_clean_ascii(bytes: &[u8]) -> Self {
+        let mut bag = [0u16; BAG_BUCKETS];
+        for &byte in bytes {
+            bag[usize::from(CLEAN_ASCII_BUCKET[usize::from(byte)]) % BAG_BUCKETS] += 1;
+        }
+        Signature {
+            n_chars: bytes.len(),
+            bag,
+        }
     }
 
     fn count(&mut self, c: char) {
@@ -195,12 +203,13 @@ fn clip_counts(counts: &[u32; BAG_BUCKETS]) -> [u16; BAG_BUCKETS] {
 
 /// The character count of a text's normalized form, without the histogram (which most known texts never need).
 pub(crate) fn normalized_char_count(text: &str) -> usize {
-    if !text.is_ascii() {
-        return Signature::of(text).n_chars;
-    }
-    // Stored memories are nearly always already collapsed, and then their normalized length is their length.
+    // Stored memories are nearly always already collapsed, and then their normalized length is their length (the
+    // check rejects anything but ASCII too, so the common case is one pass).
     if is_collapsed_printable_ascii(text.as_bytes()) {
         return text.len();
+    }
+    if !text.is_ascii() {
+        return Signature::of(text).n_chars;
     }
     let mut n_chars = 0usize;
     let mut pending_space = false;
@@ -359,22 +368,12 @@ impl FuzzyText {
             n_chars: normalized.len(),
             bag: clip_counts(&counts),
         };
-        // The key keeps alphanumeric runs separated by one space: it is never longer than the normalized text, so
-        // it is compacted in a copy of it, writing behind the read position.
+        // The key is never longer than the normalized text, so it is compacted in a copy of it.
         let mut key = normalized.clone().into_bytes();
-        compact_ascii_key(&mut key, |byte| byte.is_ascii_alphanumeric(), |_| {});
+        compact_ascii_key(&mut key, |_| {});
         // ASCII in, ASCII out; the fallback only exists so that no `expect` is needed.
         let key = String::from_utf8(key).unwrap_or_else(|_| memsift_core::text::dedupe_key(text));
         (Self { normalized, signature }, key)
-    }
-
-    /// A text whose caller already normalized it and counted its bytes' [`NORMALIZED_BUCKET`]s while doing so.
-    pub(crate) fn from_normalized_counts(normalized: String, counts: &[u32; BAG_BUCKETS]) -> Self {
-        let signature = Signature {
-            n_chars: normalized.len(),
-            bag: clip_counts(counts),
-        };
-        Self { normalized, signature }
     }
 
     /// The lowercased, whitespace-collapsed text.
@@ -394,23 +393,39 @@ impl FuzzyText {
     pub(crate) fn signature(&self) -> &Signature {
         &self.signature
     }
+}
 
-    /// Like [`FuzzyText::similarity_at_least`] against a raw text whose signature is computed on demand; the raw
-    /// text is normalized only when the bounds cannot rule the pair out.
-    pub(crate) fn similarity_to_raw(
-        &self,
-        raw: &str,
-        raw_signature: &OnceCell<Signature>,
-        threshold: f64,
-    ) -> Option<f64> {
-        if !self
-            .signature
-            .may_reach(raw_signature.get_or_init(|| Signature::of(raw)), threshold)
-        {
-            return None;
-        }
-        full_ratio_at_least(&self.normalized, &normalize_for_fuzzy(raw), threshold)
+/// The fuzzy ratio of two texts, given their signatures, when it reaches `threshold`; `None` when it cannot or does
+/// not. The texts are normalized only when the bounds cannot rule the pair out, which is rare: items keep only
+/// their signature, not a normalized copy of their text.
+pub(crate) fn similarity_of(
+    text: &str,
+    signature: &Signature,
+    other: &str,
+    other_signature: &Signature,
+    threshold: f64,
+) -> Option<f64> {
+    if !signature.may_reach(other_signature, threshold) {
+        return None;
     }
+    full_ratio_at_least(&normalize_for_fuzzy(text), &normalize_for_fuzzy(other), threshold)
+}
+
+/// [`similarity_of`] against a text whose signature is computed on demand: most known texts are never compared.
+pub(crate) fn similarity_to_known(
+    text: &str,
+    signature: &Signature,
+    known: &str,
+    known_signature: &OnceCell<Signature>,
+    threshold: f64,
+) -> Option<f64> {
+    similarity_of(
+        text,
+        signature,
+        known,
+        known_signature.get_or_init(|| Signature::of(known)),
+        threshold,
+    )
 }
 
 /// Whether ASCII text is already whitespace-collapsed: no whitespace but single inner spaces. `clean_text` output
@@ -451,21 +466,30 @@ pub fn fuzzy_ratio(a: &str, b: &str) -> f64 {
     strsim::normalized_levenshtein(&normalize_for_fuzzy(a), &normalize_for_fuzzy(b))
 }
 
-/// Compacts lowercase ASCII `bytes` in place into a dedupe key: the runs of word bytes (per `is_word`) joined by
-/// single spaces. The key is never longer than its input, so it is written behind the read position;
-/// `at_word_start` sees the still-uncompacted bytes from each word's first byte on (the sensitive-phrase scan
-/// reads there).
+/// `u8::is_ascii_alphanumeric` as a table: one load instead of three range tests, for every byte of every item.
+const IS_ASCII_ALPHANUMERIC: [bool; 256] = ascii_alphanumerics();
+
+const fn ascii_alphanumerics() -> [bool; 256] {
+    let mut table = [false; 256];
+    let mut byte = 0usize;
+    while byte < 256 {
+        table[byte] = (byte as u8).is_ascii_alphanumeric();
+        byte += 1;
+    }
+    table
+}
+
+/// Compacts lowercase ASCII `bytes` in place into a dedupe key: the runs of letters and digits joined by single
+/// spaces (`memsift_core::text::dedupe_key` for ASCII). The key is never longer than its input, so it is written
+/// behind the read position; `at_word_start` sees the still-uncompacted bytes from each word's first byte on (the
+/// sensitive-phrase scan reads there).
 #[inline]
-pub(crate) fn compact_ascii_key(
-    bytes: &mut Vec<u8>,
-    is_word: impl Fn(u8) -> bool,
-    mut at_word_start: impl FnMut(&[u8]),
-) {
+pub(crate) fn compact_ascii_key(bytes: &mut Vec<u8>, mut at_word_start: impl FnMut(&[u8])) {
     let mut key_len = 0usize;
     let mut pending_space = false;
     for read in 0..bytes.len() {
         let byte = bytes[read];
-        if is_word(byte) {
+        if IS_ASCII_ALPHANUMERIC[usize::from(byte)] {
             if pending_space || key_len == 0 {
                 at_word_start(&bytes[read..]);
             }
