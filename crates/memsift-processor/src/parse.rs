@@ -11,14 +11,11 @@ use std::borrow::Cow;
 use serde::{Deserialize, Serialize};
 
 use crate::loose::LooseValue;
-use crate::reader::{FromReader, Reader};
+use crate::reader::{FromReader, Reader, TopObject};
 
 /// How many bracketed values of one text are read before giving up on finding items: each is a pass over the rest
 /// of the text, and prose rarely holds more than one or two brackets before the answer.
 const MAX_CANDIDATES: usize = 8;
-
-/// How many objects wrapping a single object are looked through (`{"response": {"memories": […]}}`).
-const MAX_WRAPPER_DEPTH: usize = 3;
 
 /// How a response was read.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -219,17 +216,10 @@ fn read_candidate<'a, T: FromReader<'a>>(region: &'a str, start: usize) -> Candi
         let elements = reader.array::<T>();
         (elements, reader.last_array_partial())
     } else {
-        let value = reader.value();
-        let (ended_early, last_array_partial) = (reader.ended_early(), reader.last_array_partial());
-        match shape(value, 0) {
-            Shape::List {
-                elements,
-                is_last_value,
-            } => {
-                let elements: Vec<T> = elements.into_iter().map(T::from_value).collect();
-                (elements, is_last_value && last_array_partial)
-            }
-            Shape::Single(value) => (vec![T::from_value(value)], ended_early),
+        let top = reader.object::<TopObject<'a>>();
+        match shape(top) {
+            Shape::List { elements, partial } => (elements.into_iter().map(T::from_value).collect(), partial),
+            Shape::Single(value) => (vec![T::from_value(value)], reader.ended_early()),
         }
     };
     let has_text = elements.iter().any(T::has_text);
@@ -271,72 +261,45 @@ fn read_double_encoded<'a, T: FromReader<'a>>(trimmed: &'a str) -> Option<Docume
     })
 }
 
-/// What a top-level value holds.
+/// What a top-level object holds.
 enum Shape<'a> {
-    /// A list of elements; `is_last_value` says it was the last value read at every level, so whether the reader
-    /// left its last element partial applies to it.
+    /// A list of elements; `partial` says its last element may be incomplete.
     List {
         elements: Vec<LooseValue<'a>>,
-        is_last_value: bool,
+        partial: bool,
     },
     /// One memory (or one unusable value, which validation drops with its reason).
     Single(LooseValue<'a>),
 }
 
-/// Applies the shape rules: an array is the list; an object with `memories` holds the list; an object without
-/// `text` whose only list holds objects (`{"items": […]}`, or a lone `{"anything": []}`) holds that list, and a lone
-/// field holding such an object is looked through; any other object is one memory.
-fn shape(value: LooseValue<'_>, depth: usize) -> Shape<'_> {
-    let mut fields = match value {
-        LooseValue::Array(elements) => {
-            return Shape::List {
-                elements,
-                is_last_value: true,
-            };
-        }
-        LooseValue::Object(fields) => fields,
-        other => return Shape::Single(other),
-    };
-    let n_fields = fields.len();
+/// Applies the shape rules to a top-level object: with `memories` it holds that list; without `text`, and with one
+/// list that holds an object (`{"items": […]}`, or a lone `{"anything": []}`), it holds that list; otherwise it is
+/// one memory.
+fn shape(top: TopObject<'_>) -> Shape<'_> {
+    let TopObject {
+        mut fields,
+        lists_partial,
+    } = top;
     let list_at = fields
         .iter()
         .rposition(|(key, _)| key == "memories")
         .or_else(|| wrapped_list(&fields));
-    if let Some(position) = list_at {
-        let is_last = position + 1 == n_fields;
-        return match fields.swap_remove(position).1 {
-            LooseValue::Array(elements) => Shape::List {
-                elements,
-                is_last_value: is_last,
-            },
-            LooseValue::Null => Shape::List {
-                elements: Vec::new(),
-                is_last_value: false,
-            },
-            // Kept as one element so validation records why it was unusable instead of losing it silently.
-            other => Shape::List {
-                elements: vec![other],
-                is_last_value: false,
-            },
-        };
+    let Some(position) = list_at else {
+        return Shape::Single(LooseValue::Object(fields));
+    };
+    let partial = lists_partial.get(position).copied().unwrap_or(false);
+    match fields.swap_remove(position).1 {
+        LooseValue::Array(elements) => Shape::List { elements, partial },
+        LooseValue::Null => Shape::List {
+            elements: Vec::new(),
+            partial: false,
+        },
+        // Kept as one element so validation records why it was unusable instead of losing it silently.
+        other => Shape::List {
+            elements: vec![other],
+            partial: false,
+        },
     }
-    if n_fields == 1
-        && matches!(&fields[0].1, LooseValue::Object(inner) if wraps_list(inner, depth + 1))
-        && let Some((_, inner)) = fields.pop()
-    {
-        return shape(inner, depth + 1);
-    }
-    Shape::Single(LooseValue::Object(fields))
-}
-
-/// Whether `shape` reads the object with these fields as a list.
-fn wraps_list(fields: &[(Cow<'_, str>, LooseValue<'_>)], depth: usize) -> bool {
-    if depth > MAX_WRAPPER_DEPTH {
-        return false;
-    }
-    fields.iter().any(|(key, _)| key == "memories")
-        || wrapped_list(fields).is_some()
-        || (fields.len() == 1 && matches!(&fields[0].1, LooseValue::Object(inner) if wraps_list(inner, depth + 1)))
 }
 
 /// The position of the one list field of an object that wraps a list of items.
@@ -354,7 +317,8 @@ fn wrapped_list(fields: &[(Cow<'_, str>, LooseValue<'_>)]) -> Option<usize> {
     if lists.next().is_some() {
         return None;
     }
-    let holds_items = !elements.is_empty() && elements.iter().all(LooseValue::is_object);
+    // One object is enough: a cut list can end in whatever followed the cut.
+    let holds_items = elements.iter().any(LooseValue::is_object);
     (holds_items || (elements.is_empty() && fields.len() == 1)).then_some(position)
 }
 

@@ -98,7 +98,7 @@ impl<'a> FromReader<'a> for LooseValue<'a> {
 
 impl<'a> FromReader<'a> for Element<'a> {
     fn read(reader: &mut Reader<'a>) -> Self {
-        if reader.peek() == Some(b'{') && reader.open.len() < MAX_DEPTH {
+        if reader.peek() == Some(b'{') && reader.depth < MAX_DEPTH {
             Element::Item(reader.object::<RawItem<'a>>())
         } else {
             Element::Other(reader.value())
@@ -116,17 +116,34 @@ impl<'a> FromReader<'a> for Element<'a> {
 
 /// Somewhere an object's fields go: all of them in order, or only the contract's named slots.
 pub(crate) trait Fields<'a>: Default {
-    fn insert(&mut self, key: Cow<'a, str>, value: LooseValue<'a>);
+    /// Adds a field; `list_partial` says that the value is a list whose last element may be incomplete.
+    fn insert(&mut self, key: Cow<'a, str>, value: LooseValue<'a>, list_partial: bool);
 }
 
 impl<'a> Fields<'a> for Vec<(Cow<'a, str>, LooseValue<'a>)> {
-    fn insert(&mut self, key: Cow<'a, str>, value: LooseValue<'a>) {
+    fn insert(&mut self, key: Cow<'a, str>, value: LooseValue<'a>, _list_partial: bool) {
         self.push((key, value));
     }
 }
 
+/// The fields of a top-level object, with which lists ended in an incomplete element: the one that holds the
+/// response's items (`{"memories": […]}`) may be followed by anything after a cut.
+#[derive(Default)]
+pub(crate) struct TopObject<'a> {
+    pub fields: Vec<(Cow<'a, str>, LooseValue<'a>)>,
+    /// Parallel to `fields`.
+    pub lists_partial: Vec<bool>,
+}
+
+impl<'a> Fields<'a> for TopObject<'a> {
+    fn insert(&mut self, key: Cow<'a, str>, value: LooseValue<'a>, list_partial: bool) {
+        self.fields.push((key, value));
+        self.lists_partial.push(list_partial);
+    }
+}
+
 impl<'a> Fields<'a> for RawItem<'a> {
-    fn insert(&mut self, key: Cow<'a, str>, value: LooseValue<'a>) {
+    fn insert(&mut self, key: Cow<'a, str>, value: LooseValue<'a>, _list_partial: bool) {
         if let Some(slot) = self.slot(&key) {
             *slot = Some(value);
         }
@@ -150,8 +167,11 @@ pub(crate) struct Reader<'a> {
     /// Whether the array that finished last ended with its last element incomplete. Arrays finish inside out, so
     /// after a whole value this describes its outermost array that finished last.
     last_array_partial: bool,
-    /// Open containers, innermost last: tells whether a stray closer ends an outer one.
-    open: Vec<u8>,
+    /// How many containers are open.
+    depth: usize,
+    /// Bit `d` set when the container open at depth `d` is an object, clear for an array: tells whether a stray
+    /// closer ends an outer one. Depth stays below [`MAX_DEPTH`], so 64 bits hold every open container.
+    open_objects: u64,
 }
 
 impl<'a> Reader<'a> {
@@ -166,7 +186,8 @@ impl<'a> Reader<'a> {
             cut: false,
             ended_early: false,
             last_array_partial: false,
-            open: Vec::with_capacity(8),
+            depth: 0,
+            open_objects: 0,
         }
     }
 
@@ -175,7 +196,8 @@ impl<'a> Reader<'a> {
         self.at
     }
 
-    /// Whether the value read last may be incomplete (see [`Reader::ended_early`]).
+    /// Whether the value read last may be incomplete: the text ended inside it, or a closer of an outer container
+    /// ended it.
     pub(crate) fn ended_early(&self) -> bool {
         self.ended_early
     }
@@ -267,7 +289,7 @@ impl<'a> Reader<'a> {
             return LooseValue::Null;
         };
         match byte {
-            b'{' | b'[' if self.open.len() >= MAX_DEPTH => {
+            b'{' | b'[' if self.depth >= MAX_DEPTH => {
                 self.skip_nested();
                 LooseValue::Null
             }
@@ -286,11 +308,11 @@ impl<'a> Reader<'a> {
     /// Reads an array at `[`, its elements built as `T`.
     pub(crate) fn array<T: FromReader<'a>>(&mut self) -> Vec<T> {
         self.at += 1;
-        self.open.push(b'[');
+        self.open(false);
         // An item takes well over a hundred bytes of JSON, so this is rarely exceeded, and growing a vector of
         // items (hundreds of bytes each) move by move cost more than the spare room.
         let capacity = ((self.bytes.len() - self.at) / ITEM_BYTES_AT_LEAST + 1).min(MAX_PRESIZED_ELEMENTS);
-        let mut elements: Vec<T> = if self.open.len() == 1 {
+        let mut elements: Vec<T> = if self.depth == 1 {
             Vec::with_capacity(capacity)
         } else if self.bytes.get(self.at) == Some(&b']') {
             // `[]`, the commonest nested list: nothing to allocate.
@@ -333,6 +355,11 @@ impl<'a> Reader<'a> {
                     self.skipped = true;
                     self.at += 1;
                 }
+                b'[' if self.bracketed_note_end().is_some() => {
+                    // `[truncated]`, `[see below]`: a note in brackets, not an element.
+                    self.skipped = true;
+                    self.at = self.bracketed_note_end().unwrap_or(self.bytes.len());
+                }
                 _ if self.starts_element() => {
                     if !after_comma {
                         self.lenient = true;
@@ -349,15 +376,15 @@ impl<'a> Reader<'a> {
                 _ => self.skip_garbage(b",]}{["),
             }
         }
-        self.open.pop();
+        self.close();
         self.last_array_partial = partial;
         elements
     }
 
     /// Reads an object at `{` into `F`.
-    fn object<F: Fields<'a>>(&mut self) -> F {
+    pub(crate) fn object<F: Fields<'a>>(&mut self) -> F {
         self.at += 1;
-        self.open.push(b'{');
+        self.open(true);
         let mut fields = F::default();
         let mut after_comma = true;
         let mut n_fields = 0usize;
@@ -410,7 +437,8 @@ impl<'a> Reader<'a> {
                     n_fields += 1;
                     let key = self.key();
                     let value = self.field_value();
-                    fields.insert(key, value);
+                    let list_partial = matches!(value, LooseValue::Array(_)) && self.last_array_partial;
+                    fields.insert(key, value, list_partial);
                     if self.cut {
                         self.ended_early = true;
                         break;
@@ -419,7 +447,7 @@ impl<'a> Reader<'a> {
                 _ => self.skip_garbage(b",}]{[\"'"),
             }
         }
-        self.open.pop();
+        self.close();
         fields
     }
 
@@ -499,10 +527,45 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// The position after a note in brackets at the position (`[output truncated]`, `[…]`): words and sentence
+    /// punctuation only, at least one letter or dot, on one line. A list of values always holds a quote, digit,
+    /// bracket, brace or literal, so none is taken for a note, bar a list of bare words, which is no value anyway.
+    fn bracketed_note_end(&self) -> Option<usize> {
+        const LONGEST_NOTE: usize = 120;
+        let rest = self.bytes.get(self.at + 1..)?;
+        let close = rest.iter().take(LONGEST_NOTE).position(|&byte| {
+            !(byte.is_ascii_alphabetic()
+                || byte >= 0x80
+                || matches!(byte, b' ' | b'.' | b'-' | b'!' | b'?' | b':' | b';' | b'(' | b')'))
+        })?;
+        let note = &rest[..close];
+        let is_note = rest[close] == b']'
+            && note
+                .iter()
+                .any(|&byte| byte.is_ascii_alphabetic() || byte == b'.' || byte >= 0x80)
+            && literal(std::str::from_utf8(note).unwrap_or("").trim()).is_none();
+        is_note.then_some(self.at + 1 + close + 1)
+    }
+
+    fn open(&mut self, object: bool) {
+        self.open_objects |= u64::from(object) << self.depth;
+        self.depth += 1;
+    }
+
+    fn close(&mut self) {
+        self.depth -= 1;
+        self.open_objects &= !(1u64 << self.depth);
+    }
+
     /// Whether a closer of kind `opener` belongs to a container enclosing the innermost one.
     fn closes_outer(&self, opener: u8) -> bool {
-        let enclosing = &self.open[..self.open.len().saturating_sub(1)];
-        enclosing.contains(&opener)
+        let enclosing = (1u64 << self.depth.saturating_sub(1)) - 1;
+        let objects = self.open_objects & enclosing;
+        if opener == b'{' {
+            objects != 0
+        } else {
+            objects != enclosing
+        }
     }
 
     /// Skips bytes that fit nowhere, at least one character, up to the next byte of `stops`.
