@@ -1,9 +1,12 @@
 //! Throughput bench for the processor: parse, repair, validate and fuzzy-dedupe a JSONL corpus of responses.
 //!
-//! Input lines are `{"session", "response_text", "context": {uuid: text}}` as written by
-//! `shared/tools/make_responses.py`. The timed section covers only `process` (file reading and line decoding are
-//! done first), and the vector stage is off. The best of `BENCH_PASSES` (default 5) passes is reported, on
-//! `BENCH_THREADS` threads (default 1). Usage: `processor-bench RESPONSES.jsonl`.
+//! Input lines are `{"session", "response_text", "context": {uuid: text}, "complete_items", "damage"}` as written
+//! by `scripts/make-responses.py` (the last two are optional: how many items the text holds whole, and what was
+//! done to it). The timed section covers only `process` (file reading and line decoding are done first), and the
+//! vector stage is off. The best of `BENCH_PASSES` (default 5) passes is reported, on `BENCH_THREADS` threads
+//! (default 1). Besides the rate it prints how responses were read, drops by reason, and how many complete items
+//! were recovered, overall and per kind of damage; a response lost whole is one that held a complete item and
+//! yielded none. Usage: `processor-bench RESPONSES.jsonl`.
 
 use std::collections::BTreeMap;
 use std::process::ExitCode;
@@ -22,12 +25,18 @@ struct ResponseLine {
     session: String,
     response_text: String,
     context: BTreeMap<String, String>,
+    /// Items the text holds whole; counted from `"text"` keys when the generator did not say.
+    complete_items: Option<usize>,
+    #[serde(default)]
+    damage: Vec<String>,
 }
 
 struct PreparedResponse {
     raw_text: String,
     context: BTreeMap<String, (MemoryId, String)>,
     known_texts: Vec<(MemoryId, String)>,
+    complete_items: usize,
+    damage: Vec<String>,
 }
 
 fn main() -> ExitCode {
@@ -52,10 +61,6 @@ fn main() -> ExitCode {
             }
         }
     }
-    let items_present: usize = responses
-        .iter()
-        .map(|response| response.raw_text.matches("\"text\"").count())
-        .sum();
 
     let inputs: Vec<ProcessInput<'_>> = responses
         .iter()
@@ -85,7 +90,8 @@ fn main() -> ExitCode {
     }
     println!("threads={threads} passes={passes} (best pass reported)");
 
-    report(&outputs, items_present, seconds);
+    report(&outputs, seconds);
+    report_recovery(&responses, &outputs);
     ExitCode::SUCCESS
 }
 
@@ -117,6 +123,9 @@ fn process_all(inputs: &[ProcessInput<'_>], threads: usize) -> Vec<ProcessOutput
 }
 
 fn prepare(line: ResponseLine) -> PreparedResponse {
+    let complete_items = line
+        .complete_items
+        .unwrap_or_else(|| line.response_text.matches("\"text\"").count());
     let mut context = BTreeMap::new();
     let mut known_texts = Vec::new();
     for (full_id, text) in line.context {
@@ -132,39 +141,27 @@ fn prepare(line: ResponseLine) -> PreparedResponse {
         raw_text: line.response_text,
         context,
         known_texts,
+        complete_items,
+        damage: line.damage,
     }
 }
 
-fn report(outputs: &[ProcessOutput], items_present: usize, seconds: f64) {
+fn report(outputs: &[ProcessOutput], seconds: f64) {
     let memories: usize = outputs.iter().map(|output| output.elements_parsed).sum();
-    let kept: usize = outputs.iter().map(|output| output.items.len()).sum();
-    let truncated: usize = outputs
-        .iter()
-        .map(|output| output.count_dropped(DropReason::Truncated))
-        .sum();
     println!(
         "responses={} memories={memories} seconds={seconds:.4} memories_per_s={:.0}",
         outputs.len(),
         memories as f64 / seconds.max(f64::MIN_POSITIVE)
-    );
-    println!(
-        "items_present={items_present} elements_parsed={memories} recovered={} kept={kept}",
-        memories - truncated
     );
     let mut paths: BTreeMap<&str, usize> = BTreeMap::new();
     for output in outputs {
         *paths.entry(output.parse_path.as_str()).or_default() += 1;
     }
     let cut_off = outputs.iter().filter(|output| output.cut_off).count();
-    let path_line: Vec<String> = [
-        ParsePath::Strict,
-        ParsePath::Prepass,
-        ParsePath::Repaired,
-        ParsePath::Unparseable,
-    ]
-    .iter()
-    .map(|path| format!("{}={}", path.as_str(), paths.get(path.as_str()).copied().unwrap_or(0)))
-    .collect();
+    let path_line: Vec<String> = ParsePath::ALL
+        .iter()
+        .map(|path| format!("{}={}", path.as_str(), paths.get(path.as_str()).copied().unwrap_or(0)))
+        .collect();
     println!("parse_paths: {} cut_off={cut_off}", path_line.join(" "));
     let drop_line: Vec<String> = DropReason::ALL
         .iter()
@@ -188,6 +185,58 @@ fn report(outputs: &[ProcessOutput], items_present: usize, seconds: f64) {
         repairs.sensitive_by_phrase,
         repairs.bad_entities
     );
+}
+
+/// Complete items present and recovered, and responses lost whole, for a group of responses.
+#[derive(Default)]
+struct Recovery {
+    responses: usize,
+    present: usize,
+    recovered: usize,
+    kept: usize,
+    lost_whole: usize,
+}
+
+impl Recovery {
+    fn add(&mut self, response: &PreparedResponse, output: &ProcessOutput) {
+        // Every element read but a cut one: kept, or dropped for a reason of its own.
+        let recovered = output.elements_parsed - output.count_dropped(DropReason::Truncated);
+        self.responses += 1;
+        self.present += response.complete_items;
+        self.recovered += recovered;
+        self.kept += output.items.len();
+        if response.complete_items > 0 && recovered == 0 {
+            self.lost_whole += 1;
+        }
+    }
+
+    fn line(&self) -> String {
+        format!(
+            "responses={} items_present={} recovered={} kept={} lost_whole={}",
+            self.responses, self.present, self.recovered, self.kept, self.lost_whole
+        )
+    }
+}
+
+fn report_recovery(responses: &[PreparedResponse], outputs: &[ProcessOutput]) {
+    let mut total = Recovery::default();
+    let mut by_damage: BTreeMap<&str, Recovery> = BTreeMap::new();
+    for (response, output) in responses.iter().zip(outputs) {
+        total.add(response, output);
+        if response.damage.is_empty() {
+            by_damage.entry("none").or_default().add(response, output);
+        }
+        for damage in &response.damage {
+            by_damage.entry(damage).or_default().add(response, output);
+        }
+    }
+    println!("recovery: {}", total.line());
+    // One group means the corpus says nothing about damage, and the total has said it all.
+    if by_damage.len() > 1 {
+        for (damage, recovery) in &by_damage {
+            println!("  damage={damage}: {}", recovery.line());
+        }
+    }
 }
 
 fn add(total: FieldRepairs, more: FieldRepairs) -> FieldRepairs {
