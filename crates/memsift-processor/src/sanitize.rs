@@ -129,7 +129,7 @@ pub(crate) struct CleanText {
 /// Controls are removed rather than turned into spaces (except real whitespace), because a stray NUL inside a word
 /// is an encoding accident, not a word break.
 pub(crate) fn clean_text(raw: &str) -> CleanText {
-    if is_already_clean(raw) {
+    if is_already_clean(raw) || is_already_clean_unicode(raw) {
         return CleanText {
             text: raw.to_owned(),
             stripped_controls: false,
@@ -143,7 +143,7 @@ pub(crate) fn clean_text(raw: &str) -> CleanText {
             pending_space = !text.is_empty();
             continue;
         }
-        if c.is_control() || matches!(c, '\u{200B}'..='\u{200D}' | '\u{2060}' | '\u{FEFF}') {
+        if c.is_control() || is_zero_width(c) {
             stripped_controls = true;
             continue;
         }
@@ -172,6 +172,31 @@ fn is_already_clean(raw: &str) -> bool {
     previous != b' ' || bytes.is_empty()
 }
 
+/// [`is_already_clean`] for text with non-ASCII characters: single spaces its only whitespace, and no control or
+/// zero-width characters, so cleaning it is a copy too.
+fn is_already_clean_unicode(raw: &str) -> bool {
+    let mut previous_is_space = true;
+    for c in raw.chars() {
+        if c == ' ' {
+            if previous_is_space {
+                return false;
+            }
+            previous_is_space = true;
+            continue;
+        }
+        if c.is_whitespace() || c.is_control() || is_zero_width(c) {
+            return false;
+        }
+        previous_is_space = false;
+    }
+    !previous_is_space || raw.is_empty()
+}
+
+/// Characters that `clean_text` removes although they are neither whitespace nor controls.
+fn is_zero_width(c: char) -> bool {
+    matches!(c, '\u{200B}'..='\u{200D}' | '\u{2060}' | '\u{FEFF}')
+}
+
 /// Everything validation and dedupe need from an item's text.
 pub(crate) struct AnalyzedText {
     /// Trimmed and whitespace-collapsed, controls removed.
@@ -194,6 +219,13 @@ impl AnalyzedText {
             return analyzed;
         }
         let cleaned = clean_text(raw);
+        // Text that only needed its whitespace collapsed or controls removed is clean ASCII now.
+        if let Some(analyzed) = Self::of_clean_ascii(&cleaned.text) {
+            return Self {
+                stripped_controls: cleaned.stripped_controls,
+                ..analyzed
+            };
+        }
         let (fuzzy, exact_key) = FuzzyText::of_clean_with_exact_key(&cleaned.text);
         let mentions_private = mentions_private_fact(fuzzy.normalized());
         Self {
