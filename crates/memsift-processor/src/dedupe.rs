@@ -5,8 +5,6 @@
 //! difference of character histograms. They are exact bounds, so skipping on them never misses a duplicate,
 //! and with hundreds of known texts almost every pair is rejected without running the quadratic comparison.
 
-use std::cell::OnceCell;
-
 use memsift_core::MemoryId;
 
 use crate::{DropReason, DroppedItem, ValidItem};
@@ -159,6 +157,12 @@ impl Signature {
         }
     }
 
+    /// The signature of a clean text (see [`Signature::of_clean_ascii`]) whose lowercased bytes a caller counted
+    /// into `bag` by [`NORMALIZED_BUCKET`].
+    pub(crate) fn of_counted_clean_ascii(n_chars: usize, bag: [u16; BAG_BUCKETS]) -> Self {
+        Signature { n_chars, bag }
+    }
+
     fn count(&mut self, c: char) {
         self.n_chars += 1;
         let bucket = match u8::try_from(c) {
@@ -203,6 +207,20 @@ fn clip_counts(counts: &[u32; BAG_BUCKETS]) -> [u16; BAG_BUCKETS] {
         *slot = u16::try_from(count).unwrap_or(u16::MAX);
     }
     bag
+}
+
+/// A known text's signature, given what [`normalized_char_count`] found: a clean ASCII text skips the check.
+pub(crate) fn known_signature(text: &str, clean_ascii: bool) -> Signature {
+    if clean_ascii {
+        Signature::of_clean_ascii(text.as_bytes())
+    } else {
+        Signature::of(text)
+    }
+}
+
+/// Whether a text takes the clean ASCII path of [`Signature::of`]: what stored memories nearly always are.
+pub(crate) fn is_clean_ascii(text: &str) -> bool {
+    text.len() <= usize::from(u16::MAX) && is_collapsed_printable_ascii(text.as_bytes())
 }
 
 /// The character count of a text's normalized form, without the histogram (which most known texts never need).
@@ -415,7 +433,7 @@ impl FuzzyText {
         };
         // The key is never longer than the normalized text, so it is compacted in a copy of it.
         let mut key = normalized.clone().into_bytes();
-        compact_ascii_key(&mut key, |_| {});
+        compact_ascii_key(&mut key, |_| {}, |_| {});
         // ASCII in, ASCII out; the fallback only exists so that no `expect` is needed.
         let key = String::from_utf8(key).unwrap_or_else(|_| memsift_core::text::dedupe_key(text));
         (Self { normalized, signature }, key)
@@ -454,23 +472,6 @@ pub(crate) fn similarity_of(
         return None;
     }
     full_ratio_at_least(&normalize_for_fuzzy(text), &normalize_for_fuzzy(other), threshold)
-}
-
-/// [`similarity_of`] against a text whose signature is computed on demand: most known texts are never compared.
-pub(crate) fn similarity_to_known(
-    text: &str,
-    signature: &Signature,
-    known: &str,
-    known_signature: &OnceCell<Signature>,
-    threshold: f64,
-) -> Option<f64> {
-    similarity_of(
-        text,
-        signature,
-        known,
-        known_signature.get_or_init(|| Signature::of(known)),
-        threshold,
-    )
 }
 
 /// Whether ASCII text is already whitespace-collapsed: no whitespace but single inner spaces. `clean_text` output
@@ -527,13 +528,19 @@ const fn ascii_alphanumerics() -> [bool; 256] {
 /// Compacts lowercase ASCII `bytes` in place into a dedupe key: the runs of letters and digits joined by single
 /// spaces (`memsift_core::text::dedupe_key` for ASCII). The key is never longer than its input, so it is written
 /// behind the read position; `at_word_start` sees the still-uncompacted bytes from each word's first byte on (the
-/// sensitive-phrase scan reads there).
+/// sensitive-phrase scan reads there), and `each_byte` sees every byte first (the histogram counts there, saving
+/// a pass of its own).
 #[inline]
-pub(crate) fn compact_ascii_key(bytes: &mut Vec<u8>, mut at_word_start: impl FnMut(&[u8])) {
+pub(crate) fn compact_ascii_key(
+    bytes: &mut Vec<u8>,
+    mut each_byte: impl FnMut(u8),
+    mut at_word_start: impl FnMut(&[u8]),
+) {
     let mut key_len = 0usize;
     let mut pending_space = false;
     for read in 0..bytes.len() {
         let byte = bytes[read];
+        each_byte(byte);
         if IS_ASCII_ALPHANUMERIC[usize::from(byte)] {
             if pending_space || key_len == 0 {
                 at_word_start(&bytes[read..]);

@@ -51,7 +51,7 @@ pub use sanitize::{
 };
 pub use validate::DEFAULT_CONFIDENCE;
 
-use crate::dedupe::{Signature, normalized_char_count, remap_hints, similarity_of, similarity_to_known};
+use crate::dedupe::{Signature, is_clean_ascii, known_signature, normalized_char_count, remap_hints, similarity_of};
 use crate::item::Element;
 use crate::validate::{Candidate, ItemContext, validate_item};
 
@@ -411,6 +411,25 @@ struct KnownText<'a> {
     id: MemoryId,
     text: &'a str,
     n_chars: usize,
+    /// Printable ASCII with single inner spaces: its normalized length is its length, and its signature needs no
+    /// second check.
+    clean_ascii: bool,
+}
+
+impl<'a> KnownText<'a> {
+    fn new(id: MemoryId, text: &'a str) -> Self {
+        let clean_ascii = is_clean_ascii(text);
+        Self {
+            id,
+            text,
+            n_chars: if clean_ascii {
+                text.len()
+            } else {
+                normalized_char_count(text)
+            },
+            clean_ascii,
+        }
+    }
 }
 
 /// The known texts sorted by normalized length, with their histograms beside them.
@@ -425,22 +444,14 @@ struct KnownTexts<'a> {
 fn known_texts<'a>(input: &'a ProcessInput<'_>) -> KnownTexts<'a> {
     let mut texts: Vec<KnownText<'a>> = Vec::with_capacity(input.context.len() + input.known_texts.len());
     for (id, text) in input.context.values() {
-        texts.push(KnownText {
-            id: *id,
-            text,
-            n_chars: normalized_char_count(text),
-        });
+        texts.push(KnownText::new(*id, text));
     }
     // The caller usually repeats the context among its known texts; summarizing them twice would double the cost.
     let mut context_ids: Vec<MemoryId> = texts.iter().map(|known| known.id).collect();
     context_ids.sort_unstable();
     for (id, text) in &input.known_texts {
         if context_ids.binary_search(id).is_err() {
-            texts.push(KnownText {
-                id: *id,
-                text,
-                n_chars: normalized_char_count(text),
-            });
+            texts.push(KnownText::new(*id, text));
         }
     }
     // Sorted by length so each item only looks at the texts whose length lets the ratio reach the threshold.
@@ -489,11 +500,12 @@ fn find_duplicate(
         .zip(&known.signatures[first..])
         .take_while(|(other, _)| other.n_chars <= longest);
     for (other, signature) in in_window {
-        if let Some(score) = similarity_to_known(
+        let other_signature = signature.get_or_init(|| known_signature(other.text, other.clean_ascii));
+        if let Some(score) = similarity_of(
             &candidate.item.text,
             &candidate.signature,
             other.text,
-            signature,
+            other_signature,
             FUZZY_DUPLICATE_THRESHOLD,
         ) && best_known.is_none_or(|(_, best_score)| score > best_score)
         {

@@ -186,9 +186,17 @@ fn find_bracket(text: &str, from: usize) -> Option<usize> {
         .map(|at| from + at)
 }
 
-/// The text without surrounding whitespace or byte order marks.
+/// The text without surrounding whitespace or byte order marks. `str::trim` first: it is specialized for
+/// whitespace, where a closure pattern decodes character by character, and this runs on every response.
 fn trim(raw: &str) -> &str {
-    raw.trim_matches(|c: char| c.is_whitespace() || c == '\u{FEFF}')
+    let mut trimmed = raw.trim();
+    while let Some(rest) = trimmed.strip_prefix('\u{FEFF}') {
+        trimmed = rest.trim_start();
+    }
+    while let Some(rest) = trimmed.strip_suffix('\u{FEFF}') {
+        trimmed = rest.trim_end();
+    }
+    trimmed
 }
 
 fn finish<T>(candidate: Candidate<T>, whole_text: bool) -> Document<T> {

@@ -6,7 +6,9 @@
 use chrono::{DateTime, FixedOffset, NaiveDate, NaiveDateTime, TimeZone, Utc};
 use memsift_core::status::Temporal;
 
-use crate::dedupe::{FuzzyText, Signature, compact_ascii_key, is_collapsed_printable_ascii};
+use crate::dedupe::{
+    BAG_BUCKETS, FuzzyText, NORMALIZED_BUCKET, Signature, compact_ascii_key, is_collapsed_printable_ascii,
+};
 use crate::loose::LooseValue;
 
 /// Link kinds a memory may declare towards known memories (the link validator's vocabulary).
@@ -248,17 +250,23 @@ impl AnalyzedText {
         }
         let mut key = bytes.to_ascii_lowercase();
         let mut mentions_private = false;
-        compact_ascii_key(&mut key, |rest| {
-            if !mentions_private {
-                mentions_private = phrase_starts(rest);
-            }
-        });
+        // The text is at most u16::MAX bytes long, so no count can overflow.
+        let mut bag = [0u16; BAG_BUCKETS];
+        compact_ascii_key(
+            &mut key,
+            |byte| bag[usize::from(NORMALIZED_BUCKET[usize::from(byte)]) % BAG_BUCKETS] += 1,
+            |rest| {
+                if !mentions_private {
+                    mentions_private = phrase_starts(rest);
+                }
+            },
+        );
         // ASCII in, ASCII out: the conversion succeeds; `?` only avoids an `expect`.
         let exact_key = String::from_utf8(key).ok()?;
         Some(Self {
             text: raw.to_owned(),
             stripped_controls: false,
-            signature: Signature::of_clean_ascii(bytes),
+            signature: Signature::of_counted_clean_ascii(bytes.len(), bag),
             exact_key,
             mentions_private,
         })
@@ -304,9 +312,14 @@ fn phrase_starts(rest: &[u8]) -> bool {
         return false;
     }
     let (start, end) = PHRASES_BY_PREFIX[usize::from(first - b'a') * 26 + usize::from(second - b'a')];
+    // Compared byte by byte from the third: common words share a phrase's first letters ("the" and "therapy"), and
+    // a call to memcmp for each cost more than the one or two bytes that tell them apart.
     SENSITIVE_PHRASES[usize::from(start)..usize::from(end)]
         .iter()
-        .any(|phrase| rest.starts_with(phrase.as_bytes()))
+        .any(|phrase| {
+            let phrase = phrase.as_bytes();
+            rest.len() >= phrase.len() && phrase[2..].iter().zip(&rest[2..]).all(|(a, b)| a == b)
+        })
 }
 
 /// The outcome of reading an optional date field.

@@ -166,7 +166,10 @@ fn report(outputs: &[ProcessOutput], seconds: f64, cpu_seconds: f64) {
     let memories: usize = outputs.iter().map(|output| output.elements_parsed).sum();
     let rate = |seconds: f64| memories as f64 / seconds.max(f64::MIN_POSITIVE);
     let cpu = if cpu_seconds.is_finite() {
-        format!(" cpu_seconds={cpu_seconds:.4} memories_per_cpu_s={:.0}", rate(cpu_seconds))
+        format!(
+            " cpu_seconds={cpu_seconds:.4} memories_per_cpu_s={:.0}",
+            rate(cpu_seconds)
+        )
     } else {
         String::new()
     };
