@@ -9,9 +9,9 @@ use memsift_core::MemoryId;
 
 use crate::{DropReason, DroppedItem, ValidItem};
 
-/// Fuzzy ratio at or above which two texts are the same memory (DESIGN §4 invariant 8).
+/// Fuzzy ratio at or above which two texts are the same memory (invariant 8 in ARCHITECTURE.md).
 pub const FUZZY_DUPLICATE_THRESHOLD: f64 = 0.95;
-/// Cosine similarity at or above which two embeddings are the same memory (DESIGN §4 invariant 8).
+/// Cosine similarity at or above which two embeddings are the same memory (invariant 8 in ARCHITECTURE.md).
 pub const VECTOR_DUPLICATE_THRESHOLD: f32 = 0.92;
 
 /// Ratios such as 1 − 5/100 are not exact in binary; without a tolerance a pair sitting exactly on the

@@ -7,8 +7,9 @@
 //!
 //! Stages, in order: [`parse_response`] (find the JSON, then one tolerant reading that recovers every element that
 //! closed, recording the [`ParsePath`]); the truncation rule (an element the text ended inside, and the last element
-//! of a `max_tokens` response, is dropped, never half-stored); per-item validation and sanitisation; exact dedupe on the normalised key; fuzzy dedupe (ratio ≥ 0.95) against
-//! earlier items and the known texts; linking hints re-pointed at surviving items. The vector stage
+//! of a `max_tokens` response, is dropped, never half-stored); per-item validation and sanitisation, fields left out
+//! taking their defaults; exact dedupe on the normalised key; fuzzy dedupe (ratio ≥ 0.95) against earlier items and
+//! the known texts; linking hints re-pointed at surviving items. The vector stage
 //! ([`dedupe_by_vectors`], or [`ProcessOutput::apply_vector_stage`]) runs afterwards, once embeddings exist.
 //!
 //! Decisions worth knowing:
@@ -268,7 +269,8 @@ pub struct ProcessOutput {
     pub unparseable: bool,
     /// How the response was read.
     pub parse_path: ParsePath,
-    /// The JSON was cut off and closed by the repairer.
+    /// The JSON ended before its brackets closed (the text ran out, or a note followed a cut); the element the text
+    /// ended inside, if any, is dropped as truncated.
     pub cut_off: bool,
     /// How many elements the response held; always `items.len() + dropped.len()`.
     pub elements_parsed: usize,

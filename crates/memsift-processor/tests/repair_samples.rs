@@ -1,4 +1,4 @@
-//! The 22 LLM-output samples of `docs/reference/crates.md` §2 as a regression test of the parse-and-repair path.
+//! The 22 LLM-output samples the parser was first chosen on, as a regression test of reading damaged and cut output.
 
 use memsift_processor::{ParsePath, parse_response};
 use serde_json::{Value, json};

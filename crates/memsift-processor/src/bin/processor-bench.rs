@@ -5,9 +5,9 @@
 //! done to it). The timed section covers only `process` (file reading and line decoding are done first), and the
 //! vector stage is off. The best of `BENCH_PASSES` (default 5) passes is reported, on `BENCH_THREADS` threads
 //! (default 1); on one thread, the best pass's CPU time too (from Linux's scheduler accounting), which other work on
-//! a shared machine does not inflate the way it inflates wall time. Besides the rate it prints how responses were read, drops by reason, and how many complete items
-//! were recovered, overall and per kind of damage; a response lost whole is one that held a complete item and
-//! yielded none. Usage: `processor-bench RESPONSES.jsonl`.
+//! a shared machine does not inflate the way it inflates wall time. Besides the rate it prints how responses were
+//! read, drops by reason, and how many complete items were recovered, overall and per kind of damage; a response
+//! lost whole is one that held a complete item and yielded none. Usage: `processor-bench RESPONSES.jsonl`.
 
 use std::collections::BTreeMap;
 use std::process::ExitCode;
