@@ -150,6 +150,16 @@ impl<'a> Fields<'a> for RawItem<'a> {
     }
 }
 
+/// What a container's loop does after [`Reader::punctuation`].
+enum Step {
+    /// The container ended.
+    End,
+    /// Read on.
+    Next,
+    /// A byte that is not shared punctuation, for the container to handle.
+    Other(u8),
+}
+
 /// A position in a text and what reading it has needed so far.
 pub(crate) struct Reader<'a> {
     text: &'a str,
@@ -323,38 +333,12 @@ impl<'a> Reader<'a> {
         let mut after_comma = true;
         let mut partial = false;
         loop {
-            self.skip_insignificant();
-            let Some(byte) = self.peek() else {
-                self.cut = true;
-                self.ended_early = true;
-                break;
+            let byte = match self.punctuation(b']', &mut after_comma, !elements.is_empty()) {
+                Step::End => break,
+                Step::Next => continue,
+                Step::Other(byte) => byte,
             };
             match byte {
-                b']' => {
-                    if after_comma && !elements.is_empty() {
-                        self.lenient = true;
-                    }
-                    self.at += 1;
-                    self.ended_early = false;
-                    break;
-                }
-                b',' => {
-                    if after_comma {
-                        self.lenient = true;
-                    }
-                    after_comma = true;
-                    self.at += 1;
-                }
-                b'}' => {
-                    if self.closes_outer(b'{') {
-                        // `{"memories": [ … }`: the wrapper's brace ends the list too.
-                        self.lenient = true;
-                        self.ended_early = true;
-                        break;
-                    }
-                    self.skipped = true;
-                    self.at += 1;
-                }
                 b'[' if self.bracketed_note_end().is_some() => {
                     // `[truncated]`, `[see below]`: a note in brackets, not an element.
                     self.skipped = true;
@@ -389,37 +373,12 @@ impl<'a> Reader<'a> {
         let mut after_comma = true;
         let mut n_fields = 0usize;
         loop {
-            self.skip_insignificant();
-            let Some(byte) = self.peek() else {
-                self.cut = true;
-                self.ended_early = true;
-                break;
+            let byte = match self.punctuation(b'}', &mut after_comma, n_fields > 0) {
+                Step::End => break,
+                Step::Next => continue,
+                Step::Other(byte) => byte,
             };
             match byte {
-                b'}' => {
-                    if after_comma && n_fields > 0 {
-                        self.lenient = true;
-                    }
-                    self.at += 1;
-                    self.ended_early = false;
-                    break;
-                }
-                b',' => {
-                    if after_comma {
-                        self.lenient = true;
-                    }
-                    after_comma = true;
-                    self.at += 1;
-                }
-                b']' => {
-                    if self.closes_outer(b'[') {
-                        self.lenient = true;
-                        self.ended_early = true;
-                        break;
-                    }
-                    self.skipped = true;
-                    self.at += 1;
-                }
                 b'{' | b'[' => {
                     // A value where a key belongs: read it so its brackets stay balanced, and keep nothing.
                     self.skipped = true;
@@ -555,6 +514,48 @@ impl<'a> Reader<'a> {
     fn close(&mut self) {
         self.depth -= 1;
         self.open_objects &= !(1u64 << self.depth);
+    }
+
+    /// Moves to the next token of a container and handles the punctuation arrays and objects share: the end of the
+    /// text ends the container (cut); its own `closer` ends it (a comma just before it was a trailing one); a comma
+    /// separates (a second one in a row is lenient); the other kind of closer ends it too when it belongs to an
+    /// enclosing container (`{"memories": [ … }`), and is skipped otherwise. Any other byte is the caller's.
+    #[inline(always)]
+    fn punctuation(&mut self, closer: u8, after_comma: &mut bool, has_members: bool) -> Step {
+        self.skip_insignificant();
+        let Some(byte) = self.peek() else {
+            self.cut = true;
+            self.ended_early = true;
+            return Step::End;
+        };
+        let (other_closer, other_opener) = if closer == b']' { (b'}', b'{') } else { (b']', b'[') };
+        if byte == closer {
+            if *after_comma && has_members {
+                self.lenient = true;
+            }
+            self.at += 1;
+            self.ended_early = false;
+            return Step::End;
+        }
+        if byte == b',' {
+            if *after_comma {
+                self.lenient = true;
+            }
+            *after_comma = true;
+            self.at += 1;
+            return Step::Next;
+        }
+        if byte == other_closer {
+            if self.closes_outer(other_opener) {
+                self.lenient = true;
+                self.ended_early = true;
+                return Step::End;
+            }
+            self.skipped = true;
+            self.at += 1;
+            return Step::Next;
+        }
+        Step::Other(byte)
     }
 
     /// Whether a closer of kind `opener` belongs to a container enclosing the innermost one.
