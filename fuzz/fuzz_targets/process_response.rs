@@ -75,7 +75,11 @@ fuzz_target!(|data: &[u8]| {
         (generic_path, generic_cut_off, generic_len)
     );
     assert_eq!(output.items.len() + output.dropped.len(), output.elements_parsed);
-    for drop in output.dropped.iter().filter(|drop| drop.reason == DropReason::Truncated) {
+    for drop in output
+        .dropped
+        .iter()
+        .filter(|drop| drop.reason == DropReason::Truncated)
+    {
         assert_eq!(drop.index + 1, output.elements_parsed);
         assert!(last_element_cut || stop_reason == Some(StopReason::MaxTokens));
     }
