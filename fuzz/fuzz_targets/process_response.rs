@@ -1,5 +1,6 @@
 //! Fuzz target: arbitrary bytes, read as a model response, through `parse_response` and `process`, never panic,
-//! and `process` reports the same parse path, cut-off flag and element count as `parse_response`.
+//! `process` reports the same parse path, cut flags and element count as `parse_response`, and only the last
+//! element is ever dropped as truncated, and only when it was cut or the output hit `max_tokens`.
 //!
 //! The first byte picks the stop reason and whether the request had known memories, so one corpus explores the
 //! truncation rule and the fuzzy stage against known texts as well as the parser; the rest is the response text,
@@ -11,7 +12,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use libfuzzer_sys::fuzz_target;
 use memsift_core::{MemoryId, MessageId};
-use memsift_processor::{ProcessInput, StopReason, parse_response, process};
+use memsift_processor::{DropReason, ProcessInput, StopReason, parse_response, process};
 
 const KNOWN: [(&str, &str, &str); 2] = [
     (
@@ -33,6 +34,7 @@ fuzz_target!(|data: &[u8]| {
     // The parser alone is public too, and `replay` calls it directly.
     let parsed = parse_response(&raw);
     let (generic_path, generic_cut_off, generic_len) = (parsed.path, parsed.cut_off, parsed.elements.len());
+    let last_element_cut = parsed.last_element_cut;
     let _ = parsed.into_owned();
 
     let stop_reason = match selector % 4 {
@@ -73,6 +75,14 @@ fuzz_target!(|data: &[u8]| {
         (generic_path, generic_cut_off, generic_len)
     );
     assert_eq!(output.items.len() + output.dropped.len(), output.elements_parsed);
+    for drop in output
+        .dropped
+        .iter()
+        .filter(|drop| drop.reason == DropReason::Truncated)
+    {
+        assert_eq!(drop.index + 1, output.elements_parsed);
+        assert!(last_element_cut || stop_reason == Some(StopReason::MaxTokens));
+    }
     assert_eq!(output.item_indices.len(), output.items.len());
     for item in &output.items {
         assert!(item.linking_hints.iter().all(|&hint| hint < output.items.len()));

@@ -5,8 +5,6 @@
 //! difference of character histograms. They are exact bounds, so skipping on them never misses a duplicate,
 //! and with hundreds of known texts almost every pair is rejected without running the quadratic comparison.
 
-use std::cell::OnceCell;
-
 use memsift_core::MemoryId;
 
 use crate::{DropReason, DroppedItem, ValidItem};
@@ -106,14 +104,8 @@ impl Signature {
             bag: [0; BAG_BUCKETS],
         };
         let mut pending_space = false;
-        if text.is_ascii() && is_collapsed_printable_ascii(text.as_bytes()) {
-            // Normalizing it is lowercasing, so each byte is one table lookup (what stored memories nearly always are).
-            let mut counts = [0u32; BAG_BUCKETS];
-            for &byte in text.as_bytes() {
-                counts[usize::from(CLEAN_ASCII_BUCKET[usize::from(byte)]) % BAG_BUCKETS] += 1;
-            }
-            signature.n_chars = text.len();
-            signature.bag = clip_counts(&counts);
+        if text.len() <= usize::from(u16::MAX) && is_collapsed_printable_ascii(text.as_bytes()) {
+            return Self::of_clean_ascii(text.as_bytes());
         } else if text.is_ascii() {
             let mut counts = [0u32; BAG_BUCKETS];
             let mut n_chars = 0usize;
@@ -151,9 +143,33 @@ impl Signature {
         signature
     }
 
+    /// The signature of printable ASCII with single inner spaces and none at either end, at most `u16::MAX` bytes
+    /// long (what [`is_collapsed_printable_ascii`] accepts): normalizing it is lowercasing, so each byte is one
+    /// table lookup, and no count can pass the text's length, so none needs clipping.
+    pub(crate) fn of_clean_ascii(bytes: &[u8]) -> Self {
+        let mut bag = [0u16; BAG_BUCKETS];
+        for &byte in bytes {
+            bag[usize::from(CLEAN_ASCII_BUCKET[usize::from(byte)]) % BAG_BUCKETS] += 1;
+        }
+        Signature {
+            n_chars: bytes.len(),
+            bag,
+        }
+    }
+
+    /// The signature of a clean text (see [`Signature::of_clean_ascii`]) whose lowercased bytes a caller counted
+    /// into `bag` by [`NORMALIZED_BUCKET`].
+    pub(crate) fn of_counted_clean_ascii(n_chars: usize, bag: [u16; BAG_BUCKETS]) -> Self {
+        Signature { n_chars, bag }
+    }
+
     fn count(&mut self, c: char) {
         self.n_chars += 1;
         let bucket = match u8::try_from(c) {
+            // The space normalization leaves between words; ASCII_BUCKET marks all whitespace as skipped, and
+            // dropping it here made the bags of non-ASCII texts disagree with those of ASCII ones, so the bound
+            // could rule out a near-duplicate that differed by an accent.
+            Ok(b' ') => usize::from(SPACE_BUCKET),
             Ok(byte) if byte.is_ascii() => usize::from(ASCII_BUCKET[usize::from(byte)]),
             _ => 37 + (c as usize % 27),
         };
@@ -193,14 +209,29 @@ fn clip_counts(counts: &[u32; BAG_BUCKETS]) -> [u16; BAG_BUCKETS] {
     bag
 }
 
+/// A known text's signature, given what [`normalized_char_count`] found: a clean ASCII text skips the check.
+pub(crate) fn known_signature(text: &str, clean_ascii: bool) -> Signature {
+    if clean_ascii {
+        Signature::of_clean_ascii(text.as_bytes())
+    } else {
+        Signature::of(text)
+    }
+}
+
+/// Whether a text takes the clean ASCII path of [`Signature::of`]: what stored memories nearly always are.
+pub(crate) fn is_clean_ascii(text: &str) -> bool {
+    text.len() <= usize::from(u16::MAX) && is_collapsed_printable_ascii(text.as_bytes())
+}
+
 /// The character count of a text's normalized form, without the histogram (which most known texts never need).
 pub(crate) fn normalized_char_count(text: &str) -> usize {
-    if !text.is_ascii() {
-        return Signature::of(text).n_chars;
-    }
-    // Stored memories are nearly always already collapsed, and then their normalized length is their length.
+    // Stored memories are nearly always already collapsed, and then their normalized length is their length (the
+    // check rejects anything but ASCII too, so the common case is one pass).
     if is_collapsed_printable_ascii(text.as_bytes()) {
         return text.len();
+    }
+    if !text.is_ascii() {
+        return Signature::of(text).n_chars;
     }
     let mut n_chars = 0usize;
     let mut pending_space = false;
@@ -299,9 +330,7 @@ impl FuzzyText {
     /// per-item cost.
     pub(crate) fn with_exact_key(text: &str) -> (Self, String) {
         if !text.is_ascii() {
-            let normalized = normalize_for_fuzzy(text);
-            let signature = Signature::of(&normalized);
-            return (Self { normalized, signature }, memsift_core::text::dedupe_key(text));
+            return Self::with_exact_key_unicode(text);
         }
         let mut normalized = Vec::with_capacity(text.len());
         let mut key = Vec::with_capacity(text.len());
@@ -343,6 +372,49 @@ impl FuzzyText {
         (Self { normalized, signature }, key)
     }
 
+    /// [`FuzzyText::with_exact_key`] for any text, in one pass over its characters: the normalized form
+    /// ([`normalize_for_fuzzy`]), its signature and `memsift_core::text::dedupe_key`, which separately took three
+    /// passes and as many allocations again. The key takes the first character of an alphanumeric character's
+    /// lowercase, as `dedupe_key` does; the normalized form takes all of them.
+    fn with_exact_key_unicode(text: &str) -> (Self, String) {
+        let mut normalized = String::with_capacity(text.len());
+        let mut key = String::with_capacity(text.len());
+        let mut signature = Signature {
+            n_chars: 0,
+            bag: [0; BAG_BUCKETS],
+        };
+        let mut pending_space = false;
+        let mut pending_key_space = false;
+        for c in text.chars() {
+            if c.is_whitespace() {
+                pending_space = !normalized.is_empty();
+                pending_key_space = true;
+                continue;
+            }
+            if pending_space {
+                normalized.push(' ');
+                signature.count(' ');
+                pending_space = false;
+            }
+            let mut first_lower = None;
+            for lower in c.to_lowercase() {
+                first_lower.get_or_insert(lower);
+                normalized.push(lower);
+                signature.count(lower);
+            }
+            if c.is_alphanumeric() {
+                if pending_key_space && !key.is_empty() {
+                    key.push(' ');
+                }
+                pending_key_space = false;
+                key.push(first_lower.unwrap_or(c));
+            } else {
+                pending_key_space = true;
+            }
+        }
+        (Self { normalized, signature }, key)
+    }
+
     /// [`FuzzyText::with_exact_key`] for a text that `clean_text` produced: trimmed, with single spaces as its only
     /// whitespace. For ASCII, normalizing is then just lowercasing, so the per-byte work is a table lookup for the
     /// histogram and an in-place compaction for the key, instead of two growing buffers checked on every push.
@@ -359,22 +431,12 @@ impl FuzzyText {
             n_chars: normalized.len(),
             bag: clip_counts(&counts),
         };
-        // The key keeps alphanumeric runs separated by one space: it is never longer than the normalized text, so
-        // it is compacted in a copy of it, writing behind the read position.
+        // The key is never longer than the normalized text, so it is compacted in a copy of it.
         let mut key = normalized.clone().into_bytes();
-        compact_ascii_key(&mut key, |byte| byte.is_ascii_alphanumeric(), |_| {});
+        compact_ascii_key(&mut key, |_| {}, |_| {});
         // ASCII in, ASCII out; the fallback only exists so that no `expect` is needed.
         let key = String::from_utf8(key).unwrap_or_else(|_| memsift_core::text::dedupe_key(text));
         (Self { normalized, signature }, key)
-    }
-
-    /// A text whose caller already normalized it and counted its bytes' [`NORMALIZED_BUCKET`]s while doing so.
-    pub(crate) fn from_normalized_counts(normalized: String, counts: &[u32; BAG_BUCKETS]) -> Self {
-        let signature = Signature {
-            n_chars: normalized.len(),
-            bag: clip_counts(counts),
-        };
-        Self { normalized, signature }
     }
 
     /// The lowercased, whitespace-collapsed text.
@@ -394,23 +456,22 @@ impl FuzzyText {
     pub(crate) fn signature(&self) -> &Signature {
         &self.signature
     }
+}
 
-    /// Like [`FuzzyText::similarity_at_least`] against a raw text whose signature is computed on demand; the raw
-    /// text is normalized only when the bounds cannot rule the pair out.
-    pub(crate) fn similarity_to_raw(
-        &self,
-        raw: &str,
-        raw_signature: &OnceCell<Signature>,
-        threshold: f64,
-    ) -> Option<f64> {
-        if !self
-            .signature
-            .may_reach(raw_signature.get_or_init(|| Signature::of(raw)), threshold)
-        {
-            return None;
-        }
-        full_ratio_at_least(&self.normalized, &normalize_for_fuzzy(raw), threshold)
+/// The fuzzy ratio of two texts, given their signatures, when it reaches `threshold`; `None` when it cannot or does
+/// not. The texts are normalized only when the bounds cannot rule the pair out, which is rare: items keep only
+/// their signature, not a normalized copy of their text.
+pub(crate) fn similarity_of(
+    text: &str,
+    signature: &Signature,
+    other: &str,
+    other_signature: &Signature,
+    threshold: f64,
+) -> Option<f64> {
+    if !signature.may_reach(other_signature, threshold) {
+        return None;
     }
+    full_ratio_at_least(&normalize_for_fuzzy(text), &normalize_for_fuzzy(other), threshold)
 }
 
 /// Whether ASCII text is already whitespace-collapsed: no whitespace but single inner spaces. `clean_text` output
@@ -451,21 +512,36 @@ pub fn fuzzy_ratio(a: &str, b: &str) -> f64 {
     strsim::normalized_levenshtein(&normalize_for_fuzzy(a), &normalize_for_fuzzy(b))
 }
 
-/// Compacts lowercase ASCII `bytes` in place into a dedupe key: the runs of word bytes (per `is_word`) joined by
-/// single spaces. The key is never longer than its input, so it is written behind the read position;
-/// `at_word_start` sees the still-uncompacted bytes from each word's first byte on (the sensitive-phrase scan
-/// reads there).
+/// `u8::is_ascii_alphanumeric` as a table: one load instead of three range tests, for every byte of every item.
+const IS_ASCII_ALPHANUMERIC: [bool; 256] = ascii_alphanumerics();
+
+const fn ascii_alphanumerics() -> [bool; 256] {
+    let mut table = [false; 256];
+    let mut byte = 0usize;
+    while byte < 256 {
+        table[byte] = (byte as u8).is_ascii_alphanumeric();
+        byte += 1;
+    }
+    table
+}
+
+/// Compacts lowercase ASCII `bytes` in place into a dedupe key: the runs of letters and digits joined by single
+/// spaces (`memsift_core::text::dedupe_key` for ASCII). The key is never longer than its input, so it is written
+/// behind the read position; `at_word_start` sees the still-uncompacted bytes from each word's first byte on (the
+/// sensitive-phrase scan reads there), and `each_byte` sees every byte first (the histogram counts there, saving
+/// a pass of its own).
 #[inline]
 pub(crate) fn compact_ascii_key(
     bytes: &mut Vec<u8>,
-    is_word: impl Fn(u8) -> bool,
+    mut each_byte: impl FnMut(u8),
     mut at_word_start: impl FnMut(&[u8]),
 ) {
     let mut key_len = 0usize;
     let mut pending_space = false;
     for read in 0..bytes.len() {
         let byte = bytes[read];
-        if is_word(byte) {
+        each_byte(byte);
+        if IS_ASCII_ALPHANUMERIC[usize::from(byte)] {
             if pending_space || key_len == 0 {
                 at_word_start(&bytes[read..]);
             }
@@ -654,6 +730,22 @@ mod tests {
         }
         for text in [" ", "  a", "a  ", " a b ", "\t\n", "ab", "a\x0bb"] {
             assert_eq!(normalized_char_count(text), normalize_for_fuzzy(text).len(), "{text:?}");
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 512, ..Default::default() })]
+
+        /// The one-pass summary of non-ASCII text against its definition: three separate passes.
+        #[test]
+        fn the_one_pass_unicode_summary_matches_its_definition(
+            text in "\\PC{0,60}|[ \t\u{a0}\u{3000}a-zA-Z0-9À-ÿİıßẞ\u{3040}-\u{30ff}\u{1f300}-\u{1f3ff},.'’-]{0,60}",
+        ) {
+            let (fuzzy, key) = FuzzyText::with_exact_key(&text);
+            let normalized = normalize_for_fuzzy(&text);
+            proptest::prop_assert_eq!(&fuzzy.normalized, &normalized);
+            proptest::prop_assert_eq!(&key, &memsift_core::text::dedupe_key(&text));
+            proptest::prop_assert_eq!(fuzzy.signature, Signature::of(&normalized));
         }
     }
 

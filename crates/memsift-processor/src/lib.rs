@@ -5,10 +5,11 @@
 //! arguments, so `memsift replay` can re-run it over stored outputs with no provider and no store.
 //! One bad item never sinks a response: validation is per item and every drop records why.
 //!
-//! Stages, in order: [`parse_response`] (strict → pre-pass → repair, recording the [`ParsePath`]); the
-//! truncation rule (the last element of a `max_tokens` or cut-off response is dropped, never half-stored);
-//! per-item validation and sanitisation; exact dedupe on the normalised key; fuzzy dedupe (ratio ≥ 0.95) against
-//! earlier items and the known texts; linking hints re-pointed at surviving items. The vector stage
+//! Stages, in order: [`parse_response`] (find the JSON, then one tolerant reading that recovers every element that
+//! closed, recording the [`ParsePath`]); the truncation rule (an element the text ended inside, and the last element
+//! of a `max_tokens` response, is dropped, never half-stored); per-item validation and sanitisation, fields left out
+//! taking their defaults; exact dedupe on the normalised key; fuzzy dedupe (ratio ≥ 0.95) against earlier items and
+//! the known texts; linking hints re-pointed at surviving items. The vector stage
 //! ([`dedupe_by_vectors`], or [`ProcessOutput::apply_vector_stage`]) runs afterwards, once embeddings exist.
 //!
 //! Decisions worth knowing:
@@ -28,6 +29,7 @@ mod dedupe;
 mod item;
 mod loose;
 mod parse;
+mod reader;
 mod sanitize;
 mod validate;
 
@@ -50,7 +52,7 @@ pub use sanitize::{
 };
 pub use validate::DEFAULT_CONFIDENCE;
 
-use crate::dedupe::{Signature, normalized_char_count, remap_hints};
+use crate::dedupe::{Signature, is_clean_ascii, known_signature, normalized_char_count, remap_hints, similarity_of};
 use crate::item::Element;
 use crate::validate::{Candidate, ItemContext, validate_item};
 
@@ -267,7 +269,8 @@ pub struct ProcessOutput {
     pub unparseable: bool,
     /// How the response was read.
     pub parse_path: ParsePath,
-    /// The JSON was cut off and closed by the repairer.
+    /// The JSON ended before its brackets closed (the text ran out, or a note followed a cut); the element the text
+    /// ended inside, if any, is dropped as truncated.
     pub cut_off: bool,
     /// How many elements the response held; always `items.len() + dropped.len()`.
     pub elements_parsed: usize,
@@ -306,7 +309,12 @@ impl ProcessOutput {
 
 /// Parses, validates and deduplicates one response.
 pub fn process(input: &ProcessInput<'_>) -> ProcessOutput {
-    let (elements, path, cut_off) = parse_elements(input.raw_text);
+    let parse::Document {
+        elements,
+        path,
+        cut_off,
+        last_element_cut,
+    } = parse_elements(input.raw_text);
     let n_elements = elements.len();
     let mut output = ProcessOutput {
         unparseable: path == ParsePath::Unparseable,
@@ -318,7 +326,7 @@ pub fn process(input: &ProcessInput<'_>) -> ProcessOutput {
     if n_elements == 0 {
         return output;
     }
-    let last_may_be_partial = cut_off || input.stop_reason == Some(StopReason::MaxTokens);
+    let last_may_be_partial = last_element_cut || input.stop_reason == Some(StopReason::MaxTokens);
     let context = ItemContext {
         input,
         user_offset: input.user_offset(),
@@ -334,8 +342,8 @@ pub fn process(input: &ProcessInput<'_>) -> ProcessOutput {
             let text = element.text().map(str::to_owned);
             output.dropped.push(DroppedItem {
                 detail: Some(
-                    if cut_off {
-                        "the JSON was cut off"
+                    if last_element_cut {
+                        "the element was cut off"
                     } else {
                         "stop_reason = max_tokens"
                     }
@@ -395,29 +403,9 @@ pub fn process(input: &ProcessInput<'_>) -> ProcessOutput {
     output
 }
 
-/// [`parse_response`] with the elements read as [`Element`]s: an array that is valid JSON as it stands (nearly
-/// every response) is read into them directly; anything else goes through the parser's other paths and is
-/// converted, so the path, the cut-off flag and the elements are the ones `parse_response` reports.
-fn parse_elements(raw: &str) -> (Vec<Element<'_>>, ParsePath, bool) {
-    let strict = parse::strict_array_candidate(raw);
-    if let Some(array) = strict
-        && let Ok(elements) = item::parse_array(array)
-    {
-        return (elements, ParsePath::Strict, false);
-    }
-    // Fenced arrays and arrays after prose are the next most common shapes.
-    if let Some(array) = parse::prepass_array_candidate(raw, strict.is_some())
-        && let Ok(elements) = item::parse_array(array)
-    {
-        return (elements, ParsePath::Prepass, false);
-    }
-    let parsed = match strict {
-        // The generic strict parse reads the same grammar and would fail the same way.
-        Some(_) => parse::parse_response_after_strict(raw),
-        None => parse_response(raw),
-    };
-    let elements = parsed.elements.into_iter().map(Element::from_loose).collect();
-    (elements, parsed.path, parsed.cut_off)
+/// [`parse_response`] with the elements read as [`Element`]s, straight into the contract's fields.
+fn parse_elements(raw: &str) -> parse::Document<Element<'_>> {
+    parse::read_document::<Element<'_>>(raw)
 }
 
 /// A memory the user already has, summarized for the fuzzy bounds.
@@ -425,6 +413,25 @@ struct KnownText<'a> {
     id: MemoryId,
     text: &'a str,
     n_chars: usize,
+    /// Printable ASCII with single inner spaces: its normalized length is its length, and its signature needs no
+    /// second check.
+    clean_ascii: bool,
+}
+
+impl<'a> KnownText<'a> {
+    fn new(id: MemoryId, text: &'a str) -> Self {
+        let clean_ascii = is_clean_ascii(text);
+        Self {
+            id,
+            text,
+            n_chars: if clean_ascii {
+                text.len()
+            } else {
+                normalized_char_count(text)
+            },
+            clean_ascii,
+        }
+    }
 }
 
 /// The known texts sorted by normalized length, with their histograms beside them.
@@ -439,22 +446,14 @@ struct KnownTexts<'a> {
 fn known_texts<'a>(input: &'a ProcessInput<'_>) -> KnownTexts<'a> {
     let mut texts: Vec<KnownText<'a>> = Vec::with_capacity(input.context.len() + input.known_texts.len());
     for (id, text) in input.context.values() {
-        texts.push(KnownText {
-            id: *id,
-            text,
-            n_chars: normalized_char_count(text),
-        });
+        texts.push(KnownText::new(*id, text));
     }
     // The caller usually repeats the context among its known texts; summarizing them twice would double the cost.
     let mut context_ids: Vec<MemoryId> = texts.iter().map(|known| known.id).collect();
     context_ids.sort_unstable();
     for (id, text) in &input.known_texts {
         if context_ids.binary_search(id).is_err() {
-            texts.push(KnownText {
-                id: *id,
-                text,
-                n_chars: normalized_char_count(text),
-            });
+            texts.push(KnownText::new(*id, text));
         }
     }
     // Sorted by length so each item only looks at the texts whose length lets the ratio reach the threshold.
@@ -487,10 +486,7 @@ fn find_duplicate(
             ..DroppedItem::new(0, DropReason::DuplicateInResponse, None)
         });
     }
-    let best_earlier = best_match(
-        survivors.iter().map(|(index, earlier)| (*index, &earlier.fuzzy)),
-        &candidate.fuzzy,
-    );
+    let best_earlier = best_match(survivors, candidate);
     if let Some((earlier, score)) = best_earlier {
         return Some(DroppedItem {
             duplicate_of_index: Some(earlier),
@@ -499,17 +495,21 @@ fn find_duplicate(
         });
     }
     let mut best_known: Option<(MemoryId, f64)> = None;
-    let (shortest, longest) = candidate.fuzzy.signature().length_window(FUZZY_DUPLICATE_THRESHOLD);
+    let (shortest, longest) = candidate.signature.length_window(FUZZY_DUPLICATE_THRESHOLD);
     let first = known.texts.partition_point(|other| other.n_chars < shortest);
     let in_window = known.texts[first..]
         .iter()
         .zip(&known.signatures[first..])
         .take_while(|(other, _)| other.n_chars <= longest);
     for (other, signature) in in_window {
-        if let Some(score) = candidate
-            .fuzzy
-            .similarity_to_raw(other.text, signature, FUZZY_DUPLICATE_THRESHOLD)
-            && best_known.is_none_or(|(_, best_score)| score > best_score)
+        let other_signature = signature.get_or_init(|| known_signature(other.text, other.clean_ascii));
+        if let Some(score) = similarity_of(
+            &candidate.item.text,
+            &candidate.signature,
+            other.text,
+            other_signature,
+            FUZZY_DUPLICATE_THRESHOLD,
+        ) && best_known.is_none_or(|(_, best_score)| score > best_score)
         {
             best_known = Some((other.id, score));
         }
@@ -521,13 +521,19 @@ fn find_duplicate(
     })
 }
 
-fn best_match<'a, K>(others: impl Iterator<Item = (K, &'a FuzzyText)>, text: &FuzzyText) -> Option<(K, f64)> {
-    let mut best: Option<(K, f64)> = None;
-    for (key, other) in others {
-        if let Some(score) = text.similarity_at_least(other, FUZZY_DUPLICATE_THRESHOLD)
-            && best.as_ref().is_none_or(|(_, best_score)| score > *best_score)
+/// The earlier survivor with the highest fuzzy ratio at or above the threshold, with that ratio.
+fn best_match(survivors: &[(usize, Candidate)], candidate: &Candidate) -> Option<(usize, f64)> {
+    let mut best: Option<(usize, f64)> = None;
+    for (index, earlier) in survivors {
+        if let Some(score) = similarity_of(
+            &candidate.item.text,
+            &candidate.signature,
+            &earlier.item.text,
+            &earlier.signature,
+            FUZZY_DUPLICATE_THRESHOLD,
+        ) && best.is_none_or(|(_, best_score)| score > best_score)
         {
-            best = Some((key, score));
+            best = Some((*index, score));
         }
     }
     best
@@ -561,9 +567,18 @@ mod tests {
             "no json here".to_owned(),
         ];
         for raw in &samples {
-            let (elements, path, cut_off) = parse_elements(raw);
+            let parse::Document {
+                elements,
+                path,
+                cut_off,
+                last_element_cut,
+            } = parse_elements(raw);
             let generic = parse_response(raw);
-            assert_eq!((path, cut_off), (generic.path, generic.cut_off), "{raw:?}");
+            assert_eq!(
+                (path, cut_off, last_element_cut),
+                (generic.path, generic.cut_off, generic.last_element_cut),
+                "{raw:?}"
+            );
             assert_eq!(elements.len(), generic.elements.len(), "{raw:?}");
             for (element, value) in elements.iter().zip(generic.elements) {
                 assert_eq!(

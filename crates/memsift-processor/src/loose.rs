@@ -143,7 +143,7 @@ impl<'de> Deserialize<'de> for LooseValue<'de> {
     }
 }
 
-pub(crate) struct LooseVisitor;
+struct LooseVisitor;
 
 impl<'de> Visitor<'de> for LooseVisitor {
     type Value = LooseValue<'de>;
@@ -213,7 +213,7 @@ impl<'de> Visitor<'de> for LooseVisitor {
     }
 }
 
-pub(crate) struct LooseKey<'a>(pub(crate) Cow<'a, str>);
+struct LooseKey<'a>(Cow<'a, str>);
 
 impl<'de> Deserialize<'de> for LooseKey<'de> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {

@@ -1,20 +1,21 @@
-//! Reading a model's raw text as JSON elements: strict first, then a wrapper-stripping pre-pass, then repair.
+//! Reading a model's raw text as JSON elements: find where the JSON is, then read it once with the tolerant reader.
 //!
-//! The recipe is the one measured in `docs/reference/crates.md` §2 (22/22 samples): strict parse; drop
-//! `<thinking>` blocks; take a code fence's body (to the end when the fence is cut); cut prose before the first
-//! bracket and after the balanced close; `jsonrepair-rs`; always re-validate with serde_json. Which path was taken
-//! is reported so prompt regressions show up as a metric, and whether the JSON was cut off is reported so the
-//! caller never stores a half-written last item.
+//! Where the JSON is: the whole text when it starts with a bracket; otherwise after leading `<thinking>` blocks, in
+//! the first code fence that holds a bracket (to the end when the fence is cut), from the first bracket on, and
+//! prose after the value closes is ignored. A bracket in the prose before the answer ("[see below]") is passed over
+//! when a later value holds items. Which path was taken is reported so prompt regressions show up as a metric, and
+//! whether the last element was cut is reported so the caller never stores a half-written item.
 
 use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
 
 use crate::loose::LooseValue;
+use crate::reader::{FromReader, Reader, TopObject};
 
-/// Deepest nesting handed to the repairer. Our contract needs 4 levels (array, item, entities, entity); the cap
-/// keeps a pathological `[[[[…` from recursing through the repairer's stack.
-const MAX_REPAIR_DEPTH: usize = 32;
+/// How many bracketed values of one text are read before giving up on finding items: each is a pass over the rest
+/// of the text, and prose rarely holds more than one or two brackets before the answer.
+const MAX_CANDIDATES: usize = 8;
 
 /// How a response was read.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -27,13 +28,26 @@ pub enum ParsePath {
     Strict,
     /// Valid JSON once fences, `<thinking>` blocks and surrounding prose were cut away.
     Prepass,
-    /// The JSON itself had to be repaired (quotes, commas, comments, truncation…).
+    /// The JSON itself needed leniency (quotes, commas, comments, literals, a cut…), but every byte had a place.
     Repaired,
+    /// Bytes inside the JSON fitted nowhere (a note in the array, text after a cut) and were skipped; every complete
+    /// element around them was read.
+    Salvaged,
     /// Nothing usable could be read.
     Unparseable,
 }
 
 impl ParsePath {
+    /// Every path, in declaration order (for reports that list zero counts too).
+    pub const ALL: [ParsePath; 6] = [
+        ParsePath::Empty,
+        ParsePath::Strict,
+        ParsePath::Prepass,
+        ParsePath::Repaired,
+        ParsePath::Salvaged,
+        ParsePath::Unparseable,
+    ];
+
     /// The snake_case name used in metrics and reports.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -41,6 +55,7 @@ impl ParsePath {
             ParsePath::Strict => "strict",
             ParsePath::Prepass => "prepass",
             ParsePath::Repaired => "repaired",
+            ParsePath::Salvaged => "salvaged",
             ParsePath::Unparseable => "unparseable",
         }
     }
@@ -53,255 +68,287 @@ pub struct ParsedResponse<'a> {
     pub elements: Vec<LooseValue<'a>>,
     /// Which path produced them.
     pub path: ParsePath,
-    /// The JSON ended before its brackets closed, so the repairer had to close it: the last element may be partial.
+    /// The JSON ended before its brackets closed (the text ran out, or prose followed a cut).
     pub cut_off: bool,
+    /// The last element did not close with its own bracket or quote, so it may be partial; every element before
+    /// it closed. False when the text was cut between elements.
+    pub last_element_cut: bool,
 }
 
-impl<'a> ParsedResponse<'a> {
-    fn new(elements: Vec<LooseValue<'a>>, path: ParsePath, cut_off: bool) -> Self {
-        Self {
-            elements,
-            path,
-            cut_off,
-        }
-    }
-
-    fn unparseable() -> Self {
-        Self::new(Vec::new(), ParsePath::Unparseable, false)
-    }
-
+impl ParsedResponse<'_> {
     /// The same response owning all of its strings.
     pub fn into_owned(self) -> ParsedResponse<'static> {
         ParsedResponse {
             elements: self.elements.into_iter().map(LooseValue::into_owned).collect(),
             path: self.path,
             cut_off: self.cut_off,
+            last_element_cut: self.last_element_cut,
         }
     }
 }
 
 /// Reads a raw response as a list of elements; never panics, whatever the input.
 pub fn parse_response(raw: &str) -> ParsedResponse<'_> {
-    parse_from(raw, false)
+    let document = read_document::<LooseValue<'_>>(raw);
+    ParsedResponse {
+        elements: document.elements,
+        path: document.path,
+        cut_off: document.cut_off,
+        last_element_cut: document.last_element_cut,
+    }
 }
 
-/// [`parse_response`] for a caller whose own strict parse of the trimmed text (an array) already failed, so the
-/// strict step, and a pre-pass over that same text, are not repeated.
-pub(crate) fn parse_response_after_strict(raw: &str) -> ParsedResponse<'_> {
-    parse_from(raw, true)
+/// [`ParsedResponse`] with the elements built as `T`, so `process` can read items straight into their fields.
+pub(crate) struct Document<T> {
+    pub elements: Vec<T>,
+    pub path: ParsePath,
+    pub cut_off: bool,
+    pub last_element_cut: bool,
 }
 
-/// The text `parse_response` reads strictly: `Some` when it is an array, the shape a typed strict read handles.
-pub(crate) fn strict_array_candidate(raw: &str) -> Option<&str> {
-    let trimmed = raw.trim();
-    (trimmed.starts_with('[') && trimmed.ends_with(']')).then_some(trimmed)
+impl<T> Document<T> {
+    fn without_elements(path: ParsePath) -> Self {
+        Self {
+            elements: Vec::new(),
+            path,
+            cut_off: false,
+            last_element_cut: false,
+        }
+    }
 }
 
-/// The text the pre-pass would read, when it is an array, so a caller can read it directly: if that read succeeds
-/// the pre-pass would have returned the same elements. `None` whenever the strict step might still succeed (it
-/// comes first), the pre-pass would strip `<thinking>` blocks, or the array does not end the text.
-/// `strict_failed` says that a strict read of the trimmed text (an array) has already failed.
-///
-/// Inside valid JSON, quotes other than `"`, `//` and `/*` occur only within strings, where the structure scan
-/// skips them too, so the scan would close the value exactly where the JSON ends and cut nothing else.
-pub(crate) fn prepass_array_candidate(raw: &str, strict_failed: bool) -> Option<&str> {
-    let trimmed = raw.trim();
-    if (may_yield_elements(trimmed) && !strict_failed) || trimmed.contains("<think") {
+/// One bracketed value of the text, read.
+struct Candidate<T> {
+    elements: Vec<T>,
+    /// Where the value starts and ends, in bytes of the region it was read from.
+    start: usize,
+    end: usize,
+    lenient: bool,
+    skipped: bool,
+    cut: bool,
+    last_element_cut: bool,
+    has_text: bool,
+}
+
+/// Finds the JSON of a response and reads it (see the module documentation).
+pub(crate) fn read_document<'a, T: FromReader<'a>>(raw: &'a str) -> Document<T> {
+    let trimmed = trim(raw);
+    if trimmed.is_empty() {
+        return Document::without_elements(ParsePath::Empty);
+    }
+    // A byte order mark is leniency: the text as it stood was not JSON.
+    let marked = trimmed.len() != raw.trim().len();
+    let mut first: Option<Candidate<T>> = None;
+    if trimmed.starts_with(['[', '{']) {
+        let candidate = read_candidate::<T>(trimmed, 0);
+        let whole = trimmed[candidate.end..].trim().is_empty();
+        if candidate.has_text || whole {
+            return finish(candidate, whole && !marked);
+        }
+        first = Some(candidate);
+    } else if trimmed.starts_with('"')
+        && let Some(document) = read_double_encoded::<T>(trimmed)
+    {
+        return document;
+    }
+
+    let unwrapped = skip_leading_thinking(trimmed);
+    let region = fenced_body(unwrapped).unwrap_or(unwrapped);
+    // The value at the very start has been read already, and so has everything up to its end.
+    let mut search_from = match &first {
+        Some(candidate) if std::ptr::eq(region, trimmed) => candidate.end,
+        _ => 0,
+    };
+    for _ in 0..MAX_CANDIDATES {
+        let Some(start) = find_bracket(region, search_from) else {
+            break;
+        };
+        let candidate = read_candidate::<T>(region, start);
+        if candidate.has_text {
+            return finish(candidate, false);
+        }
+        search_from = candidate.end.max(candidate.start + 1);
+        first.get_or_insert(candidate);
+    }
+    match first {
+        // No value holds items: the first one is the answer, so its elements are dropped with their reasons.
+        Some(candidate) => finish(candidate, false),
+        None if region.trim().is_empty() => Document::without_elements(ParsePath::Empty),
+        None => Document::without_elements(ParsePath::Unparseable),
+    }
+}
+
+/// The position of the first `[` or `{` at or after `from`.
+fn find_bracket(text: &str, from: usize) -> Option<usize> {
+    let rest = text.as_bytes().get(from..)?;
+    rest.iter()
+        .position(|&byte| byte == b'[' || byte == b'{')
+        .map(|at| from + at)
+}
+
+/// The text without surrounding whitespace or byte order marks. `str::trim` first: it is specialized for
+/// whitespace, where a closure pattern decodes character by character, and this runs on every response.
+fn trim(raw: &str) -> &str {
+    let mut trimmed = raw.trim();
+    while let Some(rest) = trimmed.strip_prefix('\u{FEFF}') {
+        trimmed = rest.trim_start();
+    }
+    while let Some(rest) = trimmed.strip_suffix('\u{FEFF}') {
+        trimmed = rest.trim_end();
+    }
+    trimmed
+}
+
+fn finish<T>(candidate: Candidate<T>, whole_text: bool) -> Document<T> {
+    let path = if candidate.skipped {
+        ParsePath::Salvaged
+    } else if candidate.lenient || candidate.cut {
+        ParsePath::Repaired
+    } else if whole_text {
+        ParsePath::Strict
+    } else {
+        ParsePath::Prepass
+    };
+    Document {
+        elements: candidate.elements,
+        path,
+        cut_off: candidate.cut,
+        last_element_cut: candidate.last_element_cut,
+    }
+}
+
+/// Reads the value at `start` (a bracket) and applies the shape rules.
+fn read_candidate<'a, T: FromReader<'a>>(region: &'a str, start: usize) -> Candidate<T> {
+    let mut reader = Reader::new(region, start);
+    let (elements, last_element_cut) = if region.as_bytes()[start] == b'[' {
+        let elements = reader.array::<T>();
+        (elements, reader.last_array_partial())
+    } else {
+        let top = reader.object::<TopObject<'a>>();
+        match shape(top) {
+            Shape::List { elements, partial } => (elements.into_iter().map(T::from_value).collect(), partial),
+            Shape::Single(value) => (vec![T::from_value(value)], reader.ended_early()),
+        }
+    };
+    let has_text = elements.iter().any(T::has_text);
+    Candidate {
+        elements,
+        start,
+        end: reader.position(),
+        lenient: reader.lenient,
+        skipped: reader.skipped,
+        cut: reader.cut,
+        last_element_cut,
+        has_text,
+    }
+}
+
+/// A text that is one JSON string holding the answer (double-encoded output): the answer read from inside it.
+fn read_double_encoded<'a, T: FromReader<'a>>(trimmed: &'a str) -> Option<Document<T>> {
+    let mut reader = Reader::new(trimmed, 0);
+    let LooseValue::String(inner) = reader.value() else {
+        return None;
+    };
+    if reader.lenient || reader.cut || reader.position() != trimmed.len() || !trim(&inner).starts_with(['[', '{']) {
         return None;
     }
-    let body = fenced_body(trimmed).unwrap_or(trimmed);
-    let start = body.find(['[', '{'])?;
-    let candidate = body[start..].trim_end();
-    // The strict read has just rejected exactly this text.
-    let already_rejected = strict_failed && same_slice(trimmed, candidate);
-    (candidate.starts_with('[') && candidate.ends_with(']') && !already_rejected).then_some(candidate)
-}
-
-/// Whether strict parsing can yield elements: only an array, an object or a string can, and each must end with its
-/// closing character.
-fn may_yield_elements(trimmed: &str) -> bool {
-    matches!(trimmed.as_bytes().first(), Some(b'[' | b'{' | b'"')) && trimmed.ends_with([']', '}', '"'])
-}
-
-fn parse_from(raw: &str, strict_failed: bool) -> ParsedResponse<'_> {
-    let trimmed = raw.trim();
-    if trimmed.is_empty() {
-        return ParsedResponse::new(Vec::new(), ParsePath::Empty, false);
-    }
-    // The common case costs one parsing pass and nothing else. Only an array, an object or a string can yield
-    // elements, and each must end with its closing character, so text that cannot is not parsed twice (a cut-off
-    // array would otherwise be read to its end here and again by the pre-pass).
-    let may_yield_elements = may_yield_elements(trimmed);
-    if may_yield_elements
-        && !strict_failed
-        && let Ok(value) = LooseValue::parse(trimmed)
-        && let Some(elements) = elements_of(value)
-    {
-        return ParsedResponse::new(elements, ParsePath::Strict, false);
-    }
-    match strip_thinking_blocks(trimmed) {
-        // The strict step has already read exactly this text when it was a candidate.
-        Cow::Borrowed(text) => parse_unwrapped(text, may_yield_elements.then_some(trimmed)),
-        Cow::Owned(text) => parse_unwrapped(&text, None).into_owned(),
-    }
-}
-
-/// Whether two slices are the same text at the same address (not merely equal).
-fn same_slice(a: &str, b: &str) -> bool {
-    std::ptr::eq(a, b)
-}
-
-/// Steps 3–5 of the recipe on text whose `<thinking>` blocks are gone; `already_failed` is text that the strict
-/// step parsed without getting elements, so a candidate that is that very slice is not parsed again.
-fn parse_unwrapped<'a>(without_thinking: &'a str, already_failed: Option<&str>) -> ParsedResponse<'a> {
-    let body = fenced_body(without_thinking).unwrap_or(without_thinking);
-    let Some(start) = body.find(['[', '{']) else {
-        let path = if body.trim().is_empty() {
-            ParsePath::Empty
-        } else {
-            ParsePath::Unparseable
-        };
-        return ParsedResponse::new(Vec::new(), path, false);
+    let document = read_document::<LooseValue<'_>>(&inner);
+    let path = match document.path {
+        ParsePath::Prepass => ParsePath::Strict,
+        other => other,
     };
-    let from_first_bracket = &body[start..];
-    let scan = scan_structure(from_first_bracket);
-    let candidate = match scan.balanced_end {
-        Some(end) => &from_first_bracket[..end],
-        None => from_first_bracket,
+    Some(Document {
+        elements: document
+            .elements
+            .into_iter()
+            .map(|element| T::from_value(element.into_owned()))
+            .collect(),
+        path,
+        cut_off: document.cut_off,
+        last_element_cut: document.last_element_cut,
+    })
+}
+
+/// What a top-level object holds.
+enum Shape<'a> {
+    /// A list of elements; `partial` says its last element may be incomplete.
+    List {
+        elements: Vec<LooseValue<'a>>,
+        partial: bool,
+    },
+    /// One memory (or one unusable value, which validation drops with its reason).
+    Single(LooseValue<'a>),
+}
+
+/// Applies the shape rules to a top-level object: with `memories` it holds that list; without `text`, and with one
+/// list that holds an object (`{"items": […]}`, or a lone `{"anything": []}`), it holds that list; otherwise it is
+/// one memory.
+fn shape(top: TopObject<'_>) -> Shape<'_> {
+    let TopObject {
+        mut fields,
+        lists_partial,
+    } = top;
+    let list_at = fields
+        .iter()
+        .rposition(|(key, _)| key == "memories")
+        .or_else(|| wrapped_list(&fields));
+    let Some(position) = list_at else {
+        return Shape::Single(LooseValue::Object(fields));
     };
-    let cut_off = scan.balanced_end.is_none();
-
-    let parsed_before = already_failed.is_some_and(|failed| same_slice(failed, candidate));
-    if !parsed_before
-        && let Ok(value) = LooseValue::parse(candidate)
-        && let Some(elements) = elements_of(value)
-    {
-        return ParsedResponse::new(elements, ParsePath::Prepass, false);
-    }
-    if scan.max_depth > MAX_REPAIR_DEPTH {
-        return ParsedResponse::unparseable();
-    }
-    // Trailing commas are the commonest breakage and the general repairer costs ten times a parse: try the
-    // one-line fix first, and trust it only if serde_json then accepts the whole text.
-    if !cut_off
-        && let Some(fixed) = without_trailing_commas(candidate)
-        && let Ok(value) = LooseValue::parse(&fixed)
-        && let Some(elements) = elements_of(value)
-    {
-        let elements = elements.into_iter().map(LooseValue::into_owned).collect();
-        return ParsedResponse::new(elements, ParsePath::Repaired, false);
-    }
-    if let Some(elements) = repair(candidate) {
-        return ParsedResponse::new(elements, ParsePath::Repaired, cut_off);
-    }
-    // The scanner's idea of where the value closes can be wrong when quotes are broken; the repairer may still
-    // make sense of the whole tail.
-    if candidate.len() != from_first_bracket.len()
-        && let Some(elements) = repair(from_first_bracket)
-    {
-        return ParsedResponse::new(elements, ParsePath::Repaired, true);
-    }
-    ParsedResponse::unparseable()
-}
-
-fn repair(candidate: &str) -> Option<Vec<LooseValue<'static>>> {
-    // The repairer is third-party code fed arbitrary model output: a bug in it must cost one response, not the
-    // worker thread.
-    let repaired = std::panic::catch_unwind(|| jsonrepair_rs::jsonrepair(candidate))
-        .ok()?
-        .ok()?;
-    // Its `Ok` is only trusted once serde_json agrees.
-    let value = LooseValue::parse(&repaired).ok()?;
-    Some(elements_of(value)?.into_iter().map(LooseValue::into_owned).collect())
-}
-
-/// The text without commas that directly precede a closing bracket (outside double-quoted strings), or `None`
-/// when there were none.
-fn without_trailing_commas(text: &str) -> Option<String> {
-    let bytes = text.as_bytes();
-    let mut kept = Vec::with_capacity(bytes.len());
-    let mut removed_any = false;
-    let mut in_string = false;
-    let mut at = 0;
-    while at < bytes.len() {
-        let byte = bytes[at];
-        if in_string {
-            kept.push(byte);
-            if byte == b'\\' {
-                if let Some(&escaped) = bytes.get(at + 1) {
-                    kept.push(escaped);
-                }
-                at += 2;
-                continue;
-            }
-            in_string = byte != b'"';
-        } else if byte == b','
-            && bytes[at + 1..]
-                .iter()
-                .find(|next| !next.is_ascii_whitespace())
-                .is_some_and(|next| matches!(next, b']' | b'}'))
-        {
-            removed_any = true;
-        } else {
-            in_string = byte == b'"';
-            kept.push(byte);
-        }
-        at += 1;
-    }
-    // Only ASCII commas were removed, so the bytes are still UTF-8; the check is cheap insurance.
-    removed_any.then(|| String::from_utf8(kept).ok()).flatten()
-}
-
-/// Applies the shape rules: an array is the list; an object with `memories` holds the list; any other object is
-/// one memory; a string holding JSON (double-encoded output) is read once more; other scalars are unusable.
-fn elements_of(value: LooseValue<'_>) -> Option<Vec<LooseValue<'_>>> {
-    match value {
-        LooseValue::Array(elements) => Some(elements),
-        LooseValue::Object(mut fields) => match fields.iter().rposition(|(key, _)| key == "memories") {
-            Some(position) => match fields.swap_remove(position).1 {
-                LooseValue::Array(elements) => Some(elements),
-                LooseValue::Null => Some(Vec::new()),
-                // Kept as one element so validation records why it was unusable instead of losing it silently.
-                other => Some(vec![other]),
-            },
-            None => Some(vec![LooseValue::Object(fields)]),
+    let partial = lists_partial.get(position).copied().unwrap_or(false);
+    match fields.swap_remove(position).1 {
+        LooseValue::Array(elements) => Shape::List { elements, partial },
+        LooseValue::Null => Shape::List {
+            elements: Vec::new(),
+            partial: false,
         },
-        LooseValue::String(text) => {
-            let inner = LooseValue::parse(text.trim()).ok()?;
-            if !matches!(inner, LooseValue::Array(_) | LooseValue::Object(_)) {
-                return None;
-            }
-            Some(elements_of(inner)?.into_iter().map(LooseValue::into_owned).collect())
-        }
-        _ => None,
+        // Kept as one element so validation records why it was unusable instead of losing it silently.
+        other => Shape::List {
+            elements: vec![other],
+            partial: false,
+        },
     }
 }
 
-/// Removes `<thinking>…</thinking>` (and `<think>…</think>`) blocks; an unclosed block runs to the end.
-fn strip_thinking_blocks(text: &str) -> Cow<'_, str> {
-    if !text.contains("<think") {
-        return Cow::Borrowed(text);
+/// The position of the one list field of an object that wraps a list of items.
+fn wrapped_list(fields: &[(Cow<'_, str>, LooseValue<'_>)]) -> Option<usize> {
+    if fields.iter().any(|(key, _)| key == "text") {
+        return None;
     }
+    let mut lists = fields
+        .iter()
+        .enumerate()
+        .filter(|(_, (_, value))| matches!(value, LooseValue::Array(_)));
+    let (position, (_, LooseValue::Array(elements))) = lists.next()? else {
+        return None;
+    };
+    if lists.next().is_some() {
+        return None;
+    }
+    // One object is enough: a cut list can end in whatever followed the cut.
+    let holds_items = elements.iter().any(LooseValue::is_object);
+    (holds_items || (elements.is_empty() && fields.len() == 1)).then_some(position)
+}
+
+/// The text after any `<thinking>…</thinking>` (or `<think>…</think>`) blocks it starts with; an unclosed block
+/// runs to the end.
+fn skip_leading_thinking(text: &str) -> &str {
     let mut rest = text;
-    let mut kept = String::with_capacity(text.len());
-    while let Some(open) = rest.find("<think") {
-        kept.push_str(&rest[..open]);
-        let after_open = &rest[open..];
-        let close_tag = if after_open.starts_with("<thinking") {
+    loop {
+        rest = rest.trim_start();
+        if !rest.starts_with("<think") {
+            return rest;
+        }
+        let close_tag = if rest.starts_with("<thinking") {
             "</thinking>"
         } else {
             "</think>"
         };
-        match after_open.find(close_tag) {
-            Some(close) => rest = &after_open[close + close_tag.len()..],
-            None => {
-                rest = "";
-                break;
-            }
+        match rest.find(close_tag) {
+            Some(close) => rest = &rest[close + close_tag.len()..],
+            None => return "",
         }
     }
-    kept.push_str(rest);
-    Cow::Owned(kept)
 }
 
 /// The body of the first code fence that holds a bracket, up to its closing fence or the end of a cut fence.
@@ -327,111 +374,15 @@ fn fenced_body(text: &str) -> Option<&str> {
     None
 }
 
-struct Scan {
-    /// Byte offset just past the bracket that closes the first value, when it closes.
-    balanced_end: Option<usize>,
-    max_depth: usize,
-}
-
-/// Follows brackets outside strings and comments to find where the first value closes.
-///
-/// Knowing the balanced end lets trailing prose be cut even when it holds punctuation, and knowing that it never
-/// closes tells us the output was truncated (the repairer will close it, but the last element may be partial).
-/// Single and smart quotes only open a string where a value or key can start, so apostrophes in prose are
-/// not mistaken for strings.
-fn scan_structure(text: &str) -> Scan {
-    let bytes = text.as_bytes();
-    let mut depth = 0usize;
-    let mut max_depth = 0usize;
-    let mut previous_significant = b'[';
-    let mut at = 0usize;
-    while at < bytes.len() {
-        let byte = bytes[at];
-        let in_value_position = matches!(previous_significant, b'[' | b'{' | b':' | b',');
-        match byte {
-            b'"' => {
-                at = skip_string(bytes, at + 1, b"\"");
-                previous_significant = b'"';
-                continue;
-            }
-            b'\'' if in_value_position => {
-                at = skip_string(bytes, at + 1, b"'");
-                previous_significant = b'"';
-                continue;
-            }
-            0xE2 if in_value_position && bytes[at..].starts_with("“".as_bytes()) => {
-                at = skip_string(bytes, at + "“".len(), "”".as_bytes());
-                previous_significant = b'"';
-                continue;
-            }
-            b'/' if bytes.get(at + 1) == Some(&b'/') => {
-                at = bytes[at..]
-                    .iter()
-                    .position(|&b| b == b'\n')
-                    .map_or(bytes.len(), |newline| at + newline);
-                continue;
-            }
-            b'/' if bytes.get(at + 1) == Some(&b'*') => {
-                at = find_bytes(&bytes[at + 2..], b"*/").map_or(bytes.len(), |close| at + 2 + close + 2);
-                continue;
-            }
-            b'[' | b'{' => {
-                depth += 1;
-                max_depth = max_depth.max(depth);
-            }
-            b']' | b'}' => {
-                depth = depth.saturating_sub(1);
-                if depth == 0 {
-                    return Scan {
-                        balanced_end: Some(at + 1),
-                        max_depth,
-                    };
-                }
-            }
-            _ => {}
-        }
-        if !byte.is_ascii_whitespace() {
-            previous_significant = byte;
-        }
-        at += 1;
-    }
-    Scan {
-        balanced_end: None,
-        max_depth,
-    }
-}
-
-/// Index just past the closing quote, or the end of the text for an unterminated string.
-fn skip_string(bytes: &[u8], mut at: usize, closing: &[u8]) -> usize {
-    while at < bytes.len() {
-        if bytes[at] == b'\\' {
-            at += 2;
-            continue;
-        }
-        // A straight double quote also ends a smart-quoted string: models mix them.
-        if bytes[at..].starts_with(closing) {
-            return at + closing.len();
-        }
-        if closing != b"\"" && closing != b"'" && bytes[at] == b'"' {
-            return at + 1;
-        }
-        at += 1;
-    }
-    bytes.len()
-}
-
-fn find_bytes(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|window| window == needle)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn thinking_blocks_are_removed_even_when_unclosed() {
-        assert_eq!(strip_thinking_blocks("<thinking>x [</thinking>[1]"), "[1]");
-        assert_eq!(strip_thinking_blocks("[1]<think>cut"), "[1]");
+    fn leading_thinking_blocks_are_skipped_even_when_unclosed() {
+        assert_eq!(skip_leading_thinking("<thinking>x [</thinking>[1]"), "[1]");
+        assert_eq!(skip_leading_thinking(" <think>a</think>\n<think>b</think> [2]"), "[2]");
+        assert_eq!(skip_leading_thinking("<think>cut [1]"), "");
     }
 
     #[test]
@@ -442,10 +393,11 @@ mod tests {
     }
 
     #[test]
-    fn the_scanner_sees_through_strings_and_comments() {
+    fn the_reader_sees_through_strings_and_comments() {
         let text = r#"[{"a": "]}", 'b': '[', /* ] */ "c": 1}] trailing: {"#;
-        let scan = scan_structure(text);
-        assert_eq!(scan.balanced_end, Some(text.find("] trailing").unwrap() + 1));
-        assert!(scan_structure(r#"[{"a": "x"#).balanced_end.is_none());
+        let candidate = read_candidate::<LooseValue<'_>>(text, 0);
+        assert_eq!(candidate.end, text.find("] trailing").unwrap() + 1);
+        assert!(!candidate.cut);
+        assert!(read_candidate::<LooseValue<'_>>(r#"[{"a": "x"#, 0).cut);
     }
 }

@@ -6,7 +6,9 @@
 use chrono::{DateTime, FixedOffset, NaiveDate, NaiveDateTime, TimeZone, Utc};
 use memsift_core::status::Temporal;
 
-use crate::dedupe::{BAG_BUCKETS, FuzzyText, NORMALIZED_BUCKET, is_collapsed_printable_ascii};
+use crate::dedupe::{
+    BAG_BUCKETS, FuzzyText, NORMALIZED_BUCKET, Signature, compact_ascii_key, is_collapsed_printable_ascii,
+};
 use crate::loose::LooseValue;
 
 /// Link kinds a memory may declare towards known memories (the link validator's vocabulary).
@@ -129,7 +131,7 @@ pub(crate) struct CleanText {
 /// Controls are removed rather than turned into spaces (except real whitespace), because a stray NUL inside a word
 /// is an encoding accident, not a word break.
 pub(crate) fn clean_text(raw: &str) -> CleanText {
-    if is_already_clean(raw) {
+    if is_already_clean(raw) || is_already_clean_unicode(raw) {
         return CleanText {
             text: raw.to_owned(),
             stripped_controls: false,
@@ -143,7 +145,7 @@ pub(crate) fn clean_text(raw: &str) -> CleanText {
             pending_space = !text.is_empty();
             continue;
         }
-        if c.is_control() || matches!(c, '\u{200B}'..='\u{200D}' | '\u{2060}' | '\u{FEFF}') {
+        if c.is_control() || is_zero_width(c) {
             stripped_controls = true;
             continue;
         }
@@ -172,12 +174,38 @@ fn is_already_clean(raw: &str) -> bool {
     previous != b' ' || bytes.is_empty()
 }
 
+/// [`is_already_clean`] for text with non-ASCII characters: single spaces its only whitespace, and no control or
+/// zero-width characters, so cleaning it is a copy too.
+fn is_already_clean_unicode(raw: &str) -> bool {
+    let mut previous_is_space = true;
+    for c in raw.chars() {
+        if c == ' ' {
+            if previous_is_space {
+                return false;
+            }
+            previous_is_space = true;
+            continue;
+        }
+        if c.is_whitespace() || c.is_control() || is_zero_width(c) {
+            return false;
+        }
+        previous_is_space = false;
+    }
+    !previous_is_space || raw.is_empty()
+}
+
+/// Characters that `clean_text` removes although they are neither whitespace nor controls.
+fn is_zero_width(c: char) -> bool {
+    matches!(c, '\u{200B}'..='\u{200D}' | '\u{2060}' | '\u{FEFF}')
+}
+
 /// Everything validation and dedupe need from an item's text.
 pub(crate) struct AnalyzedText {
     /// Trimmed and whitespace-collapsed, controls removed.
     pub text: String,
     pub stripped_controls: bool,
-    pub fuzzy: FuzzyText,
+    /// The fuzzy bounds' summary of `text`; its normalized form is computed only when a comparison needs it.
+    pub signature: Signature,
     /// `memsift_core::text::dedupe_key` of `text`.
     pub exact_key: String,
     /// [`mentions_private_fact`] of the normalized text.
@@ -193,74 +221,56 @@ impl AnalyzedText {
             return analyzed;
         }
         let cleaned = clean_text(raw);
+        // Text that only needed its whitespace collapsed or controls removed is clean ASCII now.
+        if let Some(analyzed) = Self::of_clean_ascii(&cleaned.text) {
+            return Self {
+                stripped_controls: cleaned.stripped_controls,
+                ..analyzed
+            };
+        }
         let (fuzzy, exact_key) = FuzzyText::of_clean_with_exact_key(&cleaned.text);
         let mentions_private = mentions_private_fact(fuzzy.normalized());
         Self {
             text: cleaned.text,
             stripped_controls: cleaned.stripped_controls,
-            fuzzy,
+            signature: *fuzzy.signature(),
             exact_key,
             mentions_private,
         }
     }
 
     /// The fast path; `None` unless `raw` is non-empty printable ASCII with single inner spaces (what
-    /// [`is_already_clean`] accepts), for which cleaning is a copy and normalizing is lowercasing. Table lookups
-    /// replace per-byte branches: the loops run over every byte of every item.
+    /// [`is_already_clean`] accepts), for which cleaning is a copy and normalizing is lowercasing. The lowercased
+    /// copy is compacted into the key in place, after the phrase scan has read each word of it; the histogram
+    /// folds case itself.
     fn of_clean_ascii(raw: &str) -> Option<Self> {
         let bytes = raw.as_bytes();
-        if bytes.is_empty() || !is_collapsed_printable_ascii(bytes) {
+        if bytes.is_empty() || bytes.len() > usize::from(u16::MAX) || !is_collapsed_printable_ascii(bytes) {
             return None;
         }
-        let normalized = bytes.to_ascii_lowercase();
-        let mut counts = [0u32; BAG_BUCKETS];
-        for &byte in &normalized {
-            counts[usize::from(BYTE_INFO[usize::from(byte)] & BUCKET_BITS)] += 1;
-        }
-        // The key keeps alphanumeric runs separated by one space: never longer than the normalized text, so it is
-        // compacted in a copy of it, writing behind the read position; the bytes from `read` on are still the
-        // normalized text, which is where the phrase scan looks, at each word start.
-        let mut key = normalized.clone();
+        let mut key = bytes.to_ascii_lowercase();
         let mut mentions_private = false;
-        crate::dedupe::compact_ascii_key(
+        // The text is at most u16::MAX bytes long, so no count can overflow.
+        let mut bag = [0u16; BAG_BUCKETS];
+        compact_ascii_key(
             &mut key,
-            |byte| BYTE_INFO[usize::from(byte)] & WORD != 0,
+            |byte| bag[usize::from(NORMALIZED_BUCKET[usize::from(byte)]) % BAG_BUCKETS] += 1,
             |rest| {
                 if !mentions_private {
                     mentions_private = phrase_starts(rest);
                 }
             },
         );
-        // Printable ASCII in, ASCII out: both conversions succeed; `?` only avoids an `expect`.
-        let normalized = String::from_utf8(normalized).ok()?;
+        // ASCII in, ASCII out: the conversion succeeds; `?` only avoids an `expect`.
         let exact_key = String::from_utf8(key).ok()?;
         Some(Self {
             text: raw.to_owned(),
             stripped_controls: false,
-            fuzzy: FuzzyText::from_normalized_counts(normalized, &counts),
+            signature: Signature::of_counted_clean_ascii(bytes.len(), bag),
             exact_key,
             mentions_private,
         })
     }
-}
-
-/// Bits of [`BYTE_INFO`].
-const WORD: u8 = 0x40;
-const BUCKET_BITS: u8 = 0x3F;
-
-/// For each byte of lowercased printable ASCII: whether it continues a word, and its histogram bucket.
-const BYTE_INFO: [u8; 256] = byte_info();
-
-const fn byte_info() -> [u8; 256] {
-    let mut table = [0u8; 256];
-    let mut byte = 0usize;
-    while byte < 256 {
-        let bucket = NORMALIZED_BUCKET[byte] & BUCKET_BITS;
-        let word = if (byte as u8).is_ascii_alphanumeric() { WORD } else { 0 };
-        table[byte] = bucket | word;
-        byte += 1;
-    }
-    table
 }
 
 /// For each pair of lowercase ASCII letters, the range of [`SENSITIVE_PHRASES`] starting with it (the list is
@@ -302,9 +312,14 @@ fn phrase_starts(rest: &[u8]) -> bool {
         return false;
     }
     let (start, end) = PHRASES_BY_PREFIX[usize::from(first - b'a') * 26 + usize::from(second - b'a')];
+    // Compared byte by byte from the third: common words share a phrase's first letters ("the" and "therapy"), and
+    // a call to memcmp for each cost more than the one or two bytes that tell them apart.
     SENSITIVE_PHRASES[usize::from(start)..usize::from(end)]
         .iter()
-        .any(|phrase| rest.starts_with(phrase.as_bytes()))
+        .any(|phrase| {
+            let phrase = phrase.as_bytes();
+            rest.len() >= phrase.len() && phrase[2..].iter().zip(&rest[2..]).all(|(a, b)| a == b)
+        })
 }
 
 /// The outcome of reading an optional date field.
@@ -476,7 +491,7 @@ mod tests {
                 (
                     cleaned.text,
                     cleaned.stripped_controls,
-                    fuzzy.normalized().to_owned(),
+                    *fuzzy.signature(),
                     exact_key,
                     private,
                 )
@@ -486,7 +501,7 @@ mod tests {
                 (
                     analyzed.text.clone(),
                     analyzed.stripped_controls,
-                    analyzed.fuzzy.normalized().to_owned(),
+                    analyzed.signature,
                     analyzed.exact_key.clone(),
                     analyzed.mentions_private
                 ),
@@ -495,7 +510,14 @@ mod tests {
             );
             let general_fuzzy = FuzzyText::new(&analyzed.text);
             assert!(
-                analyzed.fuzzy.similarity_at_least(&general_fuzzy, 1.0).is_some(),
+                crate::dedupe::similarity_of(
+                    &analyzed.text,
+                    &analyzed.signature,
+                    &analyzed.text,
+                    general_fuzzy.signature(),
+                    1.0
+                )
+                .is_some(),
                 "{raw:?}"
             );
             assert_eq!(

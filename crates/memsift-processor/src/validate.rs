@@ -7,7 +7,7 @@ use chrono::FixedOffset;
 use memsift_core::status::Temporal;
 use memsift_core::{MemoryId, MessageId};
 
-use crate::dedupe::FuzzyText;
+use crate::dedupe::Signature;
 use crate::item::Element;
 use crate::loose::LooseValue;
 use crate::sanitize::{
@@ -24,7 +24,8 @@ pub(crate) struct Candidate {
     pub item: ValidItem,
     /// Linking hints as response indices (validated to be in range and not the item itself).
     pub response_hints: Vec<usize>,
-    pub fuzzy: FuzzyText,
+    /// The fuzzy bounds' summary of the item's text.
+    pub signature: Signature,
 }
 
 /// Why an element was dropped, with a human-readable detail.
@@ -96,7 +97,7 @@ pub(crate) fn validate_item(
     }
     let AnalyzedText {
         text,
-        fuzzy,
+        signature,
         exact_key,
         mentions_private: phrase_sensitive,
         ..
@@ -194,7 +195,7 @@ pub(crate) fn validate_item(
             evidence,
         },
         response_hints,
-        fuzzy,
+        signature,
     })
 }
 

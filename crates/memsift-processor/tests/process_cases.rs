@@ -500,3 +500,17 @@ fn cosine_matches_the_dot_product_of_unit_vectors() {
     let dot: f32 = a.iter().zip(&b).map(|(x, y)| x * y).sum();
     assert!((cosine(&a, &b) - dot).abs() < 1e-6);
 }
+
+#[test]
+fn a_near_duplicate_that_differs_by_an_accent_is_found() {
+    // Non-ASCII and ASCII texts are summarized by different code paths; their histograms must agree on spaces,
+    // or the bound rules this pair (ratio 0.98) out before the ratio is computed.
+    let raw = items_json(&[json!({"text": "Zoë volunteers at the animal shelter every Saturday."})]);
+    let mut request = input(&raw);
+    request.known_texts.push((
+        memory_id(8),
+        "Zoe volunteers at the animal shelter every Saturday.".to_owned(),
+    ));
+    let output = check("accent", &request, &[], &[(0, DropReason::NearDuplicateOfKnown)]);
+    assert_eq!(output.dropped[0].duplicate_of, Some(memory_id(8)));
+}

@@ -1,4 +1,4 @@
-//! The 22 LLM-output samples of `docs/reference/crates.md` §2 as a regression test of the parse-and-repair path.
+//! The 22 LLM-output samples the parser was first chosen on, as a regression test of reading damaged and cut output.
 
 use memsift_processor::{ParsePath, parse_response};
 use serde_json::{Value, json};
@@ -184,6 +184,12 @@ fn the_path_taken_is_recorded() {
         ("<thinking>nothing worth keeping</thinking>", ParsePath::Empty),
         ("I found nothing worth remembering.", ParsePath::Unparseable),
         ("42", ParsePath::Unparseable),
+        (
+            "[{\"text\": \"a\"}, (and one more:) {\"text\": \"b\"}]",
+            ParsePath::Salvaged,
+        ),
+        ("[{\"text\": \"a\"}, [truncated]", ParsePath::Salvaged),
+        ("[{\"text\": \"a\"}, {\"text\": \"b\"", ParsePath::Repaired),
     ];
     for (raw, expected) in cases {
         assert_eq!(parse_response(raw).path, expected, "{raw:?}");
@@ -201,4 +207,27 @@ fn shapes_other_than_an_array_are_accepted() {
     let double_encoded = parse_response("\"[{\\\"text\\\": \\\"a\\\"}]\"");
     assert_eq!(double_encoded.elements.len(), 1);
     assert_eq!(parse_response("[]").elements.len(), 0);
+}
+
+#[test]
+fn notes_inside_a_list_are_passed_over_and_only_an_unclosed_element_counts_as_cut() {
+    let texts = |raw: &str| -> Vec<String> {
+        parse_response(raw)
+            .elements
+            .iter()
+            .map(|element| element.to_json()["text"].as_str().unwrap_or("?").to_owned())
+            .collect()
+    };
+    assert_eq!(
+        texts("[{\"text\": \"a\"}, (and one more:) {\"text\": \"b\"}]"),
+        ["a", "b"]
+    );
+
+    let cut_between = parse_response("[{\"text\": \"a\"}, [truncated]");
+    assert_eq!(cut_between.elements.len(), 1);
+    assert!(cut_between.cut_off && !cut_between.last_element_cut);
+
+    let cut_inside = parse_response("[{\"text\": \"a\"}, {\"text\": \"b\", \"conf\n(output truncated)");
+    assert_eq!(cut_inside.elements.len(), 2);
+    assert!(cut_inside.cut_off && cut_inside.last_element_cut);
 }
