@@ -1,8 +1,8 @@
 //! Reading a stage's answer as JSON, tolerantly, and the typed field accessors every parser shares.
 //!
-//! The wrapper stripping and repair are `memsift_processor::parse_response`, the recipe measured on real model
-//! output (strict read, `<thinking>` blocks, code fences, surrounding prose, then `jsonrepair-rs`), so extraction
-//! and post-processing answers are read the same way. One difference: that recipe reads an object holding a
+//! The wrapper stripping and repair are `memsift_processor::parse_response`, the processor's tolerant reader
+//! (strict JSON, `<thinking>` blocks, code fences, surrounding prose, single quotes, comments, a cut tail), so
+//! extraction and post-processing answers are read the same way. One difference: that recipe reads an object holding a
 //! `memories` list as the list (the extraction contract), while a consolidation answer may well echo the
 //! `memories` it merged, so objects are first read here as they stand, bare or fenced.
 
