@@ -326,7 +326,10 @@ pub fn process(input: &ProcessInput<'_>) -> ProcessOutput {
     if n_elements == 0 {
         return output;
     }
-    let last_may_be_partial = last_element_cut || input.stop_reason == Some(StopReason::MaxTokens);
+    // Only an element the text ended inside is partial. A `max_tokens` stop after an element
+    // closed cut nothing of it: dropping it would lose a complete memory, and a response holding
+    // one complete element would yield none.
+    let last_may_be_partial = last_element_cut;
     let context = ItemContext {
         input,
         user_offset: input.user_offset(),

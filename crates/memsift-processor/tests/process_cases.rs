@@ -251,23 +251,31 @@ fn linking_hints_follow_the_surviving_items() {
 }
 
 #[test]
-fn max_tokens_and_cut_off_json_drop_only_the_last_item() {
+fn a_cut_element_is_dropped_and_closed_ones_kept_whatever_the_stop_reason() {
     let complete = items_json(&[
         json!({"text": "Caroline moved to a new apartment."}),
         json!({"text": "Caroline adopted a second dog."}),
     ]);
     let mut request = input(&complete);
+    // Stopped at max_tokens right after the array closed: nothing of any element was cut.
     request.stop_reason = Some(StopReason::MaxTokens);
-    let output = check(
-        "max tokens",
+    check(
+        "max tokens after the last element closed",
         &request,
-        &["Caroline moved to a new apartment."],
-        &[(1, DropReason::Truncated)],
+        &["Caroline moved to a new apartment.", "Caroline adopted a second dog."],
+        &[],
     );
-    assert_eq!(
-        output.dropped[0].text.as_deref(),
-        Some("Caroline adopted a second dog.")
+    let one = items_json(&[json!({"text": "Caroline adopted a second dog."})]);
+    let one_open = one.trim_end().trim_end_matches(']');
+    let mut request = input(one_open);
+    request.stop_reason = Some(StopReason::MaxTokens);
+    check(
+        "one complete element, then the limit",
+        &request,
+        &["Caroline adopted a second dog."],
+        &[],
     );
+    let mut request = input(&complete);
     request.stop_reason = Some(StopReason::EndTurn);
     check(
         "end turn",

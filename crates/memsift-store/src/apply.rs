@@ -10,9 +10,8 @@ use std::collections::HashSet;
 
 use chrono::{DateTime, Utc};
 use memsift_core::status::RequestStatus;
-use memsift_core::text::{collapse_whitespace, dedupe_key};
-use memsift_core::{EntityId, MemoryId, OperationId, RequestId, SegmentId, UserId};
-use memsift_processor::ValidItem;
+use memsift_core::text::collapse_whitespace;
+use memsift_core::{EntityId, MemoryId, MessageId, OperationId, RequestId, SegmentId, UserId};
 use serde_json::Value;
 
 use crate::memory_insert::{DEFAULT_IMPORTANCE, Inserted, MemoryInsert};
@@ -34,9 +33,13 @@ pub struct ApplyInput {
     /// Recorded on the segment.
     pub model: Option<String>,
     /// Items that survived processing.
-    pub items: Vec<ValidItem>,
-    /// The processor's drop records, stored with the request.
+    pub items: Vec<NewMemory>,
+    /// The processor's drop records, stored with the request for people and `memsift show`; the
+    /// store never reads them back.
     pub drops: Value,
+    /// Dropped duplicates of stored memories and the turns they cited, which those memories gain
+    /// as evidence.
+    pub duplicate_evidence: Vec<DuplicateEvidence>,
     /// How many items the processor dropped.
     pub n_dropped: i64,
     /// One embedding per item, stored with the memory it becomes (`None`: leave the vectors to
@@ -48,6 +51,51 @@ pub struct ApplyInput {
     pub replay: Option<String>,
     /// The clock reading.
     pub now: DateTime<Utc>,
+}
+
+/// A memory the apply path writes: an item that survived processing, in the store's terms.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NewMemory {
+    /// Trimmed, whitespace-collapsed text.
+    pub text: String,
+    /// The normalised exact key (`memsift_core::text::dedupe_key` of the text).
+    pub dedupe_key: String,
+    /// 0.0–1.0.
+    pub confidence: f64,
+    /// When the event happens.
+    pub happens_at: Option<DateTime<Utc>>,
+    /// When it stops being true.
+    pub expires_at: Option<DateTime<Utc>>,
+    /// A private fact.
+    pub sensitive: bool,
+    /// How long it holds.
+    pub temporal: memsift_core::status::Temporal,
+    /// Known memories the extractor said it relates to or merges: link hints.
+    pub hinted_memory_ids: Vec<MemoryId>,
+    /// Positions of other items of the same apply it relates to: link hints once written.
+    pub linking_hints: Vec<usize>,
+    /// (name, kind) pairs.
+    pub entities: Vec<(String, String)>,
+    /// The messages it came from.
+    pub evidence: Vec<MessageId>,
+}
+
+/// A dropped duplicate of a stored memory: the memory it duplicates and the turns it cited.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DuplicateEvidence {
+    /// The stored memory it duplicates.
+    pub of: DuplicateOf,
+    /// The turns the dropped item cited.
+    pub evidence: Vec<MessageId>,
+}
+
+/// Which stored memory a dropped item duplicates.
+#[derive(Clone, Debug, PartialEq)]
+pub enum DuplicateOf {
+    /// A memory known by id (near duplicates and vector duplicates).
+    Memory(MemoryId),
+    /// The user's active memory with this normalised key (exact duplicates).
+    Key(String),
 }
 
 /// The embeddings of an apply's items, in item order, all made by one model.
@@ -223,12 +271,7 @@ impl Store {
             // candidates. Hinted items that were not written have no memory to point at.
             for (memory_id, &position) in memory_ids.iter().zip(&item_positions) {
                 let item = &input.items[position];
-                let mut hints: Vec<String> = item
-                    .related_memory_ids
-                    .iter()
-                    .chain(&item.consolidates_memory_ids)
-                    .map(ToString::to_string)
-                    .collect();
+                let mut hints: Vec<String> = item.hinted_memory_ids.iter().map(ToString::to_string).collect();
                 for &hinted in &item.linking_hints {
                     if let Some(slot) = item_positions.iter().position(|&written| written == hinted) {
                         hints.push(memory_ids[slot].to_string());
@@ -337,38 +380,26 @@ impl WriteTx {
     /// the facts a question needs stay cited after dedupe. Only this user's memories and messages
     /// qualify.
     async fn pass_on_dropped_evidence(&mut self, input: &ApplyInput) -> Result<()> {
-        for drop in input.drops.as_array().into_iter().flatten() {
-            let evidence: Vec<&str> = drop
-                .get("evidence")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_str)
-                .collect();
-            let by_key = drop.get("reason").and_then(Value::as_str) == Some("duplicate_of_existing");
-            let target = match (drop.get("duplicate_of").and_then(Value::as_str), by_key) {
-                (Some(memory_id), _) => Some((memory_id.to_owned(), false)),
-                (None, true) => drop
-                    .get("text")
-                    .and_then(Value::as_str)
-                    .map(|text| (dedupe_key(text), true)),
-                (None, false) => None,
+        for duplicate in &input.duplicate_evidence {
+            let (statement, target) = match &duplicate.of {
+                DuplicateOf::Key(key) => (
+                    "INSERT INTO memory_evidence (memory_id, message_id)
+                     SELECT m.id, $2 FROM memories m
+                     WHERE m.user_id = $3 AND m.dedupe_key = $1 AND m.archived_at IS NULL
+                       AND EXISTS (SELECT 1 FROM messages WHERE id = $2 AND user_id = $3)
+                     ON CONFLICT DO NOTHING",
+                    key.clone(),
+                ),
+                DuplicateOf::Memory(memory_id) => (
+                    "INSERT INTO memory_evidence (memory_id, message_id)
+                     SELECT m.id, $2 FROM memories m
+                     WHERE m.id = $1 AND m.user_id = $3
+                       AND EXISTS (SELECT 1 FROM messages WHERE id = $2 AND user_id = $3)
+                     ON CONFLICT DO NOTHING",
+                    memory_id.to_string(),
+                ),
             };
-            let Some((target, is_key)) = target else { continue };
-            let statement = if is_key {
-                "INSERT INTO memory_evidence (memory_id, message_id)
-                 SELECT m.id, $2 FROM memories m
-                 WHERE m.user_id = $3 AND m.dedupe_key = $1 AND m.archived_at IS NULL
-                   AND EXISTS (SELECT 1 FROM messages WHERE id = $2 AND user_id = $3)
-                 ON CONFLICT DO NOTHING"
-            } else {
-                "INSERT INTO memory_evidence (memory_id, message_id)
-                 SELECT m.id, $2 FROM memories m
-                 WHERE m.id = $1 AND m.user_id = $3
-                   AND EXISTS (SELECT 1 FROM messages WHERE id = $2 AND user_id = $3)
-                 ON CONFLICT DO NOTHING"
-            };
-            for message_id in evidence {
+            for message_id in &duplicate.evidence {
                 self.execute(sql!(statement, &target, message_id, input.user_id))
                     .await?;
             }

@@ -43,7 +43,7 @@ mod undo;
 mod users;
 mod vectors;
 
-pub use apply::{ApplyInput, ApplyOutcome, ItemEmbeddings};
+pub use apply::{ApplyInput, ApplyOutcome, DuplicateEvidence, DuplicateOf, ItemEmbeddings, NewMemory};
 pub use batches::{BatchRow, PackPolicy, PackedBatch};
 pub use erasure::ErasureReceipt;
 #[cfg(feature = "test-support")]
@@ -330,7 +330,9 @@ impl Store {
         };
         let exists: Option<String> = on_pool!(self, |pool| {
             let probe = match self.kind() {
-                BackendKind::Sqlite => "SELECT name FROM sqlite_master WHERE type = 'table' AND name = '_sqlx_migrations'",
+                BackendKind::Sqlite => {
+                    "SELECT name FROM sqlite_master WHERE type = 'table' AND name = '_sqlx_migrations'"
+                }
                 BackendKind::Postgres => "SELECT CAST(to_regclass('_sqlx_migrations') AS TEXT)",
             };
             sqlx::query_scalar::<_, Option<String>>(probe)

@@ -41,9 +41,9 @@ pub fn pg_admin_url() -> String {
     }
     static URL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     URL.get_or_init(|| {
-        let default_answers = "127.0.0.1:5432"
-            .parse()
-            .is_ok_and(|address| std::net::TcpStream::connect_timeout(&address, std::time::Duration::from_secs(1)).is_ok());
+        let default_answers = "127.0.0.1:5432".parse().is_ok_and(|address| {
+            std::net::TcpStream::connect_timeout(&address, std::time::Duration::from_secs(1)).is_ok()
+        });
         if default_answers {
             DEFAULT_PG_URL.to_owned()
         } else {
@@ -92,7 +92,12 @@ fn throwaway_cluster() -> Result<String, String> {
         )?;
     }
     let port_file = dir.join("port");
-    let running = pg("pg_ctl").arg("status").arg("-D").arg(&data).output().is_ok_and(|out| out.status.success());
+    let running = pg("pg_ctl")
+        .arg("status")
+        .arg("-D")
+        .arg(&data)
+        .output()
+        .is_ok_and(|out| out.status.success());
     if !running {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|listener| listener.local_addr())

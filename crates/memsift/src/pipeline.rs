@@ -742,6 +742,47 @@ async fn prepare_output(ctx: &ApplyContext, request_id: RequestId, replay: bool)
     })
 }
 
+/// An item that survived processing, as the store writes it.
+fn new_memory(item: memsift_processor::ValidItem) -> memsift_store::NewMemory {
+    memsift_store::NewMemory {
+        text: item.text,
+        dedupe_key: item.dedupe_key,
+        confidence: item.confidence,
+        happens_at: item.happens_at,
+        expires_at: item.expires_at,
+        sensitive: item.sensitive,
+        temporal: item.temporal,
+        hinted_memory_ids: item
+            .related_memory_ids
+            .into_iter()
+            .chain(item.consolidates_memory_ids)
+            .collect(),
+        linking_hints: item.linking_hints,
+        entities: item.entities,
+        evidence: item.evidence,
+    }
+}
+
+/// The stored memory a dropped duplicate points at, with the turns it cited; `None` for any other
+/// drop (nothing to pass on).
+fn duplicate_evidence(drop: &memsift_processor::DroppedItem) -> Option<memsift_store::DuplicateEvidence> {
+    use memsift_store::DuplicateOf;
+    if drop.evidence.is_empty() {
+        return None;
+    }
+    let of = match (drop.duplicate_of, drop.reason) {
+        (Some(memory_id), _) => DuplicateOf::Memory(memory_id),
+        (None, memsift_processor::DropReason::DuplicateOfExisting) => {
+            DuplicateOf::Key(memsift_core::text::dedupe_key(drop.text.as_deref()?))
+        }
+        (None, _) => return None,
+    };
+    Some(memsift_store::DuplicateEvidence {
+        of,
+        evidence: drop.evidence.clone(),
+    })
+}
+
 /// Writes a prepared output: exactly once on the normal path, journaled when `replay` says why.
 async fn write_output(
     ctx: &ApplyContext,
@@ -761,7 +802,8 @@ async fn write_output(
         model: stored.model.clone(),
         n_dropped: output.dropped.len() as i64,
         drops: serde_json::to_value(&output.dropped)?,
-        items: output.items,
+        duplicate_evidence: output.dropped.iter().filter_map(duplicate_evidence).collect(),
+        items: output.items.into_iter().map(new_memory).collect(),
         embeddings,
         replay,
         now: ctx.clock.now(),

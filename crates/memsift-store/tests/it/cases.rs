@@ -3,8 +3,9 @@
 use chrono::Duration;
 use memsift_core::status::{Lane, Purpose, Role, Temporal};
 use memsift_core::{MemoryId, MessageId, RequestId, SegmentId, UserId};
-use memsift_processor::ValidItem;
-use memsift_store::{ApplyInput, ApplyOutcome, ItemEmbeddings, NewMessage, NewRequest, Store};
+use memsift_store::{
+    ApplyInput, ApplyOutcome, DuplicateEvidence, DuplicateOf, ItemEmbeddings, NewMemory, NewMessage, NewRequest, Store,
+};
 use serde_json::json;
 
 use crate::helpers::{idle, message, no_progress, t0};
@@ -23,8 +24,8 @@ async fn segment_statuses(store: &Store, user: &str) -> Vec<(String, i64)> {
         .collect()
 }
 
-fn item(text: &str, evidence: Vec<MessageId>) -> ValidItem {
-    ValidItem {
+fn item(text: &str, evidence: Vec<MessageId>) -> NewMemory {
+    NewMemory {
         text: text.to_owned(),
         dedupe_key: memsift_core::text::dedupe_key(text),
         confidence: 0.9,
@@ -32,9 +33,7 @@ fn item(text: &str, evidence: Vec<MessageId>) -> ValidItem {
         expires_at: None,
         sensitive: false,
         temporal: Temporal::Durable,
-        relationship_type: None,
-        related_memory_ids: Vec::new(),
-        consolidates_memory_ids: Vec::new(),
+        hinted_memory_ids: Vec::new(),
         linking_hints: Vec::new(),
         entities: Vec::new(),
         evidence,
@@ -85,7 +84,7 @@ fn request(segment_id: SegmentId, user_id: UserId, chunk_index: i64) -> NewReque
     }
 }
 
-fn apply_input(request: &NewRequest, items: Vec<ValidItem>) -> ApplyInput {
+fn apply_input(request: &NewRequest, items: Vec<NewMemory>) -> ApplyInput {
     ApplyInput {
         request_id: request.id,
         user_id: request.user_id,
@@ -94,6 +93,7 @@ fn apply_input(request: &NewRequest, items: Vec<ValidItem>) -> ApplyInput {
         model: None,
         items,
         drops: json!([]),
+        duplicate_evidence: Vec::new(),
         n_dropped: 0,
         embeddings: None,
         replay: None,
@@ -881,12 +881,16 @@ pub async fn a_duplicate_passes_its_evidence_to_the_stored_memory(store: &Store)
         .unwrap();
     store.record_output(third.id, "[...]", None, t0()).await.unwrap();
     let mut input = apply_input(&third, vec![]);
-    input.drops = json!([
-        { "index": 0, "reason": "duplicate_by_vector", "text": "Ana's home is Lisbon.", "duplicate_of": kept.to_string(),
-          "evidence": [third_turns[0].to_string()] },
-        { "index": 1, "reason": "duplicate_by_vector", "text": "x", "duplicate_of": bos_memory.to_string(),
-          "evidence": [third_turns[1].to_string()] },
-    ]);
+    input.duplicate_evidence = vec![
+        DuplicateEvidence {
+            of: DuplicateOf::Memory(kept),
+            evidence: vec![third_turns[0]],
+        },
+        DuplicateEvidence {
+            of: DuplicateOf::Memory(bos_memory),
+            evidence: vec![third_turns[1]],
+        },
+    ];
     input.n_dropped = 2;
     store.apply(&input).await.unwrap();
     let rows = store.user_rows(user_id).await.unwrap();
