@@ -380,6 +380,24 @@ pub enum ProviderKind {
     OpenaiCompatible,
 }
 
+impl ProviderKind {
+    /// The snake_case name, as configuration spells it and request rows store it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProviderKind::Heuristic => "heuristic",
+            ProviderKind::Anthropic => "anthropic",
+            ProviderKind::Openai => "openai",
+            ProviderKind::OpenaiCompatible => "openai_compatible",
+        }
+    }
+}
+
+impl std::fmt::Display for ProviderKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// How the lane is chosen for a key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -119,13 +119,7 @@ pub enum LlmConfigError {
 pub fn validate_llm_config(key: &str, config: &LlmConfig) -> Vec<LlmConfigError> {
     let mut errors = Vec::new();
     let key_owned = || key.to_owned();
-    let provider_name = match config.provider {
-        ProviderKind::Heuristic => "heuristic",
-        ProviderKind::Anthropic => "anthropic",
-        ProviderKind::Openai => "openai",
-        ProviderKind::OpenaiCompatible => "openai_compatible",
-    }
-    .to_owned();
+    let provider_name = config.provider.as_str().to_owned();
     if config.provider == ProviderKind::Heuristic {
         return errors;
     }

@@ -30,12 +30,7 @@ pub fn has_batch_api(provider: ProviderKind) -> bool {
 
 /// The snake_case name of a provider kind, as configuration spells it.
 pub(crate) fn provider_name(provider: ProviderKind) -> &'static str {
-    match provider {
-        ProviderKind::Heuristic => "heuristic",
-        ProviderKind::Anthropic => "anthropic",
-        ProviderKind::Openai => "openai",
-        ProviderKind::OpenaiCompatible => "openai_compatible",
-    }
+    provider.as_str()
 }
 
 /// Chooses lanes. Cheap to share behind an `Arc`; its only mutable state is the breakers.

@@ -17,7 +17,7 @@ pub struct ExecutionRequest<'a> {
     pub purpose: Purpose,
     /// The system prompt, identical across requests so providers cache it.
     pub system_prompt: &'a str,
-    /// The user message (see `memsift_payload::ExtractionChunk::user_message`).
+    /// The user message: escaped turns for extraction, a compact JSON task for post-processing.
     pub user_message: &'a str,
     /// The turns the message shows, for lanes that read turns rather than text.
     pub turns: &'a [Turn],

@@ -52,10 +52,12 @@ pub struct MemoryRow {
     pub temporal: String,
     /// Event time.
     pub happens_at: Option<DateTime<Utc>>,
-    /// Labels of the evidence turns, comma separated, in message order.
-    pub evidence: String,
-    /// Entity names, comma separated.
-    pub entities: String,
+    /// Labels of the evidence turns, in message order.
+    #[sqlx(skip)]
+    pub evidence: Vec<String>,
+    /// Entity names, in name order.
+    #[sqlx(skip)]
+    pub entities: Vec<String>,
     /// Prompt or rule-set version that produced it.
     pub prompt_version: String,
     /// Created.
@@ -155,7 +157,7 @@ impl Store {
         let mut rows: Vec<MemoryRow> = on_pool!(self, |pool| {
             sqlx::query_as(
                 "SELECT m.id, m.text, m.confidence, m.sensitive, m.temporal, m.happens_at,
-                        '' AS evidence, '' AS entities, m.prompt_version, m.created_at
+                        m.prompt_version, m.created_at
                  FROM memories m JOIN users u ON u.id = m.user_id
                  WHERE u.external_id = $1 AND m.archived_at IS NULL
                  ORDER BY m.created_at, m.id
@@ -187,9 +189,8 @@ impl Store {
             row.evidence = evidence
                 .into_iter()
                 .map(|(external_id, seq)| external_id.unwrap_or_else(|| format!("t{seq}")))
-                .collect::<Vec<_>>()
-                .join(",");
-            row.entities = entities.join(",");
+                .collect();
+            row.entities = entities;
         }
         Ok(rows)
     }
@@ -252,7 +253,7 @@ impl Store {
 }
 
 impl Store {
-    /// Rows in one of the data model's tables (for tests and `memsift status`).
+    /// Rows in one of the data model's tables (for tests and reports).
     pub async fn count_rows(&self, table: &str) -> Result<i64> {
         const TABLES: &[&str] = &[
             "users",

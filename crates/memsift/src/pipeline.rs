@@ -480,12 +480,7 @@ async fn memory_context(
 
 /// The stored name of a provider kind.
 pub fn provider_name(provider: ProviderKind) -> &'static str {
-    match provider {
-        ProviderKind::Heuristic => "heuristic",
-        ProviderKind::Anthropic => "anthropic",
-        ProviderKind::Openai => "openai",
-        ProviderKind::OpenaiCompatible => "openai_compatible",
-    }
+    provider.as_str()
 }
 
 /// Executes planned requests of the heuristic or immediate lane and applies their answers.

@@ -140,8 +140,8 @@ pub fn memories_table(rows: &[MemoryRow]) -> Grid {
             row.temporal.clone(),
             if row.sensitive { "yes".to_owned() } else { String::new() },
             format!("{:.2}", row.confidence),
-            row.evidence.clone(),
-            row.entities.clone(),
+            row.evidence.join(","),
+            row.entities.join(","),
         ]);
     }
     table

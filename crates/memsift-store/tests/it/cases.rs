@@ -333,7 +333,7 @@ pub async fn apply_writes_a_result_exactly_once(store: &Store) {
     assert_eq!(store.counts().await.unwrap(), after_first);
     assert_eq!(store.count_rows("memory_evidence").await.unwrap(), 1);
     let memories = store.list_memories("ana", None).await.unwrap();
-    assert_eq!(memories[0].evidence, "t0");
+    assert_eq!(memories[0].evidence, ["t0"]);
 }
 
 pub async fn a_segment_is_extracted_only_when_every_chunk_is_applied(store: &Store) {
@@ -440,7 +440,7 @@ pub async fn entities_are_upserted_and_joined(store: &Store) {
     assert_eq!(store.count_rows("entities").await.unwrap(), 2);
     assert_eq!(store.count_rows("memory_entities").await.unwrap(), 3);
     let memories = store.list_memories("ana", None).await.unwrap();
-    assert_eq!(memories[1].entities, "Lisbon,Miso");
+    assert_eq!(memories[1].entities, ["Lisbon", "Miso"]);
 }
 
 pub async fn memory_listings_are_scoped_by_user(store: &Store) {

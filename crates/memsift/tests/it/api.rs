@@ -114,6 +114,14 @@ async fn ingest_extract_list(api: &Api) {
         texts(&listed["memories"]),
         vec!["The user lives in Lisbon.", "The user has a dog named Rex."]
     );
+    // Lists are JSON arrays, as docs/openapi.json says, not comma-joined strings.
+    for memory in listed["memories"].as_array().unwrap() {
+        assert!(
+            memory["evidence"].as_array().is_some_and(|labels| !labels.is_empty()),
+            "{memory}"
+        );
+        assert!(memory["entities"].is_array(), "{memory}");
+    }
 }
 
 #[tokio::test]

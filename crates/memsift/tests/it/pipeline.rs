@@ -53,7 +53,7 @@ async fn imported_conversations_become_memories_once_segments_close() {
     let bo: Vec<String> = test.memory_texts("bo").await;
     assert_eq!(bo, vec!["The user is allergic to peanuts."]);
     let memories = test.app.store.list_memories("bo", None).await.unwrap();
-    assert_eq!(memories[0].evidence, "t2");
+    assert_eq!(memories[0].evidence, ["t2"]);
     assert!(memories[0].sensitive);
     test.finish().await;
 }
