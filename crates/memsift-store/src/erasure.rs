@@ -1,15 +1,24 @@
 //! Erasing a user: everything memsift learned from or stored about them goes, in one
-//! transaction, leaving tombstones so the same facts are never extracted again.
+//! transaction, leaving keyed fingerprints so the same facts are never stored again.
 //!
-//! What stays: the user row (the tombstones hang off it) and the request rows' token and cost
-//! figures (budgets and the bill need them), scrubbed of every text. Requests still in flight
-//! are ended as `dead` with the reason `erased`, so a batch answer arriving later applies nothing.
+//! What stays: the user row, its external id replaced by an opaque one, and the request rows'
+//! token and cost figures (budgets and the bill need them), scrubbed of every text, errors
+//! included. The erased facts are kept only as HMAC fingerprints (`erasure_key`), never as text.
+//! Requests still in flight are ended as `dead` with the reason `erased`, so a batch answer
+//! arriving later applies nothing, and their batches are marked so that what the provider keeps
+//! of them is deleted once they are ingested.
+//!
+//! Deleted text must not survive in the database files either: SQLite runs with `secure_delete`
+//! (freed pages are zeroed), and after an erasure its write-ahead log is checkpointed and
+//! truncated, so no older copy of a page stays in it; PostgreSQL vacuums the tables the erasure
+//! touched, which removes the dead rows from the tables (their bytes can stay in free space until
+//! reused: `VACUUM FULL`, which rewrites the files, is for an operator to schedule).
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use crate::tx::sql;
-use crate::{Result, Store, StoreError};
+use crate::{Backend, ErasureKey, Result, Store, StoreError};
 
 /// What an erasure removed, for the receipt the operator keeps.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -51,7 +60,9 @@ impl Store {
     /// Erases `user_external_id`'s memories, vectors, links, entities, segments, messages, raw
     /// outputs and request bodies in one transaction and records a tombstone per erased fact.
     pub async fn erase_user(&self, user_external_id: &str, now: DateTime<Utc>) -> Result<ErasureReceipt> {
-        self.write(async |tx| {
+        let key = self.erasure_key()?;
+        let user_key = key.user_key(user_external_id);
+        let receipt = self.write(async |tx| {
             let user_id: Option<String> = tx
                 .scalar_optional(sql!("SELECT id FROM users WHERE external_id = $1", user_external_id))
                 .await?;
@@ -89,12 +100,35 @@ impl Store {
                     user_id
                 ))
                 .await?;
+            let facts: Vec<String> = tx
+                .scalar_all(sql!("SELECT DISTINCT dedupe_key FROM memories WHERE user_id = $1", user_id))
+                .await?;
+            for fact in &facts {
+                tx.execute(sql!(
+                    "INSERT INTO erased_facts (user_key, fingerprint, erased_at) VALUES ($1, $2, $3)
+                     ON CONFLICT DO NOTHING",
+                    &user_key,
+                    key.fact(fact),
+                    now
+                ))
+                .await?;
+            }
+            // Rows of the plain-text table this user may have from before keyed erasure.
+            tx.execute(sql!("DELETE FROM tombstones WHERE user_id = $1", user_id))
+                .await?;
+            // Batches in flight with this user's requests: their provider copies go once ingested.
             tx.execute(sql!(
-                "INSERT INTO tombstones (user_id, fingerprint, created_at)
-                 SELECT DISTINCT user_id, dedupe_key, $2 FROM memories WHERE user_id = $1
-                 ON CONFLICT DO NOTHING",
-                user_id,
-                now
+                "UPDATE batches SET delete_when_ingested = TRUE, last_error = NULL
+                 WHERE status IN ('submitting', 'submitted', 'ended')
+                   AND id IN (SELECT batch_id FROM llm_requests WHERE user_id = $1 AND batch_id IS NOT NULL)",
+                user_id
+            ))
+            .await?;
+            // A batch's last error is the provider's text, which can quote a prompt.
+            tx.execute(sql!(
+                "UPDATE batches SET last_error = NULL
+                 WHERE id IN (SELECT batch_id FROM llm_requests WHERE user_id = $1 AND batch_id IS NOT NULL)",
+                user_id
             ))
             .await?;
             let n_requests_ended = tx
@@ -104,10 +138,12 @@ impl Store {
                     user_id
                 ))
                 .await? as i64;
-            // Keep the figures, drop every text; detach from the segments about to go.
+            // Keep the figures, drop every text (a provider's error can quote the prompt); detach from
+            // the segments about to go.
             tx.execute(sql!(
                 "UPDATE llm_requests SET raw_output = NULL, request_body = NULL, context = '{}', subject = '{}',
-                                         drops = '[]', segment_id = NULL
+                                         drops = '[]', segment_id = NULL,
+                                         error = CASE WHEN error IS NULL THEN NULL ELSE 'erased' END
                  WHERE user_id = $1",
                 user_id
             ))
@@ -126,13 +162,16 @@ impl Store {
             let n_segments = tx
                 .execute(sql!("DELETE FROM segments WHERE user_id = $1", user_id))
                 .await? as i64;
+            // The external id is the person's identifier in the host app: replaced by an opaque one.
+            // Their erased facts hang off its keyed fingerprint, not off this row.
             tx.execute(sql!(
-                "UPDATE users SET memory_version = memory_version + 1 WHERE id = $1",
-                user_id
+                "UPDATE users SET memory_version = memory_version + 1, external_id = $2 WHERE id = $1",
+                user_id,
+                format!("erased:{user_id}")
             ))
             .await?;
             let n_tombstones: i64 = tx
-                .scalar_one(sql!("SELECT COUNT(*) FROM tombstones WHERE user_id = $1", user_id))
+                .scalar_one(sql!("SELECT COUNT(*) FROM erased_facts WHERE user_key = $1", &user_key))
                 .await?;
             Ok(ErasureReceipt {
                 user: user_external_id.to_owned(),
@@ -152,6 +191,107 @@ impl Store {
                 erased_at: now,
             })
         })
+        .await?;
+        self.wipe_deleted_text().await?;
+        Ok(receipt)
+    }
+
+    /// The store's erasure key, or an error saying how to give it one.
+    pub(crate) fn erasure_key(&self) -> Result<&ErasureKey> {
+        self.erasure.as_deref().ok_or_else(|| {
+            StoreError::Invalid(
+                "this store has no erasure key; memsift loads it from MEMSIFT_ERASURE_KEY or [erasure] key_file".to_owned(),
+            )
+        })
+    }
+
+    /// Uses `key` for the fingerprints of erased users and facts.
+    pub fn with_erasure_key(mut self, key: ErasureKey) -> Store {
+        self.erasure = Some(std::sync::Arc::new(key));
+        self
+    }
+
+    /// Checks the erasure key against the one this database was first used with (recording it on
+    /// first use) and moves any plain-text tombstones left by older versions to keyed fingerprints,
+    /// giving the users they belong to opaque external ids. Returns how many were moved.
+    pub async fn adopt_erasure_key(&self, now: DateTime<Utc>) -> Result<u64> {
+        let key = self.erasure_key()?;
+        let check = key.check_value();
+        self.write(async |tx| {
+            let recorded: Option<String> = tx
+                .scalar_optional(sql!("SELECT check_value FROM erasure_key_check WHERE id = 1"))
+                .await?;
+            match recorded {
+                None => {
+                    tx.execute(sql!(
+                        "INSERT INTO erasure_key_check (id, check_value, created_at) VALUES (1, $1, $2)",
+                        &check,
+                        now
+                    ))
+                    .await?;
+                }
+                Some(recorded) if recorded != check => {
+                    return Err(StoreError::Invalid(
+                        "the erasure key is not the one this database's erasures were made with; \
+                         use that key (MEMSIFT_ERASURE_KEY or [erasure] key_file, backed up with the database)"
+                            .to_owned(),
+                    ));
+                }
+                Some(_) => {}
+            }
+            let legacy: Vec<(String, String, Option<String>)> = tx
+                .fetch_all(sql!(
+                    "SELECT t.user_id, t.fingerprint, u.external_id FROM tombstones t LEFT JOIN users u ON u.id = t.user_id"
+                ))
+                .await?;
+            for (user_id, fingerprint, external_id) in &legacy {
+                let user_key = key.user_key(external_id.as_deref().unwrap_or(user_id));
+                tx.execute(sql!(
+                    "INSERT INTO erased_facts (user_key, fingerprint, erased_at) VALUES ($1, $2, $3)
+                     ON CONFLICT DO NOTHING",
+                    &user_key,
+                    key.fact(fingerprint),
+                    now
+                ))
+                .await?;
+                tx.execute(sql!(
+                    "UPDATE users SET external_id = $2 WHERE id = $1 AND external_id NOT LIKE 'erased:%'",
+                    user_id,
+                    format!("erased:{user_id}")
+                ))
+                .await?;
+            }
+            tx.execute(sql!("DELETE FROM tombstones")).await?;
+            Ok(legacy.len() as u64)
+        })
         .await
+    }
+
+    /// Makes deleted rows unreadable in the database files: on SQLite a `TRUNCATE` checkpoint of
+    /// the write-ahead log (with `secure_delete` on, the freed pages were zeroed; the log still
+    /// held the old pages until now); on PostgreSQL a `VACUUM` of the tables an erasure touches.
+    async fn wipe_deleted_text(&self) -> Result<()> {
+        match &self.backend {
+            Backend::Sqlite(pool) => {
+                // A reader in another connection can hold the log open; try a few times. A log
+                // that cannot be truncated now is truncated by the next erasure or checkpoint.
+                for _ in 0..5 {
+                    let (busy, _, _): (i64, i64, i64) =
+                        sqlx::query_as("PRAGMA wal_checkpoint(TRUNCATE)").fetch_one(pool).await?;
+                    if busy == 0 {
+                        break;
+                    }
+                }
+            }
+            Backend::Postgres(pool) => {
+                sqlx::query(
+                    "VACUUM messages, segments, memories, memory_evidence, memory_links, memory_entities, entities,
+                            llm_requests, operations, segment_summaries, users, batches",
+                )
+                .execute(pool)
+                .await?;
+            }
+        }
+        Ok(())
     }
 }

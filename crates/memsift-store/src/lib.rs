@@ -24,6 +24,7 @@ use sqlx::{ConnectOptions, Connection};
 mod apply;
 mod batches;
 mod erasure;
+mod erasure_key;
 #[cfg(feature = "test-support")]
 mod fixtures;
 mod ingest;
@@ -46,6 +47,7 @@ mod vectors;
 pub use apply::{ApplyInput, ApplyOutcome, DuplicateEvidence, DuplicateOf, ItemEmbeddings, NewMemory};
 pub use batches::{BatchRow, PackPolicy, PackedBatch};
 pub use erasure::ErasureReceipt;
+pub use erasure_key::ErasureKey;
 #[cfg(feature = "test-support")]
 pub use fixtures::UserRows;
 pub use ingest::{ClosedSegment, IngestReport, NewMessage};
@@ -198,6 +200,8 @@ pub(crate) enum Backend {
 #[derive(Clone, Debug)]
 pub struct Store {
     pub(crate) backend: Backend,
+    /// Keys the fingerprints of erased users and facts; see `erasure_key`.
+    pub(crate) erasure: Option<std::sync::Arc<ErasureKey>>,
 }
 
 /// Runs `$body` with `$pool` bound to the concrete pool of either backend.
@@ -247,6 +251,8 @@ impl Store {
             .journal_mode(SqliteJournalMode::Wal)
             .busy_timeout(options.sqlite_busy_timeout)
             .foreign_keys(true)
+            // Freed pages are zeroed, so an erased user's deleted rows are not left in the file.
+            .pragma("secure_delete", "ON")
             .synchronous(if options.sqlite_synchronous_full {
                 SqliteSynchronous::Full
             } else {
@@ -262,6 +268,7 @@ impl Store {
             })?;
         Ok(Store {
             backend: Backend::Sqlite(pool),
+            erasure: None,
         })
     }
 
@@ -277,6 +284,7 @@ impl Store {
             })?;
         Ok(Store {
             backend: Backend::Postgres(pool),
+            erasure: None,
         })
     }
 

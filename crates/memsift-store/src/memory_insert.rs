@@ -90,13 +90,35 @@ impl WriteTx {
         })
     }
 
-    /// Whether the user's erased memories held a fact with this normalised text.
+    /// Whether the user's erased memories held a fact with this normalised text. Erased facts are
+    /// keyed by the fingerprint of the user's external id, so they stay erased for the same person
+    /// imported again under a new user row.
     pub(crate) async fn is_tombstoned(&mut self, user_id: UserId, dedupe_key: &str) -> Result<bool> {
+        let Some(key) = self.erasure.clone() else {
+            // Without the key no fingerprint can be checked: refuse rather than let a fact back in,
+            // unless this database never had a key (nothing was ever erased in it).
+            let keyed: Option<i64> = self
+                .scalar_optional(sql!("SELECT id FROM erasure_key_check WHERE id = 1"))
+                .await?;
+            return match keyed {
+                None => Ok(false),
+                Some(_) => Err(crate::StoreError::Invalid(
+                    "this database holds erased facts and memory writes must check them: give memsift the erasure key (MEMSIFT_ERASURE_KEY or [erasure] key_file)"
+                        .to_owned(),
+                )),
+            };
+        };
+        let external_id: Option<String> = self
+            .scalar_optional(sql!("SELECT external_id FROM users WHERE id = $1", user_id))
+            .await?;
+        let Some(external_id) = external_id else {
+            return Ok(false);
+        };
         let found: Option<String> = self
             .scalar_optional(sql!(
-                "SELECT fingerprint FROM tombstones WHERE user_id = $1 AND fingerprint = $2",
-                user_id,
-                dedupe_key
+                "SELECT fingerprint FROM erased_facts WHERE user_key = $1 AND fingerprint = $2",
+                key.user_key(&external_id),
+                key.fact(dedupe_key)
             ))
             .await?;
         Ok(found.is_some())

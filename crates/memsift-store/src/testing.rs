@@ -28,6 +28,18 @@ enum Cleanup {
     },
 }
 
+/// A fresh erasure key for a test store, adopted once the schema has the tables it needs.
+async fn with_test_key(store: Store, version: Option<i64>) -> Store {
+    let store = store.with_erasure_key(crate::ErasureKey::generate());
+    if version.is_none() {
+        store
+            .adopt_erasure_key(chrono::Utc::now())
+            .await
+            .expect("adopt the test erasure key");
+    }
+    store
+}
+
 /// The server tests use when nothing else is said, as on a machine with PostgreSQL running.
 const DEFAULT_PG_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
 
@@ -184,6 +196,7 @@ impl TestDb {
             .await
             .expect("open sqlite");
         store.migrate_up_to(version).await.expect("migrate sqlite");
+        let store = with_test_key(store, version).await;
         TestDb {
             store,
             cleanup: Cleanup::Sqlite(dir),
@@ -220,6 +233,7 @@ impl TestDb {
         .await
         .expect("connect to test database");
         store.migrate_up_to(version).await.expect("migrate postgres");
+        let store = with_test_key(store, version).await;
         TestDb {
             store,
             cleanup: Cleanup::Postgres {

@@ -23,7 +23,13 @@ use sqlx::{FromRow, Postgres, Sqlite, Transaction};
 use crate::{Backend, Result, Store};
 
 /// One open write transaction on either backend; `Store::write` owns its end.
-pub(crate) enum WriteTx {
+pub(crate) struct WriteTx {
+    connection: TxConnection,
+    /// The store's erasure key, for the fingerprints every memory insert checks.
+    pub(crate) erasure: Option<std::sync::Arc<crate::ErasureKey>>,
+}
+
+enum TxConnection {
     /// Started with `BEGIN IMMEDIATE`, so two writers queue on `busy_timeout`.
     Sqlite(Transaction<'static, Sqlite>),
     /// A plain `BEGIN`; claims add `FOR UPDATE SKIP LOCKED` themselves.
@@ -292,12 +298,12 @@ macro_rules! bind_args {
 /// Runs `$body` with `$conn` bound to the open transaction's connection, whichever backend.
 macro_rules! on_tx {
     ($tx:expr, |$conn:ident| $body:expr) => {
-        match $tx {
-            WriteTx::Sqlite(transaction) => {
+        match &mut $tx.connection {
+            TxConnection::Sqlite(transaction) => {
                 let $conn = &mut **transaction;
                 $body
             }
-            WriteTx::Postgres(transaction) => {
+            TxConnection::Postgres(transaction) => {
                 let $conn = &mut **transaction;
                 $body
             }
@@ -368,10 +374,23 @@ impl WriteTx {
         Ok(self.fetch_one::<(T,)>(statement).await?.0)
     }
 
+    /// The first column of every row.
+    pub(crate) async fn scalar_all<T>(&mut self, statement: Statement<'_>) -> Result<Vec<T>>
+    where
+        (T,): EitherRow,
+    {
+        Ok(self
+            .fetch_all::<(T,)>(statement)
+            .await?
+            .into_iter()
+            .map(|(value,)| value)
+            .collect())
+    }
+
     async fn commit(self) -> Result<()> {
-        match self {
-            WriteTx::Sqlite(transaction) => transaction.commit().await?,
-            WriteTx::Postgres(transaction) => transaction.commit().await?,
+        match self.connection {
+            TxConnection::Sqlite(transaction) => transaction.commit().await?,
+            TxConnection::Postgres(transaction) => transaction.commit().await?,
         }
         Ok(())
     }
@@ -381,9 +400,13 @@ impl Store {
     /// Runs `body` in one write transaction: committed when it returns `Ok`, rolled back when it
     /// returns `Err` or panics.
     pub(crate) async fn write<T>(&self, body: impl AsyncFnOnce(&mut WriteTx) -> Result<T>) -> Result<T> {
-        let mut tx = match &self.backend {
-            Backend::Sqlite(pool) => WriteTx::Sqlite(pool.begin_with("BEGIN IMMEDIATE").await?),
-            Backend::Postgres(pool) => WriteTx::Postgres(pool.begin().await?),
+        let connection = match &self.backend {
+            Backend::Sqlite(pool) => TxConnection::Sqlite(pool.begin_with("BEGIN IMMEDIATE").await?),
+            Backend::Postgres(pool) => TxConnection::Postgres(pool.begin().await?),
+        };
+        let mut tx = WriteTx {
+            connection,
+            erasure: self.erasure.clone(),
         };
         let value = body(&mut tx).await?;
         tx.commit().await?;

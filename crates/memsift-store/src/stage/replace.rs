@@ -3,11 +3,12 @@
 
 use chrono::{DateTime, Utc};
 use memsift_core::text::{collapse_whitespace, dedupe_key};
-use memsift_core::{MemoryId, RequestId, UserId};
+use memsift_core::{MemoryId, RequestId, SegmentId, UserId};
 use serde_json::json;
 
 use super::{Replacement, StageApplied, StageOutcome};
 use crate::journal::{Capture, JournalEntry, LinkRow, RowsAfter};
+use crate::memory_insert::{Inserted, MemoryInsert};
 use crate::tx::sql;
 use crate::vectors::vector_to_le_bytes;
 use crate::{Result, Store};
@@ -58,6 +59,9 @@ impl Store {
                 if let Some(taken) = taken.filter(|id| !original_ids.contains(id)) {
                     problem.get_or_insert_with(|| format!("memory {taken} already says `{text}`"));
                 }
+                if tx.is_tombstoned(input.user_id, key).await? {
+                    problem.get_or_insert_with(|| "a new text is a fact this user had erased".to_owned());
+                }
             }
             let used = tx.run_changes(&input.cap.run).await?;
             if used + original_ids.len() as i64 > input.cap.cap {
@@ -101,32 +105,50 @@ impl Store {
             }
             let mut created = Vec::with_capacity(new_texts.len());
             for (position, (text, key)) in new_texts.iter().enumerate() {
-                let id = MemoryId::new_v7().to_string();
                 let vector = input
                     .embeddings
                     .as_ref()
                     .and_then(|(model, vectors)| Some((model.as_str(), vectors.get(position)?)));
-                tx.execute(sql!(
-                    "INSERT INTO memories (id, user_id, text, dedupe_key, importance, confidence, happens_at, expires_at,
-                                           sensitive, temporal, source_segment_id, source_request_id, prompt_version,
-                                           refined_at, related_at, created_at, updated_at, embedding, embedding_model,
-                                           embedding_dim)
-                     SELECT $1, user_id, $2, $3, importance, confidence, happens_at, expires_at, sensitive, temporal,
-                            source_segment_id, $4, (SELECT prompt_version FROM llm_requests WHERE id = $4), $5, NULL, $6, $6,
-                            $7, $8, $9
-                     FROM memories WHERE id = $10",
-                    &id,
+                // The new memory starts from the first original's fields; the strongest
+                // original's confidence and importance, and any sensitivity, are taken below.
+                type Fields = (f64, f64, Option<DateTime<Utc>>, Option<DateTime<Utc>>, bool, String, Option<String>);
+                let (importance, confidence, happens_at, expires_at, sensitive, temporal, source_segment): Fields = tx
+                    .fetch_one(sql!(
+                        "SELECT importance, confidence, happens_at, expires_at, sensitive, temporal, source_segment_id
+                         FROM memories WHERE id = $1",
+                        &original_ids[0]
+                    ))
+                    .await?;
+                let prompt_version: Option<String> = tx
+                    .scalar_optional(sql!("SELECT prompt_version FROM llm_requests WHERE id = $1", input.request_id))
+                    .await?;
+                let memory = MemoryInsert {
+                    user_id: input.user_id,
                     text,
-                    key,
-                    input.request_id,
-                    (input.kind == "refine").then_some(input.now),
-                    input.now,
-                    vector.map(|(_, vector)| vector_to_le_bytes(vector)),
-                    vector.map(|(model, _)| model),
-                    vector.map(|(_, vector)| vector.len() as i64),
-                    &original_ids[0]
-                ))
-                .await?;
+                    dedupe_key: key,
+                    importance,
+                    confidence,
+                    happens_at,
+                    expires_at,
+                    sensitive,
+                    temporal: &temporal,
+                    source_segment_id: source_segment.as_deref().and_then(|id| SegmentId::parse(id).ok()),
+                    source_request_id: Some(input.request_id),
+                    prompt_version: prompt_version.as_deref().unwrap_or(input.kind),
+                    refined_at: (input.kind == "refine").then_some(input.now),
+                    embedding: vector.map(|(model, vector)| (vector_to_le_bytes(vector), model, vector.len() as i64)),
+                    now: input.now,
+                };
+                // Checked above inside this transaction, so anything but a write is a race lost to
+                // another writer: the error rolls the archiving back, and the answer is tried again.
+                let id = match tx.insert_memory(&memory).await? {
+                    Inserted::Written(id) => id.to_string(),
+                    other => {
+                        return Err(crate::StoreError::Invalid(format!(
+                            "the new memory `{text}` could not be written ({other:?}); nothing changed"
+                        )));
+                    }
+                };
                 // The strongest original's confidence and importance, and any sensitivity.
                 for original in &original_ids {
                     for column in ["confidence", "importance"] {
