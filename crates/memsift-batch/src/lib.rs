@@ -59,6 +59,9 @@ pub struct BatchSettings {
     pub reconcile_grace: Duration,
     /// How long one worker's claim on a batch step lasts.
     pub claim_lease: Duration,
+    /// Delete what the provider keeps of a batch once it is ingested, when one of its users was
+    /// erased while it was in flight (`[erasure] delete_provider_batches`).
+    pub delete_erased_batches: bool,
 }
 
 impl Default for BatchSettings {
@@ -70,6 +73,7 @@ impl Default for BatchSettings {
             poll_max: Duration::seconds(600),
             reconcile_grace: Duration::seconds(300),
             claim_lease: Duration::seconds(900),
+            delete_erased_batches: true,
         }
     }
 }
@@ -197,6 +201,8 @@ pub struct CoordinatorReport {
     pub n_lines_refused: u64,
     /// Batches whose step failed in the store this time (each is taken up again later).
     pub n_batch_errors: u64,
+    /// Provider copies deleted after ingest because a user of the batch was erased.
+    pub n_provider_deletes: u64,
 }
 
 impl CoordinatorReport {
@@ -596,6 +602,22 @@ impl BatchCoordinator {
             tracing::warn!(%batch_id, n_missing, "Requests without a result line were marked errored and will be re-planned.");
         }
         report.n_batches_ingested += 1;
+        // A user of this batch was erased while it was in flight: what the provider keeps of it
+        // (requests, results, files) goes now that nothing more is needed from it.
+        if self.settings.delete_erased_batches && self.store.provider_deletion_pending(batch_id).await? {
+            let mut ingested = batch.clone();
+            ingested.status = "ingested".to_owned();
+            match provider.delete(&ingested).await {
+                Ok(()) => {
+                    self.store.clear_provider_deletion(batch_id).await?;
+                    report.n_provider_deletes += 1;
+                    tracing::info!(%batch_id, "Deleted the provider's copies of a batch that held an erased user's text.");
+                }
+                Err(error) => {
+                    tracing::warn!(%batch_id, error, "Could not delete the provider's copies of a batch that held an erased user's text; delete it by hand.");
+                }
+            }
+        }
         Ok(())
     }
 }

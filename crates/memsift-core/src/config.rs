@@ -193,6 +193,10 @@ pub struct ErasureConfig {
     /// Delete the provider-side copies (Anthropic batches, OpenAI batch files) of ingested
     /// batches that held the erased user's text.
     pub delete_provider_batches: bool,
+    /// The per-install key of erasure fingerprints; `None`: `<data dir>/erasure.key`, created on
+    /// first use. `MEMSIFT_ERASURE_KEY` (64 hex digits) overrides both.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_file: Option<PathBuf>,
 }
 
 /// Which embedder makes vectors.

@@ -488,4 +488,29 @@ impl Store {
             .fetch_optional(pool)
             .await?))
     }
+
+    /// Whether what the provider keeps of this batch is to be deleted now that it is ingested (one
+    /// of its users was erased while it was in flight).
+    pub async fn provider_deletion_pending(&self, batch_id: BatchId) -> Result<bool> {
+        let pending: Option<bool> = on_pool!(self, |pool| {
+            sqlx::query_scalar("SELECT delete_when_ingested FROM batches WHERE id = $1")
+                .bind(batch_id.to_string())
+                .fetch_optional(pool)
+                .await?
+        });
+        Ok(pending.unwrap_or(false))
+    }
+
+    /// The provider's copies of this batch were deleted.
+    pub async fn clear_provider_deletion(&self, batch_id: BatchId) -> Result<()> {
+        self.write(async |tx| {
+            tx.execute(sql!(
+                "UPDATE batches SET delete_when_ingested = FALSE WHERE id = $1",
+                batch_id
+            ))
+            .await?;
+            Ok(())
+        })
+        .await
+    }
 }

@@ -49,9 +49,12 @@ pub struct ErasureReceipt {
     pub n_tombstones: i64,
     /// Provider-side batches (or their files) deleted because they held the user's text.
     pub n_provider_batches_deleted: u64,
-    /// Batches that held the user's text but were left at the provider (not yet ingested,
-    /// deletion off, or no provider configured for them); the admin deletes these by hand.
+    /// Batches that held the user's text but were left at the provider (deletion off, no
+    /// provider configured for them, or the delete failed); the admin deletes these by hand.
     pub n_provider_batches_left: u64,
+    /// Batches still in flight that held the user's text: what the provider keeps of each is
+    /// deleted once it is ingested.
+    pub n_provider_batches_pending: u64,
     /// When.
     pub erased_at: DateTime<Utc>,
 }
@@ -62,136 +65,157 @@ impl Store {
     pub async fn erase_user(&self, user_external_id: &str, now: DateTime<Utc>) -> Result<ErasureReceipt> {
         let key = self.erasure_key()?;
         let user_key = key.user_key(user_external_id);
-        let receipt = self.write(async |tx| {
-            let user_id: Option<String> = tx
-                .scalar_optional(sql!("SELECT id FROM users WHERE external_id = $1", user_external_id))
-                .await?;
-            let Some(user_id) = user_id else {
-                return Err(StoreError::NotFound(format!(
-                    "no user `{user_external_id}`; `memsift segments` lists the users memsift knows"
-                )));
-            };
-            let user_id = user_id.as_str();
-            let n_vectors: i64 = tx
-                .scalar_one(sql!(
-                    "SELECT COUNT(*) FROM memories WHERE user_id = $1 AND embedding IS NOT NULL",
-                    user_id
-                ))
-                .await?;
-            let n_links: i64 = tx
-                .scalar_one(sql!(
+        let receipt = self
+            .write(async |tx| {
+                let user_id: Option<String> = tx
+                    .scalar_optional(sql!("SELECT id FROM users WHERE external_id = $1", user_external_id))
+                    .await?;
+                let Some(user_id) = user_id else {
+                    // Erased before: the row's external id was replaced by its keyed fingerprint,
+                    // so a second erasure of the same person is answered as done, nothing left.
+                    let erased: Option<String> = tx
+                        .scalar_optional(sql!(
+                            "SELECT id FROM users WHERE external_id LIKE $1",
+                            format!("erased:{user_key}:%")
+                        ))
+                        .await?;
+                    if erased.is_some() {
+                        return Ok(ErasureReceipt {
+                            user: user_external_id.to_owned(),
+                            erased_at: now,
+                            ..ErasureReceipt::default()
+                        });
+                    }
+                    return Err(StoreError::NotFound(format!(
+                        "no user `{user_external_id}`; `memsift segments` lists the users memsift knows"
+                    )));
+                };
+                let user_id = user_id.as_str();
+                let n_vectors: i64 = tx
+                    .scalar_one(sql!(
+                        "SELECT COUNT(*) FROM memories WHERE user_id = $1 AND embedding IS NOT NULL",
+                        user_id
+                    ))
+                    .await?;
+                let n_links: i64 = tx
+                    .scalar_one(sql!(
                     "SELECT COUNT(*) FROM memory_links WHERE source_id IN (SELECT id FROM memories WHERE user_id = $1)
                         OR target_id IN (SELECT id FROM memories WHERE user_id = $1)",
                     user_id
                 ))
-                .await?;
-            let n_messages: i64 = tx
-                .scalar_one(sql!("SELECT COUNT(*) FROM messages WHERE user_id = $1", user_id))
-                .await?;
-            let n_raw_outputs: i64 = tx
-                .scalar_one(sql!(
-                    "SELECT COUNT(*) FROM llm_requests WHERE user_id = $1 AND raw_output IS NOT NULL",
-                    user_id
-                ))
-                .await?;
-            let n_request_bodies: i64 = tx
-                .scalar_one(sql!(
-                    "SELECT COUNT(*) FROM llm_requests WHERE user_id = $1 AND request_body IS NOT NULL",
-                    user_id
-                ))
-                .await?;
-            let facts: Vec<String> = tx
-                .scalar_all(sql!("SELECT DISTINCT dedupe_key FROM memories WHERE user_id = $1", user_id))
-                .await?;
-            for fact in &facts {
-                tx.execute(sql!(
-                    "INSERT INTO erased_facts (user_key, fingerprint, erased_at) VALUES ($1, $2, $3)
+                    .await?;
+                let n_messages: i64 = tx
+                    .scalar_one(sql!("SELECT COUNT(*) FROM messages WHERE user_id = $1", user_id))
+                    .await?;
+                let n_raw_outputs: i64 = tx
+                    .scalar_one(sql!(
+                        "SELECT COUNT(*) FROM llm_requests WHERE user_id = $1 AND raw_output IS NOT NULL",
+                        user_id
+                    ))
+                    .await?;
+                let n_request_bodies: i64 = tx
+                    .scalar_one(sql!(
+                        "SELECT COUNT(*) FROM llm_requests WHERE user_id = $1 AND request_body IS NOT NULL",
+                        user_id
+                    ))
+                    .await?;
+                let facts: Vec<String> = tx
+                    .scalar_all(sql!(
+                        "SELECT DISTINCT dedupe_key FROM memories WHERE user_id = $1",
+                        user_id
+                    ))
+                    .await?;
+                for fact in &facts {
+                    tx.execute(sql!(
+                        "INSERT INTO erased_facts (user_key, fingerprint, erased_at) VALUES ($1, $2, $3)
                      ON CONFLICT DO NOTHING",
-                    &user_key,
-                    key.fact(fact),
-                    now
-                ))
-                .await?;
-            }
-            // Rows of the plain-text table this user may have from before keyed erasure.
-            tx.execute(sql!("DELETE FROM tombstones WHERE user_id = $1", user_id))
-                .await?;
-            // Batches in flight with this user's requests: their provider copies go once ingested.
-            tx.execute(sql!(
-                "UPDATE batches SET delete_when_ingested = TRUE, last_error = NULL
+                        &user_key,
+                        key.fact(fact),
+                        now
+                    ))
+                    .await?;
+                }
+                // Rows of the plain-text table this user may have from before keyed erasure.
+                tx.execute(sql!("DELETE FROM tombstones WHERE user_id = $1", user_id))
+                    .await?;
+                // Batches in flight with this user's requests: their provider copies go once ingested.
+                let n_provider_batches_pending = tx
+                    .execute(sql!(
+                        "UPDATE batches SET delete_when_ingested = TRUE, last_error = NULL
                  WHERE status IN ('submitting', 'submitted', 'ended')
                    AND id IN (SELECT batch_id FROM llm_requests WHERE user_id = $1 AND batch_id IS NOT NULL)",
-                user_id
-            ))
-            .await?;
-            // A batch's last error is the provider's text, which can quote a prompt.
-            tx.execute(sql!(
-                "UPDATE batches SET last_error = NULL
+                        user_id
+                    ))
+                    .await?;
+                // A batch's last error is the provider's text, which can quote a prompt.
+                tx.execute(sql!(
+                    "UPDATE batches SET last_error = NULL
                  WHERE id IN (SELECT batch_id FROM llm_requests WHERE user_id = $1 AND batch_id IS NOT NULL)",
-                user_id
-            ))
-            .await?;
-            let n_requests_ended = tx
-                .execute(sql!(
+                    user_id
+                ))
+                .await?;
+                let n_requests_ended = tx
+                    .execute(sql!(
                     "UPDATE llm_requests SET status = 'dead', error = 'erased', claimed_by = NULL, claimed_until = NULL
                      WHERE user_id = $1 AND status NOT IN ('applied', 'dead')",
                     user_id
                 ))
-                .await? as i64;
-            // Keep the figures, drop every text (a provider's error can quote the prompt); detach from
-            // the segments about to go.
-            tx.execute(sql!(
-                "UPDATE llm_requests SET raw_output = NULL, request_body = NULL, context = '{}', subject = '{}',
+                    .await? as i64;
+                // Keep the figures, drop every text (a provider's error can quote the prompt); detach from
+                // the segments about to go.
+                tx.execute(sql!(
+                    "UPDATE llm_requests SET raw_output = NULL, request_body = NULL, context = '{}', subject = '{}',
                                          drops = '[]', segment_id = NULL,
                                          error = CASE WHEN error IS NULL THEN NULL ELSE 'erased' END
                  WHERE user_id = $1",
-                user_id
-            ))
-            .await?;
-            let n_operations = tx
-                .execute(sql!("DELETE FROM operations WHERE user_id = $1", user_id))
-                .await? as i64;
-            // Links, evidence and entity joins go with their memories (ON DELETE CASCADE).
-            let n_memories = tx
-                .execute(sql!("DELETE FROM memories WHERE user_id = $1", user_id))
-                .await? as i64;
-            let n_entities = tx
-                .execute(sql!("DELETE FROM entities WHERE user_id = $1", user_id))
-                .await? as i64;
-            // Messages go with their segments (ON DELETE CASCADE).
-            let n_segments = tx
-                .execute(sql!("DELETE FROM segments WHERE user_id = $1", user_id))
-                .await? as i64;
-            // The external id is the person's identifier in the host app: replaced by an opaque one.
-            // Their erased facts hang off its keyed fingerprint, not off this row.
-            tx.execute(sql!(
-                "UPDATE users SET memory_version = memory_version + 1, external_id = $2 WHERE id = $1",
-                user_id,
-                format!("erased:{user_id}")
-            ))
-            .await?;
-            let n_tombstones: i64 = tx
-                .scalar_one(sql!("SELECT COUNT(*) FROM erased_facts WHERE user_key = $1", &user_key))
+                    user_id
+                ))
                 .await?;
-            Ok(ErasureReceipt {
-                user: user_external_id.to_owned(),
-                n_memories,
-                n_vectors,
-                n_links,
-                n_entities,
-                n_segments,
-                n_messages,
-                n_raw_outputs,
-                n_request_bodies,
-                n_requests_ended,
-                n_operations,
-                n_tombstones,
-                n_provider_batches_deleted: 0,
-                n_provider_batches_left: 0,
-                erased_at: now,
+                let n_operations = tx
+                    .execute(sql!("DELETE FROM operations WHERE user_id = $1", user_id))
+                    .await? as i64;
+                // Links, evidence and entity joins go with their memories (ON DELETE CASCADE).
+                let n_memories = tx
+                    .execute(sql!("DELETE FROM memories WHERE user_id = $1", user_id))
+                    .await? as i64;
+                let n_entities = tx
+                    .execute(sql!("DELETE FROM entities WHERE user_id = $1", user_id))
+                    .await? as i64;
+                // Messages go with their segments (ON DELETE CASCADE).
+                let n_segments = tx
+                    .execute(sql!("DELETE FROM segments WHERE user_id = $1", user_id))
+                    .await? as i64;
+                // The external id is the person's identifier in the host app: replaced by an opaque one.
+                // Their erased facts hang off its keyed fingerprint, not off this row.
+                tx.execute(sql!(
+                    "UPDATE users SET memory_version = memory_version + 1, external_id = $2 WHERE id = $1",
+                    user_id,
+                    format!("erased:{user_key}:{user_id}")
+                ))
+                .await?;
+                let n_tombstones: i64 = tx
+                    .scalar_one(sql!("SELECT COUNT(*) FROM erased_facts WHERE user_key = $1", &user_key))
+                    .await?;
+                Ok(ErasureReceipt {
+                    user: user_external_id.to_owned(),
+                    n_memories,
+                    n_vectors,
+                    n_links,
+                    n_entities,
+                    n_segments,
+                    n_messages,
+                    n_raw_outputs,
+                    n_request_bodies,
+                    n_requests_ended,
+                    n_operations,
+                    n_tombstones,
+                    n_provider_batches_deleted: 0,
+                    n_provider_batches_left: 0,
+                    n_provider_batches_pending,
+                    erased_at: now,
+                })
             })
-        })
-        .await?;
+            .await?;
         self.wipe_deleted_text().await?;
         Ok(receipt)
     }
@@ -200,7 +224,8 @@ impl Store {
     pub(crate) fn erasure_key(&self) -> Result<&ErasureKey> {
         self.erasure.as_deref().ok_or_else(|| {
             StoreError::Invalid(
-                "this store has no erasure key; memsift loads it from MEMSIFT_ERASURE_KEY or [erasure] key_file".to_owned(),
+                "this store has no erasure key; memsift loads it from MEMSIFT_ERASURE_KEY or [erasure] key_file"
+                    .to_owned(),
             )
         })
     }
@@ -257,7 +282,7 @@ impl Store {
                 tx.execute(sql!(
                     "UPDATE users SET external_id = $2 WHERE id = $1 AND external_id NOT LIKE 'erased:%'",
                     user_id,
-                    format!("erased:{user_id}")
+                    format!("erased:{user_key}:{user_id}")
                 ))
                 .await?;
             }
@@ -276,8 +301,9 @@ impl Store {
                 // A reader in another connection can hold the log open; try a few times. A log
                 // that cannot be truncated now is truncated by the next erasure or checkpoint.
                 for _ in 0..5 {
-                    let (busy, _, _): (i64, i64, i64) =
-                        sqlx::query_as("PRAGMA wal_checkpoint(TRUNCATE)").fetch_one(pool).await?;
+                    let (busy, _, _): (i64, i64, i64) = sqlx::query_as("PRAGMA wal_checkpoint(TRUNCATE)")
+                        .fetch_one(pool)
+                        .await?;
                     if busy == 0 {
                         break;
                     }

@@ -55,7 +55,11 @@ impl ErasureKey {
 
     /// The key as 64 hex digits, for the key file.
     pub fn to_hex(&self) -> String {
-        self.0.expose_secret().iter().map(|byte| format!("{byte:02x}")).collect()
+        self.0
+            .expose_secret()
+            .iter()
+            .map(|byte| format!("{byte:02x}"))
+            .collect()
     }
 
     fn mac(&self, domain: &str, text: &str) -> String {
@@ -97,9 +101,15 @@ mod tests {
     fn a_key_round_trips_and_its_fingerprints_are_keyed_and_separated_by_domain() {
         let key = ErasureKey::generate();
         let again = ErasureKey::from_hex(&key.to_hex()).unwrap();
-        assert_eq!(key.fact("the user works as a nurse"), again.fact("the user works as a nurse"));
+        assert_eq!(
+            key.fact("the user works as a nurse"),
+            again.fact("the user works as a nurse")
+        );
         let other = ErasureKey::generate();
-        assert_ne!(key.fact("the user works as a nurse"), other.fact("the user works as a nurse"));
+        assert_ne!(
+            key.fact("the user works as a nurse"),
+            other.fact("the user works as a nurse")
+        );
         assert_ne!(key.user_key("ana"), key.fact("ana"));
         assert!(!key.fact("the user works as a nurse").contains("nurse"));
         assert_eq!(format!("{key:?}"), "ErasureKey(***)");

@@ -231,4 +231,104 @@ impl Store {
         }
         Ok(())
     }
+
+    /// Test support: writes `texts` as memories of `request_id` and marks it applied with raw
+    /// statements of the oldest schema, for migration tests that fill an older database (the
+    /// apply path itself needs the latest one).
+    pub async fn apply_test_memories(
+        &self,
+        request_id: memsift_core::RequestId,
+        user_id: UserId,
+        texts: &[&str],
+        at: DateTime<Utc>,
+    ) -> Result<Vec<MemoryId>> {
+        self.write(async |tx| {
+            let mut ids = Vec::new();
+            for text in texts {
+                let id = MemoryId::new_v7();
+                tx.execute(sql!(
+                    "INSERT INTO memories (id, user_id, text, dedupe_key, confidence, temporal, source_request_id,
+                                           prompt_version, created_at, updated_at)
+                     VALUES ($1, $2, $3, $4, 0.9, 'durable', $5, 'test@1', $6, $6)",
+                    id,
+                    user_id,
+                    *text,
+                    memsift_core::text::dedupe_key(text),
+                    request_id,
+                    at
+                ))
+                .await?;
+                ids.push(id);
+            }
+            tx.execute(sql!(
+                "UPDATE llm_requests SET status = 'applied', applied_at = $2, n_items = $3 WHERE id = $1",
+                request_id,
+                at,
+                texts.len()
+            ))
+            .await?;
+            Ok(ids)
+        })
+        .await
+    }
+
+    /// Test support (erasure audits): every (table, column) of the data model whose text holds
+    /// `needle`, case-insensitively, read through SQL.
+    pub async fn find_text_anywhere(&self, needle: &str) -> Result<Vec<(String, String)>> {
+        let columns: Vec<(String, String)> = match self.kind() {
+            crate::BackendKind::Sqlite => on_pool!(self, |pool| {
+                sqlx::query_as(
+                    "SELECT m.name, p.name FROM sqlite_master m, pragma_table_info(m.name) p
+                     WHERE m.type = 'table' AND m.name NOT LIKE 'sqlite_%' AND p.type IN ('TEXT', 'BLOB', 'ANY', '')",
+                )
+                .fetch_all(pool)
+                .await?
+            }),
+            crate::BackendKind::Postgres => on_pool!(self, |pool| {
+                sqlx::query_as(
+                    "SELECT table_name::TEXT, column_name::TEXT FROM information_schema.columns
+                     WHERE table_schema = current_schema() AND data_type IN ('text', 'jsonb', 'json', 'bytea', 'character varying')",
+                )
+                .fetch_all(pool)
+                .await?
+            }),
+        };
+        let pattern = format!("%{}%", needle.to_lowercase());
+        let mut found = Vec::new();
+        for (table, column) in columns {
+            let statement = match self.kind() {
+                crate::BackendKind::Sqlite => {
+                    format!("SELECT COUNT(*) FROM \"{table}\" WHERE LOWER(CAST(\"{column}\" AS TEXT)) LIKE $1")
+                }
+                crate::BackendKind::Postgres => format!(
+                    "SELECT COUNT(*) FROM \"{table}\" WHERE LOWER(CASE WHEN pg_typeof(\"{column}\") = 'bytea'::regtype \
+                     THEN encode(CAST(CAST(\"{column}\" AS TEXT) AS BYTEA), 'escape') ELSE CAST(\"{column}\" AS TEXT) END) LIKE $1"
+                ),
+            };
+            let n: i64 = on_pool!(self, |pool| {
+                sqlx::query_scalar(&statement).bind(&pattern).fetch_one(pool).await?
+            });
+            if n > 0 {
+                found.push((table, column));
+            }
+        }
+        Ok(found)
+    }
+
+    /// Test support (erasure audits): the SQLite database's files (main file, write-ahead log,
+    /// shared memory), as they are on disk; empty on PostgreSQL.
+    pub fn database_files(&self) -> Vec<std::path::PathBuf> {
+        match &self.backend {
+            crate::Backend::Sqlite(pool) => {
+                let main = pool.connect_options().get_filename().to_path_buf();
+                let with_suffix = |suffix: &str| {
+                    let mut name = main.clone().into_os_string();
+                    name.push(suffix);
+                    std::path::PathBuf::from(name)
+                };
+                vec![main.clone(), with_suffix("-wal"), with_suffix("-shm")]
+            }
+            crate::Backend::Postgres(_) => Vec::new(),
+        }
+    }
 }

@@ -88,6 +88,11 @@ impl App {
             .await
             .with_context(|| format!("cannot open database {}", redact(url)))?;
         store.migrate().await.context("cannot migrate the database")?;
+        let store = store.with_erasure_key(load_erasure_key(&config)?);
+        store
+            .adopt_erasure_key(clock.now())
+            .await
+            .context("cannot use the erasure key")?;
         let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".to_owned());
         App::assemble(config, store, clock, waiter, format!("{host}:{}", std::process::id()))
     }
@@ -178,6 +183,7 @@ fn build_coordinator(
         poll_max: chrono::Duration::seconds(config.batch.poll_max_secs as i64),
         reconcile_grace: chrono::Duration::seconds(config.batch.reconcile_grace_secs as i64),
         claim_lease: chrono::Duration::seconds(config.extraction.claim_lease_secs as i64),
+        delete_erased_batches: config.erasure.delete_provider_batches,
     };
     let mut coordinator = BatchCoordinator::new(store.clone(), Arc::clone(clock), worker_id.to_owned(), settings);
     for (key, llm_config) in &config.llm {
@@ -208,6 +214,65 @@ fn build_coordinator(
         return Ok(None);
     }
     Ok(Some(Arc::new(coordinator)))
+}
+
+/// The erasure key: `MEMSIFT_ERASURE_KEY` (64 hex digits), else `[erasure] key_file`, else
+/// `<data dir>/erasure.key`; a key file that does not exist yet is created (mode 0600) with a new
+/// random key, so a new install needs nothing set up.
+pub fn load_erasure_key(config: &Config) -> anyhow::Result<memsift_store::ErasureKey> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+
+    if let Ok(hex) = std::env::var("MEMSIFT_ERASURE_KEY") {
+        return memsift_store::ErasureKey::from_hex(&hex).context("MEMSIFT_ERASURE_KEY");
+    }
+    let path = config
+        .erasure
+        .key_file
+        .clone()
+        .unwrap_or_else(|| default_data_dir().join("erasure.key"));
+    match std::fs::read_to_string(&path) {
+        Ok(text) => {
+            memsift_store::ErasureKey::from_hex(&text).with_context(|| format!("erasure key {}", path.display()))
+        }
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+            }
+            // Written whole under a temporary name, then linked into place, which fails if another
+            // process starting at the same moment got there first: then its key is the key.
+            let key = memsift_store::ErasureKey::generate();
+            let temporary = path.with_extension(format!("tmp-{}", std::process::id()));
+            let mut file = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(&temporary)
+                .with_context(|| format!("cannot create the erasure key file {}", temporary.display()))?;
+            writeln!(file, "{}", key.to_hex())
+                .and_then(|()| file.sync_all())
+                .with_context(|| format!("cannot write the erasure key file {}", temporary.display()))?;
+            let linked = std::fs::hard_link(&temporary, &path);
+            let _ = std::fs::remove_file(&temporary);
+            match linked {
+                Ok(()) => {}
+                Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {
+                    let text = std::fs::read_to_string(&path)
+                        .with_context(|| format!("cannot read the erasure key file {}", path.display()))?;
+                    return memsift_store::ErasureKey::from_hex(&text)
+                        .with_context(|| format!("erasure key {}", path.display()));
+                }
+                Err(error) => {
+                    return Err(error)
+                        .with_context(|| format!("cannot create the erasure key file {}", path.display()));
+                }
+            }
+            tracing::info!(path = %path.display(), "Created the erasure key; back it up with the database.");
+            Ok(key)
+        }
+        Err(error) => Err(error).with_context(|| format!("cannot read the erasure key file {}", path.display())),
+    }
 }
 
 /// The demo database: `<data dir>/memsift-demo.db`, recreated on every run.

@@ -18,9 +18,14 @@ pub async fn erase_user(app: &App, user: &str) -> anyhow::Result<ErasureReceipt>
                 tracing::warn!(user, %failure, "Could not delete a provider-side batch; delete it by hand.");
             }
             receipt.n_provider_batches_deleted = deleted;
-            receipt.n_provider_batches_left = skipped + failures.len() as u64;
+            // Batches still in flight are deleted by the coordinator once ingested.
+            receipt.n_provider_batches_left =
+                skipped.saturating_sub(receipt.n_provider_batches_pending) + failures.len() as u64;
         }
-        _ => receipt.n_provider_batches_left = batches.len() as u64,
+        _ => {
+            receipt.n_provider_batches_left = batches.len() as u64;
+            receipt.n_provider_batches_pending = 0;
+        }
     }
     Ok(receipt)
 }

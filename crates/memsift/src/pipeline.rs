@@ -114,6 +114,7 @@ impl StepReport {
         batch.n_failures += more.n_failures;
         batch.n_lines_refused += more.n_lines_refused;
         batch.n_batch_errors += more.n_batch_errors;
+        batch.n_provider_deletes += more.n_provider_deletes;
     }
 
     fn add_applied(&mut self, applied: &Applied) {

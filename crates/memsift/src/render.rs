@@ -234,6 +234,10 @@ pub fn erasure_receipt(receipt: &memsift_store::ErasureReceipt) -> String {
         ("journal rows", receipt.n_operations),
         ("provider batches deleted", receipt.n_provider_batches_deleted as i64),
         ("provider batches left", receipt.n_provider_batches_left as i64),
+        (
+            "provider batches deleted once ingested",
+            receipt.n_provider_batches_pending as i64,
+        ),
     ] {
         table.add_row(vec![what.to_owned(), count.to_string()]);
     }

@@ -916,7 +916,7 @@ pub async fn a_populated_database_keeps_every_row_through_later_migrations(store
     // The store arrives at migration 6, the last schema before `llm_requests` was rebuilt on
     // SQLite (to add the `failed` status). A rebuild drops the old table; with foreign keys on,
     // that drop would null every memory's source request and delete every child request.
-    let (segment_id, user_id, message_ids) = closed_claimed_segment(store, "ana", "c1").await;
+    let (segment_id, user_id, _) = closed_claimed_segment(store, "ana", "c1").await;
     let extraction = request(segment_id, user_id, 0);
     store
         .plan_segment_requests(segment_id, std::slice::from_ref(&extraction), t0())
@@ -926,16 +926,15 @@ pub async fn a_populated_database_keeps_every_row_through_later_migrations(store
         .record_output(extraction.id, "[...]", Some("end_turn"), t0())
         .await
         .unwrap();
-    let input = apply_input(
-        &extraction,
-        vec![
-            item("Ana lives in Lisbon.", vec![message_ids[0]]),
-            item("Ana has a cat named Miso.", vec![]),
-        ],
-    );
-    let ApplyOutcome::Applied { memory_ids, .. } = store.apply(&input).await.unwrap() else {
-        panic!("the first apply writes");
-    };
+    let memory_ids = store
+        .apply_test_memories(
+            extraction.id,
+            user_id,
+            &["Ana lives in Lisbon.", "Ana has a cat named Miso."],
+            t0(),
+        )
+        .await
+        .unwrap();
     let child = NewRequest {
         id: RequestId::new_v7(),
         purpose: Purpose::ConsolidationReview,
@@ -967,6 +966,7 @@ pub async fn a_populated_database_keeps_every_row_through_later_migrations(store
     assert_eq!(requests_before.len(), 2);
 
     store.migrate().await.unwrap();
+    store.adopt_erasure_key(t0()).await.unwrap();
 
     assert_eq!(store.user_rows(user_id).await.unwrap(), rows_before);
     assert_eq!(store.list_requests(None, None, None).await.unwrap(), requests_before);
