@@ -21,7 +21,15 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Database URL: sqlite://PATH or postgres://USER@HOST/DB. Default: <data dir>/memsift.db.
-    #[arg(long, global = true, env = "MEMSIFT_DATABASE_URL", value_name = "URL")]
+    /// Prefer the variable or [database] url for a URL with a password: a flag shows in `ps`.
+    // Help never prints the variable's value: it may hold the password.
+    #[arg(
+        long,
+        global = true,
+        env = "MEMSIFT_DATABASE_URL",
+        hide_env_values = true,
+        value_name = "URL"
+    )]
     pub database: Option<String>,
     /// Print listings as JSON instead of tables.
     #[arg(long, global = true)]
@@ -314,10 +322,13 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         if let Err(error) = crate::daemon::parse_schedules(&config.schedules) {
             problems.push(error.to_string());
         }
+        let url = database_url(&config, cli.database.as_deref())?;
+        if let Err(unclear) = memsift_core::redact::check_unambiguous(&url) {
+            problems.push(format!("database {unclear}"));
+        }
         if !problems.is_empty() {
             anyhow::bail!("{}", problems.join("\n"));
         }
-        let url = database_url(&config, cli.database.as_deref())?;
         println!(
             "config ok: {}; database {}; tiers {:?}; llm keys {:?}",
             cli.config

@@ -267,3 +267,55 @@ fn every_user_scoped_cli_command_run_as_another_user_finds_nothing_and_changes_n
     assert_eq!(run(&["erase", "--user", "bo", "--yes"]).0, 0);
     assert_eq!(ana_rows(&run), before);
 }
+
+/// A password a URL may hold, with the characters that defeat naive redaction.
+const DATABASE_PASSWORD: &str = "Hunter2@Blue:Sky";
+
+#[test]
+fn help_and_check_config_never_print_a_database_password() {
+    let home = tempfile::tempdir().unwrap();
+    let url = "postgres://memsift:Hunter2@Blue:Sky@db.internal:5432/memsift?sslpassword=Hunter2Key&sslmode=require";
+    let help = memsift(home.path())
+        .env("MEMSIFT_DATABASE_URL", url)
+        .arg("--help")
+        .output()
+        .unwrap();
+    assert!(help.status.success());
+    let help = String::from_utf8(help.stdout).unwrap();
+    assert!(help.contains("[env: MEMSIFT_DATABASE_URL]"), "{help}");
+    assert!(!help.contains("Hunter2") && !help.contains("db.internal"), "{help}");
+
+    let from_env = memsift(home.path())
+        .env("MEMSIFT_DATABASE_URL", url)
+        .arg("check-config")
+        .output()
+        .unwrap();
+    let from_flag = memsift(home.path())
+        .args(["--database", url, "check-config"])
+        .output()
+        .unwrap();
+    for output in [from_env, from_flag] {
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        let stdout = String::from_utf8(output.stdout).unwrap();
+        assert!(
+            stdout
+                .contains("database postgres://memsift:***@db.internal:5432/memsift?sslpassword=***&sslmode=require;"),
+            "{stdout}"
+        );
+        assert!(!stdout.contains("Hunter2"), "{stdout}");
+    }
+
+    // A password holding a `/` reads two ways: check-config refuses it without showing any of it.
+    let unclear = format!(
+        "postgres://memsift:{}/x@db.internal/memsift",
+        DATABASE_PASSWORD.replace('@', "%40")
+    );
+    let refused = memsift(home.path())
+        .args(["--database", &unclear, "check-config"])
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(1));
+    let stderr = String::from_utf8(refused.stderr).unwrap();
+    assert!(!stderr.contains("Hunter2") && stderr.contains("%40"), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+}

@@ -10,5 +10,6 @@ mod daemon;
 mod helpers;
 mod pipeline;
 mod postprocess;
+mod secrets;
 mod tidy;
 mod vectors;
