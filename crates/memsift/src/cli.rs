@@ -341,6 +341,20 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         );
         return Ok(());
     }
+    // The daemon's API token is checked before anything starts: one that is there but unusable
+    // (unreadable, empty, too short) is a mistake to fix, not a wish to run without the API.
+    let daemon_token = if matches!(cli.command, Command::Daemon) {
+        match crate::api::ApiToken::load(&config.api) {
+            Ok(token) => Some(token),
+            Err(error @ crate::api::TokenError::Missing) => {
+                tracing::warn!(%error, "HTTP API off.");
+                None
+            }
+            Err(error) => return Err(error.into()),
+        }
+    } else {
+        None
+    };
     let url = database_url(&config, cli.database.as_deref())?;
     let app = App::open_with_system_clock(config, &url).await?;
     if let Command::Daemon = cli.command {
@@ -349,8 +363,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         let daemon = crate::daemon::Daemon::new(app.clone(), std::sync::Arc::new(crate::daemon::PipelineRunner))?;
         app.vectors.embedder()?;
         // The HTTP API (and the admin pages) run beside the jobs when a token is configured.
-        let api = match crate::api::ApiToken::load(&app.config.api) {
-            Ok(token) => {
+        let api = match daemon_token {
+            Some(token) => {
                 let listen = &app.config.api.listen;
                 let listener = tokio::net::TcpListener::bind(listen)
                     .await
@@ -358,10 +372,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 tracing::info!(address = %listener.local_addr()?, "HTTP API and admin pages listening.");
                 Some((token, listener))
             }
-            Err(error) => {
-                tracing::warn!(%error, "HTTP API off.");
-                None
-            }
+            None => None,
         };
         let (stop_api, api_stopped) = tokio::sync::oneshot::channel::<()>();
         let jobs = async {
