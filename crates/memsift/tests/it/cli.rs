@@ -12,11 +12,12 @@ fn memsift(home: &std::path::Path) -> Command {
     command
 }
 
-/// The MiniLM directory every test shares (installed once per machine, as `.ci/run` does), so a
-/// fresh HOME does not download 90 MB per test.
+/// The MiniLM directory every test shares, installed once per machine by the same pinned,
+/// verified install as `memsift model install` and `.ci/run`, so a fresh HOME does not download
+/// 90 MB per test.
 fn installed_model_dir() -> std::path::PathBuf {
     let dir = memsift_embed::model::default_model_dir();
-    memsift_embed::model::locate_or_install(&dir)
+    memsift_embed::model::install(&dir)
         .unwrap_or_else(|error| panic!("the MiniLM model is needed at {}: {error}", dir.display()))
         .dir
 }
@@ -318,4 +319,71 @@ fn help_and_check_config_never_print_a_database_password() {
     let stderr = String::from_utf8(refused.stderr).unwrap();
     assert!(!stderr.contains("Hunter2") && stderr.contains("%40"), "{stderr}");
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
+}
+
+/// A copy of the installed model with one pinned file changed by one byte.
+fn tampered_model(home: &std::path::Path) -> std::path::PathBuf {
+    let installed = installed_model_dir();
+    let tampered = home.join("tampered-model");
+    std::fs::create_dir_all(&tampered).unwrap();
+    for file in memsift_embed::model::pinned_files() {
+        std::fs::copy(installed.join(file.name), tampered.join(file.name)).unwrap();
+    }
+    let config = tampered.join("config.json");
+    let mut bytes = std::fs::read(&config).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0x20;
+    std::fs::write(&config, bytes).unwrap();
+    tampered
+}
+
+#[test]
+fn a_tampered_model_file_is_refused_in_one_line_naming_the_install_command() {
+    let home = tempfile::tempdir().unwrap();
+    let tampered = tampered_model(home.path());
+    let database = format!("sqlite://{}", home.path().join("m.db").display());
+    let output = memsift(home.path())
+        .env("MEMSIFT_MODEL_DIR", &tampered)
+        .args(["--database", &database, "run", "--until-idle"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8(output.stderr).unwrap(),
+        format!(
+            "error: the MiniLM model file {} does not match its pinned SHA-256 (altered, corrupted or another version); run `memsift model install` to replace it\n",
+            tampered.join("config.json").display()
+        )
+    );
+    // Nothing repaired it behind the operator's back: the file is still the altered one.
+    assert!(matches!(
+        memsift_embed::model::verify(&tampered),
+        Err(memsift_embed::model::ModelError::Altered { .. })
+    ));
+}
+
+#[test]
+fn run_and_extract_never_install_a_missing_model() {
+    let home = tempfile::tempdir().unwrap();
+    let missing = home.path().join("no-model");
+    let database = format!("sqlite://{}", home.path().join("m.db").display());
+    for command in [&["run", "--until-idle"][..], &["extract", "--pending"][..]] {
+        let output = memsift(home.path())
+            .env("MEMSIFT_MODEL_DIR", &missing)
+            .args(["--database", &database])
+            .args(command)
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(1), "{command:?}");
+        let stderr = String::from_utf8(output.stderr).unwrap();
+        assert_eq!(
+            stderr,
+            format!(
+                "error: the MiniLM model is not installed in {} (no config.json); run `memsift model install`, or point MEMSIFT_MODEL_DIR or [embeddings] model_dir at an installed copy\n",
+                missing.display()
+            ),
+            "{command:?}"
+        );
+        assert!(!missing.exists(), "nothing was fetched at run time");
+    }
 }
