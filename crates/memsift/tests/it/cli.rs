@@ -2,6 +2,8 @@
 
 use std::process::Command;
 
+use crate::helpers::installed_model_dir;
+
 fn memsift(home: &std::path::Path) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_memsift"));
     // A fresh machine: no configuration, no database, no keys in the environment.
@@ -10,16 +12,6 @@ fn memsift(home: &std::path::Path) -> Command {
         .env("HOME", home)
         .env("PATH", std::env::var_os("PATH").unwrap_or_default());
     command
-}
-
-/// The MiniLM directory every test shares, installed once per machine by the same pinned,
-/// verified install as `memsift model install` and `.ci/run`, so a fresh HOME does not download
-/// 90 MB per test.
-fn installed_model_dir() -> std::path::PathBuf {
-    let dir = memsift_embed::model::default_model_dir();
-    memsift_embed::model::install(&dir)
-        .unwrap_or_else(|error| panic!("the MiniLM model is needed at {}: {error}", dir.display()))
-        .dir
 }
 
 #[test]
