@@ -61,6 +61,8 @@ lane = "batch"
 max_tokens = 8192
 TOML
 m() { "$bin" --config "$work/memsift.toml" --database "$database" "$@"; }
+# The embedding model is installed (pinned, verified) only on request; `run` never fetches it.
+m model install >/dev/null
 m import --format locomo "$locomo"
 started=$(date +%s.%N)
 if [ "$kills" -gt 0 ]; then

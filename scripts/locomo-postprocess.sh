@@ -61,6 +61,8 @@ echo "sim-key" >"$work/key"
     done
 } >"$work/memsift.toml"
 m() { "$bin" --config "$work/memsift.toml" --database "$database" "$@"; }
+# The embedding model is installed (pinned, verified) only on request; `run` never fetches it.
+m model install >/dev/null
 m import --format locomo "$locomo" >/dev/null
 m run --until-idle >/dev/null
 echo "extracted: $(m segments --json | python3 -c 'import json,sys; s=json.load(sys.stdin); print(len(s), "segments,", sum(x["n_memories"] for x in s), "memories")')"

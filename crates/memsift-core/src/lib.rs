@@ -11,6 +11,7 @@ pub mod contract;
 pub mod ids;
 pub mod message;
 pub mod prompt;
+pub mod redact;
 pub mod request;
 pub mod segment;
 pub mod status;

@@ -29,7 +29,7 @@ pub use static_model::{DistillReport, StaticEmbedder, distill_static, distill_st
 #[derive(Debug, thiserror::Error)]
 pub enum EmbedError {
     /// A model file is missing or unreadable.
-    #[error("cannot read model file {path}: {detail}; run scripts/install-model.sh or pass the right model directory")]
+    #[error("cannot read model file {path}: {detail}; run `memsift model install` or pass the right model directory")]
     ModelFile {
         /// The file.
         path: String,

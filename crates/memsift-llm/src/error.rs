@@ -1,12 +1,78 @@
 //! The one error type of every provider call, classified by what the caller must do next.
 //!
 //! Messages never contain an API key: they are built from status codes, provider error bodies and
-//! URLs, none of which carry credentials (keys travel only in request headers).
+//! URLs, none of which carry credentials (keys travel only in request headers); a URL is shown
+//! redacted all the same, since an endpoint may carry a `?key=`. Text a provider wrote is cut to
+//! [`MAX_DETAIL_CHARS`] when an error is made ([`Detail`]), because providers quote prompts back
+//! and error texts are stored in the database and logged.
 
 use std::time::{Duration, SystemTime};
 
 use reqwest::StatusCode;
 use reqwest::header::HeaderMap;
+
+/// Most characters of provider-written text an error keeps: enough for the provider's reason, too
+/// few to carry much of a prompt quoted back in it.
+pub const MAX_DETAIL_CHARS: usize = 300;
+
+/// Text of an error that may come from a provider, cut to [`MAX_DETAIL_CHARS`] characters (on a
+/// character boundary, marked with `…`) when it is made, so no path can store or log more.
+#[derive(Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(from = "String", into = "String")]
+pub struct Detail(String);
+
+impl Detail {
+    /// The text, cut.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<String> for Detail {
+    fn from(mut text: String) -> Self {
+        if let Some((cut_at, _)) = text.char_indices().nth(MAX_DETAIL_CHARS) {
+            text.truncate(cut_at);
+            text.push('…');
+        }
+        Detail(text)
+    }
+}
+
+impl From<&str> for Detail {
+    fn from(text: &str) -> Self {
+        let end = text
+            .char_indices()
+            .nth(MAX_DETAIL_CHARS + 1)
+            .map_or(text.len(), |(at, _)| at);
+        Detail::from(text[..end].to_owned())
+    }
+}
+
+impl From<Detail> for String {
+    fn from(detail: Detail) -> Self {
+        detail.0
+    }
+}
+
+impl std::ops::Deref for Detail {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for Detail {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::fmt::Debug for Detail {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&self.0, f)
+    }
+}
 
 /// A failed provider call. The variant says what to do; the message says what happened.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -19,7 +85,7 @@ pub enum LlmError {
         /// The HTTP status, when there was a response.
         status: Option<u16>,
         /// What happened.
-        detail: String,
+        detail: Detail,
     },
     /// A 429: wait `retry_after` (or back off) before the next call to this provider and model.
     #[error("{provider}: rate limited ({detail}); wait {} before retrying", describe_wait(*.retry_after))]
@@ -29,7 +95,7 @@ pub enum LlmError {
         /// How long the provider asked us to wait.
         retry_after: Option<Duration>,
         /// What happened.
-        detail: String,
+        detail: Detail,
     },
     /// A 529: the provider is overloaded as a whole; back off, or fail over to another lane.
     #[error("{provider}: overloaded ({detail}); back off or fail over")]
@@ -39,7 +105,7 @@ pub enum LlmError {
         /// How long the provider asked us to wait.
         retry_after: Option<Duration>,
         /// What happened.
-        detail: String,
+        detail: Detail,
     },
     /// A 400/422: the request itself is wrong; fix it, retrying will not help.
     #[error("{provider}: invalid request (HTTP {status}: {detail}); fix the request, retrying will not help")]
@@ -49,7 +115,7 @@ pub enum LlmError {
         /// The HTTP status.
         status: u16,
         /// The provider's message.
-        detail: String,
+        detail: Detail,
     },
     /// A 401/402/403: the key is missing, wrong, lacks permission, or the account cannot pay.
     #[error("{provider}: not authorised (HTTP {status}: {detail}); check the API key, its permissions and billing")]
@@ -59,7 +125,7 @@ pub enum LlmError {
         /// The HTTP status.
         status: u16,
         /// The provider's message.
-        detail: String,
+        detail: Detail,
     },
     /// A 429 whose body says the quota is exhausted: only an operator can fix it.
     #[error("{provider}: quota exhausted ({detail}); raise the account's quota or budget")]
@@ -67,7 +133,7 @@ pub enum LlmError {
         /// Which provider answered.
         provider: &'static str,
         /// The provider's message.
-        detail: String,
+        detail: Detail,
     },
     /// A 404: the object does not exist (or not yet: see the transient-404 grace in the clients).
     #[error("{provider}: not found ({detail}); check the id, or reconcile if it was just created")]
@@ -75,7 +141,7 @@ pub enum LlmError {
         /// Which provider answered.
         provider: &'static str,
         /// The provider's message.
-        detail: String,
+        detail: Detail,
     },
     /// A 413, or a body we refused to send because it is over the provider's limit: split the batch.
     #[error("{provider}: request too large ({detail}); split it into smaller batches")]
@@ -83,7 +149,7 @@ pub enum LlmError {
         /// Which provider answered.
         provider: &'static str,
         /// What was too large.
-        detail: String,
+        detail: Detail,
     },
     /// A create or upload whose outcome is unknown: it may or may not exist. Reconcile through the
     /// list endpoint before creating it again.
@@ -92,7 +158,7 @@ pub enum LlmError {
         /// Which provider answered.
         provider: &'static str,
         /// What happened.
-        detail: String,
+        detail: Detail,
     },
     /// The provider answered 2xx with a body we could not read: a protocol change or a proxy in the way.
     #[error("{provider}: unexpected response ({detail}); report it, the provider's format may have changed")]
@@ -100,7 +166,7 @@ pub enum LlmError {
         /// Which provider answered.
         provider: &'static str,
         /// What could not be read.
-        detail: String,
+        detail: Detail,
     },
     /// The client cannot be built or called as configured (bad URL, missing key, batch not ended).
     #[error("{provider}: {detail}")]
@@ -108,7 +174,7 @@ pub enum LlmError {
         /// Which provider.
         provider: &'static str,
         /// What is wrong and how to fix it.
-        detail: String,
+        detail: Detail,
     },
 }
 
@@ -152,12 +218,12 @@ impl LlmError {
     /// Classifies a non-success HTTP response from its status, headers and body.
     pub fn from_response(provider: &'static str, status: StatusCode, headers: &HeaderMap, body: &[u8]) -> LlmError {
         let (kind, message) = error_body(body);
-        let detail = match (&kind, message) {
+        let detail = Detail::from(match (&kind, message) {
             (Some(kind), Some(message)) => format!("{kind}: {message}"),
             (None, Some(message)) => message,
             (Some(kind), None) => kind.clone(),
             (None, None) => format!("HTTP {}", status.as_u16()),
-        };
+        });
         let code = status.as_u16();
         match code {
             400 | 422 => LlmError::InvalidRequest {
@@ -204,7 +270,12 @@ impl LlmError {
 
     /// Classifies a transport failure (no usable response).
     pub fn from_transport(provider: &'static str, error: &reqwest::Error) -> LlmError {
-        // reqwest's Display includes the URL but never headers, so the key cannot leak through it.
+        // reqwest's Display includes the URL but never headers; the URL is shown redacted, since
+        // an endpoint may carry a key as a query parameter.
+        let mut text = error.to_string();
+        if let Some(url) = error.url() {
+            text = text.replace(url.as_str(), &memsift_core::redact::redact_url(url.as_str()));
+        }
         let kind = if error.is_timeout() {
             "timed out"
         } else if error.is_connect() {
@@ -217,7 +288,7 @@ impl LlmError {
         LlmError::Transient {
             provider,
             status: None,
-            detail: format!("{kind}: {error}"),
+            detail: format!("{kind}: {text}").into(),
         }
     }
 }
@@ -260,9 +331,77 @@ pub fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
     use reqwest::header::HeaderValue;
 
     use super::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        /// Whatever a provider writes, and however long, an error keeps at most a few hundred
+        /// characters of it, cut on a character boundary: a prefix of what was written.
+        #[test]
+        fn provider_text_is_cut_to_a_few_hundred_characters(message in "\\PC{0,1200}", status in 400u16..600) {
+            let body = serde_json::json!({"type": "error", "error": {"type": "invalid_request_error", "message": message}});
+            let error = LlmError::from_response(
+                "test",
+                StatusCode::from_u16(status).unwrap(),
+                &HeaderMap::new(),
+                body.to_string().as_bytes(),
+            );
+            let shown = error.to_string();
+            let detail: String = match &error {
+                LlmError::Transient { detail, .. }
+                | LlmError::RateLimited { detail, .. }
+                | LlmError::Overloaded { detail, .. }
+                | LlmError::InvalidRequest { detail, .. }
+                | LlmError::Auth { detail, .. }
+                | LlmError::QuotaExhausted { detail, .. }
+                | LlmError::NotFound { detail, .. }
+                | LlmError::TooLarge { detail, .. }
+                | LlmError::Ambiguous { detail, .. }
+                | LlmError::Protocol { detail, .. }
+                | LlmError::Usage { detail, .. } => detail.to_string(),
+            };
+            prop_assert!(detail.chars().count() <= MAX_DETAIL_CHARS + 1, "{} chars", detail.chars().count());
+            prop_assert!(shown.contains(&detail));
+            let written = format!("invalid_request_error: {message}");
+            match detail.strip_suffix('…') {
+                Some(kept) if written.chars().count() > MAX_DETAIL_CHARS => {
+                    prop_assert_eq!(kept.chars().count(), MAX_DETAIL_CHARS);
+                    prop_assert!(written.starts_with(kept));
+                }
+                _ => prop_assert_eq!(&detail, &written),
+            }
+            // A batch result's error is read through the same type.
+            let read: ErrorEnvelopeRead = serde_json::from_value(body).unwrap();
+            prop_assert!(read.error.message.chars().count() <= MAX_DETAIL_CHARS + 1);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_transport_error_shows_the_url_without_its_secrets() {
+        // A signed download URL, as providers hand out for batch results, on a port nothing serves.
+        let url = "http://user:Basic-Secret-1@127.0.0.1:1/results?X-Amz-Credential=Cred-Secret-2&X-Amz-Signature=Sig-Secret-3&Trailing-Part-4";
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let error = reqwest::Client::new().get(url).send().await.unwrap_err();
+        let error = LlmError::from_transport("test", &error);
+        let shown = format!("{error} {error:?}");
+        assert!(
+            shown.contains("could not connect") && shown.contains("127.0.0.1:1/results?"),
+            "{shown}"
+        );
+        for secret in ["Basic-Secret-1", "Cred-Secret-2", "Sig-Secret-3", "Trailing-Part-4"] {
+            assert!(!shown.contains(secret), "{shown}");
+        }
+    }
+
+    /// An error envelope as a batch results line carries it.
+    #[derive(serde::Deserialize)]
+    struct ErrorEnvelopeRead {
+        error: crate::anthropic::ErrorDetail,
+    }
 
     fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
         let mut map = HeaderMap::new();

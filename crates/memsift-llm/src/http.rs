@@ -122,13 +122,17 @@ impl HttpCore {
         if reqwest::Url::parse(&base_url).is_err() {
             return Err(LlmError::Usage {
                 provider,
-                detail: format!("base URL `{base_url}` is not a valid URL; set endpoint to e.g. {default_base_url}"),
+                detail: format!(
+                    "base URL `{}` is not a valid URL; set endpoint to e.g. {default_base_url}",
+                    memsift_core::redact::redact_url(&base_url)
+                )
+                .into(),
             });
         }
         if auth == AuthStyle::Anthropic && options.api_key.is_none() {
             return Err(LlmError::Usage {
                 provider,
-                detail: "no API key; set api_key_env or api_key_file".to_owned(),
+                detail: "no API key; set api_key_env or api_key_file".into(),
             });
         }
         let client = reqwest::Client::builder()
@@ -137,7 +141,7 @@ impl HttpCore {
             .build()
             .map_err(|error| LlmError::Usage {
                 provider,
-                detail: format!("cannot build the HTTP client: {error}"),
+                detail: format!("cannot build the HTTP client: {error}").into(),
             })?;
         Ok(Self {
             provider,
@@ -181,12 +185,12 @@ impl HttpCore {
     pub(crate) fn json_body<B: Serialize>(&self, body: &B, limit_bytes: usize) -> Result<Bytes, LlmError> {
         let bytes = serde_json::to_vec(body).map_err(|error| LlmError::Usage {
             provider: self.provider,
-            detail: format!("cannot serialise the request body: {error}"),
+            detail: format!("cannot serialise the request body: {error}").into(),
         })?;
         if bytes.len() > limit_bytes {
             return Err(LlmError::TooLarge {
                 provider: self.provider,
-                detail: format!("body is {} bytes, the limit is {limit_bytes}", bytes.len()),
+                detail: format!("body is {} bytes, the limit is {limit_bytes}", bytes.len()).into(),
             });
         }
         Ok(Bytes::from(bytes))
@@ -234,7 +238,7 @@ impl HttpCore {
         serde_json::from_slice(&body).map_err(|error| {
             ReadError::Decode(LlmError::Protocol {
                 provider: self.provider,
-                detail: format!("response body is not the expected JSON: {error}"),
+                detail: format!("response body is not the expected JSON: {error}").into(),
             })
         })
     }
@@ -314,7 +318,7 @@ impl HttpCore {
     fn ambiguous(&self, detail: String) -> LlmError {
         LlmError::Ambiguous {
             provider: self.provider,
-            detail,
+            detail: detail.into(),
         }
     }
 }

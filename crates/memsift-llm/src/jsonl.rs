@@ -98,7 +98,7 @@ where
                 state.line_number += 1;
                 let item = serde_json::from_slice::<T>(&line).map_err(|error| LlmError::Protocol {
                     provider: state.provider,
-                    detail: format!("JSONL record {} is not valid: {error}", state.line_number),
+                    detail: format!("JSONL record {} is not valid: {error}", state.line_number).into(),
                 });
                 return Some((item, state));
             }

@@ -20,7 +20,7 @@ pub mod secret;
 pub mod usage;
 
 pub use anthropic::AnthropicClient;
-pub use error::LlmError;
+pub use error::{Detail, LlmError, MAX_DETAIL_CHARS};
 pub use http::{ClientOptions, CreateOutcome};
 pub use jsonl::{JsonLines, LineSplitter};
 pub use openai::OpenAiClient;

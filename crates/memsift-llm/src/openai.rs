@@ -9,7 +9,7 @@ use reqwest::Method;
 use reqwest::multipart::{Form, Part};
 use serde::{Deserialize, Serialize};
 
-use crate::error::LlmError;
+use crate::error::{Detail, LlmError};
 use crate::http::{AuthStyle, ClientOptions, CreateOutcome, HttpCore};
 use crate::jsonl::JsonLines;
 use crate::retry::RetryMode;
@@ -278,10 +278,10 @@ pub struct BatchRequestCounts {
 pub struct BatchValidationError {
     /// `invalid_json_line`, `duplicate_custom_id`, `token_limit_exceeded`, …
     #[serde(default)]
-    pub code: Option<String>,
-    /// What went wrong.
+    pub code: Option<Detail>,
+    /// What went wrong (cut as it is read).
     #[serde(default)]
-    pub message: Option<String>,
+    pub message: Option<Detail>,
     /// The parameter.
     #[serde(default)]
     pub param: Option<String>,
@@ -375,10 +375,10 @@ pub struct BatchLineResponse {
 pub struct BatchLineError {
     /// The code.
     #[serde(default)]
-    pub code: Option<String>,
-    /// The message.
+    pub code: Option<Detail>,
+    /// The message (cut as it is read).
     #[serde(default)]
-    pub message: Option<String>,
+    pub message: Option<Detail>,
 }
 
 /// One line of an output or error file. Lines come in any order: join on `custom_id`.
@@ -404,7 +404,7 @@ impl BatchOutputLine {
         Some(
             serde_json::from_value(response.body.clone()).map_err(|error| LlmError::Protocol {
                 provider: "openai",
-                detail: format!("output line {} is not a chat completion: {error}", self.custom_id),
+                detail: format!("output line {} is not a chat completion: {error}", self.custom_id).into(),
             }),
         )
     }
@@ -412,7 +412,7 @@ impl BatchOutputLine {
     /// The failure code: `error.code`, else the body's `error.code`/`type`, else the HTTP status.
     pub fn failure_code(&self) -> Option<String> {
         if let Some(code) = self.error.as_ref().and_then(|error| error.code.clone()) {
-            return Some(code);
+            return Some(code.into());
         }
         let response = self.response.as_ref().filter(|response| response.status_code != 200)?;
         let error = response.body.get("error");
@@ -420,7 +420,7 @@ impl BatchOutputLine {
             error
                 .and_then(|error| error.get(key))
                 .and_then(|v| v.as_str())
-                .map(str::to_owned)
+                .map(|text| Detail::from(text).into())
         };
         Some(
             text("code")
@@ -497,7 +497,8 @@ impl OpenAiClient {
                 detail: format!(
                     "a batch file holds 1 to {BATCH_MAX_REQUESTS} lines, not {}",
                     lines.len()
-                ),
+                )
+                .into(),
             });
         }
         let mut content = Vec::new();
@@ -514,7 +515,7 @@ impl OpenAiClient {
         if content.len() > BATCH_FILE_MAX_BYTES {
             return CreateOutcome::Rejected(LlmError::TooLarge {
                 provider: "openai",
-                detail: format!("file is {} bytes, the limit is {BATCH_FILE_MAX_BYTES}", content.len()),
+                detail: format!("file is {} bytes, the limit is {BATCH_FILE_MAX_BYTES}", content.len()).into(),
             });
         }
         let form = Form::new()

@@ -115,7 +115,7 @@ impl ImmediateStrategy {
                     detail: format!(
                         "llm.{} uses the heuristic provider, which has no immediate lane; route it to HeuristicStrategy",
                         llm.key
-                    ),
+                    ).into(),
                 });
             }
         };
@@ -193,7 +193,7 @@ fn join_error(provider: &'static str, error: &tokio::task::JoinError) -> LlmErro
     LlmError::Transient {
         provider,
         status: Some(0),
-        detail: format!("the call task ended abnormally ({error}); retry the request"),
+        detail: format!("the call task ended abnormally ({error}); retry the request").into(),
     }
 }
 

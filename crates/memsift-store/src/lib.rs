@@ -421,18 +421,11 @@ pub(crate) fn hex_bytes(hex: &str) -> Vec<u8> {
         .collect()
 }
 
-/// Removes a password from a URL before it is shown.
+/// The URL with its password and password-like query values replaced by `***`, fit to show.
+///
+/// The parsing lives in `memsift_core::redact`, shared with the provider clients' endpoints.
 pub fn redact(url: &str) -> String {
-    match (url.find("://"), url.find('@')) {
-        (Some(scheme_end), Some(at)) if at > scheme_end => {
-            let credentials = &url[scheme_end + 3..at];
-            match credentials.find(':') {
-                Some(colon) => format!("{}{}:***{}", &url[..scheme_end + 3], &credentials[..colon], &url[at..]),
-                None => url.to_owned(),
-            }
-        }
-        _ => url.to_owned(),
-    }
+    memsift_core::redact::redact_url(url)
 }
 
 /// Reads a JSON column into the type written there; a value that does not fit is a corrupt row.

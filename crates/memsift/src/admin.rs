@@ -3,43 +3,102 @@
 //!
 //! The tables are the same `render` grids the CLI prints, so the pages and `memsift batches`
 //! never disagree about a column. Pages carry no script: a `<meta refresh>` reloads them.
+//!
+//! With a token, a browser signs in once: the sign-in form posts the token in its body and gets
+//! an HMAC-signed session cookie back (`crate::session`), so the token never appears in a link,
+//! the refresh, the history or a `Referer`. Scripts may send `Authorization: Bearer` instead.
+//! Every answer carries `Cache-Control: no-store`, `Referrer-Policy: no-referrer`,
+//! `X-Frame-Options: DENY` and a policy that allows the pages' one stylesheet and nothing else.
+
+use std::sync::LazyLock;
 
 use axum::Router;
-use axum::extract::{Query, State};
-use axum::http::{HeaderMap, StatusCode, header};
-use axum::response::{Html, IntoResponse, Response};
-use axum::routing::{MethodRouter, get};
-use serde::Deserialize;
+use axum::body::Bytes;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{Html, IntoResponse, Redirect, Response};
+use axum::routing::{MethodRouter, get, post};
+use base64::Engine;
+use sha2::{Digest, Sha256};
 
 use crate::api::ApiToken;
 use crate::app::App;
 use crate::render::{self, escape_html};
+use crate::session::{SessionKeys, cookie_value, end_cookie, start_cookie};
 
 /// Seconds between automatic reloads.
 const REFRESH_SECS: u32 = 10;
 /// Rows per table: enough to see what is happening, bounded so a page stays fast.
 const PAGE_ROWS: i64 = 200;
+/// Where the sign-in form posts.
+const SIGN_IN_PATH: &str = "/admin/login";
+/// Where the sign-out button posts.
+const SIGN_OUT_PATH: &str = "/admin/logout";
+
+/// The pages' one stylesheet, inline; the security policy allows exactly this text by its hash.
+const STYLE: &str = "body{font:14px system-ui,sans-serif;margin:1.5em}table{border-collapse:collapse}\
+th,td{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top}\
+th{background:#f3f3f3}tbody tr:nth-child(even){background:#fafafa}nav form{display:inline}";
+
+/// No script, no images, no frames, forms only to this server, and the stylesheet above.
+static CONTENT_SECURITY_POLICY: LazyLock<HeaderValue> = LazyLock::new(|| {
+    let style_hash = base64::engine::general_purpose::STANDARD.encode(Sha256::digest(STYLE.as_bytes()));
+    HeaderValue::from_str(&format!(
+        "default-src 'none'; style-src 'sha256-{style_hash}'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+    ))
+    .expect("a hash in base64 is a valid header value")
+});
 
 #[derive(Clone)]
 struct AdminState {
     app: App,
-    token: Option<ApiToken>,
+    access: Option<Access>,
 }
 
-/// The `?token=` a browser can carry (it cannot set an `Authorization` header on a link).
-#[derive(Debug, Deserialize)]
-struct TokenQuery {
-    token: Option<String>,
+/// What a request must show when a token is configured.
+#[derive(Clone)]
+struct Access {
+    token: ApiToken,
+    sessions: SessionKeys,
 }
 
-/// The `/admin` pages over `app`. With a token, every page requires it as a bearer header or a
-/// `token` query parameter (kept in the page's links and refresh); without one they are open,
-/// for a listener bound to loopback.
+impl AdminState {
+    /// A valid session cookie, or the token as a bearer header; anything without a token.
+    fn admits(&self, headers: &HeaderMap) -> bool {
+        let Some(access) = &self.access else {
+            return true;
+        };
+        if let Some(cookie) = cookie_value(headers)
+            && access.sessions.verify(cookie, self.app.clock.now())
+        {
+            return true;
+        }
+        headers
+            .get(header::AUTHORIZATION)
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| value.strip_prefix("Bearer "))
+            .is_some_and(|offered| access.token.matches(offered.trim()))
+    }
+}
+
+/// The `/admin` pages over `app`. With a token, every page needs a session (from the sign-in
+/// form) or the token as a bearer header; without one they are open, for a listener bound to
+/// loopback.
 pub fn router(app: App, token: Option<ApiToken>) -> Router {
-    let state = AdminState { app, token };
-    pages()
+    let access = token.map(|token| Access {
+        sessions: SessionKeys::new(&token),
+        token,
+    });
+    let state = AdminState { app, access };
+    let pages = pages()
         .into_iter()
         .fold(Router::new(), |router, (path, page)| router.route(path, page))
+        .route_layer(axum::middleware::from_fn_with_state(state.clone(), require_session));
+    sign_in_routes()
+        .into_iter()
+        .fold(pages, |router, (_, path, route)| router.route(path, route))
+        .layer(axum::middleware::map_response(admin_headers))
         .with_state(state)
 }
 
@@ -55,61 +114,137 @@ fn pages() -> Vec<(&'static str, MethodRouter<AdminState>)> {
     ]
 }
 
-/// The pages' paths.
-pub fn page_paths() -> Vec<&'static str> {
-    pages().into_iter().map(|(path, _)| path).collect()
+/// Signing in and out, which need no session.
+fn sign_in_routes() -> Vec<(&'static str, &'static str, MethodRouter<AdminState>)> {
+    vec![
+        ("POST", SIGN_IN_PATH, post(sign_in)),
+        ("POST", SIGN_OUT_PATH, post(sign_out)),
+    ]
+}
+
+/// Every admin route as (method, path): the pages, then signing in and out.
+pub fn route_list() -> Vec<(&'static str, &'static str)> {
+    pages()
+        .into_iter()
+        .map(|(path, _)| ("GET", path))
+        .chain(sign_in_routes().into_iter().map(|(method, path, _)| (method, path)))
+        .collect()
+}
+
+async fn admin_headers(mut response: Response) -> Response {
+    crate::api::set_security_headers(response.headers_mut(), CONTENT_SECURITY_POLICY.clone());
+    response
+}
+
+async fn require_session(State(state): State<AdminState>, request: Request, next: Next) -> Response {
+    if state.admits(request.headers()) {
+        return next.run(request).await;
+    }
+    sign_in_page(StatusCode::UNAUTHORIZED, request.uri().path(), None)
+}
+
+/// The sign-in form, answering a page asked for without a session (401) or a wrong token.
+fn sign_in_page(status: StatusCode, next: &str, problem: Option<&str>) -> Response {
+    let problem = problem
+        .map(|problem| format!("<p><strong>{}</strong></p>\n", escape_html(problem)))
+        .unwrap_or_default();
+    let body = format!(
+        "{problem}<form method=\"post\" action=\"{SIGN_IN_PATH}\">\
+         <input type=\"hidden\" name=\"next\" value=\"{}\">\
+         <label>API token <input type=\"password\" name=\"token\" autocomplete=\"current-password\" required autofocus></label> \
+         <button type=\"submit\">Sign in</button></form>\n\
+         <p><small>The token is sent once, in this form's body, and exchanged for a session cookie \
+         that lasts {} hours.</small></p>",
+        escape_html(next),
+        crate::session::SESSION_HOURS
+    );
+    (status, document("sign in", false, &body)).into_response()
+}
+
+/// Where to go after signing in: a page of ours, never an address a form could smuggle in.
+fn page_after_sign_in(requested: Option<&str>) -> &'static str {
+    pages()
+        .into_iter()
+        .map(|(path, _)| path)
+        .find(|path| Some(*path) == requested)
+        .unwrap_or("/admin")
+}
+
+/// `POST /admin/login` with `token=…&next=…` (form-encoded): a session cookie and a redirect to
+/// the page, or the form again with one line saying the token was wrong.
+async fn sign_in(State(state): State<AdminState>, headers: HeaderMap, body: Bytes) -> Response {
+    let mut offered = None;
+    let mut requested = None;
+    for (name, value) in url::form_urlencoded::parse(&body) {
+        match &*name {
+            "token" => offered = Some(value.into_owned()),
+            "next" => requested = Some(value.into_owned()),
+            _ => {}
+        }
+    }
+    let next = page_after_sign_in(requested.as_deref());
+    let Some(access) = &state.access else {
+        return Redirect::to(next).into_response();
+    };
+    if !offered.is_some_and(|offered| access.token.matches(offered.trim())) {
+        return sign_in_page(
+            StatusCode::UNAUTHORIZED,
+            next,
+            Some("That is not the API token; use the one in MEMSIFT_API_TOKEN or [api] token_file."),
+        );
+    }
+    let over_https = headers
+        .get("x-forwarded-proto")
+        .is_some_and(|proto| proto.as_bytes().eq_ignore_ascii_case(b"https"));
+    let cookie = start_cookie(&access.sessions.issue(state.app.clock.now()), over_https);
+    let mut response = Redirect::to(next).into_response();
+    response.headers_mut().insert(
+        header::SET_COOKIE,
+        HeaderValue::from_str(&cookie).expect("the cookie is base64, digits and dots"),
+    );
+    response
+}
+
+/// `POST /admin/logout`: the browser forgets its session.
+async fn sign_out() -> Response {
+    let mut response = Redirect::to("/admin").into_response();
+    response.headers_mut().insert(
+        header::SET_COOKIE,
+        HeaderValue::from_str(&end_cookie()).expect("the cookie is a constant"),
+    );
+    response
 }
 
 /// Why a page could not be shown.
-enum PageError {
-    Unauthorized,
-    Store(String),
-}
+struct PageError(String);
 
 impl IntoResponse for PageError {
     fn into_response(self) -> Response {
-        match self {
-            PageError::Unauthorized => (
-                StatusCode::UNAUTHORIZED,
-                Html("<p>401: add <code>?token=…</code> (the API token) to the address.</p>".to_owned()),
-            )
-                .into_response(),
-            PageError::Store(detail) => (
-                StatusCode::INTERNAL_SERVER_ERROR,
-                Html(format!("<p>500: {}</p>", escape_html(&detail))),
-            )
-                .into_response(),
-        }
+        (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            Html(format!("<p>500: {}</p>", escape_html(&self.0))),
+        )
+            .into_response()
     }
 }
 
 impl From<memsift_store::StoreError> for PageError {
     fn from(error: memsift_store::StoreError) -> Self {
-        PageError::Store(error.to_string())
+        PageError(error.to_string())
     }
 }
 
-/// Checks the token; returns the query suffix the page's links must carry.
-fn authorize(state: &AdminState, headers: &HeaderMap, query: &TokenQuery) -> Result<String, PageError> {
-    let Some(expected) = &state.token else {
-        return Ok(String::new());
-    };
-    let bearer = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.strip_prefix("Bearer "));
-    let offered = bearer.or(query.token.as_deref()).unwrap_or_default();
-    if !expected.matches(offered) {
-        return Err(PageError::Unauthorized);
+/// A page of the admin site. Signed in: the links, the sign-out button and the reload; the
+/// sign-in form has none of them (a reload would clear the token being typed).
+fn document(title: &str, signed_in: bool, body: &str) -> Html<String> {
+    if !signed_in {
+        return Html(format!(
+            "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+             <title>memsift · {title}</title><style>{STYLE}</style></head>\n\
+             <body><h1>{title}</h1>\n{body}\n</body></html>\n",
+            title = escape_html(title),
+        ));
     }
-    Ok(query
-        .token
-        .as_ref()
-        .map(|token| format!("?token={}", escape_html(token)))
-        .unwrap_or_default())
-}
-
-fn page(title: &str, suffix: &str, body: &str) -> Html<String> {
     let nav = [
         ("batches", "/admin/batches"),
         ("segments", "/admin/segments"),
@@ -118,72 +253,49 @@ fn page(title: &str, suffix: &str, body: &str) -> Html<String> {
         ("cost", "/admin/costs"),
     ]
     .iter()
-    .map(|(name, path)| format!("<a href=\"{path}{suffix}\">{name}</a>"))
+    .map(|(name, path)| format!("<a href=\"{path}\">{name}</a>"))
     .collect::<Vec<_>>()
     .join(" · ");
     Html(format!(
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
          <meta http-equiv=\"refresh\" content=\"{REFRESH_SECS}\">\
-         <title>memsift · {title}</title>\
-         <style>body{{font:14px system-ui,sans-serif;margin:1.5em}}table{{border-collapse:collapse}}\
-         th,td{{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top}}\
-         th{{background:#f3f3f3}}tbody tr:nth-child(even){{background:#fafafa}}</style></head>\n\
-         <body><nav>{nav}</nav>\n<h1>{title}</h1>\n{body}\n\
+         <title>memsift · {title}</title><style>{STYLE}</style></head>\n\
+         <body><nav>{nav} · <form method=\"post\" action=\"{SIGN_OUT_PATH}\"><button type=\"submit\">sign out</button></form></nav>\n\
+         <h1>{title}</h1>\n{body}\n\
          <p><small>read-only; reloads every {REFRESH_SECS} s</small></p></body></html>\n",
         title = escape_html(title),
     ))
 }
 
-async fn index(
-    State(state): State<AdminState>,
-    headers: HeaderMap,
-    Query(query): Query<TokenQuery>,
-) -> Result<Html<String>, PageError> {
-    let suffix = authorize(&state, &headers, &query)?;
+fn page(title: &str, body: &str) -> Html<String> {
+    document(title, true, body)
+}
+
+async fn index(State(state): State<AdminState>) -> Result<Html<String>, PageError> {
     let counts = state.app.store.counts().await?;
     let body = format!(
         "<p>{} users, {} segments, {} messages, {} memories, {} requests.</p>",
         counts.users, counts.segments, counts.messages, counts.memories, counts.requests
     );
-    Ok(page("memsift", &suffix, &body))
+    Ok(page("memsift", &body))
 }
 
-async fn batches(
-    State(state): State<AdminState>,
-    headers: HeaderMap,
-    Query(query): Query<TokenQuery>,
-) -> Result<Html<String>, PageError> {
-    let suffix = authorize(&state, &headers, &query)?;
+async fn batches(State(state): State<AdminState>) -> Result<Html<String>, PageError> {
     let rows = state.app.store.list_batches(None, Some(PAGE_ROWS)).await?;
-    Ok(page("batches", &suffix, &render::batches_table(&rows).to_html()))
+    Ok(page("batches", &render::batches_table(&rows).to_html()))
 }
 
-async fn segments(
-    State(state): State<AdminState>,
-    headers: HeaderMap,
-    Query(query): Query<TokenQuery>,
-) -> Result<Html<String>, PageError> {
-    let suffix = authorize(&state, &headers, &query)?;
+async fn segments(State(state): State<AdminState>) -> Result<Html<String>, PageError> {
     let rows = state.app.store.list_segments(None, None, Some(PAGE_ROWS)).await?;
-    Ok(page("segments", &suffix, &render::segments_table(&rows).to_html()))
+    Ok(page("segments", &render::segments_table(&rows).to_html()))
 }
 
-async fn requests(
-    State(state): State<AdminState>,
-    headers: HeaderMap,
-    Query(query): Query<TokenQuery>,
-) -> Result<Html<String>, PageError> {
-    let suffix = authorize(&state, &headers, &query)?;
+async fn requests(State(state): State<AdminState>) -> Result<Html<String>, PageError> {
     let rows = state.app.store.list_requests(None, None, Some(PAGE_ROWS)).await?;
-    Ok(page("requests", &suffix, &render::requests_table(&rows).to_html()))
+    Ok(page("requests", &render::requests_table(&rows).to_html()))
 }
 
-async fn dead_letters(
-    State(state): State<AdminState>,
-    headers: HeaderMap,
-    Query(query): Query<TokenQuery>,
-) -> Result<Html<String>, PageError> {
-    let suffix = authorize(&state, &headers, &query)?;
+async fn dead_letters(State(state): State<AdminState>) -> Result<Html<String>, PageError> {
     let segments = state
         .app
         .store
@@ -202,17 +314,12 @@ async fn dead_letters(
         requests.len(),
         render::requests_table(&requests).to_html()
     );
-    Ok(page("dead letters", &suffix, &body))
+    Ok(page("dead letters", &body))
 }
 
-async fn costs(
-    State(state): State<AdminState>,
-    headers: HeaderMap,
-    Query(query): Query<TokenQuery>,
-) -> Result<Html<String>, PageError> {
-    let suffix = authorize(&state, &headers, &query)?;
+async fn costs(State(state): State<AdminState>) -> Result<Html<String>, PageError> {
     let rows = state.app.store.cost_by_user_stage().await?;
     let total: f64 = rows.iter().map(|row| row.cost_usd).sum();
     let body = format!("<p>total ${total:.4}</p>\n{}", render::costs_table(&rows).to_html());
-    Ok(page("cost by user and stage", &suffix, &body))
+    Ok(page("cost by user and stage", &body))
 }

@@ -67,16 +67,40 @@ pub enum TokenError {
     /// The token file is empty.
     #[error("the API token file {0} is empty; write the token on its first line")]
     Empty(String),
+    /// The token is too short to withstand guessing.
+    #[error(
+        "the API token from {source_name} is {length} characters; use at least {MIN_TOKEN_CHARS} (e.g. `openssl rand -hex 32`)"
+    )]
+    TooShort {
+        /// Where it came from: the variable or the file.
+        source_name: String,
+        /// Its length in characters.
+        length: usize,
+    },
 }
+
+/// The shortest API token accepted: 32 random characters are beyond guessing over HTTP.
+pub const MIN_TOKEN_CHARS: usize = 32;
 
 /// The bearer token every protected route checks, held as a secret.
 #[derive(Clone)]
 pub struct ApiToken(std::sync::Arc<SecretString>);
 
 impl ApiToken {
-    /// A token given directly (tests, embedding callers).
-    pub fn new(token: &str) -> ApiToken {
-        ApiToken(std::sync::Arc::new(SecretString::from(token.to_owned())))
+    /// A token given directly (tests, embedding callers); at least [`MIN_TOKEN_CHARS`] long.
+    pub fn new(token: &str) -> Result<ApiToken, TokenError> {
+        ApiToken::from_source(token, "the caller")
+    }
+
+    fn from_source(token: &str, source_name: &str) -> Result<ApiToken, TokenError> {
+        let length = token.chars().count();
+        if length < MIN_TOKEN_CHARS {
+            return Err(TokenError::TooShort {
+                source_name: source_name.to_owned(),
+                length,
+            });
+        }
+        Ok(ApiToken(std::sync::Arc::new(SecretString::from(token.to_owned()))))
     }
 
     /// `MEMSIFT_API_TOKEN`, else the first line of `api.token_file`.
@@ -84,7 +108,7 @@ impl ApiToken {
         if let Ok(token) = std::env::var(TOKEN_ENV)
             && !token.trim().is_empty()
         {
-            return Ok(ApiToken::new(token.trim()));
+            return ApiToken::from_source(token.trim(), TOKEN_ENV);
         }
         let path = config.token_file.as_ref().ok_or(TokenError::Missing)?;
         let text = std::fs::read_to_string(path).map_err(|source| TokenError::Read {
@@ -95,13 +119,23 @@ impl ApiToken {
         if token.is_empty() {
             return Err(TokenError::Empty(path.display().to_string()));
         }
-        Ok(ApiToken::new(token))
+        ApiToken::from_source(token, &format!("the file {}", path.display()))
     }
 
     /// Whether `offered` is the token.
     pub fn matches(&self, offered: &str) -> bool {
         // Constant time over the bytes, so response timing does not reveal a matching prefix.
         bool::from(self.0.expose_secret().as_bytes().ct_eq(offered.as_bytes()))
+    }
+
+    /// A key for one purpose (`label`) derived from the token, HMAC-SHA256(token, label): it
+    /// changes when the token does, and reveals nothing of the token.
+    pub(crate) fn derive_key(&self, label: &[u8]) -> [u8; 32] {
+        use hmac::Mac;
+        let mut mac = <hmac::Hmac<sha2::Sha256> as Mac>::new_from_slice(self.0.expose_secret().as_bytes())
+            .expect("HMAC takes a key of any length");
+        mac.update(label);
+        mac.finalize().into_bytes().into()
     }
 }
 
@@ -315,9 +349,9 @@ pub fn route_list() -> Vec<(String, String)> {
         .into_iter()
         .map(|(method, path, _, _)| (method.to_owned(), path.to_owned()))
         .chain(
-            crate::admin::page_paths()
+            crate::admin::route_list()
                 .into_iter()
-                .map(|path| ("GET".to_owned(), path.to_owned())),
+                .map(|(method, path)| (method.to_owned(), path.to_owned())),
         )
         .collect()
 }
@@ -345,6 +379,7 @@ pub fn router(app: App, token: ApiToken) -> (axum::Router, PipelineWorker) {
         .merge(protected)
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(max_body_bytes))
+        .layer(axum::middleware::map_response(api_headers))
         .with_state(state)
         .merge(admin);
     (router, PipelineWorker { app, jobs: jobs_rx })
@@ -369,6 +404,27 @@ pub async fn serve(
         result = server => result,
         () = worker => Ok(()),
     }
+}
+
+/// The headers every response of the server carries, with the page's `Content-Security-Policy`:
+/// nothing is cached (answers hold people's memories), nothing may frame it, no address leaks
+/// in a `Referer`, and no body is sniffed into another type.
+pub(crate) fn set_security_headers(headers: &mut header::HeaderMap, content_security_policy: header::HeaderValue) {
+    use header::HeaderValue;
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    headers.insert(header::CONTENT_SECURITY_POLICY, content_security_policy);
+}
+
+/// The API answers JSON and text only: its policy allows nothing to load or frame it.
+async fn api_headers(mut response: Response) -> Response {
+    set_security_headers(
+        response.headers_mut(),
+        header::HeaderValue::from_static("default-src 'none'; frame-ancestors 'none'; base-uri 'none'"),
+    );
+    response
 }
 
 async fn require_token(State(state): State<ApiState>, request: Request, next: Next) -> Response {

@@ -58,6 +58,62 @@ pub fn database_url(config: &Config, flag: Option<&str>) -> anyhow::Result<Strin
     Ok(sqlite_url(&dir.join("memsift.db")))
 }
 
+/// The query parameters sqlx's PostgreSQL driver reads. It logs the name and value of any other
+/// (which may be a `sslpassword`, or the tail of a password holding a raw `&`), so the others
+/// are dropped before it sees them; it would ignore them anyway.
+const POSTGRES_DRIVER_PARAMETERS: [&str; 18] = [
+    "sslmode",
+    "ssl-mode",
+    "sslrootcert",
+    "ssl-root-cert",
+    "ssl-ca",
+    "sslcert",
+    "ssl-cert",
+    "sslkey",
+    "ssl-key",
+    "statement-cache-capacity",
+    "host",
+    "hostaddr",
+    "port",
+    "dbname",
+    "user",
+    "password",
+    "application_name",
+    "options",
+];
+
+/// The database URL as the driver gets it. A URL that reads two ways is refused in one line (the
+/// driver could name part of the password in an error), and parameters the PostgreSQL driver
+/// does not read are dropped with a warning that counts them and names the known ones.
+pub fn connectable_url(url: &str) -> anyhow::Result<String> {
+    memsift_core::redact::check_unambiguous(url).map_err(|unclear| anyhow::anyhow!("database {unclear}"))?;
+    if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+        return Ok(url.to_owned());
+    }
+    let mut parsed = url::Url::parse(url).context("database URL")?;
+    let (kept, dropped): (Vec<_>, Vec<_>) = parsed
+        .query_pairs()
+        .into_owned()
+        .partition(|(name, _)| POSTGRES_DRIVER_PARAMETERS.contains(&name.as_str()) || name.starts_with("options["));
+    if dropped.is_empty() {
+        return Ok(url.to_owned());
+    }
+    let names: Vec<&str> = dropped
+        .iter()
+        .map(|(name, _)| memsift_core::redact::shown_parameter_name(name))
+        .collect();
+    tracing::warn!(
+        parameters = names.join(", "),
+        "The PostgreSQL driver does not read these database URL parameters; they were ignored (`***`: an unknown name, perhaps the tail of a password holding a raw `&`; percent-encode it as %26)."
+    );
+    if kept.is_empty() {
+        parsed.set_query(None);
+    } else {
+        parsed.query_pairs_mut().clear().extend_pairs(kept);
+    }
+    Ok(parsed.to_string())
+}
+
 /// The `sqlite://` URL of a file.
 pub fn sqlite_url(path: &Path) -> String {
     format!("sqlite://{}", path.display())
@@ -84,9 +140,10 @@ impl App {
             sqlite_synchronous_full: config.database.sqlite_synchronous == "full",
             ..StoreOptions::default()
         };
-        let store = Store::connect(url, &options)
+        let url = connectable_url(url)?;
+        let store = Store::connect(&url, &options)
             .await
-            .with_context(|| format!("cannot open database {}", redact(url)))?;
+            .with_context(|| format!("cannot open database {}", redact(&url)))?;
         store.migrate().await.context("cannot migrate the database")?;
         let store = store.with_erasure_key(load_erasure_key(&config)?);
         store

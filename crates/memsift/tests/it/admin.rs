@@ -1,15 +1,18 @@
-//! The admin pages against a running server, read by headless Chromium as an admin would.
+//! The admin pages against a running server, read by headless Chromium as an admin would: signed
+//! in once through the form, with a session cookie, and no token in any address.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use axum::response::Html;
 use memsift_sim::FaultConfig;
 use memsift_store::testing::TestDb;
+use reqwest::StatusCode;
+use reqwest::header::{HeaderMap, LOCATION, SET_COOKIE};
 
 use crate::helpers::{TestApp, line};
 
-const TOKEN: &str = "admin-test-token";
-
+const TOKEN: &str = "admin-test-token-0123456789abcdef";
 /// Debian's Chromium: `MEMSIFT_CHROMIUM`, else `chromium` on PATH, installed with apt-get when
 /// missing (as `.ci/run` does), so the test fails for a real reason, never skips.
 fn chromium() -> PathBuf {
@@ -41,8 +44,60 @@ fn headless(url: &str, extra: &[&str]) -> std::process::Output {
         .expect("chromium runs")
 }
 
+/// A same-origin page that posts the sign-in form at once, as a person would by typing the
+/// token: Chromium has no flag for a cookie or a header, and the admin pages themselves run no
+/// script. Served by the test beside the admin router, so the form post is same-site.
+const SIGN_IN_PATH: &str = "/test-only/sign-in";
+
+fn sign_in_page(next: &'static str) -> axum::Router {
+    axum::Router::new().route(
+        SIGN_IN_PATH,
+        axum::routing::get(move || async move {
+            Html(format!(
+                "<form method=\"post\" action=\"/admin/login\"><input name=\"token\" value=\"{TOKEN}\">\
+                 <input name=\"next\" value=\"{next}\"></form><script>document.forms[0].submit()</script>"
+            ))
+        }),
+    )
+}
+
+/// A form body, as a browser encodes it.
+fn form(fields: &[(&str, &str)]) -> String {
+    url::form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(fields)
+        .finish()
+}
+
+/// The session cookie (`name=value`) a sign-in answer sets, after checking its attributes.
+fn session_cookie(headers: &HeaderMap) -> String {
+    let set_cookie = headers.get(SET_COOKIE).expect("a session cookie").to_str().unwrap();
+    for attribute in ["HttpOnly", "SameSite=Strict", "Path=/admin", "Max-Age=28800"] {
+        assert!(set_cookie.contains(attribute), "{set_cookie}");
+    }
+    assert!(!set_cookie.contains(TOKEN), "{set_cookie}");
+    set_cookie.split(';').next().unwrap().to_owned()
+}
+
+fn assert_security_headers(headers: &HeaderMap) {
+    let header = |name: &str| headers.get(name).map(|value| value.to_str().unwrap().to_owned());
+    assert_eq!(header("cache-control").as_deref(), Some("no-store"));
+    assert_eq!(header("referrer-policy").as_deref(), Some("no-referrer"));
+    assert_eq!(header("x-frame-options").as_deref(), Some("DENY"));
+    assert_eq!(header("x-content-type-options").as_deref(), Some("nosniff"));
+    let policy = header("content-security-policy").unwrap();
+    for directive in [
+        "default-src 'none'",
+        "frame-ancestors 'none'",
+        "form-action 'self'",
+        "style-src 'sha256-",
+    ] {
+        assert!(policy.contains(directive), "{policy}");
+    }
+    assert!(!policy.contains("unsafe"), "{policy}");
+}
+
 #[tokio::test]
-async fn the_batches_page_shows_the_ingested_batch_to_chromium_and_refuses_without_the_token() {
+async fn chromium_signs_in_once_and_reads_the_batch_with_no_token_in_any_address() {
     let test = TestApp::with_batch_sim(TestDb::sqlite().await, FaultConfig::default()).await;
     test.import(
         "chat.jsonl",
@@ -64,57 +119,194 @@ async fn the_batches_page_shows_the_ingested_batch_to_chromium_and_refuses_witho
 
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
-    let router = memsift::admin::router(test.app.clone(), Some(memsift::api::ApiToken::new(TOKEN)));
+    let token = memsift::api::ApiToken::new(TOKEN).unwrap();
+    let router = memsift::admin::router(test.app.clone(), Some(token)).merge(sign_in_page("/admin/batches"));
     let server = tokio::spawn(async move { axum::serve(listener, router).await });
-
     // The app's provider client installed the TLS crypto provider reqwest needs even for http.
-    let refused = reqwest::get(format!("{base}/admin/batches")).await.unwrap();
-    assert_eq!(refused.status(), 401);
-    let wrong = reqwest::get(format!("{base}/admin/batches?token=nope")).await.unwrap();
-    assert_eq!(wrong.status(), 401);
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+
+    // Without a session: the sign-in form, with the security headers; a token in the address
+    // is not accepted (it would sit in history, logs and Referer headers).
+    for path in ["/admin/batches", &format!("/admin/batches?token={TOKEN}")] {
+        let refused = http.get(format!("{base}{path}")).send().await.unwrap();
+        assert_eq!(refused.status(), StatusCode::UNAUTHORIZED, "{path}");
+        assert_security_headers(refused.headers());
+        let form = refused.text().await.unwrap();
+        assert!(
+            form.contains("action=\"/admin/login\"") && form.contains("type=\"password\""),
+            "{form}"
+        );
+        assert!(
+            !form.contains("refresh"),
+            "the form does not reload while the token is typed: {form}"
+        );
+    }
+    let wrong = http
+        .post(format!("{base}/admin/login"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(form(&[("token", "not-the-token"), ("next", "/admin/batches")]))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong.status(), StatusCode::UNAUTHORIZED);
+    assert!(wrong.headers().get(SET_COOKIE).is_none());
+
+    // The token, once, in a form body: a cookie and a redirect to the page asked for; an address
+    // of another site is never a redirect target.
+    let signed_in = http
+        .post(format!("{base}/admin/login"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(form(&[("token", TOKEN), ("next", "/admin/costs")]))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(signed_in.status(), StatusCode::SEE_OTHER);
+    assert_eq!(signed_in.headers()[LOCATION], "/admin/costs");
+    assert_security_headers(signed_in.headers());
+    let cookie = session_cookie(signed_in.headers());
+    let elsewhere = http
+        .post(format!("{base}/admin/login"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(form(&[("token", TOKEN), ("next", "https://example.com/admin")]))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(elsewhere.headers()[LOCATION], "/admin");
+
+    let costs = http
+        .get(format!("{base}/admin/costs"))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(costs.status(), StatusCode::OK);
+    assert_security_headers(costs.headers());
+    let costs = costs.text().await.unwrap();
+    assert!(
+        costs.contains("<td>ana</td>") && costs.contains("<td>bo</td>"),
+        "{costs}"
+    );
+    // Text from conversations is escaped, never markup.
+    let requests = http
+        .get(format!("{base}/admin/requests"))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(!requests.contains("<b>love</b>"), "{requests}");
 
     // Chromium runs as a separate process; the server keeps answering on this runtime meanwhile.
-    let url = format!("{base}/admin/batches?token={TOKEN}");
-    let dom = tokio::task::spawn_blocking(move || headless(&url, &["--dump-dom"]))
+    let url = format!("{base}{SIGN_IN_PATH}");
+    let dom = tokio::task::spawn_blocking(move || headless(&url, &["--virtual-time-budget=5000", "--dump-dom"]))
         .await
         .unwrap();
     let dom = String::from_utf8_lossy(&dom.stdout).into_owned();
     assert!(dom.contains(&provider_batch_id), "{dom}");
     assert!(dom.contains("<td>ingested</td>"), "{dom}");
     assert!(dom.contains("http-equiv=\"refresh\""), "the page reloads itself: {dom}");
-    assert!(dom.contains("/admin/segments?token="), "links keep the token: {dom}");
-
-    // Text from conversations is escaped, never markup.
-    let segments = reqwest::get(format!("{base}/admin/requests?token={TOKEN}"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    assert!(!segments.contains("<b>love</b>"), "{segments}");
-    let costs = reqwest::get(format!("{base}/admin/costs?token={TOKEN}"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    assert!(
-        costs.contains("<td>ana</td>") && costs.contains("<td>bo</td>"),
-        "{costs}"
-    );
+    assert!(dom.contains("href=\"/admin/segments\""), "{dom}");
+    assert!(!dom.contains("token="), "no link or refresh carries the token: {dom}");
 
     let shot_dir = tempfile::tempdir().unwrap();
     let shot = shot_dir.path().join("batches.png");
-    let url = format!("{base}/admin/batches?token={TOKEN}");
+    let url = format!("{base}{SIGN_IN_PATH}");
     let shot_arg = format!("--screenshot={}", shot.display());
-    tokio::task::spawn_blocking(move || headless(&url, &[&shot_arg, "--window-size=1400,420"]))
-        .await
-        .unwrap();
+    tokio::task::spawn_blocking(move || {
+        headless(
+            &url,
+            &["--virtual-time-budget=5000", &shot_arg, "--window-size=1400,420"],
+        )
+    })
+    .await
+    .unwrap();
     let png = std::fs::read(&shot).expect("chromium wrote the screenshot");
     assert!(png.starts_with(b"\x89PNG") && png.len() > 5_000, "{} bytes", png.len());
     if let Some(keep) = std::env::var_os("MEMSIFT_SCREENSHOT_TO") {
         std::fs::write(keep, &png).unwrap();
     }
+
+    // Signing out makes the browser forget the cookie.
+    let signed_out = http
+        .post(format!("{base}/admin/logout"))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(signed_out.status(), StatusCode::SEE_OTHER);
+    let cleared = signed_out.headers()[SET_COOKIE].to_str().unwrap();
+    assert!(
+        cleared.starts_with("memsift_admin=;") && cleared.contains("Max-Age=0"),
+        "{cleared}"
+    );
     server.abort();
+    test.finish().await;
+}
+
+#[tokio::test]
+async fn a_session_holds_on_every_daemon_with_the_token_until_it_expires_and_not_a_second_longer() {
+    let test = TestApp::sqlite().await;
+    // reqwest is built without a bundled crypto provider, even for plain http.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let serve = |app: memsift::app::App, token: &str| {
+        let router = memsift::admin::router(app, Some(memsift::api::ApiToken::new(token).unwrap()));
+        async move {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let base = format!("http://{}", listener.local_addr().unwrap());
+            let server = tokio::spawn(async move { axum::serve(listener, router).await });
+            (base, server)
+        }
+    };
+    let (daemon_a, server_a) = serve(test.app.clone(), TOKEN).await;
+    let (daemon_b, server_b) = serve(test.second_daemon("daemon-b"), TOKEN).await;
+    let (rotated, server_c) = serve(test.second_daemon("daemon-c"), "another-token-0123456789abcdefghij").await;
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let signed_in = http
+        .post(format!("{daemon_a}/admin/login"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(form(&[("token", TOKEN)]))
+        .send()
+        .await
+        .unwrap();
+    let cookie = session_cookie(signed_in.headers());
+    let status = |base: String, cookie: String| {
+        let http = http.clone();
+        async move {
+            http.get(format!("{base}/admin/segments"))
+                .header("cookie", cookie)
+                .send()
+                .await
+                .unwrap()
+                .status()
+        }
+    };
+    // Sessions live in the cookie, not in one daemon: the other daemon on the same database
+    // (and token) accepts it; a daemon whose token was rotated does not.
+    assert_eq!(status(daemon_a.clone(), cookie.clone()).await, StatusCode::OK);
+    assert_eq!(status(daemon_b.clone(), cookie.clone()).await, StatusCode::OK);
+    assert_eq!(status(rotated, cookie.clone()).await, StatusCode::UNAUTHORIZED);
+    // An altered cookie is refused.
+    let mut altered = cookie.clone().into_bytes();
+    let last = altered.len() - 1;
+    altered[last] = if altered[last] == b'A' { b'B' } else { b'A' };
+    let altered = String::from_utf8(altered).unwrap();
+    assert_eq!(status(daemon_a.clone(), altered).await, StatusCode::UNAUTHORIZED);
+
+    test.advance(chrono::Duration::hours(memsift::session::SESSION_HOURS) - chrono::Duration::seconds(1));
+    assert_eq!(status(daemon_b.clone(), cookie.clone()).await, StatusCode::OK);
+    test.advance(chrono::Duration::seconds(1));
+    assert_eq!(status(daemon_a, cookie.clone()).await, StatusCode::UNAUTHORIZED);
+    assert_eq!(status(daemon_b, cookie).await, StatusCode::UNAUTHORIZED);
+    for server in [server_a, server_b, server_c] {
+        server.abort();
+    }
     test.finish().await;
 }

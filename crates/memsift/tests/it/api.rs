@@ -13,7 +13,7 @@ use tokio::sync::oneshot;
 
 use crate::helpers::{TestApp, t0};
 
-const TOKEN: &str = "test-token-0123456789";
+const TOKEN: &str = "test-token-0123456789abcdefghijkl";
 
 /// A client for one running server.
 struct Api {
@@ -60,7 +60,7 @@ where
         http: reqwest::Client::new(),
     };
     let (stop, stopped) = oneshot::channel::<()>();
-    let server = serve(app.clone(), ApiToken::new(TOKEN), listener, async {
+    let server = serve(app.clone(), ApiToken::new(TOKEN).unwrap(), listener, async {
         let _ = stopped.await;
     });
     let client = async move {
@@ -139,6 +139,10 @@ async fn every_route_but_health_and_metrics_needs_the_bearer_token() {
                 .send()
                 .await
                 .unwrap();
+            if path == "/admin/login" || path == "/admin/logout" {
+                // Signing in and out take no session by design; the admin tests cover both.
+                continue;
+            }
             let public = path == "/healthz" || path == "/metrics";
             if public {
                 assert_eq!(anonymous.status(), StatusCode::OK, "{method} {path}");
@@ -146,9 +150,9 @@ async fn every_route_but_health_and_metrics_needs_the_bearer_token() {
             }
             assert_eq!(anonymous.status(), StatusCode::UNAUTHORIZED, "{method} {path}");
             if path.starts_with("/admin") {
-                // The HTML pages answer in HTML, saying how a browser passes the token.
+                // The HTML pages answer with the sign-in form, which posts the token in its body.
                 let page = anonymous.text().await.unwrap();
-                assert!(page.contains("token="), "{page}");
+                assert!(page.contains("action=\"/admin/login\""), "{page}");
             } else {
                 let body: Value = anonymous.json().await.unwrap();
                 assert!(body["error"].as_str().unwrap().contains("Bearer"), "{body}");
@@ -156,7 +160,7 @@ async fn every_route_but_health_and_metrics_needs_the_bearer_token() {
             let wrong = api
                 .http
                 .request(method.parse().unwrap(), format!("{}{path}", api.base))
-                .bearer_auth("test-token-0123456788")
+                .bearer_auth("test-token-0123456789abcdefghijkk")
                 .send()
                 .await
                 .unwrap();
@@ -164,6 +168,46 @@ async fn every_route_but_health_and_metrics_needs_the_bearer_token() {
         }
         // With the token, a protected route answers.
         assert_eq!(api.get("/v1/admin/segments").await.0, StatusCode::OK);
+    })
+    .await;
+    test.finish().await;
+}
+
+#[tokio::test]
+async fn api_answers_are_never_cached_framed_or_sniffed() {
+    let test = TestApp::sqlite().await;
+    with_api(&test.app, |api| async move {
+        let answers = [
+            api.http.get(format!("{}/healthz", api.base)).send().await.unwrap(),
+            api.http
+                .get(format!("{}/v1/admin/segments", api.base))
+                .send()
+                .await
+                .unwrap(),
+            api.http
+                .get(format!("{}/v1/admin/segments", api.base))
+                .bearer_auth(TOKEN)
+                .send()
+                .await
+                .unwrap(),
+            api.http
+                .get(format!("{}/v1/nothing-here", api.base))
+                .send()
+                .await
+                .unwrap(),
+        ];
+        for answer in answers {
+            let headers = answer.headers();
+            assert_eq!(headers["cache-control"], "no-store", "{headers:?}");
+            assert_eq!(headers["x-frame-options"], "DENY", "{headers:?}");
+            assert_eq!(headers["referrer-policy"], "no-referrer", "{headers:?}");
+            assert_eq!(headers["x-content-type-options"], "nosniff", "{headers:?}");
+            let policy = headers["content-security-policy"].to_str().unwrap();
+            assert!(
+                policy.contains("default-src 'none'") && policy.contains("frame-ancestors 'none'"),
+                "{policy}"
+            );
+        }
     })
     .await;
     test.finish().await;
@@ -511,6 +555,29 @@ fn serve_without_a_token_refuses_to_start_and_says_where_to_put_one() {
         String::from_utf8(output.stderr).unwrap(),
         "error: no API token: set MEMSIFT_API_TOKEN or [api] token_file in the configuration\n"
     );
+}
+
+#[test]
+fn serve_and_the_daemon_refuse_a_short_token_in_one_line() {
+    let home = tempfile::tempdir().unwrap();
+    let database = format!("sqlite://{}", home.path().join("m.db").display());
+    for command in [&["serve", "--listen", "127.0.0.1:0"][..], &["daemon"][..]] {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_memsift"))
+            .env_clear()
+            .env("HOME", home.path())
+            .env("MEMSIFT_API_TOKEN", "hunter2-hunter2-hunter2")
+            .env("MEMSIFT_MODEL_DIR", home.path().join("no-model"))
+            .args(["--database", &database])
+            .args(command)
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(1), "{command:?}");
+        assert_eq!(
+            String::from_utf8(output.stderr).unwrap(),
+            "error: the API token from MEMSIFT_API_TOKEN is 23 characters; use at least 32 (e.g. `openssl rand -hex 32`)\n",
+            "{command:?}"
+        );
+    }
 }
 
 #[tokio::test]

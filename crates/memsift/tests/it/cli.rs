@@ -2,6 +2,8 @@
 
 use std::process::Command;
 
+use crate::helpers::installed_model_dir;
+
 fn memsift(home: &std::path::Path) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_memsift"));
     // A fresh machine: no configuration, no database, no keys in the environment.
@@ -10,15 +12,6 @@ fn memsift(home: &std::path::Path) -> Command {
         .env("HOME", home)
         .env("PATH", std::env::var_os("PATH").unwrap_or_default());
     command
-}
-
-/// The MiniLM directory every test shares (installed once per machine, as `.ci/run` does), so a
-/// fresh HOME does not download 90 MB per test.
-fn installed_model_dir() -> std::path::PathBuf {
-    let dir = memsift_embed::model::default_model_dir();
-    memsift_embed::model::locate_or_install(&dir)
-        .unwrap_or_else(|error| panic!("the MiniLM model is needed at {}: {error}", dir.display()))
-        .dir
 }
 
 #[test]
@@ -266,4 +259,123 @@ fn every_user_scoped_cli_command_run_as_another_user_finds_nothing_and_changes_n
     // Erasing bo leaves ana exactly as she was.
     assert_eq!(run(&["erase", "--user", "bo", "--yes"]).0, 0);
     assert_eq!(ana_rows(&run), before);
+}
+
+/// A password a URL may hold, with the characters that defeat naive redaction.
+const DATABASE_PASSWORD: &str = "Hunter2@Blue:Sky";
+
+#[test]
+fn help_and_check_config_never_print_a_database_password() {
+    let home = tempfile::tempdir().unwrap();
+    let url = "postgres://memsift:Hunter2@Blue:Sky@db.internal:5432/memsift?sslpassword=Hunter2Key&sslmode=require";
+    let help = memsift(home.path())
+        .env("MEMSIFT_DATABASE_URL", url)
+        .arg("--help")
+        .output()
+        .unwrap();
+    assert!(help.status.success());
+    let help = String::from_utf8(help.stdout).unwrap();
+    assert!(help.contains("[env: MEMSIFT_DATABASE_URL]"), "{help}");
+    assert!(!help.contains("Hunter2") && !help.contains("db.internal"), "{help}");
+
+    let from_env = memsift(home.path())
+        .env("MEMSIFT_DATABASE_URL", url)
+        .arg("check-config")
+        .output()
+        .unwrap();
+    let from_flag = memsift(home.path())
+        .args(["--database", url, "check-config"])
+        .output()
+        .unwrap();
+    for output in [from_env, from_flag] {
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        let stdout = String::from_utf8(output.stdout).unwrap();
+        assert!(
+            stdout
+                .contains("database postgres://memsift:***@db.internal:5432/memsift?sslpassword=***&sslmode=require;"),
+            "{stdout}"
+        );
+        assert!(!stdout.contains("Hunter2"), "{stdout}");
+    }
+
+    // A password holding a `/` reads two ways: check-config refuses it without showing any of it.
+    let unclear = format!(
+        "postgres://memsift:{}/x@db.internal/memsift",
+        DATABASE_PASSWORD.replace('@', "%40")
+    );
+    let refused = memsift(home.path())
+        .args(["--database", &unclear, "check-config"])
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(1));
+    let stderr = String::from_utf8(refused.stderr).unwrap();
+    assert!(!stderr.contains("Hunter2") && stderr.contains("%40"), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+}
+
+/// A copy of the installed model with one pinned file changed by one byte.
+fn tampered_model(home: &std::path::Path) -> std::path::PathBuf {
+    let installed = installed_model_dir();
+    let tampered = home.join("tampered-model");
+    std::fs::create_dir_all(&tampered).unwrap();
+    for file in memsift_embed::model::pinned_files() {
+        std::fs::copy(installed.join(file.name), tampered.join(file.name)).unwrap();
+    }
+    let config = tampered.join("config.json");
+    let mut bytes = std::fs::read(&config).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0x20;
+    std::fs::write(&config, bytes).unwrap();
+    tampered
+}
+
+#[test]
+fn a_tampered_model_file_is_refused_in_one_line_naming_the_install_command() {
+    let home = tempfile::tempdir().unwrap();
+    let tampered = tampered_model(home.path());
+    let database = format!("sqlite://{}", home.path().join("m.db").display());
+    let output = memsift(home.path())
+        .env("MEMSIFT_MODEL_DIR", &tampered)
+        .args(["--database", &database, "run", "--until-idle"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8(output.stderr).unwrap(),
+        format!(
+            "error: the MiniLM model file {} does not match its pinned SHA-256 (altered, corrupted or another version); run `memsift model install` to replace it\n",
+            tampered.join("config.json").display()
+        )
+    );
+    // Nothing repaired it behind the operator's back: the file is still the altered one.
+    assert!(matches!(
+        memsift_embed::model::verify(&tampered),
+        Err(memsift_embed::model::ModelError::Altered { .. })
+    ));
+}
+
+#[test]
+fn run_and_extract_never_install_a_missing_model() {
+    let home = tempfile::tempdir().unwrap();
+    let missing = home.path().join("no-model");
+    let database = format!("sqlite://{}", home.path().join("m.db").display());
+    for command in [&["run", "--until-idle"][..], &["extract", "--pending"][..]] {
+        let output = memsift(home.path())
+            .env("MEMSIFT_MODEL_DIR", &missing)
+            .args(["--database", &database])
+            .args(command)
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(1), "{command:?}");
+        let stderr = String::from_utf8(output.stderr).unwrap();
+        assert_eq!(
+            stderr,
+            format!(
+                "error: the MiniLM model is not installed in {} (no config.json); run `memsift model install`, or point MEMSIFT_MODEL_DIR or [embeddings] model_dir at an installed copy\n",
+                missing.display()
+            ),
+            "{command:?}"
+        );
+        assert!(!missing.exists(), "nothing was fetched at run time");
+    }
 }

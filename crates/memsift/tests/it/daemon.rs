@@ -10,7 +10,7 @@ use memsift::app::App;
 use memsift::daemon::{Daemon, JobName, JobRun, JobRunner, PipelineRunner};
 use memsift_core::config::Config;
 
-use crate::helpers::{TestApp, app_on, line, t0};
+use crate::helpers::{TestApp, app_on, installed_model_dir, line, t0};
 
 /// Counts runs per (job, tick) and fails a run that overlaps another run of the same job.
 #[derive(Default)]
@@ -491,6 +491,8 @@ fn the_daemon_speaks_systemds_notify_protocol_and_drains_on_sigterm() {
         .env("WATCHDOG_USEC", "200000")
         .env("JOURNAL_STREAM", "8:1234")
         .env("MEMSIFT_LOG", "info")
+        // The daemon never installs the model; it checks the installed one.
+        .env("MEMSIFT_MODEL_DIR", installed_model_dir())
         .args(["--database", &database, "daemon"])
         .stderr(std::process::Stdio::piped())
         .spawn()

@@ -191,3 +191,13 @@ pub fn line(user: &str, conversation: &str, minute: i64, role: &str, content: &s
     .to_string()
         + "\n"
 }
+
+/// The MiniLM directory every test shares, installed once per machine by the same pinned,
+/// verified install as `memsift model install` and `.ci/run`, so a process test on a fresh HOME
+/// (which never installs the model itself) does not download 90 MB.
+pub fn installed_model_dir() -> std::path::PathBuf {
+    let dir = memsift_embed::model::default_model_dir();
+    memsift_embed::model::install(&dir)
+        .unwrap_or_else(|error| panic!("the MiniLM model is needed at {}: {error}", dir.display()))
+        .dir
+}

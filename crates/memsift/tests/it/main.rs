@@ -11,5 +11,6 @@ mod erasure;
 mod helpers;
 mod pipeline;
 mod postprocess;
+mod secrets;
 mod tidy;
 mod vectors;
