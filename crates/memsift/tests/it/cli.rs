@@ -124,6 +124,34 @@ fn check_config_names_the_missing_key_of_a_tier() {
 }
 
 #[test]
+fn check_config_warns_when_a_marked_prompt_can_never_be_cached() {
+    let home = tempfile::tempdir().unwrap();
+    let config = home.path().join("memsift.toml");
+    std::fs::write(
+        &config,
+        "[llm.extraction_standard]\nprovider = \"anthropic\"\nmodel = \"claude-haiku-4-5\"\napi_key_env = \"ANTHROPIC_API_KEY\"\ncache_ttl = \"5m\"\n",
+    )
+    .unwrap();
+    let output = memsift(home.path())
+        .arg("--config")
+        .arg(&config)
+        .arg("check-config")
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    let warnings: Vec<&str> = stdout.lines().filter(|line| line.starts_with("warning: ")).collect();
+    assert_eq!(warnings.len(), 1, "{stdout}");
+    assert!(
+        warnings[0].starts_with("warning: llm.extraction_standard: the extraction prompt is ")
+            && warnings[0].contains("under the 4096 tokens claude-haiku-4-5 caches at least")
+            && warnings[0].ends_with("so cache_ttl = \"5m\" has no effect"),
+        "{stdout}"
+    );
+    assert!(stdout.lines().last().unwrap().starts_with("config ok: "), "{stdout}");
+}
+
+#[test]
 fn erase_without_yes_refuses_in_one_line_and_keeps_everything() {
     let home = tempfile::tempdir().unwrap();
     let file = home.path().join("chat.jsonl");
