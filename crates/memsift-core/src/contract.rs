@@ -57,6 +57,27 @@ pub struct ExtractedItem {
     pub evidence_turns: Vec<String>,
 }
 
+impl ExtractedItem {
+    /// The item with every field written out, defaults included, as the contract was before it
+    /// left them out: what cost comparisons measure the compact form against.
+    pub fn spelled_out(&self) -> serde_json::Value {
+        serde_json::json!({
+            "text": self.text,
+            "confidence": self.confidence,
+            "happens_at": self.happens_at,
+            "expires_at": self.expires_at,
+            "sensitive": self.sensitive,
+            "temporal": self.temporal,
+            "relationship_type": self.relationship_type,
+            "related_memory_ids": self.related_memory_ids,
+            "consolidates_memory_ids": self.consolidates_memory_ids,
+            "linking_hints": self.linking_hints,
+            "entities": self.entities,
+            "evidence_turns": self.evidence_turns,
+        })
+    }
+}
+
 fn default_confidence() -> f64 {
     DEFAULT_CONFIDENCE
 }
@@ -161,7 +182,11 @@ mod tests {
             evidence_turns: vec!["t4".to_owned()],
         };
         let value = serde_json::to_value(&item).unwrap();
-        assert_eq!(value.as_object().unwrap().len(), 12, "{value}");
+        assert_eq!(
+            value,
+            item.spelled_out(),
+            "nothing is at its default, so nothing is left out"
+        );
         assert_eq!(serde_json::from_value::<ExtractedItem>(value).unwrap(), item);
     }
 

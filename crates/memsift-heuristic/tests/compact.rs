@@ -14,24 +14,6 @@ use serde_json::{Value, json};
 const SHORT_IDS: [&str; 2] = ["k7f2a9", "m3d81c"];
 const LABELS: [&str; 3] = ["D1:1", "D1:2", "D1:3"];
 
-/// Every field written out, as the contract was before defaults could be left out.
-fn full_form(item: &ExtractedItem) -> Value {
-    json!({
-        "text": item.text,
-        "confidence": item.confidence,
-        "happens_at": item.happens_at,
-        "expires_at": item.expires_at,
-        "sensitive": item.sensitive,
-        "temporal": item.temporal,
-        "relationship_type": item.relationship_type,
-        "related_memory_ids": item.related_memory_ids,
-        "consolidates_memory_ids": item.consolidates_memory_ids,
-        "linking_hints": item.linking_hints,
-        "entities": item.entities,
-        "evidence_turns": item.evidence_turns,
-    })
-}
-
 fn items() -> impl Strategy<Value = Vec<ExtractedItem>> {
     let date = prop::option::of("2024-0[1-9]-1[0-9]");
     let item = (
@@ -133,7 +115,7 @@ proptest! {
     #[test]
     fn left_out_defaults_read_as_the_spelled_out_ones(items in items()) {
         let compact = serde_json::to_string(&items).unwrap();
-        let full = Value::Array(items.iter().map(full_form).collect()).to_string();
+        let full = Value::Array(items.iter().map(ExtractedItem::spelled_out).collect()).to_string();
         prop_assert!(compact.len() <= full.len());
         let (from_compact, from_full) = (processed(&compact), processed(&full));
         prop_assert_eq!(&from_compact.items, &from_full.items);

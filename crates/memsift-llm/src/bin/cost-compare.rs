@@ -113,24 +113,6 @@ fn reported_usage(line: &RequestLine, write_hour: bool) -> TokenUsage {
     }
 }
 
-/// Every field of an item spelled out, as the contract was before it left defaults out.
-fn full_form(item: &ExtractedItem) -> Value {
-    json!({
-        "text": item.text,
-        "confidence": item.confidence,
-        "happens_at": item.happens_at,
-        "expires_at": item.expires_at,
-        "sensitive": item.sensitive,
-        "temporal": item.temporal,
-        "relationship_type": item.relationship_type,
-        "related_memory_ids": item.related_memory_ids,
-        "consolidates_memory_ids": item.consolidates_memory_ids,
-        "linking_hints": item.linking_hints,
-        "entities": item.entities,
-        "evidence_turns": item.evidence_turns,
-    })
-}
-
 /// An item as the reference asks for it: every one of its fields, each always present.
 fn reference_item(item: &ExtractedItem, fields: &[String]) -> Value {
     let mut object = serde_json::Map::new();
@@ -243,7 +225,10 @@ fn compare(
         match line.purpose.as_str() {
             "extraction" => {
                 out.ours_extraction.add(usage, price);
-                let full: Vec<Value> = items_of(line.raw_output.as_deref()).iter().map(full_form).collect();
+                let full: Vec<Value> = items_of(line.raw_output.as_deref())
+                    .iter()
+                    .map(ExtractedItem::spelled_out)
+                    .collect();
                 out.ours_output_full_form += tokens(&Value::Array(full).to_string());
             }
             "relationship" => out.ours_relationship.add(usage, price),

@@ -105,17 +105,22 @@ fn a_bad_import_line_prints_one_error_line_and_exits_nonzero() {
     );
 }
 
-#[test]
-fn check_config_names_the_missing_key_of_a_tier() {
+/// `memsift --config FILE check-config` with `toml` as the file.
+fn check_config(toml: &str) -> std::process::Output {
     let home = tempfile::tempdir().unwrap();
     let config = home.path().join("memsift.toml");
-    std::fs::write(&config, "[billing]\ntiers = [\"standard\", \"free\"]\n").unwrap();
-    let output = memsift(home.path())
+    std::fs::write(&config, toml).unwrap();
+    memsift(home.path())
         .arg("--config")
         .arg(&config)
         .arg("check-config")
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+#[test]
+fn check_config_names_the_missing_key_of_a_tier() {
+    let output = check_config("[billing]\ntiers = [\"standard\", \"free\"]\n");
     assert_eq!(output.status.code(), Some(1));
     assert_eq!(
         String::from_utf8(output.stderr).unwrap(),
@@ -125,19 +130,9 @@ fn check_config_names_the_missing_key_of_a_tier() {
 
 #[test]
 fn check_config_warns_when_a_marked_prompt_can_never_be_cached() {
-    let home = tempfile::tempdir().unwrap();
-    let config = home.path().join("memsift.toml");
-    std::fs::write(
-        &config,
+    let output = check_config(
         "[llm.extraction_standard]\nprovider = \"anthropic\"\nmodel = \"claude-haiku-4-5\"\napi_key_env = \"ANTHROPIC_API_KEY\"\ncache_ttl = \"5m\"\n",
-    )
-    .unwrap();
-    let output = memsift(home.path())
-        .arg("--config")
-        .arg(&config)
-        .arg("check-config")
-        .output()
-        .unwrap();
+    );
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let stdout = String::from_utf8(output.stdout).unwrap();
     let warnings: Vec<&str> = stdout.lines().filter(|line| line.starts_with("warning: ")).collect();
