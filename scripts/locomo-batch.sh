@@ -2,30 +2,35 @@
 # LoCoMo-8 through the batch lane against `memsift sim`, with optional injected faults, and a
 # summary of what happened (segments by status, memories, batches, polls, tokens, sim counters).
 #
-# Usage: scripts/locomo-batch.sh [--database URL] [--faults FILE] [--kill-loop N]
+# Usage: scripts/locomo-batch.sh --locomo PATH [--database URL] [--faults FILE] [--kill-loop N]
+#   --locomo PATH    the LoCoMo JSON file (locomo10.json format); or set LOCOMO
 #   --database URL   default: a fresh SQLite file in a temporary directory
 #   --faults FILE    a memsift-sim fault plan (TOML or JSON)
 #   --kill-loop N    kill -9 `memsift run` N times at random moments, restarting it each time
-# Needs: a built memsift (MEMSIFT_BIN, default target/release/memsift), python3, and the LoCoMo
-# LoCoMo file in LOCOMO (the benchmark's `locomo10.json`, or any subset of it in the same shape;
-# it is not part of this repository: see README, "Running on LoCoMo"). Talks only to 127.0.0.1.
+# Needs: a built memsift (MEMSIFT_BIN, default target/release/memsift) and python3. LoCoMo is not
+# part of this repository: see README, "Running on LoCoMo". Talks only to 127.0.0.1.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(dirname "$here")"
 bin="${MEMSIFT_BIN:-${CARGO_TARGET_DIR:-$repo/target}/release/memsift}"
-locomo="${LOCOMO:?set LOCOMO to the LoCoMo data file (see README, \"Running on LoCoMo\")}"
+locomo="${LOCOMO:-}"
 work="$(mktemp -d)"
 database="sqlite://$work/memsift.db"
 faults=""
 kills=0
 while [ $# -gt 0 ]; do
     case "$1" in
+        --locomo) locomo="$2"; shift 2 ;;
         --database) database="$2"; shift 2 ;;
         --faults) faults="$2"; shift 2 ;;
         --kill-loop) kills="$2"; shift 2 ;;
         *) echo "unknown argument $1" >&2; exit 2 ;;
     esac
 done
+if [ -z "$locomo" ] || [ ! -f "$locomo" ]; then
+    echo "name the LoCoMo JSON file with --locomo PATH (or LOCOMO=PATH)" >&2
+    exit 2
+fi
 
 sim_pid=""; run_pid=""
 cleanup() {
@@ -131,7 +136,7 @@ cache_read = sum(r["cache_read_tokens"] for r in requests)
 cache_write = sum(r["cache_creation_tokens"] for r in requests)
 prompt = inp + cache_read + cache_write
 print("prompt tokens: %d uncached, %d cache writes, %d cache reads; share served from cache %.1f%%" % (inp, cache_write, cache_read, 100.0 * cache_read / max(1, prompt)))
-print("output tokens:", out, "| cost $%.4f" % sum(r["cost_usd"] for r in requests))
+print("output tokens:", out, "| per extracted segment: %.1f" % (out / max(1, by_status["extracted"])), "| cost $%.4f" % sum(r["cost_usd"] for r in requests))
 print("faults injected:", counters.get("faults", {}))
 texts = {}
 decoder = json.JSONDecoder()

@@ -12,33 +12,54 @@
 # It also prints the memory-quality figures of scripts/locomo-quality.py after extraction and
 # after the stages.
 #
-# Usage: scripts/locomo-postprocess.sh [--responder locomo|heuristic]
+# Usage: scripts/locomo-postprocess.sh --locomo PATH [--responder locomo|heuristic] [--model M]
+#                                      [--stages "relationships …"] [--dump FILE]
+#   --locomo      the LoCoMo JSON file (locomo10.json format); or set LOCOMO
 #   --responder   who answers extraction in the simulator: `locomo` (default; LoCoMo's own
 #                 observations, which name no entities) or `heuristic` (the offline extraction
 #                 rules, which do, so entity GC has something to review)
-# Needs: a built memsift (MEMSIFT_BIN, default target/release/memsift), python3, and the LoCoMo
-# LoCoMo file in LOCOMO (the benchmark's `locomo10.json`, or any subset of it in the same shape;
-# it is not part of this repository: see README, "Running on LoCoMo"). Talks only to 127.0.0.1.
+#   --model       the Anthropic model every request names (default claude-haiku-4-5); the simulator
+#                 counts cache hits by that model's rules in the built-in price table
+#   --stages      the post-processing stages to run, in this order (default: all five)
+#   --dump FILE   write every applied batch request of the run as one JSON line each (what
+#                 scripts/cost-compare.sh prices): purpose, segment, batch, system and user text,
+#                 raw output, usage and recorded cost
+# Needs: a built memsift (MEMSIFT_BIN, default target/release/memsift) and python3. LoCoMo is not
+# part of this repository: see README, "Running on LoCoMo". Talks only to 127.0.0.1.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(dirname "$here")"
 bin="${MEMSIFT_BIN:-${CARGO_TARGET_DIR:-$repo/target}/release/memsift}"
-locomo="${LOCOMO:?set LOCOMO to the LoCoMo data file (see README, \"Running on LoCoMo\")}"
+locomo="${LOCOMO:-}"
 work="$(mktemp -d)"
 database="sqlite://$work/memsift.db"
-responder="locomo:$locomo"
+responder_kind="locomo"
+model="claude-haiku-4-5"
+stages="relationships consolidation refinement entity-gc summaries"
+dump=""
 while [ $# -gt 0 ]; do
     case "$1" in
+        --locomo) locomo="$2"; shift 2 ;;
         --responder)
             case "$2" in
-                locomo) responder="locomo:$locomo" ;;
-                heuristic) responder="heuristic" ;;
+                locomo|heuristic) responder_kind="$2" ;;
                 *) echo "--responder takes locomo or heuristic, not $2" >&2; exit 2 ;;
             esac
             shift 2 ;;
+        --model) model="$2"; shift 2 ;;
+        --stages) stages="$2"; shift 2 ;;
+        --dump) dump="$2"; shift 2 ;;
         *) echo "unknown argument $1" >&2; exit 2 ;;
     esac
 done
+if [ -z "$locomo" ] || [ ! -f "$locomo" ]; then
+    echo "name the LoCoMo JSON file with --locomo PATH (or LOCOMO=PATH)" >&2
+    exit 2
+fi
+case "$responder_kind" in
+    locomo) responder="locomo:$locomo" ;;
+    heuristic) responder="heuristic" ;;
+esac
 
 sim_pid=""
 cleanup() {
@@ -56,8 +77,8 @@ echo "sim-key" >"$work/key"
 {
     printf '[batch]\npack_max_wait_secs = 1\npoll_initial_secs = 1\npoll_max_secs = 5\nreconcile_grace_secs = 5\n\n'
     for purpose in extraction relationship consolidation consolidation_review refinement entity_gc summary; do
-        printf '[llm.%s_standard]\nprovider = "anthropic"\nendpoint = "%s"\nmodel = "claude-haiku-4-5"\napi_key_file = "%s"\nlane = "batch"\nmax_tokens = 8192\n\n' \
-            "$purpose" "$sim_url" "$work/key"
+        printf '[llm.%s_standard]\nprovider = "anthropic"\nendpoint = "%s"\nmodel = "%s"\napi_key_file = "%s"\nlane = "batch"\nmax_tokens = 8192\n\n' \
+            "$purpose" "$sim_url" "$model" "$work/key"
     done
 } >"$work/memsift.toml"
 m() { "$bin" --config "$work/memsift.toml" --database "$database" "$@"; }
@@ -68,7 +89,9 @@ m run --until-idle >/dev/null
 echo "extracted: $(m segments --json | python3 -c 'import json,sys; s=json.load(sys.stdin); print(len(s), "segments,", sum(x["n_memories"] for x in s), "memories")')"
 python3 "$here/locomo-quality.py" "$work/memsift.db" "$locomo" --baseline --recall
 
-python3 - "$work/memsift.db" <<'PY'
+case " $stages " in
+    *" refinement "* | *" entity-gc "*)
+        python3 - "$work/memsift.db" <<'PY'
 import sqlite3, sys
 db = sqlite3.connect(sys.argv[1])
 # SQLite stores times as RFC 3339 text; shift them 60 days back.
@@ -77,14 +100,16 @@ for table, columns in {"memories": ["created_at", "updated_at"], "entities": ["c
         db.execute(f"UPDATE {table} SET {column} = strftime('%Y-%m-%dT%H:%M:%f+00:00', {column}, '-60 days') WHERE {column} IS NOT NULL")
 db.commit()
 PY
-users="$(m segments --json | python3 -c 'import json,sys; print(" ".join(sorted({s["user"] for s in json.load(sys.stdin)})))')"
-for _ in 1 2 3; do for user in $users; do m memories --user "$user" --json >/dev/null; done; done
-echo "time moved 60 days on; each memory read 3 times"
+        users="$(m segments --json | python3 -c 'import json,sys; print(" ".join(sorted({s["user"] for s in json.load(sys.stdin)})))')"
+        for _ in 1 2 3; do for user in $users; do m memories --user "$user" --json >/dev/null; done; done
+        echo "time moved 60 days on; each memory read 3 times"
+        ;;
+esac
 
-for stage in relationships consolidation refinement entity-gc summaries; do
+for stage in $stages; do
     m postprocess "$stage"
 done
-echo "after every stage:"
+echo "after the stages:"
 python3 "$here/locomo-quality.py" "$work/memsift.db" "$locomo"
 echo "journal by kind:"
 python3 - "$work/memsift.db" <<'PY'
@@ -93,4 +118,23 @@ db = sqlite3.connect(sys.argv[1])
 for kind, n in db.execute("SELECT kind, COUNT(*) FROM operations GROUP BY kind ORDER BY kind"):
     print(f"  {kind}: {n}")
 PY
+if [ -n "$dump" ]; then
+    python3 - "$work/memsift.db" "$dump" <<'PY'
+import json, sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+db.row_factory = sqlite3.Row
+with open(sys.argv[2], "w") as out:
+    for row in db.execute(
+        "SELECT purpose, segment_id, batch_id, request_body, raw_output, input_tokens, output_tokens,"
+        " cache_creation_tokens, cache_read_tokens, cost_usd FROM llm_requests"
+        " WHERE status = 'applied' AND lane = 'batch' ORDER BY created_at"
+    ):
+        record = {key: row[key] for key in row.keys() if key != "request_body"}
+        body = json.loads(row["request_body"] or "{}")
+        record["system"] = body.get("system", "")
+        record["user_message"] = body.get("user_message", "")
+        out.write(json.dumps(record) + "\n")
+PY
+    echo "requests written to $dump"
+fi
 echo "work directory: $work"

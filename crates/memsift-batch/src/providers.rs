@@ -1,14 +1,14 @@
 //! The two batch APIs behind [`BatchProvider`]: Anthropic Message Batches and OpenAI Files + Batches.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use chrono::{Duration, TimeZone, Utc};
 use futures_util::StreamExt;
 use memsift_core::BatchId;
 use memsift_core::status::RequestStatus;
-use memsift_llm::anthropic::{BatchRequest, BatchResult, InputMessage, ProcessingStatus};
+use memsift_llm::anthropic::{BatchRequest, BatchResult, CacheTtl, InputMessage, ProcessingStatus};
 use memsift_llm::openai::{BATCH_UUID_METADATA_KEY, BatchInputLine, BatchOutputLine, ResultFile};
-use memsift_llm::{AnthropicClient, CreateOutcome, OpenAiClient, PriceTable, ResolvedLlm, TokenUsage};
+use memsift_llm::{AnthropicClient, CreateOutcome, OpenAiClient, PrefixReuse, PriceTable, ResolvedLlm, TokenUsage};
 use memsift_store::{BatchRow, RequestUsage, WorkRequest};
 
 use crate::{BatchProvider, ProviderCreate, ProviderPoll, ResultLine, ResultStream};
@@ -70,16 +70,34 @@ impl BatchProvider for AnthropicBatchProvider {
     }
 
     async fn create(&self, _batch_id: BatchId, requests: &[WorkRequest]) -> ProviderCreate {
+        // Whether a system prompt is marked cacheable depends on how many requests of this batch
+        // share it; decide once per distinct prompt.
+        let mut sharing: HashMap<&str, u64> = HashMap::new();
+        for request in requests {
+            *sharing.entry(request.request_body.system.as_str()).or_default() += 1;
+        }
+        let price = self.prices.price(&self.llm.model);
+        let markers: HashMap<&str, Option<CacheTtl>> = sharing
+            .iter()
+            .map(|(system, count)| {
+                let reuse = PrefixReuse::batch(price, *count);
+                (*system, memsift_llm::system_cache(&self.llm, system, &reuse))
+            })
+            .collect();
         let batch_requests: Vec<BatchRequest> = requests
             .iter()
-            .map(|request| BatchRequest {
-                custom_id: request.id.to_string(),
-                params: memsift_llm::build_batch_params(
-                    request.purpose,
-                    &self.llm,
-                    &request.request_body.system,
-                    vec![InputMessage::user(&request.request_body.user_message)],
-                ),
+            .map(|request| {
+                let system = request.request_body.system.as_str();
+                BatchRequest {
+                    custom_id: request.id.to_string(),
+                    params: memsift_llm::build_batch_params(
+                        request.purpose,
+                        &self.llm,
+                        system,
+                        vec![InputMessage::user(&request.request_body.user_message)],
+                        markers.get(system).copied().flatten(),
+                    ),
+                }
             })
             .collect();
         match self.client.create_batch(&batch_requests).await {

@@ -338,36 +338,64 @@ pub struct DaemonConfig {
     pub drain_timeout_secs: u64,
 }
 
-/// One model's prices, USD per million tokens.
+/// One model's prices (USD per million tokens) and the provider's prompt-cache rules for it.
+///
+/// Cache prices are multipliers of the input price, as providers publish them, so a price change
+/// is one number. The rules are data because they differ per model and change with the provider's
+/// pages: Anthropic caches a marked prefix only from a per-model minimum length and bills writes
+/// above input; OpenAI caches every long prompt by itself, in fixed steps, without a write charge.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModelPrice {
     /// Uncached input.
     pub input_per_mtok: f64,
-    /// Output.
+    /// Output (thinking included).
     pub output_per_mtok: f64,
-    /// Cache write with the 5-minute TTL.
-    pub cache_write_5m_per_mtok: f64,
-    /// Cache write with the 1-hour TTL.
-    pub cache_write_1h_per_mtok: f64,
-    /// Cache read.
-    pub cache_read_per_mtok: f64,
-    /// The fraction taken off every line on the batch lane (0.5 = half price).
+    /// A cache write with the 5-minute TTL, as a multiple of the input price.
+    pub cache_write_5m_multiplier: f64,
+    /// A cache write with the 1-hour TTL, as a multiple of the input price.
+    pub cache_write_1h_multiplier: f64,
+    /// A cache read, as a multiple of the input price.
+    pub cache_read_multiplier: f64,
+    /// The fraction taken off every line on the batch lane (0.5 = half price); it stacks with the
+    /// cache multipliers.
     pub batch_discount: f64,
+    /// The shortest prefix the provider caches; a shorter one is billed as plain input and both
+    /// cache counters stay 0.
+    pub min_cacheable_tokens: u64,
+    /// Cache hits count in whole steps of this many tokens (OpenAI: 128; Anthropic: 1).
+    pub cache_step_tokens: u64,
+    /// The provider caches long prompts by itself, with no marker and no write charge (OpenAI);
+    /// otherwise only a prefix marked with `cache_control` is cached (Anthropic).
+    pub automatic_cache: bool,
+    /// The share of a batch's later requests expected to read a cache entry an earlier one wrote.
+    /// Anthropic calls batch cache hits best-effort and quotes 30 % to 98 %; it decides whether
+    /// marking a prompt in a batch pays, so raise it only from hit rates you have seen.
+    pub batch_cache_hit_share: f64,
 }
 
 impl ModelPrice {
-    /// Prices derived the way Anthropic's are: cache write 1.25× (5 m) and 2× (1 h), read 0.1×, batch half off.
-    pub fn anthropic_style(input_per_mtok: f64, output_per_mtok: f64) -> Self {
-        Self {
-            input_per_mtok,
-            output_per_mtok,
-            cache_write_5m_per_mtok: input_per_mtok * 1.25,
-            cache_write_1h_per_mtok: input_per_mtok * 2.0,
-            cache_read_per_mtok: input_per_mtok * 0.1,
-            batch_discount: 0.5,
+    /// The tokens a provider serves from its cache out of a `matched` prefix it has seen before:
+    /// none below the minimum, else whole steps.
+    pub fn cacheable_tokens(&self, matched: u64) -> u64 {
+        if matched < self.min_cacheable_tokens.max(1) {
+            return 0;
         }
+        let step = self.cache_step_tokens.max(1);
+        matched / step * step
     }
+}
+
+/// The prices of `model` in `prices`: an exact name first, then the longest configured name that
+/// prefixes it (so `claude-haiku-4-5` prices `claude-haiku-4-5-20251001`).
+pub fn price_for<'a>(prices: &'a BTreeMap<String, ModelPrice>, model: &str) -> Option<&'a ModelPrice> {
+    prices.get(model).or_else(|| {
+        prices
+            .iter()
+            .filter(|(name, _)| model.starts_with(name.as_str()))
+            .max_by_key(|(name, _)| name.len())
+            .map(|(_, price)| price)
+    })
 }
 
 /// Which provider answers a `{purpose}_{tier}` key.
@@ -444,7 +472,7 @@ pub struct LlmConfig {
     /// Extended-thinking budget; must be at least 1024 and below `max_tokens`.
     #[serde(default)]
     pub thinking_budget_tokens: Option<u32>,
-    /// Prompt-cache TTL for the system prompt: `5m` or `1h`.
+    /// Prompt-cache TTL for the system prompt: `5m` or `1h`; it is marked only where that pays.
     #[serde(default = "default_cache_ttl")]
     pub cache_ttl: String,
 }
@@ -632,17 +660,25 @@ impl Config {
             let fields = [
                 price.input_per_mtok,
                 price.output_per_mtok,
-                price.cache_write_5m_per_mtok,
-                price.cache_write_1h_per_mtok,
-                price.cache_read_per_mtok,
+                price.cache_write_5m_multiplier,
+                price.cache_write_1h_multiplier,
+                price.cache_read_multiplier,
             ];
             if fields.iter().any(|value| !value.is_finite() || *value < 0.0)
                 || !(0.0..1.0).contains(&price.batch_discount)
+                || !(0.0..=1.0).contains(&price.batch_cache_hit_share)
             {
                 return Err(invalid(
                     &format!("prices.\"{model}\""),
                     "a negative or non-finite price",
-                    "use USD per million tokens, each >= 0, and batch_discount in [0, 1)",
+                    "use USD per million tokens and multipliers, each >= 0, batch_discount in [0, 1) and batch_cache_hit_share in [0, 1]",
+                ));
+            }
+            if price.cache_step_tokens == 0 {
+                return Err(invalid(
+                    &format!("prices.\"{model}\".cache_step_tokens"),
+                    0,
+                    "use at least 1 (Anthropic counts hits per token: 1; OpenAI in steps of 128)",
                 ));
             }
         }
@@ -770,12 +806,58 @@ mod tests {
     fn prices_come_from_config_and_bad_ones_are_refused() {
         let config = Config::defaults();
         assert_eq!(config.prices["claude-haiku-4-5"].output_per_mtok, 5.0);
-        let overlay = "[prices.\"my-model\"]\ninput_per_mtok = -1.0\noutput_per_mtok = 1.0\ncache_write_5m_per_mtok = 0.0\n\
-                       cache_write_1h_per_mtok = 0.0\ncache_read_per_mtok = 0.0\nbatch_discount = 0.5\n";
+        let overlay = "[prices.\"my-model\"]\ninput_per_mtok = -1.0\noutput_per_mtok = 1.0\ncache_write_5m_multiplier = 1.0\n\
+                       cache_write_1h_multiplier = 1.0\ncache_read_multiplier = 0.5\nbatch_discount = 0.5\n\
+                       min_cacheable_tokens = 1024\ncache_step_tokens = 128\nautomatic_cache = true\n\
+                       batch_cache_hit_share = 0.3\n";
         let err = Config::from_layers(Some(("test.toml", overlay)))
             .unwrap_err()
             .to_string();
         assert!(err.starts_with("config: prices.\"my-model\""), "{err}");
+    }
+
+    #[test]
+    fn cache_hits_start_at_the_minimum_and_count_in_whole_steps() {
+        let prices = Config::defaults().prices;
+        let haiku = price_for(&prices, "claude-haiku-4-5-20251001").unwrap();
+        assert_eq!((haiku.cacheable_tokens(4095), haiku.cacheable_tokens(4096)), (0, 4096));
+        assert_eq!(haiku.cacheable_tokens(5001), 5001, "Anthropic counts hits per token");
+        let sonnet = price_for(&prices, "claude-sonnet-4-5").unwrap();
+        assert_eq!(
+            (sonnet.cacheable_tokens(1023), sonnet.cacheable_tokens(1024)),
+            (0, 1024)
+        );
+        let openai = price_for(&prices, "gpt-4o-mini-2024-07-18").unwrap();
+        assert!(openai.automatic_cache);
+        assert_eq!(openai.cacheable_tokens(1023), 0);
+        assert_eq!(
+            openai.cacheable_tokens(1151),
+            1024,
+            "OpenAI counts hits in steps of 128"
+        );
+        assert_eq!(openai.cacheable_tokens(1152), 1152);
+        assert!(price_for(&prices, "unknown-model").is_none());
+        // The longest configured prefix wins: Sonnet 4.5 is not priced as Sonnet 4.
+        assert_eq!(
+            price_for(&prices, "claude-sonnet-4-5-20250929").unwrap(),
+            &prices["claude-sonnet-4-5"]
+        );
+        assert_eq!(
+            price_for(&prices, "claude-sonnet-4-20250514").unwrap(),
+            &prices["claude-sonnet-4"]
+        );
+    }
+
+    #[test]
+    fn a_zero_cache_step_is_refused_with_the_fix() {
+        let overlay = "[prices.\"claude-haiku-4-5\"]\ncache_step_tokens = 0\n";
+        let err = Config::from_layers(Some(("test.toml", overlay)))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("cache_step_tokens") && err.contains("use at least 1"),
+            "{err}"
+        );
     }
 
     #[test]

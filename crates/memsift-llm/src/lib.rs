@@ -25,7 +25,8 @@ pub use http::{ClientOptions, CreateOutcome};
 pub use jsonl::{JsonLines, LineSplitter};
 pub use openai::OpenAiClient;
 pub use params::{
-    LlmConfigError, ResolvedLlm, build_batch_params, build_chat_request, validate_custom_id, validate_llm_config,
+    LlmConfigError, PrefixReuse, ResolvedLlm, build_batch_params, build_chat_request, cache_pays, cache_warnings,
+    system_cache, validate_custom_id, validate_llm_config,
 };
 pub use ratelimit::{LimitKey, RateLimiter};
 pub use retry::{RetryMode, RetryPolicy, Timekeeper, TokioTimekeeper, VirtualTimekeeper};

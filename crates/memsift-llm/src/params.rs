@@ -1,7 +1,9 @@
 //! From a `{purpose}_{tier}` config to request params: validation that `memsift check-config`
-//! reports, the resolved config, and the one function that builds every Anthropic request.
+//! reports, the resolved config, whether a system prompt is worth marking cacheable, and the one
+//! function that builds every Anthropic request.
 
-use memsift_core::config::{LanePolicy, LlmConfig, ProviderKind};
+use memsift_core::config::{Config, LanePolicy, LlmConfig, ModelPrice, ProviderKind, price_for};
+use memsift_core::prompt::PromptRegistry;
 use memsift_core::status::Purpose;
 
 use crate::anthropic::{CacheControl, CacheTtl, InputMessage, MessageParams, SystemBlock, ThinkingConfig};
@@ -280,8 +282,114 @@ impl ResolvedLlm {
     }
 }
 
-/// The Anthropic params for one request: the system prompt as one cacheable block (identical
-/// across requests, which is what makes batch cache hits possible), then the messages.
+/// What a sender knows about the requests that send the same system prompt, for deciding whether
+/// marking it cacheable pays.
+#[derive(Clone, Copy, Debug)]
+pub struct PrefixReuse<'a> {
+    /// The model's prices and cache rules; `None` for an unpriced model.
+    pub price: Option<&'a ModelPrice>,
+    /// Requests sending this prompt within the cache entry's lifetime, this one included.
+    pub requests: u64,
+    /// The share of the later ones expected to read the entry rather than write it again.
+    pub hit_share: f64,
+}
+
+impl<'a> PrefixReuse<'a> {
+    /// `requests` requests of one batch share the prompt; hits are best-effort there, at the
+    /// model's `batch_cache_hit_share`.
+    pub fn batch(price: Option<&'a ModelPrice>, requests: u64) -> Self {
+        Self {
+            price,
+            requests,
+            hit_share: price.map_or(0.0, |price| price.batch_cache_hit_share),
+        }
+    }
+
+    /// One immediate call, with no later call known to send the same prompt in time.
+    pub fn single(price: Option<&'a ModelPrice>) -> Self {
+        Self {
+            price,
+            requests: 1,
+            hit_share: 1.0,
+        }
+    }
+}
+
+/// Whether marking a prefix of `prefix_tokens` cacheable with `ttl` pays for `reuse`.
+///
+/// Never below the model's minimum cacheable length (the provider would bill it in full anyway)
+/// nor for a provider that caches by itself. Above it, with `n` requests, a write multiplier `w`
+/// (1.25 for 5 minutes, 2 for an hour), a read multiplier `r` (0.1) and a hit share `h`: not
+/// marking costs `n` prompts of input; marking costs one write for the first request and, for each
+/// later one, a read on a hit or another write on a miss. It pays when
+/// `w + (n − 1) × (h × r + (1 − h) × w) < n`. With Anthropic's multipliers: back-to-back calls
+/// (`h` = 1) pay from 2 requests at 5 minutes and from 3 at an hour; a batch at the built-in
+/// `batch_cache_hit_share` of 0.3 pays from 4 requests at 5 minutes and never at an hour, where a
+/// later request costs 1.43 prompts on average (at 0.53 and above, an hour pays too).
+pub fn cache_pays(price: &ModelPrice, ttl: CacheTtl, prefix_tokens: u64, reuse: &PrefixReuse<'_>) -> bool {
+    if price.automatic_cache || price.cacheable_tokens(prefix_tokens) == 0 {
+        return false;
+    }
+    let write = match ttl {
+        CacheTtl::FiveMinutes => price.cache_write_5m_multiplier,
+        CacheTtl::OneHour => price.cache_write_1h_multiplier,
+    };
+    let hit = reuse.hit_share.clamp(0.0, 1.0);
+    let later = reuse.requests.saturating_sub(1) as f64;
+    let marked = write + later * (hit * price.cache_read_multiplier + (1.0 - hit) * write);
+    marked < reuse.requests as f64
+}
+
+/// The cache marker for `system_prompt` under `llm`'s configured TTL, or `None` where marking
+/// does not pay ([`cache_pays`]). An unpriced model has no known rules: its prompt is marked as
+/// configured, which the provider bills in full when it is below the minimum.
+pub fn system_cache(llm: &ResolvedLlm, system_prompt: &str, reuse: &PrefixReuse<'_>) -> Option<CacheTtl> {
+    if system_prompt.is_empty() {
+        return None;
+    }
+    match reuse.price {
+        None => Some(llm.cache_ttl),
+        Some(price) => {
+            let tokens = memsift_payload::count_tokens(system_prompt) as u64;
+            cache_pays(price, llm.cache_ttl, tokens, reuse).then_some(llm.cache_ttl)
+        }
+    }
+}
+
+/// `memsift check-config`'s warnings about prompt caching: one line for every reachable
+/// `{purpose}_{tier}` key whose provider caches only marked prefixes and whose purpose's prompt is
+/// shorter than the model's minimum cacheable length, so its `cache_ttl` can never take effect.
+pub fn cache_warnings(config: &Config, prompts: &PromptRegistry) -> Vec<String> {
+    let mut warnings = Vec::new();
+    for tier in &config.billing.tiers {
+        for purpose in config.reachable_purposes() {
+            let key = format!("{}_{tier}", purpose.as_str());
+            let (Some(llm), Ok(prompt)) = (config.llm.get(&key), prompts.get(purpose.as_str())) else {
+                continue;
+            };
+            let Some(model) = llm.model.as_deref().filter(|_| llm.provider == ProviderKind::Anthropic) else {
+                continue;
+            };
+            let Some(price) = price_for(&config.prices, model).filter(|price| !price.automatic_cache) else {
+                continue;
+            };
+            let tokens = memsift_payload::count_tokens(&prompt.text) as u64;
+            if tokens < price.min_cacheable_tokens {
+                warnings.push(format!(
+                    "llm.{key}: the {} prompt is {tokens} tokens, under the {} tokens {model} caches at least; \
+                     it is sent without a cache marker and billed as plain input, so cache_ttl = \"{}\" has no effect",
+                    purpose.as_str(),
+                    price.min_cacheable_tokens,
+                    llm.cache_ttl,
+                ));
+            }
+        }
+    }
+    warnings
+}
+
+/// The Anthropic params for one request: the system prompt as one block, a cache breakpoint when
+/// `cache` says so (see [`system_cache`]), then the messages.
 ///
 /// `purpose` is accepted so every builder has the same shape and a purpose-specific setting has
 /// one place to go; no purpose changes the params today.
@@ -290,6 +398,7 @@ pub fn build_batch_params(
     llm: &ResolvedLlm,
     system_prompt: &str,
     messages: Vec<InputMessage>,
+    cache: Option<CacheTtl>,
 ) -> MessageParams {
     tracing::trace!(purpose = purpose.as_str(), key = %llm.key, "building anthropic params");
     let system = if system_prompt.is_empty() {
@@ -297,7 +406,7 @@ pub fn build_batch_params(
     } else {
         vec![SystemBlock {
             text: system_prompt.to_owned(),
-            cache_control: Some(CacheControl { ttl: llm.cache_ttl }),
+            cache_control: cache.map(|ttl| CacheControl { ttl }),
         }]
     };
     let thinking = llm
@@ -410,13 +519,14 @@ mod tests {
     }
 
     #[test]
-    fn params_carry_a_cacheable_system_block_and_never_temperature_with_thinking() {
+    fn params_carry_the_cache_marker_given_and_never_temperature_with_thinking() {
         let llm = ResolvedLlm::resolve("extraction_standard", &anthropic(8192, Some(2048), Some(1.0))).unwrap();
         let params = build_batch_params(
             Purpose::Extraction,
             &llm,
             "You extract memories.",
             vec![InputMessage::user("<turn …>")],
+            Some(CacheTtl::OneHour),
         );
         let json = serde_json::to_value(&params).unwrap();
         assert_eq!(
@@ -433,9 +543,105 @@ mod tests {
         let mut plain = anthropic(4096, None, Some(0.0));
         plain.cache_ttl = "5m".into();
         let llm = ResolvedLlm::resolve("k", &plain).unwrap();
-        let json = serde_json::to_value(build_batch_params(Purpose::Extraction, &llm, "sys", vec![])).unwrap();
+        let json = serde_json::to_value(build_batch_params(Purpose::Extraction, &llm, "sys", vec![], None)).unwrap();
         assert_eq!(json["temperature"], 0.0);
-        assert_eq!(json["system"][0]["cache_control"]["ttl"], "5m");
+        assert_eq!(json["system"], serde_json::json!([{"type": "text", "text": "sys"}]));
         assert!(json.get("thinking").is_none());
+    }
+
+    fn prices() -> crate::PriceTable {
+        crate::PriceTable::default()
+    }
+
+    #[test]
+    fn a_prompt_below_the_models_minimum_is_never_marked() {
+        let table = prices();
+        let llm = ResolvedLlm::resolve("extraction_standard", &anthropic(8192, None, None)).unwrap();
+        let prompt = PromptRegistry::built_in();
+        let extraction = &prompt.get("extraction").unwrap().text;
+        let tokens = memsift_payload::count_tokens(extraction) as u64;
+        for model in ["claude-haiku-4-5", "claude-sonnet-4-5"] {
+            let price = table.price(model).unwrap();
+            assert!(
+                tokens < price.min_cacheable_tokens,
+                "{model}: the built-in prompt is {tokens} tokens"
+            );
+            let reuse = PrefixReuse::batch(Some(price), 1000);
+            assert_eq!(system_cache(&llm, extraction, &reuse), None, "{model}");
+        }
+        // Without known rules the configured marker is kept.
+        assert_eq!(
+            system_cache(&llm, extraction, &PrefixReuse::batch(None, 1000)),
+            Some(CacheTtl::OneHour)
+        );
+    }
+
+    /// What `n` requests sharing a prefix of one token cost, in prompts, written out per request.
+    fn marked_cost(price: &ModelPrice, write: f64, n: u64, hit_share: f64) -> f64 {
+        let later = (n - 1) as f64;
+        write + later * hit_share * price.cache_read_multiplier + later * (1.0 - hit_share) * write
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn marking_is_chosen_exactly_when_it_is_cheaper_and_reaches_the_minimum(
+            prefix in 0u64..10_000,
+            requests in 1u64..50,
+            hit_share in 0.0f64..=1.0,
+            hour in proptest::bool::ANY,
+            model in proptest::sample::select(vec!["claude-haiku-4-5", "claude-sonnet-4-5", "gpt-4o-mini"]),
+        ) {
+            let table = prices();
+            let price = table.price(model).unwrap();
+            let ttl = if hour { CacheTtl::OneHour } else { CacheTtl::FiveMinutes };
+            let write = if hour { price.cache_write_1h_multiplier } else { price.cache_write_5m_multiplier };
+            let reuse = PrefixReuse { price: Some(price), requests, hit_share };
+            let cheaper = marked_cost(price, write, requests, hit_share) < requests as f64;
+            let reachable = prefix >= price.min_cacheable_tokens && !price.automatic_cache;
+            proptest::prop_assert_eq!(cache_pays(price, ttl, prefix, &reuse), cheaper && reachable);
+        }
+    }
+
+    #[test]
+    fn the_documented_break_even_points_hold() {
+        let table = prices();
+        let price = table.price("claude-sonnet-4-5").unwrap();
+        let pays = |ttl, requests, hit_share| {
+            cache_pays(
+                price,
+                ttl,
+                2_000,
+                &PrefixReuse {
+                    price: Some(price),
+                    requests,
+                    hit_share,
+                },
+            )
+        };
+        assert!(!pays(CacheTtl::FiveMinutes, 1, 1.0) && pays(CacheTtl::FiveMinutes, 2, 1.0));
+        assert!(!pays(CacheTtl::OneHour, 2, 1.0) && pays(CacheTtl::OneHour, 3, 1.0));
+        let batch = price.batch_cache_hit_share;
+        assert!(!pays(CacheTtl::FiveMinutes, 3, batch) && pays(CacheTtl::FiveMinutes, 4, batch));
+        assert!(!pays(CacheTtl::OneHour, 100_000, batch));
+    }
+
+    #[test]
+    fn check_config_warns_for_each_anthropic_key_whose_prompt_is_under_the_minimum() {
+        let overlay = "[llm.extraction_standard]\nprovider = \"anthropic\"\nmodel = \"claude-haiku-4-5\"\n\
+                       api_key_env = \"ANTHROPIC_API_KEY\"\n\n\
+                       [llm.relationship_standard]\nprovider = \"openai\"\nmodel = \"gpt-4o-mini\"\n\
+                       api_key_env = \"OPENAI_API_KEY\"\n";
+        let config = Config::from_layers(Some(("test.toml", overlay))).unwrap();
+        let warnings = cache_warnings(&config, &PromptRegistry::built_in());
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        let tokens = memsift_payload::count_tokens(&PromptRegistry::built_in().get("extraction").unwrap().text);
+        assert_eq!(
+            warnings[0],
+            format!(
+                "llm.extraction_standard: the extraction prompt is {tokens} tokens, under the 4096 tokens claude-haiku-4-5 \
+                 caches at least; it is sent without a cache marker and billed as plain input, so cache_ttl = \"1h\" has no effect"
+            )
+        );
+        assert!(cache_warnings(&Config::defaults(), &PromptRegistry::built_in()).is_empty());
     }
 }

@@ -51,23 +51,12 @@ pub struct PriceTable {
 }
 
 impl Default for PriceTable {
-    /// Example prices: claude-haiku-4-5 ($1/$5) and gpt-4o-mini ($0.15/$0.60, cached input half price,
-    /// no cache-write charge). Check them against the providers' pages before trusting a bill.
+    /// The example prices of the built-in `config/memsift.toml`; check them against the providers'
+    /// pages before trusting a bill.
     fn default() -> Self {
-        let mut models = BTreeMap::new();
-        models.insert("claude-haiku-4-5".to_owned(), ModelPrice::anthropic_style(1.0, 5.0));
-        models.insert(
-            "gpt-4o-mini".to_owned(),
-            ModelPrice {
-                input_per_mtok: 0.15,
-                output_per_mtok: 0.60,
-                cache_write_5m_per_mtok: 0.15,
-                cache_write_1h_per_mtok: 0.15,
-                cache_read_per_mtok: 0.075,
-                batch_discount: 0.5,
-            },
-        );
-        Self { models }
+        Self {
+            models: memsift_core::config::Config::defaults().prices,
+        }
     }
 }
 
@@ -75,24 +64,20 @@ impl PriceTable {
     /// The price of a model: an exact name first, then the longest configured name that prefixes it
     /// (so `claude-haiku-4-5` prices `claude-haiku-4-5-20251001`).
     pub fn price(&self, model: &str) -> Option<&ModelPrice> {
-        self.models.get(model).or_else(|| {
-            self.models
-                .iter()
-                .filter(|(name, _)| model.starts_with(name.as_str()))
-                .max_by_key(|(name, _)| name.len())
-                .map(|(_, price)| price)
-        })
+        memsift_core::config::price_for(&self.models, model)
     }
 }
 
-/// The cost in USD of `usage` at `price`, with the batch discount when `batch` is true.
+/// The cost in USD of `usage` at `price`, with the batch discount when `batch` is true:
+/// `(input + 5m writes × w5 + 1h writes × w1h + reads × r) × input price + output × output price`,
+/// all per million tokens, times `1 − batch_discount` on the batch lane.
 pub fn cost(usage: &TokenUsage, price: &ModelPrice, batch: bool) -> f64 {
-    let per = |tokens: u64, per_mtok: f64| tokens as f64 * per_mtok / 1_000_000.0;
-    let full = per(usage.input_tokens, price.input_per_mtok)
-        + per(usage.output_tokens, price.output_per_mtok)
-        + per(usage.cache_creation_5m_tokens, price.cache_write_5m_per_mtok)
-        + per(usage.cache_creation_1h_tokens, price.cache_write_1h_per_mtok)
-        + per(usage.cache_read_tokens, price.cache_read_per_mtok);
+    let input_equivalent = usage.input_tokens as f64
+        + usage.cache_creation_5m_tokens as f64 * price.cache_write_5m_multiplier
+        + usage.cache_creation_1h_tokens as f64 * price.cache_write_1h_multiplier
+        + usage.cache_read_tokens as f64 * price.cache_read_multiplier;
+    let full =
+        (input_equivalent * price.input_per_mtok + usage.output_tokens as f64 * price.output_per_mtok) / 1_000_000.0;
     if batch {
         full * (1.0 - price.batch_discount)
     } else {
@@ -102,6 +87,8 @@ pub fn cost(usage: &TokenUsage, price: &ModelPrice, batch: bool) -> f64 {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
 
     #[test]
@@ -118,6 +105,71 @@ mod tests {
         // 1 + 5 + 1.25 + 2 + 0.1 = 9.35 at full price.
         assert!((cost(&usage, price, false) - 9.35).abs() < 1e-9);
         assert!((cost(&usage, price, true) - 4.675).abs() < 1e-9);
+    }
+
+    /// Anthropic's published arithmetic, written out independently of [`cost`]: per million
+    /// tokens, input at the list price, 5-minute writes at 1.25×, 1-hour writes at 2×, reads at 0.1×,
+    /// output at the output price, and half of all of it on the batch lane.
+    fn anthropic_bill(usage: &TokenUsage, input: f64, output: f64, batch: bool) -> f64 {
+        let dollars = (usage.input_tokens as f64 * input
+            + usage.cache_creation_5m_tokens as f64 * input * 5.0 / 4.0
+            + usage.cache_creation_1h_tokens as f64 * input * 2.0
+            + usage.cache_read_tokens as f64 * input / 10.0
+            + usage.output_tokens as f64 * output)
+            / 1e6;
+        if batch { dollars / 2.0 } else { dollars }
+    }
+
+    /// OpenAI's: cached input at the model's cached price, nothing extra for writing the cache.
+    fn openai_bill(usage: &TokenUsage, input: f64, cached: f64, output: f64, batch: bool) -> f64 {
+        let dollars = ((usage.input_tokens + usage.cache_creation_5m_tokens + usage.cache_creation_1h_tokens) as f64
+            * input
+            + usage.cache_read_tokens as f64 * cached
+            + usage.output_tokens as f64 * output)
+            / 1e6;
+        if batch { dollars / 2.0 } else { dollars }
+    }
+
+    fn usages() -> impl Strategy<Value = TokenUsage> {
+        (
+            0u64..2_000_000,
+            0u64..200_000,
+            0u64..500_000,
+            0u64..500_000,
+            0u64..2_000_000,
+        )
+            .prop_map(|(input, output, write_5m, write_1h, read)| TokenUsage {
+                input_tokens: input,
+                output_tokens: output,
+                cache_creation_5m_tokens: write_5m,
+                cache_creation_1h_tokens: write_1h,
+                cache_read_tokens: read,
+            })
+    }
+
+    fn within_one_percent(recorded: f64, published: f64) -> bool {
+        (recorded - published).abs() <= 0.01 * published.abs().max(1e-12)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        #[test]
+        fn every_cost_matches_the_providers_published_arithmetic(usage in usages(), batch in any::<bool>()) {
+            let table = PriceTable::default();
+            for (model, input, output) in [
+                ("claude-haiku-4-5-20251001", 1.0, 5.0),
+                ("claude-sonnet-4-5-20250929", 3.0, 15.0),
+                ("claude-opus-4-5", 5.0, 25.0),
+            ] {
+                let recorded = cost(&usage, table.price(model).unwrap(), batch);
+                let published = anthropic_bill(&usage, input, output, batch);
+                prop_assert!(within_one_percent(recorded, published), "{model}: {recorded} vs {published}");
+            }
+            let recorded = cost(&usage, table.price("gpt-4o-mini").unwrap(), batch);
+            let published = openai_bill(&usage, 0.15, 0.075, 0.60, batch);
+            prop_assert!(within_one_percent(recorded, published), "gpt-4o-mini: {recorded} vs {published}");
+        }
     }
 
     #[test]

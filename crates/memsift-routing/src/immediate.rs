@@ -7,8 +7,8 @@ use async_trait::async_trait;
 use memsift_core::config::{Config, ProviderKind};
 use memsift_llm::anthropic::InputMessage;
 use memsift_llm::{
-    AnthropicClient, ClientOptions, LlmError, OpenAiClient, PriceTable, RateLimiter, ResolvedLlm, RetryPolicy,
-    TokenUsage, build_batch_params, build_chat_request, cost, load_api_key,
+    AnthropicClient, ClientOptions, LlmError, OpenAiClient, PrefixReuse, PriceTable, RateLimiter, ResolvedLlm,
+    RetryPolicy, TokenUsage, build_batch_params, build_chat_request, cost, load_api_key, system_cache,
 };
 use secrecy::SecretString;
 
@@ -216,11 +216,14 @@ impl ExecutionStrategy for ImmediateStrategy {
         };
         match client {
             ProviderClient::Anthropic(client) => {
+                // One call at a time: no later call is known to reuse the prompt within the TTL.
+                let reuse = PrefixReuse::single(self.prices.price(&llm.model));
                 let params = build_batch_params(
                     request.purpose,
                     llm,
                     request.system_prompt,
                     vec![InputMessage::user(request.user_message)],
+                    system_cache(llm, request.system_prompt, &reuse),
                 );
                 let call = off_thread(move |runtime| runtime.block_on(client.create_message(&params)));
                 match call.await.unwrap_or_else(|error| Err(join_error("anthropic", &error))) {

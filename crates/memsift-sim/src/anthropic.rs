@@ -13,7 +13,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::state::{
-    Generated, GenerationRequest, Provider, SharedState, State as SimState, anthropic_error, invalid,
+    Generated, GenerationRequest, PromptCache, Provider, SharedState, State as SimState, anthropic_error, invalid,
     lost_create_response, not_found,
 };
 
@@ -111,30 +111,32 @@ pub(crate) fn parse_params(params: &Value) -> Result<GenerationRequest, String> 
         user_text.push_str(&content_text(message.get("content")));
         user_text.push('\n');
     }
-    let (system, cache_ttl) = match params.get("system") {
-        Some(Value::String(text)) => (text.clone(), None),
+    let (system, cache) = match params.get("system") {
+        Some(Value::String(text)) => (text.clone(), PromptCache::Off),
         Some(Value::Array(blocks)) => {
             let text = blocks
                 .iter()
                 .filter_map(|block| block.get("text")?.as_str())
                 .collect::<Vec<_>>()
                 .join("\n");
-            let ttl = blocks
+            let cache = blocks
                 .iter()
                 .filter_map(|block| block.get("cache_control"))
                 .next_back()
-                .map(|control| match control.get("ttl").and_then(Value::as_str) {
-                    Some("1h") => chrono::Duration::hours(1),
-                    _ => chrono::Duration::minutes(5),
+                .map_or(PromptCache::Off, |control| {
+                    PromptCache::Marked(match control.get("ttl").and_then(Value::as_str) {
+                        Some("1h") => chrono::Duration::hours(1),
+                        _ => chrono::Duration::minutes(5),
+                    })
                 });
-            (text, ttl)
+            (text, cache)
         }
-        _ => (String::new(), None),
+        _ => (String::new(), PromptCache::Off),
     };
     Ok(GenerationRequest {
         model: model.to_owned(),
         system,
-        cache_ttl,
+        cache,
         user_text,
         max_tokens: u32::try_from(max_tokens).unwrap_or(u32::MAX),
     })

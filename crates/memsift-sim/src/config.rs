@@ -1,8 +1,10 @@
 //! What a simulator runs with: the responder, the seeded fault plan, the clock and the accepted key.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use memsift_core::config::{Config, ModelPrice};
 use memsift_core::{Clock, SystemClock};
 use serde::{Deserialize, Serialize};
 
@@ -45,6 +47,10 @@ pub struct SimConfig {
     pub api_key: Option<String>,
     /// The base URL written into `results_url`; by default `http://` plus the listener's address.
     pub public_base_url: Option<String>,
+    /// Each model's prompt-cache rules (minimum cacheable prefix, hit step, automatic or marked),
+    /// so hits are counted as the provider counts them; by default the built-in `[prices]`. A
+    /// model without rules caches every marked prefix.
+    pub prices: BTreeMap<String, ModelPrice>,
 }
 
 impl std::fmt::Debug for SimConfig {
@@ -67,6 +73,7 @@ impl SimConfig {
             clock: Arc::new(SystemClock),
             api_key: None,
             public_base_url: None,
+            prices: Config::defaults().prices,
         }
     }
 
@@ -94,6 +101,12 @@ impl SimConfig {
     /// With a clock.
     pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.clock = clock;
+        self
+    }
+
+    /// With these models' cache rules instead of the built-in ones.
+    pub fn with_prices(mut self, prices: BTreeMap<String, ModelPrice>) -> Self {
+        self.prices = prices;
         self
     }
 

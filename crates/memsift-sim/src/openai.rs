@@ -14,8 +14,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::state::{
-    Generated, GenerationRequest, Provider, SharedState, State as SimState, embed, estimate_tokens, invalid,
-    lost_create_response, not_found, openai_error,
+    Generated, GenerationRequest, PromptCache, Provider, SharedState, State as SimState, embed, invalid,
+    lost_create_response, not_found, openai_error, tokens_of,
 };
 
 /// The dimension of simulated embeddings when the request names none.
@@ -173,7 +173,7 @@ fn parse_chat(body: &Value) -> Result<GenerationRequest, String> {
     Ok(GenerationRequest {
         model: model.to_owned(),
         // OpenAI caches prompt prefixes on its own; the system prompt is the stable prefix.
-        cache_ttl: (!system.is_empty()).then(|| chrono::Duration::minutes(5)),
+        cache: PromptCache::Automatic,
         system,
         user_text,
         max_tokens: u32::try_from(max_tokens).unwrap_or(u32::MAX),
@@ -287,7 +287,7 @@ fn answer_embeddings(body: &Value) -> Result<Value, String> {
         .iter()
         .enumerate()
         .map(|(index, text)| {
-            tokens += estimate_tokens(text);
+            tokens += tokens_of(text);
             let vector = embed(text, dimensions);
             let embedding = if base64 {
                 // The SDK asks for base64 by default: little-endian f32s.

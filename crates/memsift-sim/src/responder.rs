@@ -62,7 +62,8 @@ impl Responder for HeuristicResponder {
     }
 }
 
-/// Answers with the LoCoMo observations whose evidence turns appear in the request.
+/// Answers with the LoCoMo observations whose evidence turns appear in the request, in the compact
+/// form the extraction prompt asks for (text and evidence; every other field is at its default).
 ///
 /// An observation is included when any of its `dia_id`s is a turn label of the request, and its
 /// `evidence_turns` keep only the labels present, so an answer never cites a turn the request did
@@ -321,6 +322,11 @@ mod tests {
         let ResponderReply::Text(text) = responder.respond(&request) else {
             panic!("locomo answers with text")
         };
+        // The compact form a model following the prompt writes: nothing at its default.
+        assert_eq!(
+            text,
+            r#"[{"text":"Caroline went to a support group.","evidence_turns":["D1:3"]},{"text":"Caroline likes painting.","evidence_turns":["D1:5"]}]"#
+        );
         let items: Vec<ExtractedItem> = serde_json::from_str(&text).unwrap();
         assert_eq!(items.len(), 2);
         assert_eq!(items[0].evidence_turns, vec!["D1:3"]);

@@ -1,5 +1,10 @@
 //! The simulator's shared state and the pieces both providers use: auth, fault decisions,
 //! answer generation with token accounting and prompt caching, ids, counters and JSONL bodies.
+//!
+//! Tokens are counted with a real BPE (`o200k_base`, the one memsift's own budgets use), and the
+//! prompt cache follows each model's published rules from the price table: Anthropic caches a
+//! marked prefix only from the model's minimum length (below it the request is billed in full and
+//! both counters stay 0); OpenAI caches long prompts by itself, in whole steps, without a write.
 
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{Hash, Hasher};
@@ -10,7 +15,9 @@ use axum::body::Body;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
+use memsift_core::config::price_for;
 use memsift_core::transcript::parse_turns;
+use memsift_payload::count_tokens;
 use rand::rngs::StdRng;
 use rand::seq::IndexedRandom;
 use rand::{Rng, SeedableRng};
@@ -271,13 +278,27 @@ impl Shared {
     }
 }
 
+/// How a request's system prompt may be cached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PromptCache {
+    /// Not at all: Anthropic without a `cache_control` marker.
+    Off,
+    /// A `cache_control` breakpoint on the system prompt, with the entry's lifetime (Anthropic).
+    Marked(chrono::Duration),
+    /// The provider caches a long prompt's prefix by itself, without a write charge (OpenAI).
+    Automatic,
+}
+
+/// How long OpenAI keeps an automatic cache entry after its last use.
+const AUTOMATIC_CACHE_TTL_MINUTES: i64 = 5;
+
 /// The parts of a request that decide its answer.
 #[derive(Debug, Clone)]
 pub(crate) struct GenerationRequest {
     pub(crate) model: String,
     pub(crate) system: String,
-    /// The TTL of the cache breakpoint on the system prompt, if any.
-    pub(crate) cache_ttl: Option<chrono::Duration>,
+    /// Whether and how the system prompt may be served from the cache.
+    pub(crate) cache: PromptCache,
     pub(crate) user_text: String,
     pub(crate) max_tokens: u32,
 }
@@ -302,9 +323,9 @@ pub(crate) struct GenerationError {
     pub(crate) message: String,
 }
 
-/// A rough token count: four bytes per token, at least one.
-pub(crate) fn estimate_tokens(text: &str) -> u64 {
-    (text.len() as u64).div_ceil(4).max(1)
+/// The tokens of `text` in `o200k_base`, at least one: providers never bill an empty part as zero.
+pub(crate) fn tokens_of(text: &str) -> u64 {
+    (count_tokens(text) as u64).max(1)
 }
 
 impl State {
@@ -348,7 +369,7 @@ impl State {
             truncated = true;
             self.count_fault("truncated");
         }
-        let mut output_tokens = estimate_tokens(&text);
+        let mut output_tokens = tokens_of(&text);
         if output_tokens > max_tokens {
             text = cut(&text, (max_tokens * 4) as usize);
             truncated = true;
@@ -360,33 +381,48 @@ impl State {
         let system_tokens = if request.system.is_empty() {
             0
         } else {
-            estimate_tokens(&request.system)
+            tokens_of(&request.system)
         };
         let mut generated = Generated {
             text,
             truncated,
-            input_tokens: estimate_tokens(&request.user_text),
+            input_tokens: tokens_of(&request.user_text),
             output_tokens,
             cache_write_5m: 0,
             cache_write_1h: 0,
             cache_read: 0,
         };
-        match request.cache_ttl {
-            Some(ttl) if system_tokens > 0 => {
-                let mut hasher = std::collections::hash_map::DefaultHasher::new();
-                (&request.model, &request.system).hash(&mut hasher);
-                let key = hasher.finish();
-                let hit = self.cache.get(&key).is_some_and(|expiry| *expiry > now);
+        // The tokens of the system prompt a cache entry can hold under the model's rules; a model
+        // without rules caches whatever is marked.
+        let rule = price_for(&shared_config.prices, &request.model);
+        let cacheable = rule.map_or(system_tokens, |rule| rule.cacheable_tokens(system_tokens));
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        (&request.model, &request.system).hash(&mut hasher);
+        let key = hasher.finish();
+        let hit = self.cache.get(&key).is_some_and(|expiry| *expiry > now);
+        match request.cache {
+            PromptCache::Marked(ttl) if cacheable > 0 => {
                 if hit {
-                    generated.cache_read = system_tokens;
+                    generated.cache_read = cacheable;
                 } else if ttl > chrono::Duration::minutes(5) {
-                    generated.cache_write_1h = system_tokens;
+                    generated.cache_write_1h = cacheable;
                 } else {
-                    generated.cache_write_5m = system_tokens;
+                    generated.cache_write_5m = cacheable;
                 }
+                generated.input_tokens += system_tokens - cacheable;
                 // A hit refreshes the entry, as the provider's does.
                 self.cache.insert(key, now + ttl);
             }
+            PromptCache::Automatic if cacheable > 0 => {
+                // Written for free on a miss; only a later request reads it.
+                if hit {
+                    generated.cache_read = cacheable;
+                }
+                generated.input_tokens += system_tokens - generated.cache_read;
+                self.cache
+                    .insert(key, now + chrono::Duration::minutes(AUTOMATIC_CACHE_TTL_MINUTES));
+            }
+            // Unmarked, or a prefix below the model's minimum: billed in full, both counters 0.
             _ => generated.input_tokens += system_tokens,
         }
         Ok(generated)
@@ -578,7 +614,91 @@ pub(crate) type SharedState = Arc<Shared>;
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
+    use proptest::prelude::*;
+
     use super::*;
+    use crate::ScriptedResponder;
+
+    fn state() -> (SimConfig, State) {
+        let config = SimConfig::new(Arc::new(ScriptedResponder::new()));
+        let shared = Shared::new(config.clone(), "http://sim".to_owned());
+        let state = shared.state.into_inner().unwrap();
+        (config, state)
+    }
+
+    fn request(model: &str, system: &str, cache: PromptCache) -> GenerationRequest {
+        GenerationRequest {
+            model: model.to_owned(),
+            system: system.to_owned(),
+            cache,
+            user_text: "<turn label=\"t1\">hi</turn>".to_owned(),
+            max_tokens: 1024,
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// Whatever the prefix length and model, the counters are what the provider's rules say:
+        /// nothing below the model's minimum, the cacheable part written then read in its units,
+        /// and every prompt token billed exactly once.
+        #[test]
+        fn cache_counters_follow_each_models_published_rules(
+            words in 1usize..1_500,
+            model in prop::sample::select(vec!["claude-haiku-4-5", "claude-sonnet-4-5-20250929", "gpt-4o-mini"]),
+            hour in any::<bool>(),
+        ) {
+            let (config, mut state) = state();
+            let now = Utc::now();
+            let system = "memory extraction rules ".repeat(words);
+            let rule = price_for(&config.prices, model).unwrap();
+            let system_tokens = tokens_of(&system);
+            let cacheable = rule.cacheable_tokens(system_tokens);
+            let cache = if rule.automatic_cache {
+                PromptCache::Automatic
+            } else if hour {
+                PromptCache::Marked(chrono::Duration::hours(1))
+            } else {
+                PromptCache::Marked(chrono::Duration::minutes(5))
+            };
+            let first = state.generate(&config, now, &request(model, &system, cache)).unwrap();
+            let second = state.generate(&config, now, &request(model, &system, cache)).unwrap();
+            let prompt = |g: &Generated| g.input_tokens + g.cache_write_5m + g.cache_write_1h + g.cache_read;
+            prop_assert_eq!(prompt(&first), prompt(&second));
+            prop_assert_eq!(prompt(&first), system_tokens + tokens_of("<turn label=\"t1\">hi</turn>"));
+            prop_assert_eq!(first.cache_read, 0);
+            prop_assert_eq!(second.cache_read, cacheable);
+            let written = first.cache_write_5m + first.cache_write_1h;
+            if rule.automatic_cache {
+                prop_assert_eq!(written, 0, "OpenAI bills no cache write");
+            } else {
+                prop_assert_eq!(written, cacheable);
+                prop_assert_eq!(second.cache_write_5m + second.cache_write_1h, 0);
+            }
+            if system_tokens < rule.min_cacheable_tokens {
+                prop_assert_eq!((written, second.cache_read), (0, 0));
+            }
+            prop_assert_eq!(second.cache_read % rule.cache_step_tokens, 0);
+        }
+    }
+
+    #[test]
+    fn an_unmarked_prompt_is_never_cached_however_long() {
+        let (config, mut state) = state();
+        let now = Utc::now();
+        let system = "memory extraction rules ".repeat(3_000);
+        for _ in 0..2 {
+            let generated = state
+                .generate(&config, now, &request("claude-sonnet-4-5", &system, PromptCache::Off))
+                .unwrap();
+            assert_eq!(
+                (generated.cache_write_5m, generated.cache_write_1h, generated.cache_read),
+                (0, 0, 0)
+            );
+        }
+    }
 
     #[test]
     fn embeddings_are_deterministic_unit_vectors_and_similar_texts_are_close() {

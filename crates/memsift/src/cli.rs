@@ -354,6 +354,13 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         if !problems.is_empty() {
             anyhow::bail!("{}", problems.join("\n"));
         }
+        let prompts = match &config.prompts.dir {
+            Some(dir) => memsift_core::prompt::PromptRegistry::with_overrides(dir)?,
+            None => memsift_core::prompt::PromptRegistry::built_in(),
+        };
+        for warning in memsift_llm::cache_warnings(&config, &prompts) {
+            println!("warning: {warning}");
+        }
         println!(
             "config ok: {}; database {}; tiers {:?}; llm keys {:?}",
             cli.config

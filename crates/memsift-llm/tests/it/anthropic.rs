@@ -8,7 +8,7 @@ use memsift_llm::anthropic::{BatchResult, BatchResultLine, ProcessingStatus, Sto
 use memsift_llm::{CreateOutcome, LlmError};
 use memsift_sim::FaultConfig;
 
-use crate::support::{harness, params, requests};
+use crate::support::{harness, params_with, requests, system_prompt};
 
 async fn collect(stream: memsift_llm::JsonLines<BatchResultLine>) -> Vec<BatchResultLine> {
     stream
@@ -21,24 +21,60 @@ async fn collect(stream: memsift_llm::JsonLines<BatchResultLine>) -> Vec<BatchRe
 async fn a_message_reports_usage_and_the_second_call_reads_the_cache() {
     let h = harness(FaultConfig::default(), r#"[{"text":"Ana has a dog named Rex."}]"#).await;
     let client = h.anthropic();
-    let first = client.create_message(&params(1024)).await.unwrap();
+    // Above Haiku 4.5's minimum cacheable prefix of 4,096 tokens.
+    let body = || params_with("claude-haiku-4-5", system_prompt(4_400), 1024);
+    let first = client.create_message(&body()).await.unwrap();
     assert!(first.id.starts_with("msg_"));
     assert_eq!(first.text(), r#"[{"text":"Ana has a dog named Rex."}]"#);
     assert_eq!(first.stop_reason, Some(StopReason::EndTurn));
     let usage = first.token_usage();
     assert!(usage.input_tokens > 0 && usage.output_tokens > 0);
-    assert!(usage.cache_creation_1h_tokens > 0, "{usage:?}");
+    assert!(usage.cache_creation_1h_tokens >= 4_096, "{usage:?}");
     assert_eq!(usage.cache_read_tokens, 0);
 
-    let second = client.create_message(&params(1024)).await.unwrap().token_usage();
+    let second = client.create_message(&body()).await.unwrap().token_usage();
     assert_eq!(second.cache_read_tokens, usage.cache_creation_1h_tokens);
     assert_eq!(second.cache_creation_1h_tokens, 0);
+    assert_eq!(second.total_input_tokens(), usage.total_input_tokens());
 
     // Past the TTL the entry is gone and is written again.
     h.clock.advance(Duration::minutes(61));
-    let third = client.create_message(&params(1024)).await.unwrap().token_usage();
+    let third = client.create_message(&body()).await.unwrap().token_usage();
     assert_eq!(third.cache_read_tokens, 0);
     assert!(third.cache_creation_1h_tokens > 0);
+}
+
+#[tokio::test]
+async fn a_marked_prefix_below_the_models_minimum_is_billed_in_full_with_both_counters_zero() {
+    let h = harness(FaultConfig::default(), "[]").await;
+    let client = h.anthropic();
+    // About 2,000 tokens: over Sonnet 4.5's minimum of 1,024, under Haiku 4.5's 4,096.
+    let system = system_prompt(2_000);
+    for _ in 0..2 {
+        let haiku = client
+            .create_message(&params_with("claude-haiku-4-5", system.clone(), 256))
+            .await
+            .unwrap()
+            .token_usage();
+        assert_eq!(
+            (
+                haiku.cache_creation_5m_tokens,
+                haiku.cache_creation_1h_tokens,
+                haiku.cache_read_tokens
+            ),
+            (0, 0, 0),
+            "{haiku:?}"
+        );
+        assert!(
+            haiku.input_tokens >= 2_000,
+            "the whole prompt is plain input: {haiku:?}"
+        );
+    }
+    let sonnet = || params_with("claude-sonnet-4-5-20250929", system.clone(), 256);
+    let first = client.create_message(&sonnet()).await.unwrap().token_usage();
+    let second = client.create_message(&sonnet()).await.unwrap().token_usage();
+    assert!(first.cache_creation_1h_tokens >= 2_000, "{first:?}");
+    assert_eq!(second.cache_read_tokens, first.cache_creation_1h_tokens);
 }
 
 #[tokio::test]

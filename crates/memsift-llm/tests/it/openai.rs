@@ -11,19 +11,23 @@ use memsift_llm::openai::{
 use memsift_llm::{LlmError, OpenAiClient};
 use memsift_sim::FaultConfig;
 
-use crate::support::{harness, transcript};
+use crate::support::{harness, system_prompt, transcript};
 
-fn chat(max_tokens: u32) -> ChatRequest {
+fn chat_with(system: String, max_tokens: u32) -> ChatRequest {
     ChatRequest {
         model: "gpt-4o-mini".into(),
         messages: vec![
-            ChatMessage::new("system", "You extract memories. ".repeat(20)),
+            ChatMessage::new("system", system),
             ChatMessage::new("user", transcript()),
         ],
         max_completion_tokens: Some(max_tokens),
         temperature: Some(0.0),
         response_format: None,
     }
+}
+
+fn chat(max_tokens: u32) -> ChatRequest {
+    chat_with(system_prompt(80), max_tokens)
 }
 
 fn lines(count: usize) -> Vec<BatchInputLine> {
@@ -60,14 +64,31 @@ async fn poll(client: &OpenAiClient, id: &str) -> (Batch, Vec<BatchStatus>) {
 async fn chat_completion_reports_usage_and_cached_prompt_tokens() {
     let h = harness(FaultConfig::default(), r#"[{"text":"Ana has a dog."}]"#).await;
     let client = h.openai();
-    let first = client.chat_completion(&chat(512)).await.unwrap();
+    // Over OpenAI's automatic-caching minimum of 1,024 tokens, and not a whole number of steps.
+    let long = || chat_with(system_prompt(1_300), 512);
+    let first = client.chat_completion(&long()).await.unwrap();
     assert!(first.id.starts_with("chatcmpl-"));
     assert_eq!(first.text(), Some(r#"[{"text":"Ana has a dog."}]"#));
     assert!(!first.truncated());
-    assert_eq!(first.token_usage().cache_read_tokens, 0);
-    let second = client.chat_completion(&chat(512)).await.unwrap().token_usage();
-    assert!(second.cache_read_tokens > 0, "{second:?}");
+    assert_eq!(
+        first.token_usage().cache_read_tokens,
+        0,
+        "the first call writes, for free"
+    );
+    let second = client.chat_completion(&long()).await.unwrap().token_usage();
+    assert!(second.cache_read_tokens >= 1_024, "{second:?}");
+    assert_eq!(
+        second.cache_read_tokens % 128,
+        0,
+        "hits count in steps of 128: {second:?}"
+    );
     assert_eq!(second.total_input_tokens(), first.token_usage().total_input_tokens());
+
+    // A short prompt is never cached.
+    for _ in 0..2 {
+        let short = client.chat_completion(&chat(512)).await.unwrap().token_usage();
+        assert_eq!(short.cache_read_tokens, 0, "{short:?}");
+    }
 }
 
 #[tokio::test]

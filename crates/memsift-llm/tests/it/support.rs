@@ -102,12 +102,18 @@ pub fn transcript() -> String {
     ])
 }
 
-pub fn params(max_tokens: u32) -> MessageParams {
+/// A system prompt of about `words` o200k tokens ("You extract memories." is four).
+pub fn system_prompt(words: usize) -> String {
+    "You extract memories. ".repeat(words.div_ceil(4))
+}
+
+/// A Messages body for `model` whose system prompt is marked cacheable for an hour.
+pub fn params_with(model: &str, system: String, max_tokens: u32) -> MessageParams {
     MessageParams {
-        model: "claude-haiku-4-5".into(),
+        model: model.into(),
         max_tokens,
         system: vec![SystemBlock {
-            text: "You extract memories. ".repeat(20),
+            text: system,
             cache_control: Some(memsift_llm::anthropic::CacheControl {
                 ttl: memsift_llm::anthropic::CacheTtl::OneHour,
             }),
@@ -116,6 +122,11 @@ pub fn params(max_tokens: u32) -> MessageParams {
         temperature: None,
         thinking: None,
     }
+}
+
+/// A Haiku 4.5 body with a short system prompt marked cacheable (below Haiku's minimum).
+pub fn params(max_tokens: u32) -> MessageParams {
+    params_with("claude-haiku-4-5", system_prompt(80), max_tokens)
 }
 
 pub fn requests(count: usize) -> Vec<BatchRequest> {

@@ -98,22 +98,45 @@ fn a_bad_import_line_prints_one_error_line_and_exits_nonzero() {
     );
 }
 
-#[test]
-fn check_config_names_the_missing_key_of_a_tier() {
+/// `memsift --config FILE check-config` with `toml` as the file.
+fn check_config(toml: &str) -> std::process::Output {
     let home = tempfile::tempdir().unwrap();
     let config = home.path().join("memsift.toml");
-    std::fs::write(&config, "[billing]\ntiers = [\"standard\", \"free\"]\n").unwrap();
-    let output = memsift(home.path())
+    std::fs::write(&config, toml).unwrap();
+    memsift(home.path())
         .arg("--config")
         .arg(&config)
         .arg("check-config")
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+#[test]
+fn check_config_names_the_missing_key_of_a_tier() {
+    let output = check_config("[billing]\ntiers = [\"standard\", \"free\"]\n");
     assert_eq!(output.status.code(), Some(1));
     assert_eq!(
         String::from_utf8(output.stderr).unwrap(),
         "error: config: no [llm.extraction_free] section, but tier `free` reaches purpose `extraction`; add [llm.extraction_free] or remove `free` from billing.tiers\n"
     );
+}
+
+#[test]
+fn check_config_warns_when_a_marked_prompt_can_never_be_cached() {
+    let output = check_config(
+        "[llm.extraction_standard]\nprovider = \"anthropic\"\nmodel = \"claude-haiku-4-5\"\napi_key_env = \"ANTHROPIC_API_KEY\"\ncache_ttl = \"5m\"\n",
+    );
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    let warnings: Vec<&str> = stdout.lines().filter(|line| line.starts_with("warning: ")).collect();
+    assert_eq!(warnings.len(), 1, "{stdout}");
+    assert!(
+        warnings[0].starts_with("warning: llm.extraction_standard: the extraction prompt is ")
+            && warnings[0].contains("under the 4096 tokens claude-haiku-4-5 caches at least")
+            && warnings[0].ends_with("so cache_ttl = \"5m\" has no effect"),
+        "{stdout}"
+    );
+    assert!(stdout.lines().last().unwrap().starts_with("config ok: "), "{stdout}");
 }
 
 #[test]
