@@ -443,6 +443,7 @@ impl AnthropicClient {
     pub async fn create_message(&self, params: &MessageParams) -> Result<Message, LlmError> {
         let body = self.core.json_body(params, MESSAGES_MAX_BYTES)?;
         let url = self.core.url("/v1/messages");
+        self.core.spend_input_tokens(&body).await;
         self.core
             .call_json(RetryMode::Idempotent, "messages.create", || {
                 HttpCore::with_json(self.core.request(Method::POST, &url), &body)

@@ -466,6 +466,7 @@ impl OpenAiClient {
     pub async fn chat_completion(&self, request: &ChatRequest) -> Result<ChatCompletion, LlmError> {
         let body = self.core.json_body(request, 32 * 1024 * 1024)?;
         let url = self.core.url("/chat/completions");
+        self.core.spend_input_tokens(&body).await;
         self.core
             .call_json(RetryMode::Idempotent, "chat.completions", || {
                 HttpCore::with_json(self.core.request(Method::POST, &url), &body)

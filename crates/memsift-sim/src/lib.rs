@@ -12,6 +12,7 @@
 
 mod anthropic;
 pub mod config;
+mod models;
 mod openai;
 pub mod responder;
 mod state;
@@ -52,6 +53,8 @@ fn router(shared: SharedState) -> Router {
         )
         .route("/v1/messages/batches/{id}/cancel", post(anthropic::cancel_batch))
         .route("/v1/messages/batches/{id}/results", get(anthropic::batch_results))
+        .route("/v1/models", get(models::list_models))
+        .route("/v1/models/{id}", get(models::retrieve_model))
         .route("/v1/chat/completions", post(openai::chat_completions))
         .route("/v1/embeddings", post(openai::embeddings))
         .route("/v1/files", post(openai::upload_file).get(openai::list_files))

@@ -25,6 +25,7 @@ mod erasure;
 mod extraction;
 #[cfg(feature = "test-support")]
 mod fixtures;
+mod health;
 mod ingest;
 mod journal;
 mod lifecycle;
@@ -43,6 +44,7 @@ pub use erasure::ErasureReceipt;
 pub use extraction::{ApplyInput, ApplyOutcome, ClaimedSegment, ItemEmbeddings, NewRequest, SegmentTurn, StoredOutput};
 #[cfg(feature = "test-support")]
 pub use fixtures::UserRows;
+pub use health::{LaneHealthRow, LaneTransition, ReconcileMiss, Reroute, WaitingRequest};
 pub use ingest::{ClosedSegment, IngestReport, NewMessage};
 pub use lifecycle::{MemoryState, Revised, Revision, Undone};
 pub use listing::{CostRow, Counts, MemoryRow, MetricsSnapshot, RequestDetail, RequestRow, SegmentRow, UsageTotals};

@@ -11,6 +11,7 @@ pub mod daemon;
 pub mod demo;
 pub mod embedding;
 pub mod erase;
+pub mod health;
 pub mod import;
 pub mod metrics;
 pub mod pipeline;
