@@ -263,10 +263,21 @@ impl BatchCoordinator {
         LaneKey::of(Lane::Batch, provider.llm())
     }
 
-    /// Feeds one call's outcome to the provider's batch lane.
+    /// Feeds one call's outcome to the provider's batch lane. Only a create proves the lane
+    /// works: a provider whose reads answer while every create fails is not healthy, so a read
+    /// that succeeds says nothing, while one that fails counts like any failure.
     fn record(&self, provider: &dyn BatchProvider, outcome: Result<(), &ProviderFault>) {
+        self.record_call(provider, outcome, false);
+    }
+
+    fn record_create(&self, provider: &dyn BatchProvider, outcome: Result<(), &ProviderFault>) {
+        self.record_call(provider, outcome, true);
+    }
+
+    fn record_call(&self, provider: &dyn BatchProvider, outcome: Result<(), &ProviderFault>, create: bool) {
         let signal = match outcome {
-            Ok(()) => HealthSignal::Success,
+            Ok(()) if create => HealthSignal::Success,
+            Ok(()) => HealthSignal::Neutral,
             Err(fault) => HealthSignal::of_fault(fault),
         };
         self.health.record(&Self::lane_key(provider), &signal, self.clock.now());
@@ -396,7 +407,7 @@ impl BatchCoordinator {
                         provider_batch_id,
                         expires_at,
                     } => {
-                        self.record(provider.as_ref(), Ok(()));
+                        self.record_create(provider.as_ref(), Ok(()));
                         let next_poll_at = now + self.settings.poll_initial;
                         self.store
                             .mark_batch_submitted(packed.id, &provider_batch_id, expires_at, next_poll_at, now)
@@ -405,7 +416,7 @@ impl BatchCoordinator {
                         tracing::info!(batch_id = %packed.id, provider_batch_id, n_requests = packed.requests.len(), "Batch submitted.");
                     }
                     ProviderCreate::Rejected { fault, .. } if fault.is_setting() => {
-                        self.record(provider.as_ref(), Err(&fault));
+                        self.record_create(provider.as_ref(), Err(&fault));
                         let reason = format!("lane {} paused: {fault}", lane.name());
                         let not_before = self.next_probe_at(provider.as_ref());
                         self.store.hold_batch(packed.id, &reason, not_before, now).await?;
@@ -417,7 +428,7 @@ impl BatchCoordinator {
                         fault,
                         retry_after: Some(wait),
                     } => {
-                        self.record(provider.as_ref(), Err(&fault));
+                        self.record_create(provider.as_ref(), Err(&fault));
                         self.store
                             .replan_batch(
                                 packed.id,
@@ -435,14 +446,14 @@ impl BatchCoordinator {
                         fault,
                         retry_after: None,
                     } => {
-                        self.record(provider.as_ref(), Err(&fault));
+                        self.record_create(provider.as_ref(), Err(&fault));
                         let error = fault.to_string();
                         self.store.mark_batch_rejected(packed.id, &error, now).await?;
                         report.n_batches_rejected += 1;
                         tracing::warn!(batch_id = %packed.id, error, "Provider refused the batch; its requests count a failed attempt.");
                     }
                     ProviderCreate::Unknown(fault) => {
-                        self.record(provider.as_ref(), Err(&fault));
+                        self.record_create(provider.as_ref(), Err(&fault));
                         let error = fault.to_string();
                         self.store.note_create_unknown(packed.id, &error).await?;
                         report.n_creates_unknown += 1;
@@ -734,7 +745,7 @@ impl BatchCoordinator {
         };
         let fault = ProviderFault::classify(error, Call::Create, provider.llm());
         debug_assert_eq!(fault.class, FaultClass::Setting);
-        self.record(provider, Err(&fault));
+        self.record_create(provider, Err(&fault));
         let lane = Self::lane_key(provider);
         let reason = format!("lane {} paused: {fault}", lane.name());
         let not_before = self.next_probe_at(provider);

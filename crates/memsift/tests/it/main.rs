@@ -7,6 +7,7 @@ mod budgets;
 mod cli;
 mod crash;
 mod daemon;
+mod health;
 mod helpers;
 mod pipeline;
 mod postprocess;
