@@ -487,6 +487,17 @@ impl AnthropicClient {
             .await
     }
 
+    /// `GET /v1/models/{model}`: the cheapest read that proves the key, the base URL and the model
+    /// at once (`memsift check-config --probe`).
+    pub async fn retrieve_model(&self, model: &str) -> Result<serde_json::Value, LlmError> {
+        let url = self.core.url(&format!("/v1/models/{model}"));
+        self.core
+            .call_json(RetryMode::Idempotent, "models.retrieve", || {
+                self.core.request(Method::GET, &url)
+            })
+            .await
+    }
+
     /// `GET /v1/messages/batches`, newest first; pass the previous page's `last_id` as `after_id`.
     pub async fn list_batches(&self, after_id: Option<&str>, limit: u32) -> Result<BatchPage, LlmError> {
         let mut url = format!(

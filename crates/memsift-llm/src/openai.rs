@@ -634,6 +634,34 @@ impl OpenAiClient {
             .await
     }
 
+    /// `GET /models/{model}`: the cheapest read that proves the key, the base URL and the model at
+    /// once on OpenAI (`memsift check-config --probe`).
+    pub async fn retrieve_model(&self, model: &str) -> Result<serde_json::Value, LlmError> {
+        let url = self.core.url(&format!("/models/{model}"));
+        self.core
+            .call_json(RetryMode::Idempotent, "models.retrieve", || {
+                self.core.request(Method::GET, &url)
+            })
+            .await
+    }
+
+    /// `GET /models`: the ids of every model the server offers (the probe of OpenAI-compatible
+    /// servers, which do not all serve a single model by id).
+    pub async fn list_models(&self) -> Result<Vec<String>, LlmError> {
+        #[derive(serde::Deserialize)]
+        struct Listed {
+            id: String,
+        }
+        let url = self.core.url("/models");
+        let page: Page<Listed> = self
+            .core
+            .call_json(RetryMode::Idempotent, "models.list", || {
+                self.core.request(Method::GET, &url)
+            })
+            .await?;
+        Ok(page.data.into_iter().map(|model| model.id).collect())
+    }
+
     /// `GET /batches?after=…&limit=…` (limit 1–100).
     pub async fn list_batches(&self, after: Option<&str>, limit: u32) -> Result<Page<Batch>, LlmError> {
         let mut url = format!("{}?limit={}", self.core.url("/batches"), limit.clamp(1, 100));

@@ -155,7 +155,12 @@ async fn batches(
 ) -> Result<Html<String>, PageError> {
     let suffix = authorize(&state, &headers, &query)?;
     let rows = state.app.store.list_batches(None, Some(PAGE_ROWS)).await?;
-    Ok(page("batches", &suffix, &render::batches_table(&rows).to_html()))
+    let body = format!(
+        "{}{}",
+        unhealthy_lanes(&state).await?,
+        render::batches_table(&rows).to_html()
+    );
+    Ok(page("batches", &suffix, &body))
 }
 
 async fn segments(
@@ -165,7 +170,27 @@ async fn segments(
 ) -> Result<Html<String>, PageError> {
     let suffix = authorize(&state, &headers, &query)?;
     let rows = state.app.store.list_segments(None, None, Some(PAGE_ROWS)).await?;
-    Ok(page("segments", &suffix, &render::segments_table(&rows).to_html()))
+    let body = format!(
+        "{}{}",
+        unhealthy_lanes(&state).await?,
+        render::segments_table(&rows).to_html()
+    );
+    Ok(page("segments", &suffix, &body))
+}
+
+/// The provider lanes that are paused or unwell, why, and the likely fix; empty when all are well.
+async fn unhealthy_lanes(state: &AdminState) -> Result<String, PageError> {
+    let lines = crate::health::describe_unhealthy(&state.app.store.lane_health().await?);
+    if lines.is_empty() {
+        return Ok(String::new());
+    }
+    let items: String = lines
+        .iter()
+        .map(|line| format!("<li>{}</li>", escape_html(line)))
+        .collect();
+    Ok(format!(
+        "<h2>provider lanes not healthy</h2>\n<ul class=\"lanes\">{items}</ul>\n"
+    ))
 }
 
 async fn requests(

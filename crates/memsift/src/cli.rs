@@ -236,7 +236,12 @@ pub enum Command {
         yes: bool,
     },
     /// Check the configuration (and that every reachable `{purpose}_{tier}` key resolves).
-    CheckConfig,
+    CheckConfig {
+        /// Also call each configured endpoint's cheapest read (the model, the batch list) and
+        /// report each section as reachable or not, and why; exits 1 if any is not.
+        #[arg(long)]
+        probe: bool,
+    },
     /// Serve the protocol-faithful provider simulator (Anthropic and OpenAI wire formats) until Ctrl-C.
     Sim {
         /// Address to listen on; port 0 picks a free one (the first stdout line names it).
@@ -304,7 +309,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     if let Command::Distill { out, dims, model_dir } = &cli.command {
         return distill(&config, out, *dims, model_dir.as_deref()).await;
     }
-    if let Command::CheckConfig = cli.command {
+    if let Command::CheckConfig { probe } = cli.command {
         let mut problems: Vec<String> = config
             .llm
             .iter()
@@ -328,6 +333,23 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             config.billing.tiers,
             config.llm.keys().collect::<Vec<_>>()
         );
+        if probe {
+            let reports = crate::probe::probe_all(&config).await?;
+            if cli.json {
+                render::print_json(&reports)?;
+            } else {
+                for report in &reports {
+                    println!("{}", report.line());
+                }
+            }
+            let unreachable = reports.iter().filter(|report| !report.reachable).count();
+            if unreachable > 0 {
+                anyhow::bail!(
+                    "check-config --probe: {unreachable} of {} provider sections are not reachable as configured",
+                    reports.len()
+                );
+            }
+        }
         return Ok(());
     }
     let url = database_url(&config, cli.database.as_deref())?;
@@ -394,7 +416,7 @@ async fn dispatch(app: &App, command: Command, json: bool) -> anyhow::Result<()>
     }
     match command {
         Command::Demo { .. }
-        | Command::CheckConfig
+        | Command::CheckConfig { .. }
         | Command::Sim { .. }
         | Command::Distill { .. }
         | Command::Daemon => {
@@ -498,7 +520,8 @@ async fn dispatch(app: &App, command: Command, json: bool) -> anyhow::Result<()>
             if json {
                 render::print_json(&rows)?
             } else {
-                println!("{}", render::segments_table(&rows))
+                println!("{}", render::segments_table(&rows));
+                print_unhealthy_lanes(app).await?;
             }
         }
         Command::Memories { user, limit } => {
@@ -521,7 +544,8 @@ async fn dispatch(app: &App, command: Command, json: bool) -> anyhow::Result<()>
             if json {
                 render::print_json(&rows)?
             } else {
-                println!("{}", render::batches_table(&rows))
+                println!("{}", render::batches_table(&rows));
+                print_unhealthy_lanes(app).await?;
             }
         }
         Command::Show { id } => show(app, &id, json).await?,
@@ -661,6 +685,14 @@ async fn dispatch(app: &App, command: Command, json: bool) -> anyhow::Result<()>
                 println!("{}", render::requests_table(&rows))
             }
         }
+    }
+    Ok(())
+}
+
+/// Under a listing: every provider lane that is paused or unwell, why, and the likely fix.
+async fn print_unhealthy_lanes(app: &App) -> anyhow::Result<()> {
+    for line in crate::health::describe_unhealthy(&app.store.lane_health().await?) {
+        println!("{line}");
     }
     Ok(())
 }

@@ -15,5 +15,6 @@ pub mod health;
 pub mod import;
 pub mod metrics;
 pub mod pipeline;
+pub mod probe;
 pub mod render;
 pub mod stages;

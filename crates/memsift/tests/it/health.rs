@@ -158,6 +158,94 @@ async fn an_openai_url_without_v1_pauses_the_lane_spends_nothing_and_stops_run_u
     assert_eq!(health.len(), 1);
     assert_eq!((health[0].state.as_str(), health[0].setting_fault), ("open", true));
     assert!(health[0].fix.as_deref().unwrap_or_default().contains("end in /v1"));
+    // What `memsift batches`, `memsift segments` and the admin pages print under their tables.
+    let lines = memsift::health::describe_unhealthy(&health);
+    assert_eq!(lines.len(), 1);
+    assert!(
+        lines[0].starts_with(&format!("{lane} is paused by a setting fault (open) since ")),
+        "{lines:?}"
+    );
+    assert!(
+        lines[0].contains("likely fix: OpenAI base URLs end in /v1"),
+        "{lines:?}"
+    );
+    let snapshot = test.app.store.metrics_snapshot().await.unwrap();
+    let metrics = memsift::metrics::render(&snapshot, &health).unwrap();
+    let series = format!(
+        "memsift_lane_breaker_state{{endpoint=\"{}\",lane=\"batch\",model=\"gpt-4o-mini\",provider=\"openai\",setting_fault=\"true\",state=\"open\"}} 1",
+        test.sim().base_url
+    );
+    assert!(metrics.contains(&series), "{metrics}");
+    assert!(metrics.contains("memsift_lanes_paused 1"), "{metrics}");
+    assert!(metrics.contains("memsift_segments{status=\"dead\"} 0"), "{metrics}");
+    test.finish().await;
+}
+
+#[tokio::test]
+async fn check_config_probe_reports_each_section_reachable_or_not_and_why() {
+    let faults = FaultConfig {
+        unknown_models: vec!["llama-missing".to_owned()],
+        ..FaultConfig::default()
+    };
+    let test = sim_app(faults, |sim, key_file| {
+        let wrong_key = key_file.with_file_name("wrong-key");
+        std::fs::write(&wrong_key, "not-the-key").unwrap();
+        let sections = [
+            section(
+                "extraction_standard",
+                "anthropic",
+                &sim.base_url,
+                "claude-haiku-4-5",
+                "batch",
+                "",
+            ),
+            section("no_v1", "openai", &sim.base_url, "gpt-4o-mini", "batch", ""),
+            section(
+                "local",
+                "openai_compatible",
+                &sim.openai_base_url(),
+                "llama-missing",
+                "immediate",
+                "",
+            ),
+            section(
+                "revoked",
+                "openai",
+                &sim.openai_base_url(),
+                "gpt-4o-mini",
+                "immediate",
+                "",
+            )
+            .replace("KEY_FILE", &wrong_key.display().to_string()),
+        ];
+        config(key_file, "", &sections.concat())
+    })
+    .await;
+    let reports = memsift::probe::probe_all(&test.app.config).await.unwrap();
+    let lines: Vec<String> = reports.iter().map(memsift::probe::ProbeReport::line).collect();
+    eprintln!("{}", lines.join("\n"));
+    let line = |section: &str| {
+        lines
+            .iter()
+            .find(|line| line.starts_with(&format!("llm.{section}:")))
+            .unwrap()
+    };
+    assert!(
+        line("extraction_standard").ends_with(": reachable (model claude-haiku-4-5 known, batch list answered)"),
+        "{lines:?}"
+    );
+    assert!(line("no_v1").contains("NOT reachable"), "{lines:?}");
+    assert!(
+        line("no_v1").contains("likely fix: OpenAI base URLs end in /v1"),
+        "{lines:?}"
+    );
+    assert!(
+        line("local").contains("likely fix: the provider does not know model `llama-missing`"),
+        "{lines:?}"
+    );
+    assert!(line("revoked").contains("not authorised (HTTP 401"), "{lines:?}");
+    assert!(!lines.concat().contains("not-the-key") && !lines.concat().contains("test-key"));
+    assert_eq!(reports.iter().filter(|report| report.reachable).count(), 1);
     test.finish().await;
 }
 
