@@ -115,7 +115,7 @@ async fn probe_one(
         ProviderKind::OpenaiCompatible => {
             let client = OpenAiClient::new(options).map_err(fault)?;
             let models = client.list_models().await.map_err(fault)?;
-            if !models.iter().any(|model| *model == llm.model) {
+            if !models.contains(&llm.model) {
                 return Err(fault(LlmError::NotFound {
                     provider: "openai",
                     detail: format!(
