@@ -2,11 +2,18 @@
 # LoCoMo-8 through the batch lane against `memsift sim`, with optional injected faults, and a
 # summary of what happened (segments by status, memories, batches, polls, tokens, sim counters).
 #
-# Usage: scripts/locomo-batch.sh --locomo PATH [--database URL] [--faults FILE] [--kill-loop N]
+# Usage: scripts/locomo-batch.sh [--locomo PATH | PATH] [--database URL] [--faults FILE] [--kill-loop N]
+#                                [--provider anthropic|openai] [--openai-url-without-v1]
+#                                [--embeddings BACKEND] [--timeout SECS]
 #   --locomo PATH    the LoCoMo JSON file (locomo10.json format); or set LOCOMO
 #   --database URL   default: a fresh SQLite file in a temporary directory
 #   --faults FILE    a memsift-sim fault plan (TOML or JSON)
 #   --kill-loop N    kill -9 `memsift run` N times at random moments, restarting it each time
+#   --provider P     the batch provider the sim plays (default anthropic)
+#   --openai-url-without-v1  configure the OpenAI endpoint without /v1, the setting mistake whose
+#                    every files.create answers 404 (a setting fault: no attempt may be spent)
+#   --embeddings B   [embeddings] backend (default minilm; `hashing` needs no model)
+#   --timeout SECS   stop the final `run --until-idle` after SECS and report it (default: none)
 # Needs: a built memsift (MEMSIFT_BIN, default target/release/memsift) and python3. LoCoMo is not
 # part of this repository: see README, "Running on LoCoMo". Talks only to 127.0.0.1.
 set -euo pipefail
@@ -18,19 +25,33 @@ work="$(mktemp -d)"
 database="sqlite://$work/memsift.db"
 faults=""
 kills=0
+provider=anthropic
+without_v1=0
+embeddings=minilm
+run_timeout=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --locomo) locomo="$2"; shift 2 ;;
         --database) database="$2"; shift 2 ;;
         --faults) faults="$2"; shift 2 ;;
         --kill-loop) kills="$2"; shift 2 ;;
-        *) echo "unknown argument $1" >&2; exit 2 ;;
+        --provider) provider="$2"; shift 2 ;;
+        --openai-url-without-v1) without_v1=1; shift ;;
+        --embeddings) embeddings="$2"; shift 2 ;;
+        --timeout) run_timeout="$2"; shift 2 ;;
+        -*) echo "unknown argument $1" >&2; exit 2 ;;
+        *) locomo="$1"; shift ;;
     esac
 done
 if [ -z "$locomo" ] || [ ! -f "$locomo" ]; then
     echo "name the LoCoMo JSON file with --locomo PATH (or LOCOMO=PATH)" >&2
     exit 2
 fi
+case "$provider" in
+    anthropic) model="claude-haiku-4-5" ;;
+    openai) model="gpt-4o-mini" ;;
+    *) echo "--provider: use anthropic or openai, not $provider" >&2; exit 2 ;;
+esac
 
 sim_pid=""; run_pid=""
 cleanup() {
@@ -47,6 +68,8 @@ for _ in $(seq 1 100); do grep -q '^listening on ' "$work/sim.out" && break; sle
 sim_url="$(sed -n 's/^listening on //p' "$work/sim.out" | head -n 1)"
 echo "sim: $sim_url"
 echo "sim-key" >"$work/key"
+endpoint="$sim_url"
+if [ "$provider" = openai ] && [ "$without_v1" = 0 ]; then endpoint="$sim_url/v1"; fi
 cat >"$work/memsift.toml" <<TOML
 [batch]
 pack_max_wait_secs = 1
@@ -57,10 +80,13 @@ reconcile_grace_secs = 5
 [extraction]
 claim_lease_secs = 10
 
+[embeddings]
+backend = "$embeddings"
+
 [llm.extraction_standard]
-provider = "anthropic"
-endpoint = "$sim_url"
-model = "claude-haiku-4-5"
+provider = "$provider"
+endpoint = "$endpoint"
+model = "$model"
 api_key_file = "$work/key"
 lane = "batch"
 max_tokens = 8192
@@ -87,8 +113,20 @@ if [ "$kills" -gt 0 ]; then
         exit 1
     fi
 fi
-m run --until-idle
+run_status=0
+if [ "$run_timeout" -gt 0 ]; then
+    timeout "$run_timeout" "$bin" --config "$work/memsift.toml" --database "$database" run --until-idle \
+        >"$work/final-run.out" 2>"$work/final-run.err" || run_status=$?
+else
+    m run --until-idle >"$work/final-run.out" 2>"$work/final-run.err" || run_status=$?
+fi
 finished=$(date +%s.%N)
+cat "$work/final-run.out"
+case "$run_status" in
+    0) echo "run --until-idle: exit 0" ;;
+    124) echo "run --until-idle: still running after ${run_timeout} s, stopped (exit 124)" ;;
+    *) echo "run --until-idle: exit $run_status: $(grep '^error' "$work/final-run.err" | tail -n 1)" ;;
+esac
 echo "wall seconds (final run included): $(python3 -c "print(round($finished - $started, 2))")"
 counters="$(curl -s "$sim_url/_sim/counters")"
 m segments --json >"$work/segments.json"
@@ -122,6 +160,7 @@ print("memories:", sum(s["n_memories"] for s in segments))
 applied = collections.Counter((r["segment_id"], r["chunk_index"]) for r in requests if r["status"] == "applied")
 print("double-applied chunks:", sum(1 for n in applied.values() if n > 1))
 print("requests by status:", dict(collections.Counter(r["status"] for r in requests)))
+print("requests past their first attempt:", sum(1 for r in requests if r["attempt"] > 1))
 tracked = [b for b in batches if b["provider_batch_id"]]
 print("batches recorded:", len(batches), "with a provider id:", len(tracked), "| sim creates:", counters["creates"])
 print("duplicate provider batches (sim creates - tracked):", counters["creates"] - len(tracked))
@@ -167,4 +206,6 @@ print(f"dropped pairs against stored memories: {len(pairs)} (lowest scores first
 for reason, score, dropped, kept in sorted(pairs, key=lambda pair: pair[1])[:5]:
     print(f"  {reason} {score:.3f}: {dropped!r} ~ {kept!r}")
 PY
+# The provider lanes that are paused or unwell, as `memsift batches` prints them under its table.
+m batches --limit 1 | grep '^lane ' || echo "provider lanes: all healthy"
 echo "work directory: $work"

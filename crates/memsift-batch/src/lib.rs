@@ -27,8 +27,11 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use chrono::{DateTime, Duration, Utc};
-use memsift_core::status::RequestStatus;
+use memsift_core::status::{Lane, RequestStatus};
 use memsift_core::{BatchId, Clock};
+use memsift_llm::{
+    BreakerState, Call, FaultClass, HealthBoard, HealthSignal, LaneKey, LlmError, Permit, ProviderFault, ResolvedLlm,
+};
 use memsift_store::{BatchRow, PackPolicy, RequestUsage, Store, StoreError, WorkRequest};
 use serde::Serialize;
 
@@ -90,14 +93,14 @@ pub enum ProviderCreate {
     },
     /// Definitely not created.
     Rejected {
-        /// Why.
-        error: String,
+        /// Why, classified: a setting fault pauses the lane without spending attempts.
+        fault: ProviderFault,
         /// The same batch may succeed later (rate limit, overload, a server that never got it):
         /// re-plan its requests without spending their attempts, after `retry_after`.
         retry_after: Option<Duration>,
     },
     /// Maybe created: reconcile.
-    Unknown(String),
+    Unknown(ProviderFault),
 }
 
 /// Where a provider batch is.
@@ -131,11 +134,14 @@ pub enum ResultLine {
         status: RequestStatus,
         /// Why.
         error: String,
+        /// The provider refused the request as invalid (rather than failing to run it); a batch
+        /// whose every line is refused so was refused for its settings.
+        refused: bool,
     },
 }
 
 /// A provider-neutral stream of result lines.
-pub type ResultStream = std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<ResultLine, String>>>>;
+pub type ResultStream = std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<ResultLine, ProviderFault>>>>;
 
 /// One provider's batch API, bound to one `{purpose}_{tier}` config.
 ///
@@ -146,21 +152,28 @@ pub type ResultStream = std::pin::Pin<Box<dyn futures_util::Stream<Item = Result
 pub trait BatchProvider: Send + Sync {
     /// `anthropic` or `openai`.
     fn kind(&self) -> &'static str;
+    /// The section whose settings it sends with (its lane's health is judged by [`LaneKey`]).
+    fn llm(&self) -> &ResolvedLlm;
     /// Creates a batch of these requests, `custom_id` = request id. Never retried inside.
     async fn create(&self, batch_id: BatchId, requests: &[WorkRequest]) -> ProviderCreate;
     /// Retrieves a batch's state.
-    async fn retrieve(&self, provider_batch_id: &str) -> Result<ProviderPoll, String>;
+    async fn retrieve(&self, provider_batch_id: &str) -> Result<ProviderPoll, ProviderFault>;
     /// Streams a finished batch's results (success and error outputs).
-    async fn results(&self, provider_batch_id: &str) -> Result<ResultStream, String>;
+    async fn results(&self, provider_batch_id: &str) -> Result<ResultStream, ProviderFault>;
     /// Looks for a batch we may have created for `batch` (our id in metadata, or creation window
     /// and request count), skipping ids we already track.
-    async fn find(&self, batch: &BatchRow, request_ids: &[String], known: &[String]) -> Result<Option<String>, String>;
+    async fn find(
+        &self,
+        batch: &BatchRow,
+        request_ids: &[String],
+        known: &[String],
+    ) -> Result<Option<String>, ProviderFault>;
     /// Deletes what the provider keeps of an ingested batch (Anthropic: the batch and its
     /// results; OpenAI: the input and output files), so an erased user's text is gone there too.
-    async fn delete(&self, batch: &BatchRow) -> Result<(), String>;
+    async fn delete(&self, batch: &BatchRow) -> Result<(), ProviderFault>;
     /// Asks the provider to cancel a running batch. Its requests end `canceled` and are
     /// re-planned like any canceled request (invariant 5) once the poll sees the batch end.
-    async fn cancel(&self, provider_batch_id: &str) -> Result<(), String>;
+    async fn cancel(&self, provider_batch_id: &str) -> Result<(), ProviderFault>;
 }
 
 /// Why a coordinator step stopped.
@@ -203,6 +216,9 @@ pub struct CoordinatorReport {
     pub n_batch_errors: u64,
     /// Provider copies deleted after ingest because a user of the batch was erased.
     pub n_provider_deletes: u64,
+    /// Batches held back because their lane is paused by a setting fault (requests waiting,
+    /// no attempt spent).
+    pub n_batches_held: u64,
 }
 
 impl CoordinatorReport {
@@ -225,6 +241,8 @@ pub struct BatchCoordinator {
     settings: BatchSettings,
     /// One provider per `{purpose}_{tier}` config key whose lane can be `batch`.
     providers: BTreeMap<String, Arc<dyn BatchProvider>>,
+    /// Every lane's breaker: fed by every call made here, read before every create.
+    health: Arc<HealthBoard>,
 }
 
 impl BatchCoordinator {
@@ -236,6 +254,47 @@ impl BatchCoordinator {
             worker_id,
             settings,
             providers: BTreeMap::new(),
+            health: Arc::new(HealthBoard::default()),
+        }
+    }
+
+    /// The same coordinator feeding and reading `health` (the board the router and the
+    /// immediate lane share, so creates and polls count towards routing decisions).
+    pub fn with_health(mut self, health: Arc<HealthBoard>) -> Self {
+        self.health = health;
+        self
+    }
+
+    fn lane_key(provider: &dyn BatchProvider) -> LaneKey {
+        LaneKey::of(Lane::Batch, provider.llm())
+    }
+
+    /// Feeds one call's outcome to the provider's batch lane. Only a create proves the lane
+    /// works: a provider whose reads answer while every create fails is not healthy, so a read
+    /// that succeeds says nothing, while one that fails counts like any failure.
+    fn record(&self, provider: &dyn BatchProvider, outcome: Result<(), &ProviderFault>) {
+        self.record_call(provider, outcome, false);
+    }
+
+    fn record_create(&self, provider: &dyn BatchProvider, outcome: Result<(), &ProviderFault>) {
+        self.record_call(provider, outcome, true);
+    }
+
+    fn record_call(&self, provider: &dyn BatchProvider, outcome: Result<(), &ProviderFault>, create: bool) {
+        let signal = match outcome {
+            Ok(()) if create => HealthSignal::Success,
+            Ok(()) => HealthSignal::Neutral,
+            Err(fault) => HealthSignal::of_fault(fault),
+        };
+        self.health.record(&Self::lane_key(provider), &signal, self.clock.now());
+    }
+
+    /// When a paused lane may be tried again: its next probe.
+    fn next_probe_at(&self, provider: &dyn BatchProvider) -> DateTime<Utc> {
+        let now = self.clock.now();
+        match self.health.state(&Self::lane_key(provider), now) {
+            BreakerState::Open { until, .. } => until,
+            _ => now + self.health.policy().cool_down,
         }
     }
 
@@ -249,7 +308,7 @@ impl BatchCoordinator {
             match (provider, batch.status.as_str(), &batch.provider_batch_id) {
                 (Some(provider), "ingested", Some(_)) => match provider.delete(batch).await {
                     Ok(()) => deleted += 1,
-                    Err(error) => failures.push(format!("batch {}: {error}", batch.id)),
+                    Err(fault) => failures.push(format!("batch {}: {fault}", batch.id)),
                 },
                 _ => skipped += 1,
             }
@@ -275,7 +334,10 @@ impl BatchCoordinator {
                 batch.config_key, batch.id
             )
         })?;
-        provider.cancel(provider_batch_id).await
+        provider
+            .cancel(provider_batch_id)
+            .await
+            .map_err(|fault| fault.to_string())
     }
 
     /// Serves batch-lane requests of `config_key` through `provider`.
@@ -308,8 +370,21 @@ impl BatchCoordinator {
                 );
                 continue;
             };
+            let lane = Self::lane_key(provider.as_ref());
             loop {
                 let now = self.clock.now();
+                // A lane paused by a setting fault waits for its probe; one unwell from outages
+                // still sends (work that could go elsewhere was moved by the pipeline), so
+                // persistent failure spends attempts and ends, instead of waiting forever.
+                let paused = !self.health.usable(&lane, now)
+                    && self
+                        .health
+                        .state(&lane, now)
+                        .cause()
+                        .is_some_and(|cause| cause.setting_fault);
+                if paused {
+                    break;
+                }
                 let packed = self
                     .store
                     .pack_batch(
@@ -325,6 +400,10 @@ impl BatchCoordinator {
                     )
                     .await?;
                 let Some(packed) = packed else { break };
+                // This create is the half-open probe when the lane waits for one.
+                if let Permit::Probe = self.health.acquire(&lane, now) {
+                    tracing::info!(lane = %lane.name(), batch_id = %packed.id, "Probing a paused lane with this batch.");
+                }
                 fail_point!("batch::after_intent");
                 let outcome = provider.create(packed.id, &packed.requests).await;
                 fail_point!("batch::after_create");
@@ -334,6 +413,7 @@ impl BatchCoordinator {
                         provider_batch_id,
                         expires_at,
                     } => {
+                        self.record_create(provider.as_ref(), Ok(()));
                         let next_poll_at = now + self.settings.poll_initial;
                         self.store
                             .mark_batch_submitted(packed.id, &provider_batch_id, expires_at, next_poll_at, now)
@@ -341,33 +421,47 @@ impl BatchCoordinator {
                         report.n_batches_created += 1;
                         tracing::info!(batch_id = %packed.id, provider_batch_id, n_requests = packed.requests.len(), "Batch submitted.");
                     }
+                    ProviderCreate::Rejected { fault, .. } if fault.is_setting() => {
+                        self.record_create(provider.as_ref(), Err(&fault));
+                        let reason = format!("lane {} paused: {fault}", lane.name());
+                        let not_before = self.next_probe_at(provider.as_ref());
+                        self.store.hold_batch(packed.id, &reason, not_before, now).await?;
+                        report.n_batches_held += 1;
+                        tracing::warn!(batch_id = %packed.id, %reason, %not_before, "A setting fault refused the batch; its requests wait without spending attempts.");
+                        break;
+                    }
                     ProviderCreate::Rejected {
-                        error,
+                        fault,
                         retry_after: Some(wait),
                     } => {
+                        self.record_create(provider.as_ref(), Err(&fault));
                         self.store
                             .replan_batch(
                                 packed.id,
-                                &format!("create refused for now: {error}"),
+                                &format!("create refused for now: {fault}"),
                                 now,
                                 Some(now + wait),
                             )
                             .await?;
                         report.n_batches_rejected += 1;
-                        tracing::warn!(batch_id = %packed.id, error, "Provider refused the batch for now; its requests wait and go again.");
+                        tracing::warn!(batch_id = %packed.id, error = %fault, "Provider refused the batch for now; its requests wait and go again.");
                         // Try this group again on a later step, not in a tight loop.
                         break;
                     }
                     ProviderCreate::Rejected {
-                        error,
+                        fault,
                         retry_after: None,
                     } => {
+                        self.record_create(provider.as_ref(), Err(&fault));
+                        let error = fault.to_string();
                         self.store.mark_batch_rejected(packed.id, &error, now).await?;
                         report.n_batches_rejected += 1;
                         tracing::warn!(batch_id = %packed.id, error, "Provider refused the batch; its requests count a failed attempt.");
                     }
-                    ProviderCreate::Unknown(error) => {
-                        self.store.note_batch_outcome_unknown(packed.id, &error).await?;
+                    ProviderCreate::Unknown(fault) => {
+                        self.record_create(provider.as_ref(), Err(&fault));
+                        let error = fault.to_string();
+                        self.store.note_create_unknown(packed.id, &error).await?;
                         report.n_creates_unknown += 1;
                         tracing::warn!(batch_id = %packed.id, error, "Batch create outcome unknown; the reconciler will look for it.");
                     }
@@ -397,7 +491,9 @@ impl BatchCoordinator {
                 .into_iter()
                 .map(|request| request.id.to_string())
                 .collect();
-            match provider.find(&batch, &request_ids, &known).await {
+            let found = provider.find(&batch, &request_ids, &known).await;
+            self.record(provider.as_ref(), found.as_ref().map(|_| ()));
+            match found {
                 Ok(Some(provider_batch_id)) => {
                     let next_poll_at = now + self.settings.poll_initial;
                     self.store
@@ -407,13 +503,25 @@ impl BatchCoordinator {
                     tracing::info!(%batch_id, provider_batch_id, "Reconciler adopted a batch created before a crash or lost reply.");
                 }
                 Ok(None) => {
-                    let misses = self
+                    let miss = self
                         .store
-                        .note_reconcile_miss(batch_id, now, self.settings.reconcile_grace)
+                        .reconcile_miss(batch_id, now, self.settings.reconcile_grace)
                         .await?;
                     // Two misses a grace period apart: a list that lags behind a create has had
                     // time to catch up, so the batch was never created.
-                    if misses >= 2 {
+                    if miss.misses >= 2 && miss.create_was_called {
+                        // The provider was called and failed: that was an attempt, and counting
+                        // it is what ends a provider that never creates anything.
+                        self.store
+                            .mark_batch_rejected(
+                                batch_id,
+                                "no provider batch found in two reconcile passes after a create that failed; each request counts a failed attempt",
+                                now,
+                            )
+                            .await?;
+                        report.n_batches_rejected += 1;
+                    } else if miss.misses >= 2 {
+                        // The process died between the intent and the call: nothing was tried.
                         self.store
                             .replan_batch(
                                 batch_id,
@@ -425,8 +533,8 @@ impl BatchCoordinator {
                         report.n_batches_replanned += 1;
                     }
                 }
-                Err(error) => {
-                    tracing::warn!(%batch_id, error, "Reconciler could not list provider batches; will retry.")
+                Err(fault) => {
+                    tracing::warn!(%batch_id, error = %fault, "Reconciler could not list provider batches; will retry.")
                 }
             }
         }
@@ -449,7 +557,9 @@ impl BatchCoordinator {
             };
             report.n_polls += 1;
             fail_point!("batch::before_poll");
-            match provider.retrieve(provider_batch_id).await {
+            let polled = provider.retrieve(provider_batch_id).await;
+            self.record(provider.as_ref(), polled.as_ref().map(|_| ()));
+            match polled {
                 Ok(ProviderPoll::Ended(counts)) => {
                     self.store.mark_batch_ended(batch_id, counts, self.clock.now()).await?;
                     report.n_batches_ended += 1;
@@ -458,10 +568,12 @@ impl BatchCoordinator {
                     let next = self.clock.now() + self.poll_interval(batch.n_polls + 1);
                     self.store.snooze_batch(batch_id, next, None).await?;
                 }
-                Err(error) => {
+                Err(fault) => {
                     // A transient failure (or a 404 right after create) is a snooze too.
                     let next = self.clock.now() + self.poll_interval(batch.n_polls + 1);
-                    self.store.snooze_batch(batch_id, next, Some(&error)).await?;
+                    self.store
+                        .snooze_batch(batch_id, next, Some(&fault.to_string()))
+                        .await?;
                 }
             }
         }
@@ -516,28 +628,41 @@ impl BatchCoordinator {
             .into_iter()
             .map(|request| (request.id.to_string(), request))
             .collect();
-        let mut lines = match provider.results(provider_batch_id).await {
+        let opened = provider.results(provider_batch_id).await;
+        self.record(provider.as_ref(), opened.as_ref().map(|_| ()));
+        let mut lines = match opened {
             Ok(lines) => lines,
-            Err(error) => {
-                tracing::warn!(%batch_id, error, "Could not download batch results; will retry after the claim lease.");
+            Err(fault) => {
+                tracing::warn!(%batch_id, error = %fault, "Could not download batch results; will retry after the claim lease.");
                 return Ok(());
             }
         };
         let mut cursor = 0_i64;
         let mut broken = false;
+        // Lines read in this pass, and the first refusal among them: a batch whose every line
+        // was refused as invalid was refused for its settings, not its contents.
+        let (mut n_read, mut n_refused, mut first_refusal) = (0_u64, 0_u64, None::<String>);
         while let Some(line) = lines.next().await {
             cursor += 1;
             let line = match line {
                 Ok(line) => line,
-                Err(error) => {
-                    tracing::warn!(%batch_id, cursor, error, "Unreadable result line.");
-                    if error.contains("transient") {
+                Err(fault) => {
+                    tracing::warn!(%batch_id, cursor, error = %fault, "Unreadable result line.");
+                    if fault.error.is_transient() {
                         broken = true;
                         break;
                     }
                     continue;
                 }
             };
+            n_read += 1;
+            if let ResultLine::Failed {
+                refused: true, error, ..
+            } = &line
+            {
+                n_refused += 1;
+                first_refusal.get_or_insert_with(|| error.clone());
+            }
             let (custom_id, answered) = match &line {
                 ResultLine::Answer { custom_id, .. } => (custom_id.clone(), true),
                 ResultLine::Failed { custom_id, .. } => (custom_id.clone(), false),
@@ -614,10 +739,41 @@ impl BatchCoordinator {
                     tracing::info!(%batch_id, "Deleted the provider's copies of a batch that held an erased user's text.");
                 }
                 Err(error) => {
-                    tracing::warn!(%batch_id, error, "Could not delete the provider's copies of a batch that held an erased user's text; delete it by hand.");
+                    tracing::warn!(%batch_id, error = %error, "Could not delete the provider's copies of a batch that held an erased user's text; delete it by hand.");
                 }
             }
         }
+        if let Some(refusal) = first_refusal.filter(|_| n_refused == n_read && n_read as i64 == batch.n_requests) {
+            self.hold_refused_batch(provider.as_ref(), batch_id, &refusal, report)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Every request of the batch was refused as invalid: a setting fault of the lane. The
+    /// refusals are taken back (no attempt spent) and the requests wait for the lane's probe.
+    async fn hold_refused_batch(
+        &self,
+        provider: &dyn BatchProvider,
+        batch_id: BatchId,
+        refusal: &str,
+        report: &mut CoordinatorReport,
+    ) -> Result<(), CoordinatorError> {
+        let detail = format!("the provider refused every request of the batch, e.g. {refusal}");
+        let error = LlmError::InvalidRequest {
+            provider: provider.kind(),
+            status: 400,
+            detail: detail.into(),
+        };
+        let fault = ProviderFault::classify(error, Call::Create, provider.llm());
+        debug_assert_eq!(fault.class, FaultClass::Setting);
+        self.record_create(provider, Err(&fault));
+        let lane = Self::lane_key(provider);
+        let reason = format!("lane {} paused: {fault}", lane.name());
+        let not_before = self.next_probe_at(provider);
+        let n_held = self.store.hold_refused_batch(batch_id, &reason, not_before).await?;
+        report.n_batches_held += 1;
+        tracing::warn!(%batch_id, n_held, %reason, "Every request of a batch was refused; they wait without spending attempts.");
         Ok(())
     }
 }

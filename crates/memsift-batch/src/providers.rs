@@ -8,7 +8,10 @@ use memsift_core::BatchId;
 use memsift_core::status::RequestStatus;
 use memsift_llm::anthropic::{BatchRequest, BatchResult, CacheTtl, InputMessage, ProcessingStatus};
 use memsift_llm::openai::{BATCH_UUID_METADATA_KEY, BatchInputLine, BatchOutputLine, ResultFile};
-use memsift_llm::{AnthropicClient, CreateOutcome, OpenAiClient, PrefixReuse, PriceTable, ResolvedLlm, TokenUsage};
+use memsift_llm::{
+    AnthropicClient, Call, CreateOutcome, LlmError, OpenAiClient, PrefixReuse, PriceTable, ProviderFault, ResolvedLlm,
+    TokenUsage,
+};
 use memsift_store::{BatchRow, RequestUsage, WorkRequest};
 
 use crate::{BatchProvider, ProviderCreate, ProviderPoll, ResultLine, ResultStream};
@@ -17,10 +20,10 @@ use crate::{BatchProvider, ProviderCreate, ProviderPoll, ResultLine, ResultStrea
 /// between us and the provider, plus the create call's own duration).
 const CLOCK_SKEW: Duration = Duration::minutes(5);
 
-/// How a definite create rejection maps onto the coordinator's choices: a rate limit, an overload
-/// or a server that never received the call may accept the same batch later.
-fn rejected(error: memsift_llm::LlmError) -> ProviderCreate {
-    use memsift_llm::LlmError;
+/// How a definite create rejection maps onto the coordinator's choices: a setting fault pauses the
+/// lane; a rate limit, an overload or a server that never received the call may accept the same
+/// batch later.
+fn rejected(error: LlmError, llm: &ResolvedLlm) -> ProviderCreate {
     let retry_after = match &error {
         LlmError::RateLimited { retry_after, .. } | LlmError::Overloaded { retry_after, .. } => Some(
             retry_after
@@ -31,9 +34,14 @@ fn rejected(error: memsift_llm::LlmError) -> ProviderCreate {
         _ => None,
     };
     ProviderCreate::Rejected {
-        error: error.to_string(),
+        fault: ProviderFault::classify(error, Call::Create, llm),
         retry_after,
     }
+}
+
+/// A create whose outcome is unknown: an outage of the lane until the reconciler knows more.
+fn unknown(error: LlmError, llm: &ResolvedLlm) -> ProviderCreate {
+    ProviderCreate::Unknown(ProviderFault::classify(error, Call::Create, llm))
 }
 
 fn usage_of(tokens: &TokenUsage, model: &str, prices: &PriceTable) -> RequestUsage {
@@ -48,6 +56,32 @@ fn usage_of(tokens: &TokenUsage, model: &str, prices: &PriceTable) -> RequestUsa
             .unwrap_or(0.0),
     }
 }
+
+/// What both providers share: classifying their client's errors against their section.
+macro_rules! provider_helpers {
+    ($provider:ty) => {
+        impl $provider {
+            fn fault(&self, error: LlmError, call: Call) -> ProviderFault {
+                ProviderFault::classify(error, call, &self.llm)
+            }
+
+            fn provider_batch_id<'a>(&self, batch: &'a BatchRow) -> Result<&'a str, ProviderFault> {
+                batch.provider_batch_id.as_deref().ok_or_else(|| {
+                    self.fault(
+                        LlmError::Usage {
+                            provider: self.kind(),
+                            detail: format!("batch {} has no provider id yet", batch.id).into(),
+                        },
+                        Call::Cleanup,
+                    )
+                })
+            }
+        }
+    };
+}
+
+provider_helpers!(AnthropicBatchProvider);
+provider_helpers!(OpenAiBatchProvider);
 
 /// Anthropic Message Batches for one `{purpose}_{tier}` config.
 pub struct AnthropicBatchProvider {
@@ -67,6 +101,10 @@ impl AnthropicBatchProvider {
 impl BatchProvider for AnthropicBatchProvider {
     fn kind(&self) -> &'static str {
         "anthropic"
+    }
+
+    fn llm(&self) -> &ResolvedLlm {
+        &self.llm
     }
 
     async fn create(&self, _batch_id: BatchId, requests: &[WorkRequest]) -> ProviderCreate {
@@ -105,17 +143,17 @@ impl BatchProvider for AnthropicBatchProvider {
                 provider_batch_id: batch.id,
                 expires_at: Some(batch.expires_at),
             },
-            CreateOutcome::Rejected(error) => rejected(error),
-            CreateOutcome::Unknown(error) => ProviderCreate::Unknown(error.to_string()),
+            CreateOutcome::Rejected(error) => rejected(error, &self.llm),
+            CreateOutcome::Unknown(error) => unknown(error, &self.llm),
         }
     }
 
-    async fn retrieve(&self, provider_batch_id: &str) -> Result<ProviderPoll, String> {
+    async fn retrieve(&self, provider_batch_id: &str) -> Result<ProviderPoll, ProviderFault> {
         let batch = self
             .client
             .retrieve_batch(provider_batch_id)
             .await
-            .map_err(|error| error.to_string())?;
+            .map_err(|error| self.fault(error, Call::Poll))?;
         Ok(match batch.processing_status {
             ProcessingStatus::Ended => {
                 let counts = batch.request_counts;
@@ -133,20 +171,21 @@ impl BatchProvider for AnthropicBatchProvider {
         })
     }
 
-    async fn results(&self, provider_batch_id: &str) -> Result<ResultStream, String> {
+    async fn results(&self, provider_batch_id: &str) -> Result<ResultStream, ProviderFault> {
         let batch = self
             .client
             .retrieve_batch(provider_batch_id)
             .await
-            .map_err(|error| error.to_string())?;
+            .map_err(|error| self.fault(error, Call::Download))?;
         let lines = self
             .client
             .batch_results(&batch)
             .await
-            .map_err(|error| error.to_string())?;
+            .map_err(|error| self.fault(error, Call::Download))?;
         let prices = self.prices.clone();
+        let llm = self.llm.clone();
         Ok(Box::pin(lines.map(move |line| {
-            let line = line.map_err(|error| error.to_string())?;
+            let line = line.map_err(|error| ProviderFault::classify(error, Call::Download, &llm))?;
             Ok(match line.result {
                 BatchResult::Succeeded { message } => ResultLine::Answer {
                     raw_output: message.text(),
@@ -160,43 +199,48 @@ impl BatchProvider for AnthropicBatchProvider {
                 BatchResult::Errored { error } => ResultLine::Failed {
                     custom_id: line.custom_id,
                     status: RequestStatus::Errored,
+                    refused: matches!(error.error.kind.as_str(), "invalid_request_error" | "not_found_error"),
                     error: format!("{}: {}", error.error.kind, error.error.message),
                 },
                 BatchResult::Canceled => ResultLine::Failed {
                     custom_id: line.custom_id,
                     status: RequestStatus::Canceled,
                     error: "canceled before it ran".to_owned(),
+                    refused: false,
                 },
                 BatchResult::Expired => ResultLine::Failed {
                     custom_id: line.custom_id,
                     status: RequestStatus::Expired,
                     error: "the 24 h processing window ended before it ran".to_owned(),
+                    refused: false,
                 },
             })
         })))
     }
 
-    async fn delete(&self, batch: &BatchRow) -> Result<(), String> {
-        let provider_batch_id = batch
-            .provider_batch_id
-            .as_deref()
-            .ok_or("the batch has no provider id")?;
+    async fn delete(&self, batch: &BatchRow) -> Result<(), ProviderFault> {
+        let provider_batch_id = self.provider_batch_id(batch)?;
         match self.client.delete_batch(provider_batch_id).await {
             // Already gone (an earlier erasure, or the provider's own retention): nothing left to delete.
-            Ok(()) | Err(memsift_llm::LlmError::NotFound { .. }) => Ok(()),
-            Err(error) => Err(error.to_string()),
+            Ok(()) | Err(LlmError::NotFound { .. }) => Ok(()),
+            Err(error) => Err(self.fault(error, Call::Cleanup)),
         }
     }
 
-    async fn cancel(&self, provider_batch_id: &str) -> Result<(), String> {
+    async fn cancel(&self, provider_batch_id: &str) -> Result<(), ProviderFault> {
         self.client
             .cancel_batch(provider_batch_id)
             .await
             .map(|_| ())
-            .map_err(|error| error.to_string())
+            .map_err(|error| self.fault(error, Call::Cleanup))
     }
 
-    async fn find(&self, batch: &BatchRow, request_ids: &[String], known: &[String]) -> Result<Option<String>, String> {
+    async fn find(
+        &self,
+        batch: &BatchRow,
+        request_ids: &[String],
+        known: &[String],
+    ) -> Result<Option<String>, ProviderFault> {
         // Anthropic batches carry no metadata: match the creation window and the request count,
         // then, once a candidate has ended, confirm it by the custom_ids of its results.
         let Some(started) = batch.submit_started_at else {
@@ -206,7 +250,7 @@ impl BatchProvider for AnthropicBatchProvider {
             .client
             .list_batches_since(started - CLOCK_SKEW)
             .await
-            .map_err(|error| error.to_string())?;
+            .map_err(|error| self.fault(error, Call::List))?;
         let ours: HashSet<&str> = request_ids.iter().map(String::as_str).collect();
         let window_end = started + CLOCK_SKEW + Duration::minutes(10);
         let mut matching: Vec<_> = candidates
@@ -224,10 +268,10 @@ impl BatchProvider for AnthropicBatchProvider {
                 .client
                 .batch_results(&candidate)
                 .await
-                .map_err(|error| error.to_string())?;
+                .map_err(|error| self.fault(error, Call::List))?;
             let mut all_ours = true;
             while let Some(line) = lines.next().await {
-                let line = line.map_err(|error| error.to_string())?;
+                let line = line.map_err(|error| self.fault(error, Call::List))?;
                 if !ours.contains(line.custom_id.as_str()) {
                     all_ours = false;
                     break;
@@ -263,6 +307,10 @@ impl BatchProvider for OpenAiBatchProvider {
         "openai"
     }
 
+    fn llm(&self) -> &ResolvedLlm {
+        &self.llm
+    }
+
     async fn create(&self, batch_id: BatchId, requests: &[WorkRequest]) -> ProviderCreate {
         let lines: Vec<BatchInputLine> = requests
             .iter()
@@ -283,8 +331,8 @@ impl BatchProvider for OpenAiBatchProvider {
             .await
         {
             CreateOutcome::Created(file) => file,
-            CreateOutcome::Rejected(error) => return rejected(error),
-            CreateOutcome::Unknown(error) => return ProviderCreate::Unknown(error.to_string()),
+            CreateOutcome::Rejected(error) => return rejected(error, &self.llm),
+            CreateOutcome::Unknown(error) => return unknown(error, &self.llm),
         };
         let metadata = BTreeMap::from([(BATCH_UUID_METADATA_KEY.to_owned(), batch_id.to_string())]);
         match self.client.create_batch(&file.id, CHAT_ENDPOINT, &metadata).await {
@@ -294,17 +342,17 @@ impl BatchProvider for OpenAiBatchProvider {
                     .expires_at
                     .and_then(|seconds| Utc.timestamp_opt(seconds, 0).single()),
             },
-            CreateOutcome::Rejected(error) => rejected(error),
-            CreateOutcome::Unknown(error) => ProviderCreate::Unknown(error.to_string()),
+            CreateOutcome::Rejected(error) => rejected(error, &self.llm),
+            CreateOutcome::Unknown(error) => unknown(error, &self.llm),
         }
     }
 
-    async fn retrieve(&self, provider_batch_id: &str) -> Result<ProviderPoll, String> {
+    async fn retrieve(&self, provider_batch_id: &str) -> Result<ProviderPoll, ProviderFault> {
         let batch = self
             .client
             .retrieve_batch(provider_batch_id)
             .await
-            .map_err(|error| error.to_string())?;
+            .map_err(|error| self.fault(error, Call::Poll))?;
         if !batch.status.is_terminal() {
             return Ok(ProviderPoll::Running);
         }
@@ -318,12 +366,12 @@ impl BatchProvider for OpenAiBatchProvider {
         ]))
     }
 
-    async fn results(&self, provider_batch_id: &str) -> Result<ResultStream, String> {
+    async fn results(&self, provider_batch_id: &str) -> Result<ResultStream, ProviderFault> {
         let batch = self
             .client
             .retrieve_batch(provider_batch_id)
             .await
-            .map_err(|error| error.to_string())?;
+            .map_err(|error| self.fault(error, Call::Download))?;
         let mut streams = Vec::new();
         for which in [ResultFile::Output, ResultFile::Error] {
             // A completed batch may have no output file (everything failed): read both, and
@@ -332,29 +380,28 @@ impl BatchProvider for OpenAiBatchProvider {
                 .client
                 .batch_result_lines(&batch, which)
                 .await
-                .map_err(|error| error.to_string())?
+                .map_err(|error| self.fault(error, Call::Download))?
             {
                 streams.push(lines);
             }
         }
         let prices = self.prices.clone();
+        let llm = self.llm.clone();
         Ok(Box::pin(futures_util::stream::iter(streams).flatten().map(
             move |line| {
-                let line: BatchOutputLine = line.map_err(|error| error.to_string())?;
+                let line: BatchOutputLine =
+                    line.map_err(|error| ProviderFault::classify(error, Call::Download, &llm))?;
                 Ok(convert_openai_line(line, &prices))
             },
         )))
     }
 
-    async fn delete(&self, batch: &BatchRow) -> Result<(), String> {
-        let provider_batch_id = batch
-            .provider_batch_id
-            .as_deref()
-            .ok_or("the batch has no provider id")?;
+    async fn delete(&self, batch: &BatchRow) -> Result<(), ProviderFault> {
+        let provider_batch_id = self.provider_batch_id(batch)?;
         let remote = match self.client.retrieve_batch(provider_batch_id).await {
             Ok(remote) => remote,
-            Err(memsift_llm::LlmError::NotFound { .. }) => return Ok(()),
-            Err(error) => return Err(error.to_string()),
+            Err(LlmError::NotFound { .. }) => return Ok(()),
+            Err(error) => return Err(self.fault(error, Call::Cleanup)),
         };
         // The batch object itself cannot be deleted on OpenAI; the files hold the text.
         for file_id in [
@@ -366,19 +413,19 @@ impl BatchProvider for OpenAiBatchProvider {
         .flatten()
         {
             match self.client.delete_file(&file_id).await {
-                Ok(()) | Err(memsift_llm::LlmError::NotFound { .. }) => {}
-                Err(error) => return Err(format!("file {file_id}: {error}")),
+                Ok(()) | Err(LlmError::NotFound { .. }) => {}
+                Err(error) => return Err(self.fault(error, Call::Cleanup)),
             }
         }
         Ok(())
     }
 
-    async fn cancel(&self, provider_batch_id: &str) -> Result<(), String> {
+    async fn cancel(&self, provider_batch_id: &str) -> Result<(), ProviderFault> {
         self.client
             .cancel_batch(provider_batch_id)
             .await
             .map(|_| ())
-            .map_err(|error| error.to_string())
+            .map_err(|error| self.fault(error, Call::Cleanup))
     }
 
     async fn find(
@@ -386,13 +433,13 @@ impl BatchProvider for OpenAiBatchProvider {
         batch: &BatchRow,
         _request_ids: &[String],
         known: &[String],
-    ) -> Result<Option<String>, String> {
+    ) -> Result<Option<String>, ProviderFault> {
         let since = batch.submit_started_at.unwrap_or(batch.created_at) - CLOCK_SKEW;
         let found = self
             .client
             .find_batch_by_uuid(&batch.id, since.timestamp())
             .await
-            .map_err(|error| error.to_string())?;
+            .map_err(|error| self.fault(error, Call::List))?;
         Ok(found.map(|found| found.id).filter(|id| !known.contains(id)))
     }
 }
@@ -412,6 +459,7 @@ fn convert_openai_line(line: BatchOutputLine, prices: &PriceTable) -> ResultLine
             custom_id: line.custom_id,
             status: RequestStatus::Errored,
             error: error.to_string(),
+            refused: false,
         },
         None => {
             let code = line.failure_code().unwrap_or_else(|| "unknown".to_owned());
@@ -420,10 +468,17 @@ fn convert_openai_line(line: BatchOutputLine, prices: &PriceTable) -> ResultLine
                 "batch_cancelled" => RequestStatus::Canceled,
                 _ => RequestStatus::Errored,
             };
+            // A line answered 400, 404 or 422 was refused as invalid rather than failed to run.
+            let refused = code.contains("invalid")
+                || matches!(
+                    code.as_str(),
+                    "model_not_found" | "not_found_error" | "http_400" | "http_404" | "http_422"
+                );
             ResultLine::Failed {
                 custom_id: line.custom_id,
                 status,
                 error: code,
+                refused,
             }
         }
     }

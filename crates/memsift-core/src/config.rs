@@ -96,6 +96,34 @@ pub struct Config {
     pub schedules: SchedulesConfig,
     /// How `memsift daemon` stops.
     pub daemon: DaemonConfig,
+    /// When a provider lane counts as unwell, and how it is probed back.
+    pub health: HealthConfig,
+    /// Request and token quotas per provider and model, shared by every lane and route.
+    pub quotas: BTreeMap<String, QuotaConfig>,
+}
+
+/// The circuit breaker of every provider lane.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HealthConfig {
+    /// Consecutive outages (no connection, 5xx, overloaded) that open a lane's breaker.
+    pub failure_threshold: u32,
+    /// How long an open breaker waits before one probe call is let through.
+    pub cool_down_secs: u64,
+    /// Each failed probe doubles the wait, up to this.
+    pub max_cool_down_secs: u64,
+}
+
+/// One provider and model's quota (`[quotas."PROVIDER/MODEL"]`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QuotaConfig {
+    /// Calls per minute, every endpoint of the provider counted.
+    #[serde(default)]
+    pub requests_per_minute: Option<u32>,
+    /// Input tokens per minute of model calls (estimated before sending).
+    #[serde(default)]
+    pub tokens_per_minute: Option<u32>,
 }
 
 /// Database settings.
@@ -475,6 +503,9 @@ pub struct LlmConfig {
     /// Prompt-cache TTL for the system prompt: `5m` or `1h`; it is marked only where that pays.
     #[serde(default = "default_cache_ttl")]
     pub cache_ttl: String,
+    /// Other `[llm.*]` sections to send work to, in order, while this one's lane is unwell.
+    #[serde(default)]
+    pub fallback: Vec<String>,
 }
 
 fn default_lane() -> LanePolicy {
@@ -730,6 +761,8 @@ impl Config {
             }
             _ => {}
         }
+        self.validate_fallbacks()?;
+        self.validate_health_and_quotas()?;
         for (key, llm) in &self.llm {
             if !matches!(llm.cache_ttl.as_str(), "5m" | "1h") {
                 return Err(invalid(
@@ -743,6 +776,92 @@ impl Config {
             }
         }
         Ok(())
+    }
+}
+
+impl Config {
+    /// The sections that answer `key`, in the order they are tried: `key`, then its fallbacks.
+    pub fn provider_chain(&self, key: &str) -> Vec<String> {
+        let mut chain = vec![key.to_owned()];
+        if let Some(llm) = self.llm.get(key) {
+            chain.extend(llm.fallback.iter().cloned());
+        }
+        chain
+    }
+
+    /// Every fallback names an existing section that has no fallback of its own (a chain is one
+    /// list, read in one place), and none names its own section.
+    fn validate_fallbacks(&self) -> Result<(), ConfigError> {
+        for (key, llm) in &self.llm {
+            for (position, name) in llm.fallback.iter().enumerate() {
+                let field = format!("llm.{key}.fallback[{position}]");
+                let Some(target) = self.llm.get(name) else {
+                    return Err(invalid(
+                        &field,
+                        format!("\"{name}\""),
+                        &format!("name an [llm.*] section that exists; add [llm.{name}] or remove it"),
+                    ));
+                };
+                if name == key || llm.fallback[..position].contains(name) {
+                    return Err(invalid(
+                        &field,
+                        format!("\"{name}\""),
+                        "list each other section once; a section is never its own fallback",
+                    ));
+                }
+                if !target.fallback.is_empty() {
+                    return Err(invalid(
+                        &field,
+                        format!("\"{name}\""),
+                        &format!(
+                            "a fallback section has no fallback of its own; list every provider in llm.{key}.fallback instead"
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn validate_health_and_quotas(&self) -> Result<(), ConfigError> {
+        let health = &self.health;
+        if health.failure_threshold == 0 {
+            return Err(invalid("health.failure_threshold", 0, "use at least 1 (default 5)"));
+        }
+        if health.cool_down_secs == 0 || health.max_cool_down_secs < health.cool_down_secs {
+            return Err(invalid(
+                "health.cool_down_secs",
+                health.cool_down_secs,
+                "use a positive number of seconds, at most health.max_cool_down_secs (defaults 60 and 1800)",
+            ));
+        }
+        const PROVIDERS: [&str; 3] = ["anthropic", "openai", "openai_compatible"];
+        for (name, quota) in &self.quotas {
+            let provider = name.split_once('/').map(|(provider, _)| provider);
+            if !provider.is_some_and(|provider| PROVIDERS.contains(&provider)) {
+                return Err(invalid(
+                    &format!("quotas.\"{name}\""),
+                    "this name",
+                    "name it \"PROVIDER/MODEL\" with PROVIDER one of anthropic, openai, openai_compatible, e.g. \"anthropic/claude-haiku-4-5\"",
+                ));
+            }
+            if quota.requests_per_minute == Some(0) || quota.tokens_per_minute == Some(0) {
+                return Err(invalid(
+                    &format!("quotas.\"{name}\""),
+                    "0",
+                    "use a positive number per minute, or leave the field out for no limit",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The health settings as durations.
+    pub fn breaker_cool_downs(&self) -> (Duration, Duration) {
+        (
+            Duration::seconds(self.health.cool_down_secs as i64),
+            Duration::seconds(self.health.max_cool_down_secs as i64),
+        )
     }
 }
 

@@ -443,6 +443,7 @@ impl AnthropicClient {
     pub async fn create_message(&self, params: &MessageParams) -> Result<Message, LlmError> {
         let body = self.core.json_body(params, MESSAGES_MAX_BYTES)?;
         let url = self.core.url("/v1/messages");
+        self.core.spend_input_tokens(&body).await;
         self.core
             .call_json(RetryMode::Idempotent, "messages.create", || {
                 HttpCore::with_json(self.core.request(Method::POST, &url), &body)
@@ -482,6 +483,17 @@ impl AnthropicClient {
         let url = self.core.url(&format!("/v1/messages/batches/{batch_id}"));
         self.core
             .call_json(RetryMode::KnownId, "messages.batches.retrieve", || {
+                self.core.request(Method::GET, &url)
+            })
+            .await
+    }
+
+    /// `GET /v1/models/{model}`: the cheapest read that proves the key, the base URL and the model
+    /// at once (`memsift check-config --probe`).
+    pub async fn retrieve_model(&self, model: &str) -> Result<serde_json::Value, LlmError> {
+        let url = self.core.url(&format!("/v1/models/{model}"));
+        self.core
+            .call_json(RetryMode::Idempotent, "models.retrieve", || {
                 self.core.request(Method::GET, &url)
             })
             .await

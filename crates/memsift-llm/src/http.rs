@@ -196,6 +196,13 @@ impl HttpCore {
         Ok(Bytes::from(bytes))
     }
 
+    /// Waits for the token quota of a model call: its input estimated at four bytes of the
+    /// serialised body per token (an overestimate for JSON, so the quota errs on the safe side).
+    pub(crate) async fn spend_input_tokens(&self, body: &Bytes) {
+        let estimate = u32::try_from(body.len() / 4).unwrap_or(u32::MAX);
+        self.limiter.acquire_tokens(&self.limit_key, estimate).await;
+    }
+
     pub(crate) fn with_json(builder: RequestBuilder, body: &Bytes) -> RequestBuilder {
         builder.header(CONTENT_TYPE, "application/json").body(body.clone())
     }

@@ -10,6 +10,8 @@
 
 pub mod anthropic;
 pub mod error;
+pub mod fault;
+pub mod health;
 mod http;
 pub mod jsonl;
 pub mod openai;
@@ -21,6 +23,8 @@ pub mod usage;
 
 pub use anthropic::AnthropicClient;
 pub use error::{Detail, LlmError, MAX_DETAIL_CHARS};
+pub use fault::{Call, FaultClass, ProviderFault};
+pub use health::{BreakerPolicy, BreakerState, HealthBoard, HealthSignal, LaneKey, OpenCause, Permit, Transition};
 pub use http::{ClientOptions, CreateOutcome};
 pub use jsonl::{JsonLines, LineSplitter};
 pub use openai::OpenAiClient;
@@ -28,7 +32,7 @@ pub use params::{
     LlmConfigError, PrefixReuse, ResolvedLlm, build_batch_params, build_chat_request, cache_pays, cache_warnings,
     system_cache, validate_custom_id, validate_llm_config,
 };
-pub use ratelimit::{LimitKey, RateLimiter};
+pub use ratelimit::{KeyQuota, LimitKey, RateLimiter};
 pub use retry::{RetryMode, RetryPolicy, Timekeeper, TokioTimekeeper, VirtualTimekeeper};
 pub use secret::{KeyError, key_from_env, key_from_file, load_api_key};
 pub use usage::{ModelPrice, PriceTable, TokenUsage, cost};

@@ -466,6 +466,7 @@ impl OpenAiClient {
     pub async fn chat_completion(&self, request: &ChatRequest) -> Result<ChatCompletion, LlmError> {
         let body = self.core.json_body(request, 32 * 1024 * 1024)?;
         let url = self.core.url("/chat/completions");
+        self.core.spend_input_tokens(&body).await;
         self.core
             .call_json(RetryMode::Idempotent, "chat.completions", || {
                 HttpCore::with_json(self.core.request(Method::POST, &url), &body)
@@ -632,6 +633,34 @@ impl OpenAiClient {
                 self.core.request(Method::GET, &url)
             })
             .await
+    }
+
+    /// `GET /models/{model}`: the cheapest read that proves the key, the base URL and the model at
+    /// once on OpenAI (`memsift check-config --probe`).
+    pub async fn retrieve_model(&self, model: &str) -> Result<serde_json::Value, LlmError> {
+        let url = self.core.url(&format!("/models/{model}"));
+        self.core
+            .call_json(RetryMode::Idempotent, "models.retrieve", || {
+                self.core.request(Method::GET, &url)
+            })
+            .await
+    }
+
+    /// `GET /models`: the ids of every model the server offers (the probe of OpenAI-compatible
+    /// servers, which do not all serve a single model by id).
+    pub async fn list_models(&self) -> Result<Vec<String>, LlmError> {
+        #[derive(serde::Deserialize)]
+        struct Listed {
+            id: String,
+        }
+        let url = self.core.url("/models");
+        let page: Page<Listed> = self
+            .core
+            .call_json(RetryMode::Idempotent, "models.list", || {
+                self.core.request(Method::GET, &url)
+            })
+            .await?;
+        Ok(page.data.into_iter().map(|model| model.id).collect())
     }
 
     /// `GET /batches?after=…&limit=…` (limit 1–100).

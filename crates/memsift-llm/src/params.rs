@@ -461,6 +461,7 @@ mod tests {
             max_tokens,
             thinking_budget_tokens: budget,
             cache_ttl: "1h".into(),
+            fallback: Vec::new(),
         }
     }
 

@@ -50,9 +50,22 @@ impl Clock for TimekeeperClock {
 
 type KeyGcra = Gcra<NotKeyed, InMemoryState, TimekeeperClock, NoOpMiddleware<Duration>>;
 
+/// A configured quota of one key: requests and input tokens per minute, for the whole fleet.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct KeyQuota {
+    /// Calls per minute.
+    pub requests_per_minute: Option<NonZeroU32>,
+    /// Input tokens per minute of model calls.
+    pub tokens_per_minute: Option<NonZeroU32>,
+}
+
 #[derive(Debug, Default)]
 struct KeyState {
+    quota: KeyQuota,
     gcra: Option<Arc<KeyGcra>>,
+    tokens: Option<Arc<KeyGcra>>,
+    /// This process's share of `tokens_per_minute`, the most one call may take at once.
+    token_burst: u32,
     paused_until: Duration,
 }
 
@@ -62,6 +75,8 @@ pub struct RateLimiter {
     timekeeper: Arc<dyn Timekeeper>,
     default_per_minute: Option<NonZeroU32>,
     keys: Arc<Mutex<HashMap<LimitKey, KeyState>>>,
+    /// How many processes share every quota (this one included); each takes an equal part.
+    share: Arc<std::sync::atomic::AtomicU32>,
 }
 
 impl Default for RateLimiter {
@@ -77,13 +92,58 @@ impl RateLimiter {
             timekeeper,
             default_per_minute,
             keys: Arc::new(Mutex::new(HashMap::new())),
+            share: Arc::new(std::sync::atomic::AtomicU32::new(1)),
         }
     }
 
     /// Sets one key's steady quota (requests per minute, bursting up to the same number).
     pub fn set_quota(&self, key: &LimitKey, per_minute: NonZeroU32) {
-        let gcra = self.gcra(per_minute);
-        self.lock().entry(key.clone()).or_default().gcra = Some(gcra);
+        self.set_quotas(
+            key,
+            KeyQuota {
+                requests_per_minute: Some(per_minute),
+                tokens_per_minute: None,
+            },
+        );
+    }
+
+    /// Sets one key's quotas for the whole fleet; this process takes its share of them.
+    pub fn set_quotas(&self, key: &LimitKey, quota: KeyQuota) {
+        let share = self.share();
+        let mut keys = self.lock();
+        let state = keys.entry(key.clone()).or_default();
+        state.quota = quota;
+        self.rebuild(state, share);
+    }
+
+    /// Splits every quota between `processes` processes (at least 1), from now on.
+    ///
+    /// Several daemons on one PostgreSQL database each call this with the number of live ones, so
+    /// together they stay under the provider's quota without a round trip per call.
+    pub fn set_share(&self, processes: u32) {
+        let processes = processes.max(1);
+        if self.share.swap(processes, std::sync::atomic::Ordering::Relaxed) == processes {
+            return;
+        }
+        let mut keys = self.lock();
+        for state in keys.values_mut() {
+            self.rebuild(state, processes);
+        }
+    }
+
+    /// How many processes share the quotas.
+    pub fn share(&self) -> u32 {
+        self.share.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn rebuild(&self, state: &mut KeyState, share: u32) {
+        let part = |total: Option<NonZeroU32>| {
+            total.map(|total| NonZeroU32::new(total.get() / share).unwrap_or(NonZeroU32::MIN))
+        };
+        state.gcra = part(state.quota.requests_per_minute).map(|per_minute| self.gcra(per_minute));
+        let tokens = part(state.quota.tokens_per_minute);
+        state.tokens = tokens.map(|per_minute| self.gcra(per_minute));
+        state.token_burst = tokens.map_or(0, NonZeroU32::get);
     }
 
     fn gcra(&self, per_minute: NonZeroU32) -> Arc<KeyGcra> {
@@ -101,6 +161,34 @@ impl RateLimiter {
                 return;
             }
             tracing::debug!(provider = %key.provider, model = %key.model, wait_ms = wait.as_millis() as u64, "rate limited locally");
+            self.timekeeper.sleep(wait).await;
+        }
+    }
+
+    /// Waits until `key` may spend `tokens` input tokens, then takes them. A call larger than the
+    /// whole per-minute share takes the share, so it waits for a full minute instead of forever.
+    pub async fn acquire_tokens(&self, key: &LimitKey, tokens: u32) {
+        loop {
+            let (gcra, burst) = {
+                let keys = self.lock();
+                match keys.get(key) {
+                    Some(KeyState {
+                        tokens: Some(gcra),
+                        token_burst,
+                        ..
+                    }) => (Arc::clone(gcra), *token_burst),
+                    _ => return,
+                }
+            };
+            let cells = NonZeroU32::new(tokens.clamp(1, burst.max(1))).unwrap_or(NonZeroU32::MIN);
+            let now = self.timekeeper.now();
+            let wait = match gcra.check_n(cells) {
+                Ok(Ok(())) => return,
+                Ok(Err(not_until)) => not_until.wait_time_from(now).max(Duration::from_millis(1)),
+                // More than the burst: cannot happen after the clamp; a minute is the longest wait.
+                Err(_) => Duration::from_secs(60),
+            };
+            tracing::debug!(provider = %key.provider, model = %key.model, tokens, wait_ms = wait.as_millis() as u64, "token quota reached locally");
             self.timekeeper.sleep(wait).await;
         }
     }
@@ -238,6 +326,41 @@ mod tests {
         assert!(clock.sleeps().is_empty());
         limiter.acquire(&slow).await;
         assert_eq!(clock.sleeps(), vec![Duration::from_secs(3)]);
+    }
+
+    #[tokio::test]
+    async fn one_limiter_holds_a_key_to_its_quota_and_splits_it_between_processes() {
+        let clock = VirtualTimekeeper::new();
+        let limiter = RateLimiter::new(clock.clone(), None);
+        let key = LimitKey::new("anthropic", "claude-haiku-4-5");
+        limiter.set_quotas(
+            &key,
+            KeyQuota {
+                requests_per_minute: Some(NonZeroU32::new(60).unwrap()),
+                tokens_per_minute: Some(NonZeroU32::new(6000).unwrap()),
+            },
+        );
+        // Two lanes of the process share the clone: 6000 tokens go at once, 3000 more wait 30 s.
+        let lane = limiter.clone();
+        lane.acquire_tokens(&key, 6000).await;
+        limiter.acquire_tokens(&key, 3000).await;
+        assert_eq!(clock.sleeps().iter().sum::<Duration>(), Duration::from_secs(30));
+        // Three live processes: each has a third, so 20 requests burst and the 21st waits 3 s.
+        limiter.set_share(3);
+        for _ in 0..21 {
+            limiter.acquire(&key).await;
+        }
+        assert_eq!(clock.sleeps().last(), Some(&Duration::from_secs(3)));
+        // A call larger than the whole share takes the share instead of waiting forever.
+        let before = clock.sleeps().len();
+        limiter.acquire_tokens(&key, 50_000).await;
+        limiter.acquire_tokens(&key, 50_000).await;
+        assert!(clock.sleeps().len() > before);
+        assert!(
+            clock.sleeps()[before..]
+                .iter()
+                .all(|wait| *wait <= Duration::from_secs(60))
+        );
     }
 
     #[test]

@@ -7,12 +7,11 @@ use async_trait::async_trait;
 use memsift_core::config::{Config, ProviderKind};
 use memsift_llm::anthropic::InputMessage;
 use memsift_llm::{
-    AnthropicClient, ClientOptions, LlmError, OpenAiClient, PrefixReuse, PriceTable, RateLimiter, ResolvedLlm,
-    RetryPolicy, TokenUsage, build_batch_params, build_chat_request, cost, load_api_key, system_cache,
+    AnthropicClient, Call, ClientOptions, LlmError, OpenAiClient, PrefixReuse, PriceTable, ProviderFault, RateLimiter,
+    ResolvedLlm, RetryPolicy, TokenUsage, build_batch_params, build_chat_request, cost, load_api_key, system_cache,
 };
 use secrecy::SecretString;
 
-use crate::breaker::HealthSignal;
 use crate::error::RoutingError;
 use crate::router::provider_name;
 use crate::strategy::{ExecutionOutcome, ExecutionRequest, ExecutionStrategy};
@@ -156,25 +155,6 @@ impl ImmediateStrategy {
     }
 }
 
-/// How a failed call is reported: retryable or not, and what it says about provider health.
-pub(crate) fn classify(error: &LlmError) -> (bool, HealthSignal) {
-    match error {
-        LlmError::Transient { status: None, .. } | LlmError::Ambiguous { .. } => (true, HealthSignal::ConnectionError),
-        LlmError::Transient {
-            status: Some(status), ..
-        } if *status >= 500 => (true, HealthSignal::ServerError),
-        LlmError::Transient { .. } | LlmError::RateLimited { .. } => (true, HealthSignal::Other),
-        LlmError::Overloaded { .. } => (true, HealthSignal::Overloaded),
-        LlmError::InvalidRequest { .. }
-        | LlmError::Auth { .. }
-        | LlmError::QuotaExhausted { .. }
-        | LlmError::NotFound { .. }
-        | LlmError::TooLarge { .. }
-        | LlmError::Protocol { .. }
-        | LlmError::Usage { .. } => (false, HealthSignal::Other),
-    }
-}
-
 /// Runs a provider call on the blocking pool, driven by the current runtime.
 ///
 /// Why: the memsift-llm client futures hold a `&Bytes` across an await inside a generic retry
@@ -188,7 +168,7 @@ fn off_thread<T: Send + 'static>(
     tokio::task::spawn_blocking(move || call(&runtime))
 }
 
-/// A call task that panicked or was cancelled: reported as a retryable failure, not a health signal.
+/// A call task that panicked or was cancelled.
 fn join_error(provider: &'static str, error: &tokio::task::JoinError) -> LlmError {
     LlmError::Transient {
         provider,
@@ -197,13 +177,14 @@ fn join_error(provider: &'static str, error: &tokio::task::JoinError) -> LlmErro
     }
 }
 
-fn failed(error: &LlmError) -> ExecutionOutcome {
-    let (retryable, signal) = classify(error);
-    ExecutionOutcome::Failed {
-        error: error.to_string(),
-        retryable,
-        signal,
-    }
+/// A failed model call, classified once here for the lane that reads the outcome.
+fn failed(error: LlmError, llm: &ResolvedLlm) -> ExecutionOutcome {
+    ExecutionOutcome::failed(&ProviderFault::classify(error, Call::Generate, llm))
+}
+
+/// A call task that ended abnormally: not the provider's doing, so the attempt is simply retried.
+fn aborted(error: LlmError) -> ExecutionOutcome {
+    ExecutionOutcome::failed(&ProviderFault::retry(error))
 }
 
 #[async_trait]
@@ -212,7 +193,7 @@ impl ExecutionStrategy for ImmediateStrategy {
         let llm = request.llm;
         let client = match self.client(llm) {
             Ok(client) => client,
-            Err(error) => return failed(&error),
+            Err(error) => return failed(error, llm),
         };
         match client {
             ProviderClient::Anthropic(client) => {
@@ -226,7 +207,11 @@ impl ExecutionStrategy for ImmediateStrategy {
                     system_cache(llm, request.system_prompt, &reuse),
                 );
                 let call = off_thread(move |runtime| runtime.block_on(client.create_message(&params)));
-                match call.await.unwrap_or_else(|error| Err(join_error("anthropic", &error))) {
+                let answer = match call.await {
+                    Ok(answer) => answer,
+                    Err(error) => return aborted(join_error("anthropic", &error)),
+                };
+                match answer {
                     Ok(message) => {
                         let stop_reason = message
                             .stop_reason
@@ -240,7 +225,7 @@ impl ExecutionStrategy for ImmediateStrategy {
                             message.model.clone(),
                         )
                     }
-                    Err(error) => failed(&error),
+                    Err(error) => failed(error, llm),
                 }
             }
             ProviderClient::OpenAi(client) => {
@@ -251,7 +236,11 @@ impl ExecutionStrategy for ImmediateStrategy {
                     vec![request.user_message.to_owned()],
                 );
                 let call = off_thread(move |runtime| runtime.block_on(client.chat_completion(&chat)));
-                match call.await.unwrap_or_else(|error| Err(join_error("openai", &error))) {
+                let answer = match call.await {
+                    Ok(answer) => answer,
+                    Err(error) => return aborted(join_error("openai", &error)),
+                };
+                match answer {
                     Ok(completion) => {
                         // A refusal has no text: recorded as an empty answer the processor rejects,
                         // with the finish reason saying why.
@@ -268,7 +257,7 @@ impl ExecutionStrategy for ImmediateStrategy {
                             completion.model.clone(),
                         )
                     }
-                    Err(error) => failed(&error),
+                    Err(error) => failed(error, llm),
                 }
             }
         }

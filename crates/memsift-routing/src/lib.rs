@@ -9,7 +9,6 @@
 #![deny(missing_docs)]
 
 mod billing;
-mod breaker;
 mod error;
 mod immediate;
 mod router;
@@ -17,9 +16,9 @@ mod strategy;
 mod tier_aware;
 
 pub use billing::{BillingBackend, ColumnBilling};
-pub use breaker::{BreakerPolicy, BreakerState, HealthSignal};
 pub use error::RoutingError;
 pub use immediate::ImmediateStrategy;
+pub use memsift_llm::{BreakerPolicy, BreakerState, FaultClass, HealthBoard, HealthSignal, LaneKey, Permit};
 pub use router::{Route, Router, has_batch_api};
 pub use strategy::{BatchStrategy, ExecutionOutcome, ExecutionRequest, ExecutionStrategy, HeuristicStrategy};
 pub use tier_aware::{RoutedOutcome, TierAwareRequest, TierAwareStrategy};

@@ -4,9 +4,7 @@ use async_trait::async_trait;
 use memsift_core::RequestId;
 use memsift_core::contract::Turn;
 use memsift_core::status::Purpose;
-use memsift_llm::{ResolvedLlm, TokenUsage};
-
-use crate::breaker::HealthSignal;
+use memsift_llm::{FaultClass, ProviderFault, ResolvedLlm, TokenUsage};
 
 /// One request, with the config that answers it already resolved.
 #[derive(Clone, Copy, Debug)]
@@ -47,11 +45,39 @@ pub enum ExecutionOutcome {
     Failed {
         /// What happened and what to do, one line, never containing a key.
         error: String,
-        /// Whether a later attempt of the same request can succeed.
-        retryable: bool,
-        /// What the failure says about the provider's health, for [`crate::Router::record_outcome`].
-        signal: HealthSignal,
+        /// What the failure asks of the caller: pause the lane, spend the attempt, or try again.
+        class: FaultClass,
+        /// The likely fix of a setting fault.
+        fix: Option<String>,
     },
+}
+
+impl ExecutionOutcome {
+    /// The outcome of a classified provider failure.
+    pub fn failed(fault: &ProviderFault) -> ExecutionOutcome {
+        ExecutionOutcome::Failed {
+            error: fault.error.to_string(),
+            class: fault.class,
+            fix: fault.fix.clone(),
+        }
+    }
+
+    /// What this outcome says about the health of the lane that produced it (none for `Deferred`).
+    pub fn health_signal(&self) -> Option<memsift_llm::HealthSignal> {
+        use memsift_llm::HealthSignal;
+        match self {
+            ExecutionOutcome::Deferred => None,
+            ExecutionOutcome::Completed { .. } => Some(HealthSignal::Success),
+            ExecutionOutcome::Failed { error, class, fix } => Some(match class {
+                FaultClass::Setting => HealthSignal::Setting {
+                    reason: error.clone(),
+                    fix: fix.clone(),
+                },
+                FaultClass::Outage => HealthSignal::Outage(error.clone()),
+                FaultClass::Retry | FaultClass::Request => HealthSignal::Neutral,
+            }),
+        }
+    }
 }
 
 /// Executes one request through one lane.
@@ -85,8 +111,8 @@ impl HeuristicStrategy {
                         "the offline judge cannot read this {} request (no `task` in its message); re-plan it",
                         request.purpose
                     ),
-                    retryable: false,
-                    signal: HealthSignal::Other,
+                    class: FaultClass::Request,
+                    fix: None,
                 },
             };
         }

@@ -8,11 +8,11 @@ use memsift_core::clock::Clock;
 use memsift_core::contract::Turn;
 use memsift_core::status::{Lane, Purpose};
 
-use crate::breaker::HealthSignal;
 use crate::error::RoutingError;
 use crate::immediate::ImmediateStrategy;
 use crate::router::{Route, Router};
 use crate::strategy::{BatchStrategy, ExecutionOutcome, ExecutionRequest, ExecutionStrategy, HeuristicStrategy};
+use memsift_llm::{FaultClass, LaneKey};
 
 /// One request before routing: the tier and urgency decide the lane.
 #[derive(Clone, Copy, Debug)]
@@ -86,11 +86,10 @@ impl TierAwareStrategy {
             Lane::Batch => self.batch.execute(&execution).await,
             Lane::Immediate => {
                 let outcome = self.immediate.execute(&execution).await;
-                let signal = match &outcome {
-                    ExecutionOutcome::Failed { signal, .. } => *signal,
-                    _ => HealthSignal::Success,
-                };
-                self.router.record_outcome(route.llm.provider, signal, self.clock.now());
+                if let Some(signal) = outcome.health_signal() {
+                    self.router
+                        .record_outcome(&LaneKey::of(Lane::Immediate, &route.llm), &signal, self.clock.now());
+                }
                 outcome
             }
         };
@@ -110,8 +109,8 @@ impl ExecutionStrategy for TierAwareStrategy {
                     "config key `{}` does not start with `{prefix}`; pass the {{purpose}}_{{tier}} config of this purpose",
                     request.llm.key
                 ),
-                retryable: false,
-                signal: HealthSignal::Other,
+                class: FaultClass::Request,
+                fix: None,
             };
         };
         let routed = TierAwareRequest {
@@ -127,8 +126,8 @@ impl ExecutionStrategy for TierAwareStrategy {
             Ok(routed) => routed.outcome,
             Err(error) => ExecutionOutcome::Failed {
                 error: error.to_string(),
-                retryable: false,
-                signal: HealthSignal::Other,
+                class: FaultClass::Request,
+                fix: None,
             },
         }
     }

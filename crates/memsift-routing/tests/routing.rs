@@ -5,7 +5,9 @@ use std::sync::Arc;
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use memsift_core::config::{Config, LanePolicy, LlmConfig, ProviderKind};
 use memsift_core::status::{Lane, Purpose};
-use memsift_routing::{BreakerPolicy, BreakerState, ColumnBilling, HealthSignal, Router, RoutingError};
+use memsift_routing::{
+    BreakerPolicy, BreakerState, ColumnBilling, HealthSignal, LaneKey, Permit, Router, RoutingError,
+};
 
 fn t0() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 3, 14, 9, 0, 0).unwrap()
@@ -23,6 +25,7 @@ fn llm(provider: ProviderKind, lane: LanePolicy) -> LlmConfig {
         max_tokens: 1024,
         thinking_budget_tokens: None,
         cache_ttl: "1h".to_owned(),
+        fallback: Vec::new(),
     }
 }
 
@@ -88,32 +91,43 @@ fn the_routing_table() {
     }
 }
 
+fn batch_lane(router: &Router, key: &str) -> LaneKey {
+    LaneKey::of(Lane::Batch, router.resolved(key).unwrap())
+}
+
+fn outage() -> HealthSignal {
+    HealthSignal::Outage("anthropic: transient failure (HTTP 500)".to_owned())
+}
+
 #[test]
-fn an_open_breaker_sends_auto_work_to_immediate_until_one_probe_succeeds() {
+fn an_open_breaker_sends_auto_work_to_immediate_until_its_probe_succeeds() {
+    let mut other = llm(ProviderKind::Openai, LanePolicy::Auto);
+    other.model = Some("gpt-4o-mini".to_owned());
     let config = config(&[
         ("auto", llm(ProviderKind::Anthropic, LanePolicy::Auto)),
         ("forced", llm(ProviderKind::Anthropic, LanePolicy::Batch)),
-        ("other", llm(ProviderKind::Openai, LanePolicy::Auto)),
+        ("other", other),
     ]);
     let router = router(&config);
+    let health = router.health();
+    let lane_key = batch_lane(&router, "extraction_auto");
+    assert_eq!(lane_key, batch_lane(&router, "extraction_forced"), "one provider lane");
     let now = t0();
     for _ in 0..4 {
-        router.record_outcome(ProviderKind::Anthropic, HealthSignal::ServerError, now);
+        router.record_outcome(&lane_key, &outage(), now);
     }
     // 429s and bad requests say nothing about health and neither count nor reset.
-    router.record_outcome(ProviderKind::Anthropic, HealthSignal::Other, now);
+    router.record_outcome(&lane_key, &HealthSignal::Neutral, now);
     assert_eq!(
         lane(&router, "auto", false, now),
         Lane::Batch,
         "four failures leave it closed"
     );
-    router.record_outcome(ProviderKind::Anthropic, HealthSignal::Overloaded, now);
-    assert_eq!(
-        router.breaker_state(ProviderKind::Anthropic, now),
-        BreakerState::Open {
-            until: now + Duration::seconds(60)
-        }
-    );
+    router.record_outcome(&lane_key, &outage(), now);
+    assert!(matches!(
+        router.breaker_state(&lane_key, now),
+        BreakerState::Open { until, cause } if until == now + Duration::seconds(60) && !cause.setting_fault
+    ));
     assert_eq!(
         lane(&router, "auto", false, now),
         Lane::Immediate,
@@ -122,14 +136,13 @@ fn an_open_breaker_sends_auto_work_to_immediate_until_one_probe_succeeds() {
     assert_eq!(
         lane(&router, "forced", false, now),
         Lane::Batch,
-        "an explicit batch policy is obeyed"
+        "an explicit batch policy with nowhere else to go is obeyed"
     );
     assert_eq!(
         lane(&router, "other", false, now),
         Lane::Batch,
-        "breakers are per provider"
+        "breakers are per provider lane"
     );
-
     let later = now + Duration::seconds(59);
     assert_eq!(
         lane(&router, "auto", false, later),
@@ -137,65 +150,141 @@ fn an_open_breaker_sends_auto_work_to_immediate_until_one_probe_succeeds() {
         "still cooling down"
     );
 
+    // Half-open: routing spends no probe, so work is planned on the batch lane again ...
     let half_open = now + Duration::seconds(60);
-    assert_eq!(
-        lane(&router, "auto", true, half_open),
-        Lane::Immediate,
-        "urgent work spends no probe"
-    );
-    assert_eq!(lane(&router, "auto", false, half_open), Lane::Batch, "the one probe");
+    assert_eq!(lane(&router, "auto", false, half_open), Lane::Batch);
+    assert_eq!(lane(&router, "auto", false, half_open), Lane::Batch);
+    // ... until the first call there takes the probe; then it waits for the probe's answer.
+    assert_eq!(health.acquire(&lane_key, half_open), Permit::Probe);
     assert_eq!(
         lane(&router, "auto", false, half_open),
         Lane::Immediate,
         "only one probe"
     );
-    router.record_outcome(ProviderKind::Anthropic, HealthSignal::Success, half_open);
+    router.record_outcome(&lane_key, &HealthSignal::Success, half_open);
     assert_eq!(
-        router.breaker_state(ProviderKind::Anthropic, half_open),
+        router.breaker_state(&lane_key, half_open),
         BreakerState::Closed {
             consecutive_failures: 0
         }
     );
     assert_eq!(lane(&router, "auto", false, half_open), Lane::Batch);
-    assert_eq!(lane(&router, "auto", false, half_open), Lane::Batch);
 }
 
 #[test]
-fn a_failed_probe_reopens_and_a_lost_probe_is_replaced_after_a_cool_down() {
+fn a_failed_probe_reopens_for_twice_as_long_and_a_lost_probe_is_replaced_after_a_cool_down() {
     let config = config(&[("auto", llm(ProviderKind::Openai, LanePolicy::Auto))]);
     let router = router(&config).with_breaker_policy(BreakerPolicy {
         failure_threshold: 2,
         cool_down: Duration::seconds(30),
+        max_cool_down: Duration::seconds(300),
     });
+    let health = router.health();
+    let lane_key = batch_lane(&router, "extraction_auto");
     let now = t0();
-    router.record_outcome(ProviderKind::Openai, HealthSignal::ConnectionError, now);
-    router.record_outcome(ProviderKind::Openai, HealthSignal::ConnectionError, now);
+    router.record_outcome(&lane_key, &outage(), now);
+    router.record_outcome(&lane_key, &outage(), now);
     assert_eq!(lane(&router, "auto", false, now), Lane::Immediate);
 
     let probe = now + Duration::seconds(30);
-    assert_eq!(lane(&router, "auto", false, probe), Lane::Batch);
-    router.record_outcome(ProviderKind::Openai, HealthSignal::ServerError, probe);
+    assert_eq!(health.acquire(&lane_key, probe), Permit::Probe);
+    router.record_outcome(&lane_key, &outage(), probe);
+    assert!(matches!(
+        router.breaker_state(&lane_key, probe),
+        BreakerState::Open { until, .. } if until == probe + Duration::seconds(60)
+    ));
     assert_eq!(
-        router.breaker_state(ProviderKind::Openai, probe),
-        BreakerState::Open {
-            until: probe + Duration::seconds(30)
-        }
-    );
-    assert_eq!(
-        lane(&router, "auto", false, probe + Duration::seconds(29)),
+        lane(&router, "auto", false, probe + Duration::seconds(59)),
         Lane::Immediate
     );
 
-    let second_probe = probe + Duration::seconds(30);
-    assert_eq!(lane(&router, "auto", false, second_probe), Lane::Batch);
+    let second_probe = probe + Duration::seconds(60);
+    assert_eq!(health.acquire(&lane_key, second_probe), Permit::Probe);
     // Its outcome never comes back (the batch was lost): after a cool-down another probe may go.
     assert_eq!(
-        lane(&router, "auto", false, second_probe + Duration::seconds(29)),
+        lane(&router, "auto", false, second_probe + Duration::seconds(59)),
         Lane::Immediate
     );
     assert_eq!(
-        lane(&router, "auto", false, second_probe + Duration::seconds(30)),
+        lane(&router, "auto", false, second_probe + Duration::seconds(60)),
         Lane::Batch
+    );
+}
+
+#[test]
+fn a_route_fails_over_in_order_and_back_when_the_first_provider_recovers() {
+    let mut primary = llm(ProviderKind::Anthropic, LanePolicy::Batch);
+    primary.fallback = vec!["second".to_owned(), "offline".to_owned()];
+    let mut second = llm(ProviderKind::OpenaiCompatible, LanePolicy::Immediate);
+    second.endpoint = Some("http://127.0.0.1:11434/v1".to_owned());
+    second.model = Some("llama3.1".to_owned());
+    let mut config = config(&[("standard", primary)]);
+    config.llm.insert("second".to_owned(), second);
+    config
+        .llm
+        .insert("offline".to_owned(), llm(ProviderKind::Heuristic, LanePolicy::Auto));
+    config.validate().unwrap();
+    let router = router(&config);
+    let first = batch_lane(&router, "extraction_standard");
+    let second = LaneKey::of(Lane::Immediate, router.resolved("second").unwrap());
+    let route = |now| router.route(Purpose::Extraction, "standard", false, now).unwrap();
+    let now = t0();
+    assert_eq!(
+        (route(now).lane, route(now).config_key),
+        (Lane::Batch, "extraction_standard".to_owned())
+    );
+
+    router.record_outcome(
+        &first,
+        &HealthSignal::Setting {
+            reason: "anthropic: not authorised (HTTP 401)".to_owned(),
+            fix: None,
+        },
+        now,
+    );
+    let failed_over = route(now);
+    assert_eq!(
+        (failed_over.lane, failed_over.config_key.as_str()),
+        (Lane::Immediate, "second")
+    );
+    assert_eq!(failed_over.llm, *router.resolved("second").unwrap());
+
+    for _ in 0..5 {
+        router.record_outcome(&second, &outage(), now);
+    }
+    assert_eq!(
+        (route(now).lane, route(now).config_key),
+        (Lane::Heuristic, "offline".to_owned())
+    );
+
+    // The first provider's cool-down ends first: new work goes back to it, in order.
+    let recovered = now + Duration::seconds(60);
+    assert_eq!(route(recovered).config_key, "extraction_standard");
+    router.record_outcome(&first, &HealthSignal::Success, recovered);
+    assert_eq!(
+        route(recovered + Duration::seconds(1)).config_key,
+        "extraction_standard"
+    );
+}
+
+#[test]
+fn a_fallback_must_name_an_existing_section_without_a_chain_of_its_own() {
+    let mut primary = llm(ProviderKind::Anthropic, LanePolicy::Auto);
+    primary.fallback = vec!["missing".to_owned()];
+    let mut config = config(&[("standard", primary)]);
+    assert_eq!(
+        config.validate().unwrap_err().to_string(),
+        "config: llm.extraction_standard.fallback[0] = \"missing\" is invalid: name an [llm.*] section that exists; add [llm.missing] or remove it"
+    );
+    let mut chained = llm(ProviderKind::Openai, LanePolicy::Auto);
+    chained.fallback = vec!["extraction_standard".to_owned()];
+    config.llm.insert("missing".to_owned(), chained);
+    assert!(
+        config
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("a fallback section has no fallback of its own"),
     );
 }
 

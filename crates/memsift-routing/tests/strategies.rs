@@ -11,7 +11,8 @@ use memsift_core::{ManualClock, RequestId};
 use memsift_llm::{PriceTable, ResolvedLlm, RetryPolicy};
 use memsift_routing::{
     BatchStrategy, BreakerPolicy, BreakerState, ColumnBilling, ExecutionOutcome, ExecutionRequest, ExecutionStrategy,
-    HealthSignal, HeuristicStrategy, ImmediateStrategy, Router, TierAwareRequest, TierAwareStrategy,
+    FaultClass, HealthSignal, HeuristicStrategy, ImmediateStrategy, LaneKey, Router, TierAwareRequest,
+    TierAwareStrategy,
 };
 use memsift_sim::{FaultConfig, HttpFault, ScriptedResponder, Sim, SimConfig, SimHandle};
 
@@ -60,6 +61,7 @@ fn llm_config(provider: ProviderKind, endpoint: String, model: &str) -> LlmConfi
         max_tokens: 1024,
         thinking_budget_tokens: None,
         cache_ttl: "1h".into(),
+        fallback: Vec::new(),
     }
 }
 
@@ -135,7 +137,7 @@ async fn immediate_calls_openai_chat_for_openai_and_compatible_providers() {
 }
 
 #[tokio::test]
-async fn a_server_error_is_a_retryable_failure_with_a_server_error_signal() {
+async fn a_server_error_is_an_outage_that_spends_the_attempt() {
     let faults = FaultConfig {
         server_error: Some(HttpFault::first(1, "messages")),
         ..FaultConfig::default()
@@ -145,40 +147,35 @@ async fn a_server_error_is_a_retryable_failure_with_a_server_error_signal() {
     let llm = ResolvedLlm::resolve("extraction_premium", &config).unwrap();
     let strategy = strategy("extraction_premium");
     let outcome = run(&strategy, &llm).await;
-    let ExecutionOutcome::Failed {
-        error,
-        retryable,
-        signal,
-    } = outcome
-    else {
+    let ExecutionOutcome::Failed { error, class, fix } = outcome.clone() else {
         panic!("expected a failure, got {outcome:?}");
     };
-    assert!(retryable);
-    assert_eq!(signal, HealthSignal::ServerError);
+    assert_eq!(class, FaultClass::Outage);
+    assert_eq!(fix, None);
+    assert!(matches!(outcome.health_signal(), Some(HealthSignal::Outage(_))));
     assert!(!error.contains(KEY), "errors never carry the key");
     // The fault was the first call only: the next attempt succeeds on the same client.
     assert!(matches!(run(&strategy, &llm).await, ExecutionOutcome::Completed { .. }));
 }
 
 #[tokio::test]
-async fn a_wrong_key_is_a_permanent_failure_that_says_nothing_about_health() {
+async fn a_wrong_key_is_a_setting_fault_that_names_the_section_to_fix() {
     let sim = sim(FaultConfig::default()).await;
     let config = llm_config(ProviderKind::Openai, sim.openai_base_url(), "gpt-4o-mini");
     let llm = ResolvedLlm::resolve("extraction_standard", &config).unwrap();
     let keys = BTreeMap::from([("extraction_standard".to_owned(), "sk-wrong".to_owned().into())]);
     let strategy = ImmediateStrategy::new(keys, PriceTable::default());
     let outcome = run(&strategy, &llm).await;
-    assert!(
-        matches!(
-            outcome,
-            ExecutionOutcome::Failed {
-                retryable: false,
-                signal: HealthSignal::Other,
-                ..
-            }
-        ),
-        "{outcome:?}"
-    );
+    let ExecutionOutcome::Failed {
+        class: FaultClass::Setting,
+        fix: Some(fix),
+        ..
+    } = &outcome
+    else {
+        panic!("expected a setting fault, got {outcome:?}");
+    };
+    assert!(fix.contains("API key of llm.extraction_standard"), "{fix}");
+    assert!(matches!(outcome.health_signal(), Some(HealthSignal::Setting { .. })));
 }
 
 #[tokio::test]
@@ -262,18 +259,29 @@ async fn tier_aware_routes_per_call_and_feeds_immediate_failures_to_the_breaker(
     assert_eq!(urgent.route.lane, Lane::Immediate);
     assert!(matches!(
         urgent.outcome,
-        ExecutionOutcome::Failed { retryable: true, .. }
+        ExecutionOutcome::Failed {
+            class: FaultClass::Outage,
+            ..
+        }
     ));
+    let immediate = LaneKey::of(Lane::Immediate, &urgent.route.llm);
     assert!(matches!(
-        router.breaker_state(ProviderKind::Anthropic, memsift_core::Clock::now(&clock)),
+        router.breaker_state(&immediate, memsift_core::Clock::now(&clock)),
         BreakerState::Open { .. }
     ));
-    // ... so non-urgent work now goes immediate too, and its success closes the breaker again.
-    let fallback = tier_aware.execute_routed(&request("premium", false)).await.unwrap();
-    assert_eq!(fallback.route.lane, Lane::Immediate);
-    assert!(matches!(fallback.outcome, ExecutionOutcome::Completed { .. }));
-    let again = tier_aware.execute_routed(&request("premium", false)).await.unwrap();
-    assert_eq!(again.route.lane, Lane::Batch);
+    // ... which is the immediate lane's alone: non-urgent work still goes to the batch lane, ...
+    let batch = tier_aware.execute_routed(&request("premium", false)).await.unwrap();
+    assert_eq!(batch.route.lane, Lane::Batch);
+    // ... and urgent work, with nowhere else to go, still calls; its success closes the breaker.
+    let retried = tier_aware.execute_routed(&request("premium", true)).await.unwrap();
+    assert_eq!(retried.route.lane, Lane::Immediate);
+    assert!(matches!(retried.outcome, ExecutionOutcome::Completed { .. }));
+    assert_eq!(
+        router.breaker_state(&immediate, memsift_core::Clock::now(&clock)),
+        BreakerState::Closed {
+            consecutive_failures: 0
+        }
+    );
 }
 
 #[test]

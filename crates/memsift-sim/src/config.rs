@@ -121,7 +121,9 @@ impl SimConfig {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct HttpFault {
-    /// The first N matching calls always fault (deterministic tests).
+    /// Matching calls that pass before the burst (so a burst can start mid-run).
+    pub skip: u32,
+    /// The first N matching calls after `skip` always fault (deterministic tests and bursts).
     pub first: u32,
     /// After those, each matching call faults with this probability (seeded).
     pub share: f64,
@@ -141,6 +143,12 @@ impl HttpFault {
             endpoints: vec![endpoint.to_owned()],
             ..Self::default()
         }
+    }
+
+    /// The burst starts after `calls` matching calls have passed.
+    pub fn after(mut self, calls: u32) -> Self {
+        self.skip = calls;
+        self
     }
 
     /// With a `retry-after-ms`.
@@ -217,6 +225,10 @@ pub struct FaultConfig {
     pub rate_limit: Option<HttpFault>,
     /// 500 `api_error`.
     pub server_error: Option<HttpFault>,
+    /// 401 `authentication_error` / `invalid_api_key`, as if the key were revoked.
+    pub auth_error: Option<HttpFault>,
+    /// 404 `not_found_error`, as if the base URL were wrong.
+    pub not_found: Option<HttpFault>,
     /// 529 `overloaded_error` (Anthropic) / 503 (OpenAI).
     pub overloaded: Option<HttpFault>,
     /// A delay before answering.
@@ -239,6 +251,10 @@ pub struct FaultConfig {
     pub malformed_kinds: Vec<MalformedKind>,
     /// Share of answers whose first item is repeated.
     pub duplicate_items_share: f64,
+    /// Share of answers with U+0000 written into them (which PostgreSQL cannot store in text).
+    pub nul_share: f64,
+    /// Models the provider does not know: model calls answer 404, and batch requests end errored.
+    pub unknown_models: Vec<String>,
     /// Results and files use CRLF line ends.
     pub results_crlf: bool,
     /// Results and files are sent in chunks of this many bytes, so lines straddle reads.

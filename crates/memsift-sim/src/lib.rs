@@ -12,6 +12,7 @@
 
 mod anthropic;
 pub mod config;
+mod models;
 mod openai;
 pub mod responder;
 mod state;
@@ -52,6 +53,8 @@ fn router(shared: SharedState) -> Router {
         )
         .route("/v1/messages/batches/{id}/cancel", post(anthropic::cancel_batch))
         .route("/v1/messages/batches/{id}/results", get(anthropic::batch_results))
+        .route("/v1/models", get(models::list_models))
+        .route("/v1/models/{id}", get(models::retrieve_model))
         .route("/v1/chat/completions", post(openai::chat_completions))
         .route("/v1/embeddings", post(openai::embeddings))
         .route("/v1/files", post(openai::upload_file).get(openai::list_files))
@@ -61,8 +64,24 @@ fn router(shared: SharedState) -> Router {
         .route("/v1/batches/{id}", get(openai::retrieve_batch))
         .route("/v1/batches/{id}/cancel", post(openai::cancel_batch))
         .route("/_sim/counters", get(counters))
+        .fallback(unknown_path)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(shared)
+}
+
+/// A path neither provider serves (a base URL missing `/v1`, say): 404 in OpenAI's words, after
+/// reading the body as the providers do, so the client sees the answer rather than a reset.
+async fn unknown_path(
+    method: axum::http::Method,
+    uri: axum::http::Uri,
+    _body: axum::body::Bytes,
+) -> axum::response::Response {
+    state::openai_error(
+        axum::http::StatusCode::NOT_FOUND,
+        "invalid_request_error",
+        None,
+        &format!("Invalid URL ({method} {})", uri.path()),
+    )
 }
 
 async fn counters(State(shared): State<SharedState>) -> axum::Json<Counters> {

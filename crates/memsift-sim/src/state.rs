@@ -160,10 +160,20 @@ impl Shared {
         {
             return Err(internal_error(provider));
         }
+        if let Some(fault) = &faults.auth_error
+            && self.fires("auth_error", fault, endpoint)
+        {
+            return Err(unauthorized(provider));
+        }
+        if let Some(fault) = &faults.not_found
+            && self.fires("not_found", fault, endpoint)
+        {
+            return Err(not_found(provider, "the requested resource"));
+        }
         Ok(())
     }
 
-    fn check_auth(&self, provider: Provider, headers: &HeaderMap) -> Result<(), Response> {
+    pub(crate) fn check_auth(&self, provider: Provider, headers: &HeaderMap) -> Result<(), Response> {
         let header = |name: &str| headers.get(name).and_then(|value| value.to_str().ok()).unwrap_or("");
         let accepted =
             |key: &str| !key.is_empty() && self.config.api_key.as_deref().is_none_or(|expected| expected == key);
@@ -172,11 +182,7 @@ impl Shared {
                 // Newer official SDKs send the key as a bearer token rather than `x-api-key`; take either.
                 let bearer = header("authorization").strip_prefix("Bearer ").unwrap_or("");
                 if !accepted(header("x-api-key")) && !accepted(bearer) {
-                    return Err(anthropic_error(
-                        StatusCode::UNAUTHORIZED,
-                        "authentication_error",
-                        "invalid x-api-key",
-                    ));
+                    return Err(unauthorized(provider));
                 }
                 if header("anthropic-version").is_empty() {
                     return Err(anthropic_error(
@@ -189,12 +195,7 @@ impl Shared {
             Provider::OpenAi => {
                 let key = header("authorization").strip_prefix("Bearer ").unwrap_or("");
                 if !accepted(key) {
-                    return Err(openai_error(
-                        StatusCode::UNAUTHORIZED,
-                        "invalid_request_error",
-                        Some("invalid_api_key"),
-                        "Incorrect API key provided.",
-                    ));
+                    return Err(unauthorized(provider));
                 }
             }
         }
@@ -209,7 +210,11 @@ impl Shared {
         let mut state = self.lock();
         let calls = state.fault_calls.entry(name).or_default();
         *calls += 1;
-        let fires = *calls <= fault.first || (fault.share > 0.0 && state.rng.random_bool(fault.share.min(1.0)));
+        if *calls <= fault.skip {
+            return false;
+        }
+        let fires =
+            *calls - fault.skip <= fault.first || (fault.share > 0.0 && state.rng.random_bool(fault.share.min(1.0)));
         if fires {
             *state.counters.faults.entry(name.to_owned()).or_default() += 1;
         }
@@ -343,11 +348,19 @@ impl State {
             user_text: &request.user_text,
             turns: &turns,
         });
+        let faults = &shared_config.faults;
+        if faults.unknown_models.contains(&request.model) {
+            self.count_fault("unknown_model");
+            return Err(GenerationError {
+                status: 404,
+                kind: "not_found_error".to_owned(),
+                message: format!("model_not_found: model: {} does not exist", request.model),
+            });
+        }
         let mut text = match reply {
             ResponderReply::Text(text) => text,
             ResponderReply::Error { status, kind, message } => return Err(GenerationError { status, kind, message }),
         };
-        let faults = &shared_config.faults;
         if self.roll(faults.duplicate_items_share) {
             text = duplicate_first_item(&text);
             self.count_fault("duplicate_items");
@@ -361,6 +374,10 @@ impl State {
             let kind = *kinds.choose(&mut self.rng).unwrap_or(&MalformedKind::Prose);
             text = malform(&text, kind);
             self.count_fault("malformed");
+        }
+        if self.roll(faults.nul_share) {
+            text = with_nul(&text);
+            self.count_fault("nul");
         }
         let mut truncated = false;
         let max_tokens = u64::from(request.max_tokens.max(1));
@@ -455,6 +472,15 @@ fn cut(text: &str, len: usize) -> String {
     text[..end].to_owned()
 }
 
+/// U+0000 inside the first string value (or at the start), where a model's stray control
+/// character would land.
+fn with_nul(text: &str) -> String {
+    match text.find("\":\"") {
+        Some(at) => format!("{}\u{0}{}", &text[..at + 3], &text[at + 3..]),
+        None => format!("\u{0}{text}"),
+    }
+}
+
 fn duplicate_first_item(text: &str) -> String {
     match serde_json::from_str::<Vec<serde_json::Value>>(text) {
         Ok(mut items) if !items.is_empty() => {
@@ -502,6 +528,19 @@ pub(crate) fn openai_error(status: StatusCode, kind: &str, code: Option<&str>, m
         "error": {"message": message, "type": kind, "param": null, "code": code},
     });
     (status, axum::Json(body)).into_response()
+}
+
+/// A refused key, in the provider's words.
+pub(crate) fn unauthorized(provider: Provider) -> Response {
+    match provider {
+        Provider::Anthropic => anthropic_error(StatusCode::UNAUTHORIZED, "authentication_error", "invalid x-api-key"),
+        Provider::OpenAi => openai_error(
+            StatusCode::UNAUTHORIZED,
+            "invalid_request_error",
+            Some("invalid_api_key"),
+            "Incorrect API key provided.",
+        ),
+    }
 }
 
 pub(crate) fn internal_error(provider: Provider) -> Response {
@@ -712,6 +751,12 @@ mod tests {
         assert!((norm - 1.0).abs() < 1e-5);
         let cosine = |x: &[f32], y: &[f32]| x.iter().zip(y).map(|(p, q)| p * q).sum::<f32>();
         assert!(cosine(&a, &c) > cosine(&a, &d));
+    }
+
+    #[test]
+    fn a_nul_lands_inside_the_first_string_or_at_the_start() {
+        assert_eq!(with_nul(r#"[{"text":"a"}]"#), "[{\"text\":\"\u{0}a\"}]");
+        assert_eq!(with_nul("plain"), "\u{0}plain");
     }
 
     #[test]

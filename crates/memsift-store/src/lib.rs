@@ -27,6 +27,7 @@ mod erasure;
 mod erasure_key;
 #[cfg(feature = "test-support")]
 mod fixtures;
+mod health;
 mod ingest;
 mod journal;
 mod listing;
@@ -50,6 +51,7 @@ pub use erasure::ErasureReceipt;
 pub use erasure_key::ErasureKey;
 #[cfg(feature = "test-support")]
 pub use fixtures::UserRows;
+pub use health::{LaneHealthRow, LaneTransition, ReconcileMiss, Reroute, WaitingRequest};
 pub use ingest::{ClosedSegment, IngestReport, NewMessage};
 pub use listing::{CostRow, Counts, MemoryRow, MetricsSnapshot, RequestDetail, RequestRow, SegmentRow, UsageTotals};
 pub use requests::{ApplyFailure, NewRequest, ReplanReport, RequestUsage, StoredOutput, WorkRequest};

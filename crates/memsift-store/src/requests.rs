@@ -362,7 +362,8 @@ impl Store {
     }
 
     /// Claims planned requests of the given lane for execution outside any transaction; a claim
-    /// whose lease ran out (its worker died mid-call) is taken over.
+    /// whose lease ran out (its worker died mid-call) is taken over, and a request held back
+    /// until a not-before time waits for it.
     pub async fn claim_requests(
         &self,
         lane: Lane,
@@ -376,7 +377,9 @@ impl Store {
             "UPDATE llm_requests SET status = 'submitted', submitted_at = $2, claimed_by = $3, claimed_until = $4
              WHERE id IN (SELECT id FROM llm_requests
                           WHERE lane = $1 AND batch_id IS NULL
-                            AND (status = 'planned' OR (status = 'submitted' AND claimed_until <= $2))
+                            -- A planned request's `claimed_until` is its not-before time (a paused lane).
+                            AND ((status = 'planned' AND (claimed_until IS NULL OR claimed_until <= $2))
+                                 OR (status = 'submitted' AND claimed_until <= $2))
                           ORDER BY created_at, id LIMIT $5 {lock})
              RETURNING {WORK_COLUMNS}"
         );

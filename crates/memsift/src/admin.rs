@@ -282,12 +282,37 @@ async fn index(State(state): State<AdminState>) -> Result<Html<String>, PageErro
 
 async fn batches(State(state): State<AdminState>) -> Result<Html<String>, PageError> {
     let rows = state.app.store.list_batches(None, Some(PAGE_ROWS)).await?;
-    Ok(page("batches", &render::batches_table(&rows).to_html()))
+    let body = format!(
+        "{}{}",
+        unhealthy_lanes(&state).await?,
+        render::batches_table(&rows).to_html()
+    );
+    Ok(page("batches", &body))
 }
 
 async fn segments(State(state): State<AdminState>) -> Result<Html<String>, PageError> {
     let rows = state.app.store.list_segments(None, None, Some(PAGE_ROWS)).await?;
-    Ok(page("segments", &render::segments_table(&rows).to_html()))
+    let body = format!(
+        "{}{}",
+        unhealthy_lanes(&state).await?,
+        render::segments_table(&rows).to_html()
+    );
+    Ok(page("segments", &body))
+}
+
+/// The provider lanes that are paused or unwell, why, and the likely fix; empty when all are well.
+async fn unhealthy_lanes(state: &AdminState) -> Result<String, PageError> {
+    let lines = crate::health::describe_unhealthy(&state.app.store.lane_health().await?);
+    if lines.is_empty() {
+        return Ok(String::new());
+    }
+    let items: String = lines
+        .iter()
+        .map(|line| format!("<li>{}</li>", escape_html(line)))
+        .collect();
+    Ok(format!(
+        "<h2>provider lanes not healthy</h2>\n<ul class=\"lanes\">{items}</ul>\n"
+    ))
 }
 
 async fn requests(State(state): State<AdminState>) -> Result<Html<String>, PageError> {

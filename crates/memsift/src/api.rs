@@ -690,7 +690,8 @@ async fn admin_request(State(state): State<ApiState>, Path(id): Path<String>) ->
 
 async fn metrics(State(state): State<ApiState>) -> ApiResult<Response> {
     let snapshot = state.app.store.metrics_snapshot().await?;
-    let text = crate::metrics::render(&snapshot).map_err(ApiError::internal)?;
+    let lanes = state.app.store.lane_health().await?;
+    let text = crate::metrics::render(&snapshot, &lanes).map_err(ApiError::internal)?;
     Ok(([(header::CONTENT_TYPE, prometheus::TEXT_FORMAT)], text).into_response())
 }
 

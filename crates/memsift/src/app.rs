@@ -9,7 +9,9 @@ use memsift_batch::{AnthropicBatchProvider, BatchCoordinator, BatchSettings, Ope
 use memsift_core::config::{Config, LanePolicy, ProviderKind, default_data_dir};
 use memsift_core::prompt::PromptRegistry;
 use memsift_core::{Clock, SystemClock};
-use memsift_llm::{AnthropicClient, ClientOptions, OpenAiClient, PriceTable, ResolvedLlm};
+use memsift_llm::{
+    AnthropicClient, ClientOptions, HealthBoard, KeyQuota, LimitKey, OpenAiClient, PriceTable, RateLimiter, ResolvedLlm,
+};
 use memsift_routing::{BillingBackend, ColumnBilling, HeuristicStrategy, ImmediateStrategy, Router};
 use memsift_store::{Store, StoreOptions, redact};
 
@@ -43,6 +45,10 @@ pub struct App {
     pub waiter: Arc<dyn Waiter>,
     /// The embedder (loaded on first use) and per-user exact vector indexes.
     pub vectors: Arc<Vectors>,
+    /// Every provider lane's breaker, fed by every lane and the coordinator, read by routing.
+    pub health: Arc<HealthBoard>,
+    /// One rate limiter per provider and model, shared by every lane and route of the process.
+    pub limiter: RateLimiter,
 }
 
 /// Where the database is, as the operator asked for it.
@@ -179,9 +185,13 @@ impl App {
             models: config.prices.clone(),
         };
         let vectors = Arc::new(Vectors::new(&config.embeddings));
-        let coordinator = build_coordinator(&config, &store, &clock, &worker_id, &prices)?;
+        let health = router.health();
+        let limiter = shared_limiter(&config);
+        let coordinator = build_coordinator(&config, &store, &clock, &worker_id, &prices, &limiter, &health)?;
         Ok(App {
-            immediate: Arc::new(ImmediateStrategy::from_config(&config, prices.clone())?),
+            immediate: Arc::new(
+                ImmediateStrategy::from_config(&config, prices.clone())?.with_rate_limiter(limiter.clone()),
+            ),
             heuristic: Arc::new(HeuristicStrategy),
             config,
             store,
@@ -193,6 +203,8 @@ impl App {
             coordinator,
             waiter,
             vectors,
+            health,
+            limiter,
         })
     }
 
@@ -225,6 +237,30 @@ impl App {
     }
 }
 
+/// The process's one limiter, with every `[quotas]` entry set (for this process alone until the
+/// pipeline learns how many processes share the database).
+fn shared_limiter(config: &Config) -> RateLimiter {
+    let limiter = RateLimiter::default();
+    for (name, quota) in &config.quotas {
+        // Validated at load: "PROVIDER/MODEL".
+        let (provider, model) = name.split_once('/').unwrap_or((name.as_str(), ""));
+        // One client speaks both OpenAI and compatible servers, and names its budget `openai`.
+        let provider = if provider == "openai_compatible" {
+            "openai"
+        } else {
+            provider
+        };
+        limiter.set_quotas(
+            &LimitKey::new(provider, model),
+            KeyQuota {
+                requests_per_minute: quota.requests_per_minute.and_then(std::num::NonZeroU32::new),
+                tokens_per_minute: quota.tokens_per_minute.and_then(std::num::NonZeroU32::new),
+            },
+        );
+    }
+    limiter
+}
+
 /// One batch provider per config key whose provider has a batch API and whose lane can be batch.
 fn build_coordinator(
     config: &Config,
@@ -232,6 +268,8 @@ fn build_coordinator(
     clock: &Arc<dyn Clock>,
     worker_id: &str,
     prices: &PriceTable,
+    limiter: &RateLimiter,
+    health: &Arc<HealthBoard>,
 ) -> anyhow::Result<Option<Arc<BatchCoordinator>>> {
     let settings = BatchSettings {
         max_requests_per_batch: config.batch.max_requests_per_batch as i64,
@@ -242,7 +280,8 @@ fn build_coordinator(
         claim_lease: chrono::Duration::seconds(config.extraction.claim_lease_secs as i64),
         delete_erased_batches: config.erasure.delete_provider_batches,
     };
-    let mut coordinator = BatchCoordinator::new(store.clone(), Arc::clone(clock), worker_id.to_owned(), settings);
+    let mut coordinator = BatchCoordinator::new(store.clone(), Arc::clone(clock), worker_id.to_owned(), settings)
+        .with_health(Arc::clone(health));
     for (key, llm_config) in &config.llm {
         let has_batch_api = matches!(llm_config.provider, ProviderKind::Anthropic | ProviderKind::Openai);
         if !has_batch_api || llm_config.lane == LanePolicy::Immediate {
@@ -255,7 +294,8 @@ fn build_coordinator(
             )
         })?;
         let api_key = memsift_llm::load_api_key(key, llm_config)?;
-        let options = ClientOptions::new(llm_config.endpoint.clone(), api_key, llm.model.clone());
+        let mut options = ClientOptions::new(llm_config.endpoint.clone(), api_key, llm.model.clone());
+        options.limiter = limiter.clone();
         match llm_config.provider {
             ProviderKind::Anthropic => {
                 let client = AnthropicClient::new(options)?;

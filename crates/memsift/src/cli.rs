@@ -244,7 +244,12 @@ pub enum Command {
         yes: bool,
     },
     /// Check the configuration (and that every reachable `{purpose}_{tier}` key resolves).
-    CheckConfig,
+    CheckConfig {
+        /// Also call each configured endpoint's cheapest read (the model, the batch list) and
+        /// report each section as reachable or not, and why; exits 1 if any is not.
+        #[arg(long)]
+        probe: bool,
+    },
     /// The embedding model's files: an explicit, verified install (nothing else fetches them).
     Model {
         /// What to do.
@@ -337,7 +342,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     {
         return install_model(&config, dir.as_deref()).await;
     }
-    if let Command::CheckConfig = cli.command {
+    if let Command::CheckConfig { probe } = cli.command {
         let mut problems: Vec<String> = config
             .llm
             .iter()
@@ -371,6 +376,23 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             config.billing.tiers,
             config.llm.keys().collect::<Vec<_>>()
         );
+        if probe {
+            let reports = crate::probe::probe_all(&config).await?;
+            if cli.json {
+                render::print_json(&reports)?;
+            } else {
+                for report in &reports {
+                    println!("{}", report.line());
+                }
+            }
+            let unreachable = reports.iter().filter(|report| !report.reachable).count();
+            if unreachable > 0 {
+                anyhow::bail!(
+                    "check-config --probe: {unreachable} of {} provider sections are not reachable as configured",
+                    reports.len()
+                );
+            }
+        }
         return Ok(());
     }
     // The daemon's API token is checked before anything starts: one that is there but unusable
@@ -448,7 +470,7 @@ async fn dispatch(app: &App, command: Command, json: bool) -> anyhow::Result<()>
     }
     match command {
         Command::Demo { .. }
-        | Command::CheckConfig
+        | Command::CheckConfig { .. }
         | Command::Sim { .. }
         | Command::Distill { .. }
         | Command::Model { .. }
@@ -553,7 +575,8 @@ async fn dispatch(app: &App, command: Command, json: bool) -> anyhow::Result<()>
             if json {
                 render::print_json(&rows)?
             } else {
-                println!("{}", render::segments_table(&rows))
+                println!("{}", render::segments_table(&rows));
+                print_unhealthy_lanes(app).await?;
             }
         }
         Command::Memories { user, limit } => {
@@ -576,7 +599,8 @@ async fn dispatch(app: &App, command: Command, json: bool) -> anyhow::Result<()>
             if json {
                 render::print_json(&rows)?
             } else {
-                println!("{}", render::batches_table(&rows))
+                println!("{}", render::batches_table(&rows));
+                print_unhealthy_lanes(app).await?;
             }
         }
         Command::Show { id } => show(app, &id, json).await?,
@@ -716,6 +740,14 @@ async fn dispatch(app: &App, command: Command, json: bool) -> anyhow::Result<()>
                 println!("{}", render::requests_table(&rows))
             }
         }
+    }
+    Ok(())
+}
+
+/// Under a listing: every provider lane that is paused or unwell, why, and the likely fix.
+async fn print_unhealthy_lanes(app: &App) -> anyhow::Result<()> {
+    for line in crate::health::describe_unhealthy(&app.store.lane_health().await?) {
+        println!("{line}");
     }
     Ok(())
 }

@@ -4,14 +4,14 @@
 //! report the same numbers and nothing is lost on restart. The names are documented in
 //! docs/metrics.md; the API test checks each is present.
 
-use memsift_store::MetricsSnapshot;
+use memsift_store::{LaneHealthRow, MetricsSnapshot};
 use prometheus::{Encoder, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder};
 
 /// Segment statuses, so a status with no segment is reported as 0 rather than missing.
 const SEGMENT_STATUSES: [&str; 6] = ["open", "closed", "extracting", "extracted", "failed", "dead"];
 
 /// Every metric name this endpoint serves (the README and test list the same).
-pub const METRIC_NAMES: [&str; 10] = [
+pub const METRIC_NAMES: [&str; 12] = [
     "memsift_segments",
     "memsift_dead_letters",
     "memsift_requests",
@@ -21,8 +21,16 @@ pub const METRIC_NAMES: [&str; 10] = [
     "memsift_memories_active",
     "memsift_items_dropped_by_reason",
     "memsift_batch_latency_seconds",
+    "memsift_lanes_unhealthy",
+    "memsift_lanes_paused",
     "memsift_up",
 ];
+
+/// The per-lane breaker gauge: served once a lane's breaker has changed at least once.
+pub const LANE_BREAKER_METRIC: &str = "memsift_lane_breaker_state";
+
+/// Breaker states, so each lane reports all three (one of them 1).
+const BREAKER_STATES: [&str; 3] = ["closed", "open", "half_open"];
 
 /// Batch latency buckets: the batch APIs promise 24 h and usually take minutes to hours.
 const LATENCY_BUCKETS_SECS: [f64; 9] = [
@@ -37,9 +45,11 @@ const LATENCY_BUCKETS_SECS: [f64; 9] = [
     48.0 * 3600.0,
 ];
 
-/// Renders the snapshot as Prometheus text (format 0.0.4).
-pub fn render(snapshot: &MetricsSnapshot) -> prometheus::Result<String> {
+/// Renders the snapshot and the provider lanes' last known breaker states as Prometheus text
+/// (format 0.0.4).
+pub fn render(snapshot: &MetricsSnapshot, lanes: &[LaneHealthRow]) -> prometheus::Result<String> {
     let registry = Registry::new();
+    register_lanes(&registry, lanes)?;
 
     let segments = IntGaugeVec::new(Opts::new("memsift_segments", "Segments by status."), &["status"])?;
     for status in SEGMENT_STATUSES {
@@ -150,4 +160,48 @@ pub fn render(snapshot: &MetricsSnapshot) -> prometheus::Result<String> {
     let mut buffer = Vec::new();
     TextEncoder::new().encode(&registry.gather(), &mut buffer)?;
     Ok(String::from_utf8(buffer).unwrap_or_default())
+}
+
+/// Each lane's breaker (1 on its state), whether a setting fault holds it, and the totals.
+fn register_lanes(registry: &Registry, lanes: &[LaneHealthRow]) -> prometheus::Result<()> {
+    let labels = ["lane", "provider", "model", "endpoint"];
+    let state = IntGaugeVec::new(
+        Opts::new(
+            LANE_BREAKER_METRIC,
+            "Each provider lane's circuit breaker as last recorded: 1 on its state (closed, open, half_open).",
+        ),
+        &[&labels[..], &["state", "setting_fault"]].concat(),
+    )?;
+    let (mut unhealthy, mut paused) = (0, 0);
+    for row in lanes {
+        let setting_fault = if row.setting_fault { "true" } else { "false" };
+        for name in BREAKER_STATES {
+            state
+                .with_label_values(&[
+                    row.lane.as_str(),
+                    &row.provider,
+                    &row.model,
+                    &row.endpoint,
+                    name,
+                    setting_fault,
+                ])
+                .set(i64::from(row.state == name));
+        }
+        unhealthy += i64::from(row.state != "closed");
+        paused += i64::from(row.state != "closed" && row.setting_fault);
+    }
+    registry.register(Box::new(state))?;
+    let open = IntGauge::new(
+        "memsift_lanes_unhealthy",
+        "Provider lanes whose breaker is open or half-open (outages or setting faults).",
+    )?;
+    open.set(unhealthy);
+    registry.register(Box::new(open))?;
+    let held = IntGauge::new(
+        "memsift_lanes_paused",
+        "Provider lanes paused by a setting fault (key, base URL, model, quota): their work waits for an operator.",
+    )?;
+    held.set(paused);
+    registry.register(Box::new(held))?;
+    Ok(())
 }

@@ -24,7 +24,7 @@ use memsift_core::request::{RequestBody, RequestContext, RequestSubject};
 use memsift_core::status::{Lane, Purpose, RequestStatus, Role};
 use memsift_core::transcript::parse_turns;
 use memsift_core::{Clock, MemoryId, RequestId, UserId};
-use memsift_llm::ResolvedLlm;
+use memsift_llm::{BreakerState, FaultClass, LaneKey, OpenCause, Permit, ResolvedLlm};
 use memsift_payload::{KnownMemory, PayloadOptions, build_extraction_chunks};
 use memsift_processor::{ProcessInput, ProcessOutput, StopReason, VECTOR_DUPLICATE_THRESHOLD, process};
 use memsift_routing::{ExecutionOutcome, ExecutionRequest, ExecutionStrategy, Route};
@@ -68,6 +68,10 @@ pub struct StepReport {
     pub n_apply_failures: u64,
     /// Answers quarantined as `failed` after `max_apply_attempts` failed applies.
     pub n_requests_quarantined: u64,
+    /// Planned requests moved off an unwell lane to the next usable one of their route.
+    pub n_requests_rerouted: u64,
+    /// Requests held back (no attempt spent) because their lane is paused by a setting fault.
+    pub n_requests_held: u64,
     /// What the batch coordinator did.
     pub batch: memsift_batch::CoordinatorReport,
 }
@@ -77,9 +81,11 @@ impl StepReport {
     pub fn progressed(&self) -> bool {
         // A failed apply moves nothing forward (the answer is tried on a later step); a
         // quarantine does.
+        // Nor does holding a request back for a paused lane.
         let idle = StepReport {
             batch: self.batch.clone(),
             n_apply_failures: self.n_apply_failures,
+            n_requests_held: self.n_requests_held,
             ..StepReport::default()
         };
         (*self != idle) || self.batch.progressed()
@@ -100,6 +106,8 @@ impl StepReport {
         self.n_stage_changes += other.n_stage_changes;
         self.n_apply_failures += other.n_apply_failures;
         self.n_requests_quarantined += other.n_requests_quarantined;
+        self.n_requests_rerouted += other.n_requests_rerouted;
+        self.n_requests_held += other.n_requests_held;
         let batch = &mut self.batch;
         let more = &other.batch;
         batch.n_batches_created += more.n_batches_created;
@@ -115,6 +123,7 @@ impl StepReport {
         batch.n_lines_refused += more.n_lines_refused;
         batch.n_batch_errors += more.n_batch_errors;
         batch.n_provider_deletes += more.n_provider_deletes;
+        batch.n_batches_held += more.n_batches_held;
     }
 
     fn add_applied(&mut self, applied: &Applied) {
@@ -128,17 +137,22 @@ impl StepReport {
 /// One step of every stage.
 pub async fn run_once(app: &App) -> anyhow::Result<StepReport> {
     let now = app.clock.now();
+    share_quotas(app, now).await?;
     let mut report = StepReport {
         n_segments_closed: app.store.close_idle_segments(now, app.config.idle_timeout()).await?,
         ..StepReport::default()
     };
     plan_closed_segments(app, &mut report).await?;
+    report.n_requests_rerouted = crate::health::reroute_waiting(app).await?;
     for lane in [Lane::Heuristic, Lane::Immediate] {
         execute_lane(app, lane, &mut report).await?;
     }
     if let Some(coordinator) = &app.coordinator {
-        report.batch = coordinator.step().await.context("batch coordinator step")?;
+        let stepped = coordinator.step().await.context("batch coordinator step");
+        crate::health::persist_transitions(app).await?;
+        report.batch = stepped?;
     }
+    crate::health::persist_transitions(app).await?;
     drain_answers(app, &mut report).await?;
     // A consolidation proposal applied above is reviewed by a request of its own.
     report.n_requests_planned += crate::stages::plan_reviews(app).await?;
@@ -248,8 +262,27 @@ pub async fn sweep(app: &App) -> anyhow::Result<StepReport> {
     run_once(app).await
 }
 
+/// How long a process counts as live after its last step, for splitting quotas.
+const LIVE_WINDOW_SECS: i64 = 120;
+
+/// Records this process as live and takes its share of every provider quota: the quota divided
+/// by the processes that stepped the pipeline on this database in the last two minutes. On SQLite
+/// that is usually one; on PostgreSQL every daemon does the same, so together they stay under it.
+async fn share_quotas(app: &App, now: DateTime<Utc>) -> anyhow::Result<()> {
+    app.store.heartbeat(&app.worker_id, now).await?;
+    let live = app
+        .store
+        .live_workers(now - Duration::seconds(LIVE_WINDOW_SECS))
+        .await?;
+    app.limiter.set_share(u32::try_from(live).unwrap_or(u32::MAX));
+    Ok(())
+}
+
 /// Runs steps until nothing is left to do. When the only work left is waiting (a batch whose next
 /// poll is due later, a failed segment's retry time), it waits for it through [`App::waiter`].
+///
+/// A lane paused by a setting fault is not waited for: once nothing else moves, this returns an
+/// error naming the lane, the provider's answer and the likely fix, with nothing spent.
 pub async fn run_until_idle(app: &App) -> anyhow::Result<StepReport> {
     let mut total = StepReport::default();
     loop {
@@ -259,6 +292,7 @@ pub async fn run_until_idle(app: &App) -> anyhow::Result<StepReport> {
         if step.progressed() {
             continue;
         }
+        crate::health::stop_if_paused(app).await?;
         let pack_max_wait = Duration::seconds(app.config.batch.pack_max_wait_secs as i64);
         let reconcile_grace = Duration::seconds(app.config.batch.reconcile_grace_secs as i64);
         match app.store.next_due_work(pack_max_wait, reconcile_grace).await? {
@@ -515,11 +549,24 @@ async fn execute_lane(app: &App, lane: Lane, report: &mut StepReport) -> anyhow:
             turns: &turns,
             llm: &llm,
         };
+        let lane_key = (lane == Lane::Immediate).then(|| LaneKey::of(Lane::Immediate, &llm));
+        if let Some(lane_key) = &lane_key
+            && let Permit::Blocked(cause) = app.health.acquire(lane_key, app.clock.now())
+            && cause.setting_fault
+        {
+            // Paused for an operator: the request waits for the lane's next probe, unspent.
+            hold_request(app, request.id, lane_key, &cause).await?;
+            report.n_requests_held += 1;
+            continue;
+        }
         let outcome = match lane {
             Lane::Heuristic => answer_offline(app, &execution).await?,
             _ => app.immediate.execute(&execution).await,
         };
         let now = app.clock.now();
+        if let (Some(lane_key), Some(signal)) = (&lane_key, outcome.health_signal()) {
+            app.health.record(lane_key, &signal, now);
+        }
         match outcome {
             ExecutionOutcome::Completed {
                 raw_output,
@@ -528,8 +575,6 @@ async fn execute_lane(app: &App, lane: Lane, report: &mut StepReport) -> anyhow:
                 cost_usd,
                 ..
             } => {
-                app.router
-                    .record_outcome(llm.provider, memsift_routing::HealthSignal::Success, now);
                 let usage = RequestUsage {
                     input_tokens: usage.input_tokens as i64,
                     output_tokens: usage.output_tokens as i64,
@@ -560,11 +605,29 @@ async fn execute_lane(app: &App, lane: Lane, report: &mut StepReport) -> anyhow:
                 }
             }
             ExecutionOutcome::Failed {
+                class: FaultClass::Setting,
                 error,
-                retryable,
-                signal,
-            } => {
-                app.router.record_outcome(llm.provider, signal, now);
+                fix,
+            } if lane_key.is_some() => {
+                // The lane's breaker opened on this answer: the request waits, unspent.
+                let lane_key = lane_key.as_ref().expect("matched Some");
+                let cause = match app.health.state(lane_key, now) {
+                    BreakerState::Open { cause, .. } | BreakerState::HalfOpen { cause, .. } => cause,
+                    BreakerState::Closed { .. } => OpenCause {
+                        setting_fault: true,
+                        reason: error,
+                        fix,
+                        opened_at: now,
+                        cool_down: app.health.policy().cool_down,
+                    },
+                };
+                hold_request(app, request.id, lane_key, &cause).await?;
+                report.n_requests_held += 1;
+            }
+            ExecutionOutcome::Failed { error, class, .. } => {
+                // An outage or a throttle is worth another attempt; a request the provider refused
+                // as it is will be refused again.
+                let retryable = class != FaultClass::Request;
                 let status = if retryable {
                     RequestStatus::Errored
                 } else {
@@ -619,6 +682,18 @@ async fn answer_offline(app: &App, execution: &ExecutionRequest<'_>) -> anyhow::
     })
     .await
     .context("the heuristic lane ended abnormally")
+}
+
+/// Holds a claimed request back while its lane is paused, until the lane's next probe.
+async fn hold_request(app: &App, request_id: RequestId, lane_key: &LaneKey, cause: &OpenCause) -> anyhow::Result<()> {
+    let now = app.clock.now();
+    let not_before = match app.health.state(lane_key, now) {
+        BreakerState::Open { until, .. } => until,
+        _ => now + cause.cool_down,
+    };
+    let reason = format!("lane {} paused: {}", lane_key.name(), cause.describe());
+    app.store.hold_request(request_id, &reason, not_before).await?;
+    Ok(())
 }
 
 /// Totals of one or more applies.

@@ -97,6 +97,9 @@ store_suite!(cases: [
     every_stage_verdict_ends_its_request_applied,
     any_text_is_stored_the_same_on_both_backends,
     a_database_migrated_before_the_comments_were_reworded_still_starts,
+    a_paused_lane_holds_its_work_unspent_and_rerouting_moves_it,
+    lane_health_keeps_the_last_state_of_each_lane_and_the_live_processes,
+    a_reconcile_miss_remembers_whether_the_create_was_called,
 ], at: [
     (6, a_populated_database_keeps_every_row_through_later_migrations),
 ]);

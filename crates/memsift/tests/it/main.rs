@@ -8,6 +8,7 @@ mod cli;
 mod crash;
 mod daemon;
 mod erasure;
+mod health;
 mod helpers;
 mod pipeline;
 mod postprocess;

@@ -1,0 +1,369 @@
+//! Provider lane health as the store sees it: the last known breaker state of every lane, work
+//! held back or moved while a lane is unwell, and the heartbeat that splits a quota between
+//! processes.
+//!
+//! Holding work back never spends an attempt: a request goes back to `planned` under the same id,
+//! with a not-before time in `claimed_until` (the earliest moment it may be claimed or packed), and
+//! its segment's `last_error` says what it waits for.
+
+use chrono::{DateTime, Duration, Utc};
+use memsift_core::status::{Lane, Purpose};
+use memsift_core::{BatchId, RequestId, UserId};
+use serde::Serialize;
+
+use crate::tx::{WriteTx, sql};
+use crate::{Result, Store, corrupt, on_pool};
+
+/// One lane's breaker as the process that last changed it saw it.
+#[derive(Clone, Debug, PartialEq, Serialize, sqlx::FromRow)]
+pub struct LaneHealthRow {
+    /// `batch` or `immediate`.
+    pub lane: String,
+    /// Provider kind.
+    pub provider: String,
+    /// Model.
+    pub model: String,
+    /// Base URL.
+    pub endpoint: String,
+    /// `closed`, `open` or `half_open`.
+    pub state: String,
+    /// Opened by a setting fault: the lane waits for an operator (or a probe that succeeds).
+    pub setting_fault: bool,
+    /// The last failure.
+    pub reason: Option<String>,
+    /// The likely fix.
+    pub fix: Option<String>,
+    /// When this spell began.
+    pub opened_at: Option<DateTime<Utc>>,
+    /// When the next probe may go.
+    pub next_probe_at: Option<DateTime<Utc>>,
+    /// When the state last changed.
+    pub changed_at: DateTime<Utc>,
+    /// Which process changed it.
+    pub changed_by: String,
+    /// Changes so far.
+    pub n_transitions: i64,
+}
+
+/// A change of one lane's breaker, to be recorded.
+#[derive(Clone, Debug)]
+pub struct LaneTransition<'a> {
+    /// `batch` or `immediate`.
+    pub lane: Lane,
+    /// Provider kind.
+    pub provider: &'a str,
+    /// Model.
+    pub model: &'a str,
+    /// Base URL.
+    pub endpoint: &'a str,
+    /// The state now.
+    pub state: &'a str,
+    /// Opened by a setting fault.
+    pub setting_fault: bool,
+    /// The last failure (none once closed).
+    pub reason: Option<&'a str>,
+    /// The likely fix.
+    pub fix: Option<&'a str>,
+    /// When the spell began.
+    pub opened_at: Option<DateTime<Utc>>,
+    /// When the next probe may go.
+    pub next_probe_at: Option<DateTime<Utc>>,
+    /// When it changed.
+    pub at: DateTime<Utc>,
+}
+
+/// A planned request waiting on a lane, as re-routing needs it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WaitingRequest {
+    /// The request.
+    pub id: RequestId,
+    /// Its purpose.
+    pub purpose: Purpose,
+    /// Whose.
+    pub user_id: UserId,
+    /// The section it was planned under.
+    pub config_key: String,
+}
+
+/// Where a request goes instead.
+#[derive(Clone, Debug)]
+pub struct Reroute<'a> {
+    /// The lane.
+    pub lane: Lane,
+    /// The section that answers.
+    pub config_key: &'a str,
+    /// Its provider kind.
+    pub provider: &'a str,
+    /// Its model (`None` for the heuristic lane).
+    pub model: Option<&'a str>,
+}
+
+/// What the reconciler's miss found out about a `submitting` batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReconcileMiss {
+    /// Passes that found nothing, this one included.
+    pub misses: i64,
+    /// Whether a create call was made and answered without a verdict (rather than never made,
+    /// because the process died between the intent and the call).
+    pub create_was_called: bool,
+}
+
+/// The note a batch carries while its create outcome is unknown; kept through reconcile misses so
+/// the last miss knows whether the create was ever called.
+const CREATE_UNKNOWN: &str = "create outcome unknown: ";
+
+impl Store {
+    /// Records a change of one lane's breaker (upserted: one row per lane).
+    pub async fn record_lane_transition(&self, transition: &LaneTransition<'_>, worker: &str) -> Result<()> {
+        self.write(async |tx| {
+            tx.execute(sql!(
+                "INSERT INTO lane_health (lane, provider, model, endpoint, state, setting_fault, reason, fix, opened_at,
+                                          next_probe_at, changed_at, changed_by, n_transitions)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 1)
+                 ON CONFLICT (lane, provider, model, endpoint) DO UPDATE SET
+                     state = excluded.state, setting_fault = excluded.setting_fault, reason = excluded.reason,
+                     fix = excluded.fix, opened_at = excluded.opened_at, next_probe_at = excluded.next_probe_at,
+                     changed_at = excluded.changed_at, changed_by = excluded.changed_by,
+                     n_transitions = lane_health.n_transitions + 1",
+                transition.lane.as_str(),
+                transition.provider,
+                transition.model,
+                transition.endpoint,
+                transition.state,
+                transition.setting_fault,
+                transition.reason,
+                transition.fix,
+                transition.opened_at,
+                transition.next_probe_at,
+                transition.at,
+                worker
+            ))
+            .await
+        })
+        .await?;
+        Ok(())
+    }
+
+    /// Every lane's last known breaker state, unhealthy ones first.
+    pub async fn lane_health(&self) -> Result<Vec<LaneHealthRow>> {
+        Ok(on_pool!(self, |pool| {
+            sqlx::query_as(
+                "SELECT lane, provider, model, endpoint, state, setting_fault, reason, fix, opened_at, next_probe_at,
+                        changed_at, changed_by, n_transitions
+                 FROM lane_health ORDER BY state = 'closed', provider, model, endpoint, lane",
+            )
+            .fetch_all(pool)
+            .await?
+        }))
+    }
+
+    /// A lane is paused by a setting fault: the batch just packed for it fails with `reason`, its
+    /// requests go back to `planned` under the same ids (no attempt spent) not before
+    /// `not_before`, and their segments say what they wait for.
+    pub async fn hold_batch(
+        &self,
+        batch_id: BatchId,
+        reason: &str,
+        not_before: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<()> {
+        self.write(async |tx| {
+            tx.execute(sql!(
+                "UPDATE batches SET status = 'failed', last_error = $2, ended_at = $3, claimed_by = NULL, claimed_until = NULL
+                 WHERE id = $1",
+                batch_id,
+                reason,
+                now
+            ))
+            .await?;
+            note_waiting_segments(tx, "batch_id = $1 AND status = 'submitted'", batch_id.to_string(), reason).await?;
+            tx.execute(sql!(
+                "UPDATE llm_requests SET status = 'planned', batch_id = NULL, submitted_at = NULL, claimed_until = $2
+                 WHERE batch_id = $1 AND status = 'submitted'",
+                batch_id,
+                not_before
+            ))
+            .await?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Every request of an ingested batch failed validation, which only the configuration can
+    /// cause: their failures are taken back (same ids, no attempt spent), they wait as `planned`
+    /// until `not_before`, and the batch and their segments say why. Returns how many.
+    pub async fn hold_refused_batch(&self, batch_id: BatchId, reason: &str, not_before: DateTime<Utc>) -> Result<u64> {
+        self.write(async |tx| {
+            tx.execute(sql!(
+                "UPDATE batches SET last_error = $2 WHERE id = $1",
+                batch_id,
+                reason
+            ))
+            .await?;
+            note_waiting_segments(tx, "batch_id = $1 AND status = 'errored'", batch_id.to_string(), reason).await?;
+            tx.execute(sql!(
+                "UPDATE llm_requests SET status = 'planned', batch_id = NULL, submitted_at = NULL, completed_at = NULL,
+                        error = $2, claimed_until = $3
+                 WHERE batch_id = $1 AND status = 'errored'",
+                batch_id,
+                reason,
+                not_before
+            ))
+            .await
+        })
+        .await
+    }
+
+    /// An immediate-lane request claimed while its lane is paused goes back to `planned` (no
+    /// attempt spent), not claimable before `not_before`; its segment says what it waits for.
+    pub async fn hold_request(&self, request_id: RequestId, reason: &str, not_before: DateTime<Utc>) -> Result<()> {
+        self.write(async |tx| {
+            note_waiting_segments(tx, "id = $1 AND status = 'submitted'", request_id.to_string(), reason).await?;
+            tx.execute(sql!(
+                "UPDATE llm_requests SET status = 'planned', submitted_at = NULL, claimed_by = NULL, claimed_until = $2
+                 WHERE id = $1 AND status = 'submitted' AND batch_id IS NULL",
+                request_id,
+                not_before
+            ))
+            .await?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Planned requests of `lane` under any of `config_keys` not yet in a batch, oldest first.
+    pub async fn waiting_requests(
+        &self,
+        lane: Lane,
+        config_keys: &[String],
+        limit: i64,
+    ) -> Result<Vec<WaitingRequest>> {
+        let mut waiting = Vec::new();
+        for config_key in config_keys {
+            let room = limit - waiting.len() as i64;
+            if room <= 0 {
+                break;
+            }
+            let rows: Vec<(String, String, String)> = on_pool!(self, |pool| {
+                sqlx::query_as(
+                    "SELECT id, purpose, user_id FROM llm_requests
+                     WHERE lane = $1 AND config_key = $2 AND status = 'planned' AND batch_id IS NULL
+                     ORDER BY created_at, id LIMIT $3",
+                )
+                .bind(lane.as_str())
+                .bind(config_key)
+                .bind(room)
+                .fetch_all(pool)
+                .await?
+            });
+            for (id, purpose, user_id) in rows {
+                let bad = |error: &dyn std::fmt::Display| corrupt("llm_requests", error);
+                waiting.push(WaitingRequest {
+                    id: RequestId::parse(&id).map_err(|error| bad(&error))?,
+                    purpose: Purpose::parse(&purpose).map_err(|error| bad(&error))?,
+                    user_id: UserId::parse(&user_id).map_err(|error| bad(&error))?,
+                    config_key: config_key.clone(),
+                });
+            }
+        }
+        Ok(waiting)
+    }
+
+    /// Moves a planned request to another lane or provider of its route (same id, same payload,
+    /// no attempt spent); a request claimed or packed meanwhile is left alone. Returns whether it
+    /// moved.
+    pub async fn reroute_request(&self, request_id: RequestId, to: &Reroute<'_>) -> Result<bool> {
+        let moved = self
+            .write(async |tx| {
+                tx.execute(sql!(
+                    "UPDATE llm_requests SET lane = $2, config_key = $3, provider = $4, model = $5, claimed_until = NULL
+                     WHERE id = $1 AND status = 'planned' AND batch_id IS NULL",
+                    request_id,
+                    to.lane.as_str(),
+                    to.config_key,
+                    to.provider,
+                    to.model
+                ))
+                .await
+            })
+            .await?;
+        Ok(moved == 1)
+    }
+
+    /// Notes that a create call was made for a `submitting` batch and answered without a verdict.
+    pub async fn note_create_unknown(&self, batch_id: BatchId, error: &str) -> Result<()> {
+        self.note_batch_outcome_unknown(batch_id, &format!("{CREATE_UNKNOWN}{error}"))
+            .await
+    }
+
+    /// The reconciler found no provider batch this pass: counts the miss, keeps the note of an
+    /// unknown create outcome, and holds the batch one more grace period.
+    pub async fn reconcile_miss(
+        &self,
+        batch_id: BatchId,
+        now: DateTime<Utc>,
+        grace: Duration,
+    ) -> Result<ReconcileMiss> {
+        self.write(async |tx| {
+            let note: Option<String> = tx
+                .scalar_optional(sql!("SELECT last_error FROM batches WHERE id = $1", batch_id))
+                .await?
+                .flatten();
+            let create_was_called = note.as_deref().is_some_and(|note| note.starts_with(CREATE_UNKNOWN));
+            let kept = if create_was_called {
+                note.unwrap_or_default()
+            } else {
+                "no provider batch found yet".to_owned()
+            };
+            let misses: i64 = tx
+                .scalar_one(sql!(
+                    "UPDATE batches SET reconcile_misses = reconcile_misses + 1, claimed_until = $2, last_error = $3
+                     WHERE id = $1 RETURNING reconcile_misses",
+                    batch_id,
+                    now + grace,
+                    kept
+                ))
+                .await?;
+            Ok(ReconcileMiss {
+                misses,
+                create_was_called,
+            })
+        })
+        .await
+    }
+
+    /// Records that this process is alive.
+    pub async fn heartbeat(&self, worker: &str, now: DateTime<Utc>) -> Result<()> {
+        self.write(async |tx| {
+            tx.execute(sql!(
+                "INSERT INTO workers (id, seen_at) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET seen_at = excluded.seen_at",
+                worker,
+                now
+            ))
+            .await
+        })
+        .await?;
+        Ok(())
+    }
+
+    /// Processes seen since `since` (this one included once it has beaten).
+    pub async fn live_workers(&self, since: DateTime<Utc>) -> Result<i64> {
+        Ok(on_pool!(self, |pool| {
+            sqlx::query_scalar("SELECT COUNT(*) FROM workers WHERE seen_at >= $1")
+                .bind(since)
+                .fetch_one(pool)
+                .await?
+        }))
+    }
+}
+
+/// Writes `reason` on the segments of the requests that `filter` (over `llm_requests`, with `$1`
+/// bound to `value`) selects, leaving their status alone: they wait, they have not failed.
+async fn note_waiting_segments(tx: &mut WriteTx, filter: &str, value: String, reason: &str) -> Result<u64> {
+    let statement = format!(
+        "UPDATE segments SET last_error = $2
+         WHERE id IN (SELECT segment_id FROM llm_requests WHERE {filter} AND segment_id IS NOT NULL)
+           AND status NOT IN ('extracted', 'dead')"
+    );
+    tx.execute(sql!(&statement, value, format!("waiting: {reason}"))).await
+}

@@ -1,0 +1,199 @@
+//! Provider lane health on the pipeline: moving waiting work off unwell lanes, recording breaker
+//! changes where every process can read them, and stopping `run --until-idle` on a paused lane.
+//!
+//! The breakers themselves live in `memsift_llm::health` and are fed by every call (the immediate
+//! lane here in `pipeline`, creates, polls and downloads in the batch coordinator).
+
+use std::collections::HashMap;
+
+use memsift_core::UserId;
+use memsift_core::status::Lane;
+use memsift_llm::{LaneKey, OpenCause, Transition};
+use memsift_store::{LaneHealthRow, LaneTransition, Reroute};
+
+use crate::app::App;
+
+/// Waiting requests looked at per unwell lane and step.
+const REROUTE_PAGE: i64 = 500;
+
+/// Moves planned requests off lanes that are not usable now to the lane their route chooses
+/// instead: the next provider of the route (`fallback`), or, for `lane = "auto"`, the same
+/// provider's immediate lane. Requests with nowhere else to go stay. Returns how many moved.
+pub async fn reroute_waiting(app: &App) -> anyhow::Result<u64> {
+    let now = app.clock.now();
+    let mut tiers: HashMap<UserId, String> = HashMap::new();
+    let mut moved = 0;
+    for (lane_key, _) in app.health.unhealthy(now) {
+        if app.health.usable(&lane_key, now) {
+            continue;
+        }
+        let sections = app.router.sections_on(&lane_key);
+        for waiting in app
+            .store
+            .waiting_requests(lane_key.lane, &sections, REROUTE_PAGE)
+            .await?
+        {
+            let tier = match tiers.get(&waiting.user_id) {
+                Some(tier) => tier.clone(),
+                None => {
+                    let tier = app
+                        .billing
+                        .tier_of(app.store.user_billing_tier(waiting.user_id).await?.as_deref());
+                    tiers.insert(waiting.user_id, tier.clone());
+                    tier
+                }
+            };
+            // A tier that no longer resolves leaves the request where it is, for an admin.
+            let Ok(route) = app.router.route(waiting.purpose, &tier, false, now) else {
+                continue;
+            };
+            let same = route.lane == lane_key.lane && route.config_key == waiting.config_key;
+            let target_usable =
+                route.lane == Lane::Heuristic || app.health.usable(&LaneKey::of(route.lane, &route.llm), now);
+            if same || !target_usable {
+                continue;
+            }
+            let to = Reroute {
+                lane: route.lane,
+                config_key: &route.config_key,
+                provider: crate::pipeline::provider_name(route.llm.provider),
+                model: Some(route.llm.model.as_str()).filter(|model| !model.is_empty()),
+            };
+            if app.store.reroute_request(waiting.id, &to).await? {
+                moved += 1;
+            }
+        }
+        tracing::debug!(lane = %lane_key.name(), moved, "Moved waiting work off an unwell lane.");
+    }
+    Ok(moved)
+}
+
+/// Records every breaker change since the last call in the store (for `memsift batches`, the
+/// admin pages and `/metrics`) and logs it: one error line with the likely fix when a setting
+/// fault pauses a lane, one line when a lane resumes.
+pub async fn persist_transitions(app: &App) -> anyhow::Result<()> {
+    for transition in app.health.take_transitions() {
+        log_transition(&transition);
+        let Transition {
+            key,
+            at,
+            to,
+            cause,
+            next_probe_at,
+            ..
+        } = &transition;
+        app.store
+            .record_lane_transition(
+                &LaneTransition {
+                    lane: key.lane,
+                    provider: &key.provider,
+                    model: &key.model,
+                    endpoint: &key.endpoint,
+                    state: to,
+                    setting_fault: cause.as_ref().is_some_and(|cause| cause.setting_fault),
+                    reason: cause.as_ref().map(|cause| cause.reason.as_str()),
+                    fix: cause.as_ref().and_then(|cause| cause.fix.as_deref()),
+                    opened_at: cause.as_ref().map(|cause| cause.opened_at),
+                    next_probe_at: *next_probe_at,
+                    at: *at,
+                },
+                &app.worker_id,
+            )
+            .await?;
+    }
+    Ok(())
+}
+
+fn log_transition(transition: &Transition) {
+    let lane = transition.key.name();
+    match (transition.from, transition.to, &transition.cause) {
+        ("closed", "open", Some(cause)) if cause.setting_fault => tracing::error!(
+            %lane,
+            error = %cause.reason,
+            fix = cause.fix.as_deref().unwrap_or("check the section's settings"),
+            "Lane paused by a setting fault: no attempt is spent and its work waits; probing again with backoff."
+        ),
+        ("closed", "open", Some(cause)) => tracing::warn!(
+            %lane,
+            error = %cause.reason,
+            "Lane unwell: new work goes to the route's next provider while it cools down."
+        ),
+        (_, "closed", _) => tracing::info!(%lane, "Lane healthy again; its work resumes."),
+        (_, "open", Some(cause)) => tracing::info!(
+            %lane,
+            error = %cause.reason,
+            next_probe_at = ?transition.next_probe_at,
+            "Probe failed; the lane waits longer."
+        ),
+        _ => tracing::debug!(%lane, from = transition.from, to = transition.to, "Lane breaker changed."),
+    }
+}
+
+/// Fails with one line per lane paused by a setting fault that still has work waiting, naming
+/// the lane, the provider's answer and the likely fix. Nothing was spent on that work.
+pub async fn stop_if_paused(app: &App) -> anyhow::Result<()> {
+    let now = app.clock.now();
+    let mut lines = Vec::new();
+    for (lane_key, state) in app.health.unhealthy(now) {
+        let Some(cause) = state.cause().filter(|cause| cause.setting_fault) else {
+            continue;
+        };
+        let sections = app.router.sections_on(&lane_key);
+        let waiting = app.store.waiting_requests(lane_key.lane, &sections, 1).await?;
+        if !waiting.is_empty() {
+            lines.push(paused_line(&lane_key, cause));
+        }
+    }
+    if lines.is_empty() {
+        return Ok(());
+    }
+    anyhow::bail!(
+        "{}; no attempt was spent: fix the setting and run again (the daemon probes by itself)",
+        lines.join("; ")
+    )
+}
+
+fn paused_line(lane_key: &LaneKey, cause: &OpenCause) -> String {
+    format!(
+        "lane {} is paused by a setting fault: {}",
+        lane_key.name(),
+        cause.describe()
+    )
+}
+
+/// The lines `memsift batches` and `memsift segments` print under their tables: every lane that
+/// is not closed, as the process that last changed it saw it.
+pub fn describe_unhealthy(rows: &[LaneHealthRow]) -> Vec<String> {
+    rows.iter()
+        .filter(|row| row.state != "closed")
+        .map(|row| {
+            let kind = if row.setting_fault {
+                "paused by a setting fault"
+            } else {
+                "unwell"
+            };
+            let since = row
+                .opened_at
+                .map(|at| format!(" since {}", at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)))
+                .unwrap_or_default();
+            let probe = row
+                .next_probe_at
+                .map(|at| format!("; next probe {}", at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)))
+                .unwrap_or_default();
+            let fix = row
+                .fix
+                .as_deref()
+                .map(|fix| format!("; likely fix: {fix}"))
+                .unwrap_or_default();
+            format!(
+                "lane {} {}/{} at {} is {kind} ({}){since}: {}{fix}{probe}",
+                row.lane,
+                row.provider,
+                row.model,
+                row.endpoint,
+                row.state,
+                row.reason.as_deref().unwrap_or("no detail"),
+            )
+        })
+        .collect()
+}
