@@ -255,17 +255,12 @@ impl Store {
         now: DateTime<Utc>,
     ) -> Result<StageOutcome> {
         self.write(async |tx| {
-            if !tx.claim_answer(request_id, 0, Some(reason), now).await? {
-                tx.unclaimed(request_id).await?;
+            let Some(before) = tx
+                .claim_and_capture_memory(request_id, memory_id, 0, Some(reason), now)
+                .await?
+            else {
                 return Ok(StageOutcome::AlreadyApplied);
-            }
-            let ids = [memory_id.to_string()];
-            let before = tx
-                .capture_rows(Capture {
-                    memories: &ids,
-                    ..Capture::default()
-                })
-                .await?;
+            };
             let updated = tx
                 .execute(sql!(
                     "UPDATE memories SET refinement_rejections = refinement_rejections + 1, refined_at = $3
@@ -312,17 +307,9 @@ impl Store {
         now: DateTime<Utc>,
     ) -> Result<StageOutcome> {
         self.write(async |tx| {
-            if !tx.claim_answer(request_id, 1, None, now).await? {
-                tx.unclaimed(request_id).await?;
+            let Some(before) = tx.claim_and_capture_memory(request_id, memory_id, 1, None, now).await? else {
                 return Ok(StageOutcome::AlreadyApplied);
-            }
-            let ids = [memory_id.to_string()];
-            let before = tx
-                .capture_rows(Capture {
-                    memories: &ids,
-                    ..Capture::default()
-                })
-                .await?;
+            };
             let updated = tx
                 .execute(sql!(
                     "UPDATE memories SET confidence = $3, expires_at = $4, updated_at = $5
@@ -357,5 +344,31 @@ impl Store {
             }))
         })
         .await
+    }
+}
+
+impl crate::tx::WriteTx {
+    /// Claims an answer about one memory and copies that memory's state for the journal; `None`
+    /// when an earlier apply already wrote the answer.
+    async fn claim_and_capture_memory(
+        &mut self,
+        request_id: RequestId,
+        memory_id: MemoryId,
+        n_items: usize,
+        note: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> Result<Option<crate::journal::RowsBefore>> {
+        if !self.claim_answer(request_id, n_items, note, now).await? {
+            self.unclaimed(request_id).await?;
+            return Ok(None);
+        }
+        let ids = [memory_id.to_string()];
+        let before = self
+            .capture_rows(Capture {
+                memories: &ids,
+                ..Capture::default()
+            })
+            .await?;
+        Ok(Some(before))
     }
 }
