@@ -15,8 +15,9 @@ use memsift_llm::{
 use memsift_routing::{BillingBackend, ColumnBilling, HeuristicStrategy, ImmediateStrategy, Router};
 use memsift_store::{Store, StoreOptions, redact};
 
+use crate::apply::ApplyContext;
 use crate::embedding::Vectors;
-use crate::pipeline::{ApplyContext, SleepWaiter, Waiter};
+use crate::pipeline::{SleepWaiter, Waiter};
 
 /// Everything a command needs.
 #[derive(Clone)]
@@ -220,7 +221,7 @@ impl App {
     /// The resolved `{purpose}_{tier}` config (validated at start-up by the router), or the offline
     /// lane for work the budget policy sent there.
     pub fn resolved_llm(&self, config_key: &str) -> anyhow::Result<ResolvedLlm> {
-        if config_key == crate::pipeline::OVER_BUDGET_KEY {
+        if config_key == crate::budget::OVER_BUDGET_KEY {
             return Ok(ResolvedLlm::offline(config_key));
         }
         let llm = self

@@ -702,7 +702,7 @@ async fn dispatch(app: &App, command: Command, json: bool) -> anyhow::Result<()>
             plan_only,
         } => {
             for stage in stage.stages() {
-                let report = crate::stages::run_stage(app, stage, user.as_deref(), dry_run, !plan_only).await?;
+                let report = crate::pipeline::run_stage(app, stage, user.as_deref(), dry_run, !plan_only).await?;
                 if json {
                     render::print_json(&report)?;
                 } else {
@@ -831,7 +831,7 @@ async fn replay(
     let context = app.apply_context();
     let mut reports = Vec::with_capacity(ids.len());
     for id in ids {
-        reports.push(pipeline::replay_request(&context, id, dry_run).await?);
+        reports.push(crate::apply::replay_request(&context, id, dry_run).await?);
     }
     if json {
         return render::print_json(&reports);

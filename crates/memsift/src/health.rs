@@ -56,7 +56,7 @@ pub async fn reroute_waiting(app: &App) -> anyhow::Result<u64> {
             let to = Reroute {
                 lane: route.lane,
                 config_key: &route.config_key,
-                provider: crate::pipeline::provider_name(route.llm.provider),
+                provider: route.llm.provider.as_str(),
                 model: Some(route.llm.model.as_str()).filter(|model| !model.is_empty()),
             };
             if app.store.reroute_request(waiting.id, &to).await? {

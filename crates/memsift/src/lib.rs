@@ -6,6 +6,8 @@
 pub mod admin;
 pub mod api;
 pub mod app;
+pub mod apply;
+pub mod budget;
 pub mod cli;
 pub mod daemon;
 pub mod demo;

@@ -5,7 +5,7 @@
 //! state: close idle segments → plan (payload + route per chunk) → execute the heuristic and
 //! immediate lanes → step the batch coordinator → apply every recorded answer → re-plan failed
 //! attempts. Lanes only record answers; [`drain_answers`] applies them all through
-//! [`apply_request_output`], the single place that turns a stored raw output into memories.
+//! [`crate::apply::apply_request_output`], the single place that turns a stored raw output into memories.
 //! Background work is driven step by step, so tests need no sleeps.
 //!
 //! One bad item stalls nothing else: a request, answer or segment that fails is recorded on that
@@ -23,18 +23,16 @@ use memsift_core::config::{OverBudget, ProviderKind};
 use memsift_core::request::{RequestBody, RequestContext, RequestSubject};
 use memsift_core::status::{Lane, Purpose, RequestStatus, Role};
 use memsift_core::transcript::parse_turns;
-use memsift_core::{Clock, MemoryId, RequestId, UserId};
+use memsift_core::{MemoryId, RequestId};
 use memsift_llm::{BreakerState, FaultClass, LaneKey, OpenCause, Permit, ResolvedLlm};
 use memsift_payload::{KnownMemory, PayloadOptions, build_extraction_chunks};
-use memsift_processor::{ProcessInput, ProcessOutput, StopReason, VECTOR_DUPLICATE_THRESHOLD, process};
 use memsift_routing::{ExecutionOutcome, ExecutionRequest, ExecutionStrategy, Route};
-use memsift_store::{
-    ApplyFailure, ApplyInput, ApplyOutcome, ClaimedSegment, ItemEmbeddings, NewRequest, RequestUsage, Store,
-};
+use memsift_store::{ApplyFailure, ClaimedSegment, NewRequest, RequestUsage};
 use serde::Serialize;
 
 use crate::app::App;
-use crate::embedding::Vectors;
+use crate::apply::{Applied, apply_request_output, is_environment_fault};
+use crate::budget::{OVER_BUDGET_KEY, over_budget};
 
 /// How many segments or requests one step claims per stage.
 const CLAIM_BATCH: i64 = 32;
@@ -216,21 +214,6 @@ pub async fn drain_answers(app: &App, report: &mut StepReport) -> anyhow::Result
             }
         }
     }
-}
-
-/// Whether a failure is the environment's (the database unreachable or busy, the embedder
-/// missing or failing) rather than the item's. Such a failure must never spend an item's
-/// attempts: the same item succeeds once the environment is back.
-pub fn is_environment_fault(error: &anyhow::Error) -> bool {
-    error.chain().any(|cause| {
-        cause
-            .downcast_ref::<memsift_store::StoreError>()
-            .is_some_and(memsift_store::StoreError::is_transient)
-            || cause.downcast_ref::<crate::embedding::EmbedderUnavailable>().is_some()
-            || cause
-                .downcast_ref::<memsift_embed::EmbedError>()
-                .is_some_and(|error| !matches!(error, memsift_embed::EmbedError::EmptyText { .. }))
-    })
 }
 
 /// Drops raw outputs past `[retention] raw_output_days` (0: keeps them); returns how many.
@@ -430,7 +413,7 @@ pub async fn plan_segment(app: &App, segment: &ClaimedSegment) -> anyhow::Result
                 chunk_index: chunk.chunk_index as i64,
                 lane: route.lane,
                 config_key: route.config_key.clone(),
-                provider: provider_name(route.llm.provider).to_owned(),
+                provider: route.llm.provider.as_str().to_owned(),
                 model: Some(route.llm.model.clone()).filter(|model| !model.is_empty()),
                 prompt_version: prompt_version.clone(),
                 context: RequestContext {
@@ -449,30 +432,6 @@ pub async fn plan_segment(app: &App, segment: &ClaimedSegment) -> anyhow::Result
         .collect();
     app.store.plan_segment_requests(segment.id, &requests, now).await?;
     Ok(requests.len() as u64)
-}
-
-/// The config key recorded on requests that the budget policy sent to the heuristic lane.
-pub const OVER_BUDGET_KEY: &str = "over_budget_heuristic";
-
-/// `Some(why)` when the user has spent their tier's daily budget and the route would spend more;
-/// the offline lane costs nothing, so it is never over.
-pub(crate) async fn over_budget(app: &App, user_id: UserId, tier: &str, lane: Lane) -> anyhow::Result<Option<String>> {
-    let Some(&budget) = app.config.billing.daily_budget_usd.get(tier) else {
-        return Ok(None);
-    };
-    if lane == Lane::Heuristic {
-        return Ok(None);
-    }
-    let day_start = app
-        .clock
-        .now()
-        .date_naive()
-        .and_hms_opt(0, 0, 0)
-        .expect("midnight exists")
-        .and_utc();
-    let spent = app.store.user_cost_since(user_id, day_start).await?;
-    Ok((spent >= budget)
-        .then(|| format!("user over the {tier} daily budget (${spent:.4} of ${budget:.4} spent today)")))
 }
 
 /// The known memories shown with a segment, most relevant first: those its turns referenced (the
@@ -511,11 +470,6 @@ async fn memory_context(
         }
     }
     Ok(known.into_iter().map(|(id, text)| KnownMemory { id, text }).collect())
-}
-
-/// The stored name of a provider kind.
-pub fn provider_name(provider: ProviderKind) -> &'static str {
-    provider.as_str()
 }
 
 /// Executes planned requests of the heuristic or immediate lane and applies their answers.
@@ -696,319 +650,28 @@ async fn hold_request(app: &App, request_id: RequestId, lane_key: &LaneKey, caus
     Ok(())
 }
 
-/// Totals of one or more applies.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Applied {
-    /// Memories written.
-    pub n_memories: u64,
-    /// Items dropped by the processor or at write.
-    pub n_items_dropped: u64,
-    /// Segments that became `extracted`.
-    pub n_segments_extracted: u64,
-    /// Post-processing answers that changed the store (each one journal row).
-    pub n_stage_changes: u64,
-}
-
-/// What the apply path reads and writes through: the store, the clock and the vectors.
-#[derive(Clone)]
-pub struct ApplyContext {
-    /// Where outputs are read and memories written.
-    pub store: Store,
-    /// The clock stamped on what is written.
-    pub clock: Arc<dyn Clock>,
-    /// The embedder and the per-user exact indexes.
-    pub vectors: Arc<Vectors>,
-}
-
-/// Nearest stored memories compared per item in the vector stage; only the best one decides.
-const VECTOR_NEIGHBOURS: usize = 5;
-
-/// The one path from a stored raw output to memories, shared by every lane: parse, validate and
-/// fuzzy-dedupe (pure), then embed the survivors and drop those within cosine 0.92 of the user's
-/// exact nearest memories or of an earlier item, then write them with their vectors exactly once.
-pub async fn apply_request_output(ctx: &ApplyContext, request_id: RequestId) -> anyhow::Result<Applied> {
-    let stored = ctx.store.stored_output(request_id).await?;
-    if stored.purpose != Purpose::Extraction {
-        return crate::stages::apply_stage_answer(ctx, stored).await;
+/// Plans one stage and, unless `dry_run` or not `execute`, runs the pipeline until it is idle so
+/// the stage's requests are answered and applied (a consolidation's reviews included).
+pub async fn run_stage(
+    app: &App,
+    stage: crate::stages::Stage,
+    user: Option<&str>,
+    dry_run: bool,
+    execute: bool,
+) -> anyhow::Result<crate::stages::StageRun> {
+    let before = crate::stages::store_shape(app).await?;
+    let plan = crate::stages::plan_stage(app, stage, user, dry_run).await?;
+    let mut n_changes = 0;
+    if !dry_run && execute {
+        n_changes = run_until_idle(app).await?.n_stage_changes;
     }
-    let prepared = prepare_output(ctx, request_id, false).await?;
-    let n_dropped = prepared.output.dropped.len() as u64;
-    let mut applied = Applied {
-        n_items_dropped: n_dropped,
-        ..Applied::default()
-    };
-    match write_output(ctx, prepared, None).await? {
-        ApplyOutcome::Applied {
-            memory_ids,
-            n_duplicates_at_write,
-            n_erased_at_write,
-            segment_extracted,
-            ..
-        } => {
-            applied.n_memories = memory_ids.len() as u64;
-            applied.n_items_dropped += n_duplicates_at_write + n_erased_at_write;
-            applied.n_segments_extracted = u64::from(segment_extracted);
-        }
-        ApplyOutcome::AlreadyApplied => {
-            tracing::info!(%request_id, "Request was already applied; nothing written.");
-        }
-    }
-    Ok(applied)
-}
-
-/// A stored output run through today's rules, ready to write.
-struct PreparedOutput {
-    stored: memsift_store::StoredOutput,
-    output: ProcessOutput,
-    embeddings: Option<ItemEmbeddings>,
-}
-
-/// Parses, validates and dedupes a stored raw output against the user's memories as they are now
-/// (fuzzy, then vectors); writes nothing.
-async fn prepare_output(ctx: &ApplyContext, request_id: RequestId, replay: bool) -> anyhow::Result<PreparedOutput> {
-    let store = &ctx.store;
-    let stored = store.stored_output(request_id).await?;
-    let existing_keys = if replay {
-        store.all_dedupe_keys(stored.user_id).await?
-    } else {
-        store.active_dedupe_keys(stored.user_id).await?
-    };
-    let raw_output = stored
-        .raw_output
-        .clone()
-        .with_context(|| format!("request {request_id} has no output yet"))?;
-    let mut input = ProcessInput {
-        // Set on the blocking thread below, which owns the text.
-        raw_text: "",
-        stop_reason: stored.stop_reason.as_deref().map(|reason| match reason {
-            "end_turn" | "stop" => StopReason::EndTurn,
-            "max_tokens" | "length" => StopReason::MaxTokens,
-            _ => StopReason::Other,
-        }),
-        existing_keys,
-        ..ProcessInput::default()
-    };
-    for (label, message_id) in &stored.context.turns {
-        input.turns.insert(label.clone(), *message_id);
-    }
-    for (short, (id, text)) in &stored.context.memories {
-        input.known_texts.push((*id, text.clone()));
-        input.context.insert(short.clone(), (*id, text.clone()));
-    }
-    // Parsing, repair and fuzzy dedupe are CPU work proportional to the output and the user's
-    // memories: off the task that serves the API and the watchdog, like chunking.
-    let mut output = tokio::task::spawn_blocking(move || {
-        process(&ProcessInput {
-            raw_text: &raw_output,
-            ..input
-        })
+    let after = crate::stages::store_shape(app).await?;
+    Ok(crate::stages::StageRun {
+        plan,
+        before,
+        after,
+        n_changes,
     })
-    .await
-    .context("processing the output ended abnormally")?;
-    let embeddings = vector_stage(ctx, stored.user_id, &mut output).await?;
-    Ok(PreparedOutput {
-        stored,
-        output,
-        embeddings,
-    })
-}
-
-/// An item that survived processing, as the store writes it.
-fn new_memory(item: memsift_processor::ValidItem) -> memsift_store::NewMemory {
-    memsift_store::NewMemory {
-        text: item.text,
-        dedupe_key: item.dedupe_key,
-        confidence: item.confidence,
-        happens_at: item.happens_at,
-        expires_at: item.expires_at,
-        sensitive: item.sensitive,
-        temporal: item.temporal,
-        hinted_memory_ids: item
-            .related_memory_ids
-            .into_iter()
-            .chain(item.consolidates_memory_ids)
-            .collect(),
-        linking_hints: item.linking_hints,
-        entities: item.entities,
-        evidence: item.evidence,
-    }
-}
-
-/// The stored memory a dropped duplicate points at, with the turns it cited; `None` for any other
-/// drop (nothing to pass on).
-fn duplicate_evidence(drop: &memsift_processor::DroppedItem) -> Option<memsift_store::DuplicateEvidence> {
-    use memsift_store::DuplicateOf;
-    if drop.evidence.is_empty() {
-        return None;
-    }
-    let of = match (drop.duplicate_of, drop.reason) {
-        (Some(memory_id), _) => DuplicateOf::Memory(memory_id),
-        (None, memsift_processor::DropReason::DuplicateOfExisting) => {
-            DuplicateOf::Key(memsift_core::text::dedupe_key(drop.text.as_deref()?))
-        }
-        (None, _) => return None,
-    };
-    Some(memsift_store::DuplicateEvidence {
-        of,
-        evidence: drop.evidence.clone(),
-    })
-}
-
-/// Writes a prepared output: exactly once on the normal path, journaled when `replay` says why.
-async fn write_output(
-    ctx: &ApplyContext,
-    prepared: PreparedOutput,
-    replay: Option<String>,
-) -> anyhow::Result<ApplyOutcome> {
-    let PreparedOutput {
-        stored,
-        output,
-        embeddings,
-    } = prepared;
-    let apply = ApplyInput {
-        request_id: stored.request_id,
-        user_id: stored.user_id,
-        segment_id: stored.segment_id,
-        prompt_version: stored.prompt_version.clone(),
-        model: stored.model.clone(),
-        n_dropped: output.dropped.len() as i64,
-        drops: serde_json::to_value(&output.dropped)?,
-        duplicate_evidence: output.dropped.iter().filter_map(duplicate_evidence).collect(),
-        items: output.items.into_iter().map(new_memory).collect(),
-        embeddings,
-        replay,
-        now: ctx.clock.now(),
-    };
-    let outcome = ctx.store.apply(&apply).await?;
-    if let (
-        ApplyOutcome::Applied {
-            memory_ids,
-            item_positions,
-            memory_version,
-            ..
-        },
-        Some(embeddings),
-        Ok(cache),
-    ) = (&outcome, &apply.embeddings, ctx.vectors.cache())
-    {
-        let written: Vec<(MemoryId, &[f32])> = memory_ids
-            .iter()
-            .zip(item_positions)
-            .map(|(&id, &position)| (id, embeddings.vectors[position].as_slice()))
-            .collect();
-        cache.record_embeddings(stored.user_id, &written, *memory_version);
-    }
-    Ok(outcome)
-}
-
-/// What replaying one request under today's rules found, and wrote unless it was a dry run.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
-pub struct ReplayReport {
-    /// The request.
-    pub request_id: String,
-    /// Items today's rules accept that are not stored yet (each written unless `dry_run`).
-    pub new_memories: Vec<String>,
-    /// Items dropped today, by reason (stored ones show up as duplicates of themselves).
-    pub dropped_by_reason: std::collections::BTreeMap<String, u64>,
-    /// The journal row, when something was written.
-    pub operation_id: Option<String>,
-    /// Nothing was written.
-    pub dry_run: bool,
-}
-
-/// Re-runs parsing, validation and dedupe over an applied request's stored raw output with no
-/// provider call, writes only what today's rules accept and the store does not hold yet, and
-/// journals it in `operations`. A dry run reports the same without writing.
-pub async fn replay_request(ctx: &ApplyContext, request_id: RequestId, dry_run: bool) -> anyhow::Result<ReplayReport> {
-    let prepared = prepare_output(ctx, request_id, true).await?;
-    if prepared.stored.status != RequestStatus::Applied {
-        anyhow::bail!(
-            "request {request_id} is `{}`: only applied requests are replayed; `memsift run` applies the rest",
-            prepared.stored.status
-        );
-    }
-    let mut report = ReplayReport {
-        request_id: request_id.to_string(),
-        new_memories: prepared.output.items.iter().map(|item| item.text.clone()).collect(),
-        dry_run,
-        ..ReplayReport::default()
-    };
-    for drop in &prepared.output.dropped {
-        *report
-            .dropped_by_reason
-            .entry(drop.reason.as_str().to_owned())
-            .or_default() += 1;
-    }
-    if dry_run || prepared.output.items.is_empty() {
-        return Ok(report);
-    }
-    let reason = format!(
-        "replay of request {request_id} under today's rules (prompt {})",
-        prepared.stored.prompt_version
-    );
-    if let ApplyOutcome::Applied {
-        memory_ids,
-        item_positions,
-        operation_id,
-        ..
-    } = write_output(ctx, prepared, Some(reason)).await?
-    {
-        // A concurrent writer may have stored some items since they were prepared.
-        let written: std::collections::HashSet<usize> = item_positions.iter().copied().collect();
-        report.new_memories = std::mem::take(&mut report.new_memories)
-            .into_iter()
-            .enumerate()
-            .filter(|(position, _)| written.contains(position))
-            .map(|(_, text)| text)
-            .collect();
-        debug_assert_eq!(report.new_memories.len(), memory_ids.len());
-        report.operation_id = operation_id.map(|id| id.to_string());
-    }
-    Ok(report)
-}
-
-/// Embeds the items that survived the pure stages and drops vector duplicates (dedupe against the
-/// store); returns the survivors' vectors for the write. Nothing to embed, nothing to compare.
-async fn vector_stage(
-    ctx: &ApplyContext,
-    user_id: UserId,
-    output: &mut ProcessOutput,
-) -> anyhow::Result<Option<ItemEmbeddings>> {
-    if output.items.is_empty() {
-        return Ok(None);
-    }
-    let vectors = ctx
-        .vectors
-        .embed(output.items.iter().map(|item| item.text.clone()).collect())
-        .await?;
-    let index = ctx.vectors.fresh_index(&ctx.store, user_id).await?;
-    let neighbours = vectors
-        .iter()
-        .map(|vector| {
-            Ok(index
-                .search(vector, VECTOR_NEIGHBOURS)?
-                .into_iter()
-                .map(|neighbour| (neighbour.memory_id, neighbour.score))
-                .collect())
-        })
-        .collect::<anyhow::Result<Vec<Vec<(MemoryId, f32)>>>>()?;
-    let mut by_response_index: HashMap<usize, Vec<f32>> = output
-        .item_indices
-        .iter()
-        .copied()
-        .zip(vectors.iter().cloned())
-        .collect();
-    output.apply_vector_stage(&vectors, &neighbours, VECTOR_DUPLICATE_THRESHOLD);
-    let kept = output
-        .item_indices
-        .iter()
-        .map(|index| by_response_index.remove(index))
-        .collect::<Option<Vec<_>>>()
-        .context("the vector stage kept an item it was not given")?;
-    Ok(Some(ItemEmbeddings {
-        model_id: index.model_id().to_owned(),
-        vectors: kept,
-    }))
 }
 
 /// How `run --until-idle` waits for work that is due later.

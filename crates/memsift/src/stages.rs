@@ -27,7 +27,8 @@ use memsift_store::{
 use serde::Serialize;
 
 use crate::app::App;
-use crate::pipeline::{Applied, ApplyContext, OVER_BUDGET_KEY, provider_name};
+use crate::apply::context::{Applied, ApplyContext};
+use crate::budget::{OVER_BUDGET_KEY, over_budget};
 
 /// A post-processing stage, as the CLI and the daemon name it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -246,7 +247,7 @@ async fn stage_request_with(
         .billing
         .tier_of(app.store.user_billing_tier(user_id).await?.as_deref());
     let mut route = app.router.route(purpose, &tier, false, app.clock.now())?;
-    if let Some(over) = crate::pipeline::over_budget(app, user_id, &tier, route.lane).await? {
+    if let Some(over) = over_budget(app, user_id, &tier, route.lane).await? {
         match app.config.billing.over_budget {
             OverBudget::Heuristic => {
                 tracing::info!(%user_id, %tier, %purpose, "{over}; planning on the heuristic lane.");
@@ -275,7 +276,7 @@ async fn stage_request_with(
         chunk_index: 0,
         lane: route.lane,
         config_key: route.config_key.clone(),
-        provider: provider_name(route.llm.provider).to_owned(),
+        provider: route.llm.provider.as_str().to_owned(),
         model: Some(route.llm.model.clone()).filter(|model| !model.is_empty()),
         prompt_version,
         context,
@@ -1055,28 +1056,4 @@ impl StageRun {
         }
         out
     }
-}
-
-/// Plans one stage and, unless `dry_run` or not `execute`, runs the pipeline until it is idle so
-/// the stage's requests are answered and applied (a consolidation's reviews included).
-pub async fn run_stage(
-    app: &App,
-    stage: Stage,
-    user: Option<&str>,
-    dry_run: bool,
-    execute: bool,
-) -> anyhow::Result<StageRun> {
-    let before = store_shape(app).await?;
-    let plan = plan_stage(app, stage, user, dry_run).await?;
-    let mut n_changes = 0;
-    if !dry_run && execute {
-        n_changes = crate::pipeline::run_until_idle(app).await?.n_stage_changes;
-    }
-    let after = store_shape(app).await?;
-    Ok(StageRun {
-        plan,
-        before,
-        after,
-        n_changes,
-    })
 }

@@ -1,7 +1,8 @@
 //! Daily budgets per tier: a user over budget goes to the heuristic lane or waits for tomorrow.
 
 use chrono::Duration;
-use memsift::pipeline::{OVER_BUDGET_KEY, run_until_idle};
+use memsift::budget::OVER_BUDGET_KEY;
+use memsift::pipeline::run_until_idle;
 use memsift_core::config::OverBudget;
 use memsift_sim::FaultConfig;
 use memsift_store::testing::TestDb;
@@ -100,7 +101,8 @@ async fn stages_over_budget(policy: OverBudget) -> (TestApp, memsift::app::App) 
 
 #[tokio::test]
 async fn a_user_over_budget_gets_post_processing_on_the_heuristic_lane_or_later() {
-    use memsift::stages::{Stage, run_stage};
+    use memsift::pipeline::run_stage;
+    use memsift::stages::Stage;
     let (test, app) = stages_over_budget(OverBudget::Heuristic).await;
     let creates_before = test.sim().counters().creates;
     let run = run_stage(&app, Stage::Relationships, Some("ana"), false, true)

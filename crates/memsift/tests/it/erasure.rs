@@ -2,7 +2,8 @@
 //! can look (every text column through SQL; on SQLite the raw database files, write-ahead log
 //! included), and no write path can store an erased fact again.
 
-use memsift::pipeline::{replay_request, run_until_idle};
+use memsift::apply::replay_request;
+use memsift::pipeline::run_until_idle;
 use memsift_core::status::{Lane, Purpose};
 use memsift_core::{MemoryId, RequestId};
 use memsift_store::{Covered, NewRequest, Replacement, RequestUsage, Revision, RunCap, StageOutcome, Store};
@@ -88,7 +89,7 @@ async fn erasure_leaves_no_word_and_no_way_back(test: TestApp) {
             "no memory says {word}"
         );
     }
-    memsift::stages::run_stage(app, memsift::stages::Stage::Summaries, Some("zed"), false, true)
+    memsift::pipeline::run_stage(app, memsift::stages::Stage::Summaries, Some("zed"), false, true)
         .await
         .unwrap();
     assert!(!store.find_text_anywhere("quetzalburg").await.unwrap().is_empty());

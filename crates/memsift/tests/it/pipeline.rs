@@ -1,7 +1,8 @@
 //! The pipeline end to end on a real store: import → segments → heuristic lane → apply.
 
 use chrono::Duration;
-use memsift::pipeline::{apply_request_output, run_once, run_until_idle};
+use memsift::apply::apply_request_output;
+use memsift::pipeline::{run_once, run_until_idle};
 
 use crate::helpers::{TestApp, line};
 

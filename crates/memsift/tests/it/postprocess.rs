@@ -2,7 +2,8 @@
 //! or the simulator's batch lane, applied through the journaled store operations, capped, and
 //! undone to the exact prior rows.
 
-use memsift::stages::{Stage, run_stage};
+use memsift::pipeline::run_stage;
+use memsift::stages::Stage;
 use memsift_core::config::Config;
 use memsift_sim::SimConfig;
 use memsift_store::testing::TestDb;

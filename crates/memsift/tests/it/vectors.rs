@@ -247,7 +247,7 @@ async fn replay_restores_what_todays_rules_accept_once_and_journals_it() {
     let context = test.app.apply_context();
 
     let before = test.app.store.counts().await.unwrap();
-    let dry = memsift::pipeline::replay_request(&context, request_id, true)
+    let dry = memsift::apply::replay_request(&context, request_id, true)
         .await
         .unwrap();
     assert_eq!(dry.new_memories, vec![rex.text.clone()]);
@@ -258,7 +258,7 @@ async fn replay_restores_what_todays_rules_accept_once_and_journals_it() {
         "a dry run writes nothing"
     );
 
-    let replayed = memsift::pipeline::replay_request(&context, request_id, false)
+    let replayed = memsift::apply::replay_request(&context, request_id, false)
         .await
         .unwrap();
     assert_eq!(replayed.new_memories, vec![rex.text.clone()]);
@@ -269,7 +269,7 @@ async fn replay_restores_what_todays_rules_accept_once_and_journals_it() {
     assert!(texts.contains(&rex.text), "{texts:?}");
 
     // Replaying again finds everything stored: nothing written, nothing journaled.
-    let again = memsift::pipeline::replay_request(&context, request_id, false)
+    let again = memsift::apply::replay_request(&context, request_id, false)
         .await
         .unwrap();
     assert!(again.new_memories.is_empty());
@@ -282,7 +282,7 @@ async fn replay_restores_what_todays_rules_accept_once_and_journals_it() {
         .archive_test_memory(stored.user_id, lisbon.id.parse().unwrap())
         .await
         .unwrap();
-    let after_archive = memsift::pipeline::replay_request(&context, request_id, false)
+    let after_archive = memsift::apply::replay_request(&context, request_id, false)
         .await
         .unwrap();
     assert!(after_archive.new_memories.is_empty(), "{after_archive:?}");
