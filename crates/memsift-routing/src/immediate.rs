@@ -13,7 +13,6 @@ use memsift_llm::{
 use secrecy::SecretString;
 
 use crate::error::RoutingError;
-use crate::router::provider_name;
 use crate::strategy::{ExecutionOutcome, ExecutionRequest, ExecutionStrategy};
 
 /// Calls the provider named by the request's resolved config. Clients are built on first use per
@@ -92,7 +91,7 @@ impl ImmediateStrategy {
 
     fn client(&self, llm: &ResolvedLlm) -> Result<ProviderClient, LlmError> {
         let key = ClientKey {
-            provider: provider_name(llm.provider),
+            provider: llm.provider.as_str(),
             endpoint: llm.endpoint.clone(),
             model: llm.model.clone(),
             config_key: llm.key.clone(),

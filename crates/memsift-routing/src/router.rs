@@ -27,11 +27,6 @@ pub fn has_batch_api(provider: ProviderKind) -> bool {
     matches!(provider, ProviderKind::Anthropic | ProviderKind::Openai)
 }
 
-/// The snake_case name of a provider kind, as configuration spells it.
-pub(crate) fn provider_name(provider: ProviderKind) -> &'static str {
-    provider.as_str()
-}
-
 /// Chooses lanes. Cheap to share behind an `Arc`; its only mutable state is the health board.
 pub struct Router {
     tiers: Vec<String>,
