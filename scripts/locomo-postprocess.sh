@@ -29,6 +29,8 @@
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(dirname "$here")"
+# shellcheck source=scripts/common.sh
+. "$here/common.sh"
 bin="${MEMSIFT_BIN:-${CARGO_TARGET_DIR:-$repo/target}/release/memsift}"
 locomo="${LOCOMO:-}"
 work="$(mktemp -d)"
@@ -68,18 +70,12 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$bin" sim --listen 127.0.0.1:0 --responder "$responder" >"$work/sim.out" 2>"$work/sim.err" &
-sim_pid=$!
-for _ in $(seq 1 100); do grep -q '^listening on ' "$work/sim.out" && break; sleep 0.1; done
-sim_url="$(sed -n 's/^listening on //p' "$work/sim.out" | head -n 1)"
+start_sim "$work" --responder "$responder"
 echo "sim: $sim_url"
 echo "sim-key" >"$work/key"
 {
     printf '[batch]\npack_max_wait_secs = 1\npoll_initial_secs = 1\npoll_max_secs = 5\nreconcile_grace_secs = 5\n\n'
-    for purpose in extraction relationship consolidation consolidation_review refinement entity_gc summary; do
-        printf '[llm.%s_standard]\nprovider = "anthropic"\nendpoint = "%s"\nmodel = "%s"\napi_key_file = "%s"\nlane = "batch"\nmax_tokens = 8192\n\n' \
-            "$purpose" "$sim_url" "$model" "$work/key"
-    done
+    batch_llm_sections "$sim_url" "$model" "$work/key"
 } >"$work/memsift.toml"
 m() { "$bin" --config "$work/memsift.toml" --database "$database" "$@"; }
 # The embedding model is installed (pinned, verified) only on request; `run` never fetches it.
@@ -91,17 +87,7 @@ python3 "$here/locomo-quality.py" "$work/memsift.db" "$locomo" --baseline --reca
 
 case " $stages " in
     *" refinement "* | *" entity-gc "*)
-        python3 - "$work/memsift.db" <<'PY'
-import sqlite3, sys
-db = sqlite3.connect(sys.argv[1])
-# SQLite stores times as RFC 3339 text; shift them 60 days back.
-for table, columns in {"memories": ["created_at", "updated_at"], "entities": ["created_at", "last_linked_at"]}.items():
-    for column in columns:
-        db.execute(f"UPDATE {table} SET {column} = strftime('%Y-%m-%dT%H:%M:%f+00:00', {column}, '-60 days') WHERE {column} IS NOT NULL")
-db.commit()
-PY
-        users="$(m segments --json | python3 -c 'import json,sys; print(" ".join(sorted({s["user"] for s in json.load(sys.stdin)})))')"
-        for _ in 1 2 3; do for user in $users; do m memories --user "$user" --json >/dev/null; done; done
+        age_store "$database"
         echo "time moved 60 days on; each memory read 3 times"
         ;;
 esac

@@ -16,6 +16,8 @@
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(dirname "$here")"
+# shellcheck source=scripts/common.sh
+. "$here/common.sh"
 bin="${MEMSIFT_BIN:-${CARGO_TARGET_DIR:-$repo/target}/debug/memsift}"
 locomo="${LOCOMO:-}"
 work="$(mktemp -d)"
@@ -64,12 +66,8 @@ first = 2
 endpoints = ["anthropic.batches.create"]
 TOML
 
-"$bin" sim --listen 127.0.0.1:0 --responder "locomo:$locomo" --faults "$work/faults.toml" \
-    >"$work/sim.out" 2>"$work/sim.err" &
-sim_pid=$!
-for _ in $(seq 1 100); do grep -q '^listening on ' "$work/sim.out" && break; sleep 0.1; done
-sim_url="$(sed -n 's/^listening on //p' "$work/sim.out" | head -n 1)"
-api_port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+start_sim "$work" --responder "locomo:$locomo" --faults "$work/faults.toml"
+api_port="$(free_port)"
 echo "sim: $sim_url; API: http://127.0.0.1:$api_port"
 echo "sim-key" >"$work/key"
 cat >"$work/memsift.toml" <<TOML
