@@ -277,6 +277,40 @@ impl Store {
         let sql = format!("SELECT COUNT(*) FROM {table}");
         Ok(on_pool!(self, |pool| sqlx::query_scalar(&sql).fetch_one(pool).await?))
     }
+
+    /// Foreign keys, as `table.column`, that no index leads with (for the schema test): deleting
+    /// a parent row, or counting a parent's children, scans the whole child table without one.
+    pub async fn unindexed_foreign_keys(&self) -> Result<Vec<String>> {
+        let rows: Vec<(String, String)> = match &self.backend {
+            crate::Backend::Sqlite(pool) => {
+                sqlx::query_as(
+                    "SELECT m.name, f.\"from\" FROM sqlite_master m JOIN pragma_foreign_key_list(m.name) f \
+                     WHERE m.type = 'table' AND NOT EXISTS ( \
+                         SELECT 1 FROM pragma_index_list(m.name) il JOIN pragma_index_info(il.name) ii \
+                         WHERE ii.seqno = 0 AND ii.name = f.\"from\") \
+                     ORDER BY 1, 2",
+                )
+                .fetch_all(pool)
+                .await?
+            }
+            crate::Backend::Postgres(pool) => {
+                sqlx::query_as(
+                    "SELECT c.conrelid::regclass::text, a.attname::text FROM pg_constraint c \
+                     JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = c.conkey[1] \
+                     WHERE c.contype = 'f' \
+                       AND c.connamespace = (SELECT oid FROM pg_namespace WHERE nspname = current_schema()) \
+                       AND NOT EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = c.conrelid AND i.indkey[0] = c.conkey[1]) \
+                     ORDER BY 1, 2",
+                )
+                .fetch_all(pool)
+                .await?
+            }
+        };
+        Ok(rows
+            .into_iter()
+            .map(|(table, column)| format!("{table}.{column}"))
+            .collect())
+    }
 }
 
 /// Everything stored about one request (`memsift show`).

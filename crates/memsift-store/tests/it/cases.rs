@@ -113,6 +113,13 @@ pub async fn a_database_migrated_before_the_comments_were_reworded_still_starts(
     assert!(error.contains("migration 1"), "{error}");
 }
 
+pub async fn every_foreign_key_has_an_index_that_leads_with_it(store: &Store) {
+    // Erasing a user or dropping old requests deletes parent rows; without an index on the
+    // child's column each delete scans the child table, and listings that count children per
+    // row turn quadratic. Any foreign key a later migration adds must come with its index.
+    assert_eq!(store.unindexed_foreign_keys().await.unwrap(), Vec::<String>::new());
+}
+
 pub async fn migrations_create_the_whole_data_model(store: &Store) {
     // Every table of the data model exists and is empty; running the migrations again is a no-op.
     store.migrate().await.unwrap();

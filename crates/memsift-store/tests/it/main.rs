@@ -55,6 +55,7 @@ macro_rules! store_suite {
 
 store_suite!(cases: [
     migrations_create_the_whole_data_model,
+    every_foreign_key_has_an_index_that_leads_with_it,
     ingest_gives_each_message_one_segment_and_closes_on_boundary,
     an_idle_gap_inside_the_input_starts_a_new_segment,
     reimporting_the_same_messages_adds_nothing,
