@@ -139,7 +139,7 @@ m requests --json >"$work/requests.json"
 query() {
     case "$database" in
         sqlite://*) python3 -c 'import json,sqlite3,sys; db=sqlite3.connect(sys.argv[1]); print(json.dumps([list(r) for r in db.execute(sys.argv[2])]))' "${database#sqlite://}" "$1" ;;
-        *) psql -At "$database" -c "SELECT coalesce(json_agg(json_build_array(x.*)), '[]') FROM ($1) AS x" ;;
+        *) psql -At "$database" -c "SELECT coalesce(json_agg(row_to_json(x)), '[]') FROM ($1) AS x" ;;
     esac
 }
 query "SELECT request_id, COUNT(*) FROM operations WHERE request_id IS NOT NULL GROUP BY request_id HAVING COUNT(*) > 1" >"$work/double-journal.json"
@@ -150,6 +150,8 @@ python3 - "$work" "$counters" "$target" "$posted" <<'PY'
 import collections, json, sys
 work, counters, target, posted = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3], int(sys.argv[4])
 load = lambda name: json.load(open(f"{work}/{name}"))
+# SQL results: SQLite rows arrive as lists, PostgreSQL's as objects (row_to_json); both become lists.
+rows = lambda name: [list(row.values()) if isinstance(row, dict) else row for row in load(name)]
 segments, batches, requests = load("segments.json"), load("batches.json"), load("requests.json")
 bad = {}
 print("segments:", len(segments), dict(collections.Counter(s["status"] for s in segments)))
@@ -158,15 +160,15 @@ applied = collections.Counter((r["segment_id"], r["chunk_index"]) for r in reque
 bad["extraction chunks applied twice"] = sum(1 for n in applied.values() if n > 1)
 print("requests by purpose and status:", dict(collections.Counter(f'{r["purpose"]}:{r["status"]}' for r in requests)))
 bad["answers left unapplied (planned, submitted, succeeded)"] = sum(1 for r in requests if r["status"] in ("planned", "submitted", "succeeded"))
-bad["stage answers journaled twice"] = len(load("double-journal.json"))
+bad["stage answers journaled twice"] = len(rows("double-journal.json"))
 tracked = sum(1 for b in batches if b["provider_batch_id"])
 print("batches:", len(batches), dict(collections.Counter(b["status"] for b in batches)), "| sim creates:", counters["creates"])
 bad["provider batches created but not tracked"] = counters["creates"] - tracked
-bad["superseded_by naming no memory"] = len(load("dangling.json"))
-print("journal by kind:", dict((k, n) for k, n in load("journal.json")))
+bad["superseded_by naming no memory"] = len(rows("dangling.json"))
+print("journal by kind:", dict((k, n) for k, n in rows("journal.json")))
 print("memories:", sum(s["n_memories"] for s in segments))
 if target == "daemon":
-    stored = dict((k, n) for k, n in load("api-messages.json"))
+    stored = dict((k, n) for k, n in rows("api-messages.json"))
     print("API messages acknowledged:", posted, "| stored:", len(stored))
     bad["API messages acknowledged but not stored"] = max(0, posted - len(stored))
     bad["API messages stored twice"] = sum(1 for n in stored.values() if n > 1)
