@@ -175,6 +175,7 @@ impl Store {
                     None => Err(StoreError::NotFound(format!("no request {}", input.request_id))),
                 };
             }
+            let model = tx.model_of_request(input.request_id).await?;
             let mut memory_ids = Vec::with_capacity(input.items.len());
             let mut item_positions = Vec::with_capacity(input.items.len());
             let mut n_duplicates_at_write = 0;
@@ -201,6 +202,7 @@ impl Store {
                     source_segment_id: input.segment_id,
                     source_request_id: Some(input.request_id),
                     prompt_version: &input.prompt_version,
+                    model: model.as_deref(),
                     refined_at: None,
                     embedding,
                     now: input.now,

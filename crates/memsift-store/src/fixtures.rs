@@ -232,6 +232,54 @@ impl Store {
         Ok(())
     }
 
+    /// Test support: records `requests` as planned (and, with a segment, as that segment's chunks)
+    /// with raw statements of the oldest schema, for migration tests that fill an older database
+    /// (planning itself writes columns later migrations added).
+    pub async fn plan_test_requests(
+        &self,
+        segment_id: Option<memsift_core::SegmentId>,
+        requests: &[crate::NewRequest],
+        at: DateTime<Utc>,
+    ) -> Result<()> {
+        use crate::tx::Arg;
+        self.write(async |tx| {
+            for request in requests {
+                tx.execute(sql!(
+                    "INSERT INTO llm_requests (id, purpose, user_id, segment_id, chunk_index, attempt, lane, config_key,
+                                               provider, model, prompt_version, context, request_body, status,
+                                               created_at, subject, parent_request_id)
+                     VALUES ($1, $2, $3, $4, $5, 1, $6, $7, $8, $9, $10, $11, $12, 'planned', $13, $14, $15)",
+                    request.id,
+                    request.purpose.as_str(),
+                    request.user_id,
+                    request.segment_id,
+                    request.chunk_index,
+                    request.lane.as_str(),
+                    &request.config_key,
+                    &request.provider,
+                    &request.model,
+                    &request.prompt_version,
+                    Arg::json(&request.context),
+                    Arg::json(&request.request_body),
+                    at,
+                    Arg::json(&request.subject),
+                    request.parent_request_id
+                ))
+                .await?;
+            }
+            if let Some(segment_id) = segment_id {
+                tx.execute(sql!(
+                    "UPDATE segments SET planned_chunks = $2, claimed_by = NULL, claimed_until = NULL WHERE id = $1",
+                    segment_id,
+                    requests.len()
+                ))
+                .await?;
+            }
+            Ok(())
+        })
+        .await
+    }
+
     /// Test support: writes `texts` as memories of `request_id` and marks it applied with raw
     /// statements of the oldest schema, for migration tests that fill an older database (the
     /// apply path itself needs the latest one).

@@ -53,15 +53,17 @@ pub use erasure_key::ErasureKey;
 pub use fixtures::UserRows;
 pub use health::{LaneHealthRow, LaneTransition, ReconcileMiss, Reroute, WaitingRequest};
 pub use ingest::{ClosedSegment, IngestReport, NewMessage};
-pub use listing::{CostRow, Counts, MemoryRow, MetricsSnapshot, RequestDetail, RequestRow, SegmentRow, UsageTotals};
-pub use requests::{ApplyFailure, NewRequest, ReplanReport, RequestUsage, StoredOutput, WorkRequest};
+pub use listing::{
+    CostRow, Counts, MemoryDetail, MemoryRow, MetricsSnapshot, RequestDetail, RequestRow, SegmentRow, UsageTotals,
+};
+pub use requests::{ApplyFailure, NewRequest, ReplanReport, RequestUsage, Spend, StoredOutput, WorkRequest};
 pub use revisions::{MemoryState, Revised, Revision};
 pub use schedules::ScheduleRow;
 pub use scoring::{ScoringPolicy, ScoringReport, importance};
 pub use segments::{ClaimedSegment, SegmentTurn};
 pub use stage::{
     Covered, EntityDecision, EntityRow, NewLink, ProposalToReview, RefinementRules, Replacement, ReviewMemory, RunCap,
-    StageApplied, StageMemory, StageOutcome,
+    StageApplied, StageMemory, StageOutcome, share_cap,
 };
 pub use tx::{storable_json, storable_text};
 pub use undo::Undone;

@@ -60,6 +60,9 @@ pub struct MemoryRow {
     pub entities: Vec<String>,
     /// Prompt or rule-set version that produced it.
     pub prompt_version: String,
+    /// The model that wrote it (`heuristic` for the offline lane); none for an operator's
+    /// supersede.
+    pub model: Option<String>,
     /// Created.
     pub created_at: DateTime<Utc>,
 }
@@ -157,7 +160,7 @@ impl Store {
         let mut rows: Vec<MemoryRow> = on_pool!(self, |pool| {
             sqlx::query_as(
                 "SELECT m.id, m.text, m.confidence, m.sensitive, m.temporal, m.happens_at,
-                        m.prompt_version, m.created_at
+                        m.prompt_version, m.model, m.created_at
                  FROM memories m JOIN users u ON u.id = m.user_id
                  WHERE u.external_id = $1 AND m.archived_at IS NULL
                  ORDER BY m.created_at, m.id
@@ -360,10 +363,59 @@ pub struct RequestDetail {
     pub cache_read_tokens: i64,
     /// USD.
     pub cost_usd: f64,
+    /// The estimate held against the user's daily budget while the request was planned or in
+    /// flight (USD).
+    pub reserved_usd: f64,
     /// Error.
     pub error: Option<String>,
     /// Created.
     pub created_at: DateTime<Utc>,
+}
+
+/// Everything stored about one memory but its vector (`memsift show`).
+#[derive(Clone, Debug, PartialEq, Serialize, sqlx::FromRow)]
+pub struct MemoryDetail {
+    /// Memory id.
+    pub id: String,
+    /// The user's external id.
+    pub user: String,
+    /// Text.
+    pub text: String,
+    /// 0–1.
+    pub importance: f64,
+    /// 0–1.
+    pub confidence: f64,
+    /// Private fact.
+    pub sensitive: bool,
+    /// one_off, recurring, durable, unknown.
+    pub temporal: String,
+    /// Event time.
+    pub happens_at: Option<DateTime<Utc>>,
+    /// When it stops being true.
+    pub expires_at: Option<DateTime<Utc>>,
+    /// Reads so far.
+    pub access_count: i64,
+    /// Archived (no longer served), and why.
+    pub archived_at: Option<DateTime<Utc>>,
+    /// Why it was archived.
+    pub archive_reason: Option<String>,
+    /// The memory that replaced it.
+    pub superseded_by: Option<String>,
+    /// The segment it was extracted from.
+    pub source_segment_id: Option<String>,
+    /// The request whose answer wrote it.
+    pub source_request_id: Option<String>,
+    /// Prompt or rule-set version that produced it.
+    pub prompt_version: String,
+    /// The model that wrote it (`heuristic` for the offline lane); none for an operator's
+    /// supersede.
+    pub model: Option<String>,
+    /// The embedding's model, if it has one.
+    pub embedding_model: Option<String>,
+    /// Created.
+    pub created_at: DateTime<Utc>,
+    /// Last changed.
+    pub updated_at: DateTime<Utc>,
 }
 
 /// One row of the `admin_cost_by_user_stage` view: tokens and cost of one user, stage and lane.
@@ -428,7 +480,7 @@ impl Store {
                 "SELECT r.id, r.purpose, u.external_id AS user, r.segment_id, r.chunk_index, r.attempt, r.lane, r.config_key,
                         r.model, r.prompt_version, r.status, r.batch_id, r.raw_output, r.stop_reason, r.n_items, r.n_dropped,
                         r.drops, r.input_tokens, r.output_tokens, r.cache_creation_tokens, r.cache_read_tokens, r.cost_usd,
-                        r.error, r.created_at
+                        r.reserved_usd, r.error, r.created_at
                  FROM llm_requests r JOIN users u ON u.id = r.user_id WHERE r.id = $1",
             )
             .bind(request_id.to_string())
@@ -437,9 +489,25 @@ impl Store {
         });
         row.ok_or_else(|| {
             crate::StoreError::NotFound(format!(
-                "no request or batch {request_id}; list them with `memsift requests` or `memsift batches`"
+                "no request, batch or memory {request_id}; list them with `memsift requests`, `memsift batches` or `memsift memories`"
             ))
         })
+    }
+
+    /// One memory, active or archived, if stored.
+    pub async fn memory_detail(&self, memory_id: memsift_core::MemoryId) -> Result<Option<MemoryDetail>> {
+        Ok(on_pool!(self, |pool| {
+            sqlx::query_as(
+                "SELECT m.id, u.external_id AS user, m.text, m.importance, m.confidence, m.sensitive, m.temporal,
+                        m.happens_at, m.expires_at, m.access_count, m.archived_at, m.archive_reason, m.superseded_by,
+                        m.source_segment_id, m.source_request_id, m.prompt_version, m.model, m.embedding_model,
+                        m.created_at, m.updated_at
+                 FROM memories m JOIN users u ON u.id = m.user_id WHERE m.id = $1",
+            )
+            .bind(memory_id.to_string())
+            .fetch_optional(pool)
+            .await?
+        }))
     }
 
     /// The requests of one batch (admin listing).
@@ -522,6 +590,8 @@ pub struct MetricsSnapshot {
     pub items_dropped: i64,
     /// Active memories.
     pub memories_active: i64,
+    /// Memories held (active or archived) by (temporal kind, sensitive).
+    pub memories_by_kind: Vec<(String, bool, i64)>,
     /// Drop records held with requests, by reason (the dedupe stages' hits among them).
     pub drops_by_reason: Vec<(String, i64)>,
     /// Seconds from submission to the provider's end, one per batch that ended.
@@ -591,6 +661,12 @@ impl Store {
             let memories_active: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM memories WHERE archived_at IS NULL")
                 .fetch_one(pool)
                 .await?;
+            let memories_by_kind: Vec<(String, bool, i64)> = sqlx::query_as(
+                "SELECT temporal, sensitive, COUNT(*) FROM memories GROUP BY temporal, sensitive
+                 ORDER BY temporal, sensitive",
+            )
+            .fetch_all(pool)
+            .await?;
             let drops_by_reason: Vec<(String, i64)> = sqlx::query_as(drops_sql).fetch_all(pool).await?;
             let windows: Vec<(DateTime<Utc>, DateTime<Utc>)> = sqlx::query_as(
                 "SELECT submitted_at, ended_at FROM batches WHERE submitted_at IS NOT NULL AND ended_at IS NOT NULL",
@@ -607,6 +683,7 @@ impl Store {
                 usage_by_purpose,
                 items_dropped,
                 memories_active,
+                memories_by_kind,
                 drops_by_reason,
                 batch_latencies_secs,
             }

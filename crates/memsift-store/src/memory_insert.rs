@@ -28,6 +28,9 @@ pub(crate) struct MemoryInsert<'a> {
     pub(crate) source_segment_id: Option<SegmentId>,
     pub(crate) source_request_id: Option<RequestId>,
     pub(crate) prompt_version: &'a str,
+    /// The model that wrote it (`heuristic` for the offline lane); `None` for an operator's
+    /// supersede, which no model wrote.
+    pub(crate) model: Option<&'a str>,
     pub(crate) refined_at: Option<DateTime<Utc>>,
     /// The vector's little-endian bytes, its model and its dimension.
     pub(crate) embedding: Option<(Vec<u8>, &'a str, i64)>,
@@ -60,8 +63,9 @@ impl WriteTx {
             .scalar_optional(sql!(
                 "INSERT INTO memories (id, user_id, text, dedupe_key, importance, confidence, happens_at, expires_at,
                                        sensitive, temporal, source_segment_id, source_request_id, prompt_version,
-                                       refined_at, created_at, updated_at, embedding, embedding_model, embedding_dim)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $15, $16, $17, $18)
+                                       refined_at, created_at, updated_at, embedding, embedding_model, embedding_dim,
+                                       model)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $15, $16, $17, $18, $19)
                  ON CONFLICT (user_id, dedupe_key) WHERE archived_at IS NULL DO NOTHING
                  RETURNING id",
                 id,
@@ -81,13 +85,26 @@ impl WriteTx {
                 memory.now,
                 embedding,
                 embedding_model,
-                embedding_dim
+                embedding_dim,
+                memory.model
             ))
             .await?;
         Ok(match inserted {
             Some(_) => Inserted::Written(id),
             None => Inserted::Duplicate,
         })
+    }
+
+    /// The model a request's answer came from, as memories record it: the request's model, or its
+    /// provider when it names none (the offline lane: `heuristic`).
+    pub(crate) async fn model_of_request(&mut self, request_id: RequestId) -> Result<Option<String>> {
+        Ok(self
+            .scalar_optional::<Option<String>>(sql!(
+                "SELECT COALESCE(NULLIF(model, ''), provider) FROM llm_requests WHERE id = $1",
+                request_id
+            ))
+            .await?
+            .flatten())
     }
 
     /// Whether the user's erased memories held a fact with this normalised text. Erased facts are

@@ -47,6 +47,8 @@ pub struct NewRequest {
     pub subject: RequestSubject,
     /// The request whose answer planned this one (a consolidation review names its proposal).
     pub parent_request_id: Option<RequestId>,
+    /// Its estimated cost (USD), held against the user's daily budget until it is answered.
+    pub reserved_usd: f64,
 }
 
 /// A request's stored output and the snapshot needed to process it.
@@ -147,6 +149,22 @@ struct FailedAttempt {
     error: Option<String>,
 }
 
+/// What a user's requests hold against their daily budget (USD).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct Spend {
+    /// The real cost of requests answered or ended.
+    pub settled_usd: f64,
+    /// The estimates of requests planned or in flight.
+    pub reserved_usd: f64,
+}
+
+impl Spend {
+    /// Both together: what the budget has left to give is the budget minus this.
+    pub fn total(&self) -> f64 {
+        self.settled_usd + self.reserved_usd
+    }
+}
+
 /// What one re-planning pass did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct ReplanReport {
@@ -194,11 +212,11 @@ impl WriteTx {
         self.execute(sql!(
             "INSERT INTO llm_requests (id, purpose, user_id, segment_id, chunk_index, attempt, lane, config_key,
                                        provider, model, prompt_version, context, request_body, status, created_at,
-                                       subject, parent_request_id)
+                                       subject, parent_request_id, reserved_usd)
              VALUES ($1, $2, $3, $4, $5,
                      (SELECT COALESCE(MAX(attempt), 0) + 1 FROM llm_requests
                       WHERE purpose = $2 AND segment_id = $4 AND chunk_index = $5),
-                     $6, $7, $8, $9, $10, $11, $12, 'planned', $13, $14, $15)",
+                     $6, $7, $8, $9, $10, $11, $12, 'planned', $13, $14, $15, $16)",
             request.id,
             request.purpose.as_str(),
             request.user_id,
@@ -213,7 +231,8 @@ impl WriteTx {
             Arg::json(&request.request_body),
             now,
             Arg::json(&request.subject),
-            request.parent_request_id
+            request.parent_request_id,
+            request.reserved_usd
         ))
         .await?;
         Ok(())
@@ -347,18 +366,25 @@ impl Store {
         }))
     }
 
-    /// What a user's requests created since `since` have cost so far (USD), every stage and lane.
-    pub async fn user_cost_since(&self, user_id: UserId, since: DateTime<Utc>) -> Result<f64> {
-        let cost: Option<f64> = on_pool!(self, |pool| {
-            sqlx::query_scalar(
-                "SELECT CAST(SUM(cost_usd) AS DOUBLE PRECISION) FROM llm_requests WHERE user_id = $1 AND created_at >= $2",
+    /// What a user's requests created since `since` hold against their budget, every stage and
+    /// lane: the real cost of those answered or ended, the reservation of those still planned or
+    /// in flight (whose cost is not known yet).
+    pub async fn user_spend_since(&self, user_id: UserId, since: DateTime<Utc>) -> Result<Spend> {
+        let (settled, reserved): (Option<f64>, Option<f64>) = on_pool!(self, |pool| {
+            sqlx::query_as(
+                "SELECT CAST(SUM(CASE WHEN status IN ('planned', 'submitted') THEN 0 ELSE cost_usd END) AS DOUBLE PRECISION),
+                        CAST(SUM(CASE WHEN status IN ('planned', 'submitted') THEN reserved_usd ELSE 0 END) AS DOUBLE PRECISION)
+                 FROM llm_requests WHERE user_id = $1 AND created_at >= $2",
             )
             .bind(user_id.to_string())
             .bind(since)
             .fetch_one(pool)
             .await?
         });
-        Ok(cost.unwrap_or(0.0))
+        Ok(Spend {
+            settled_usd: settled.unwrap_or(0.0),
+            reserved_usd: reserved.unwrap_or(0.0),
+        })
     }
 
     /// Claims planned requests of the given lane for execution outside any transaction; a claim
@@ -550,9 +576,10 @@ impl Store {
                     tx.execute(sql!(
                         "INSERT INTO llm_requests (id, purpose, user_id, segment_id, chunk_index, subject, lane, config_key,
                                                    provider, model, prompt_version, context, request_body, status, attempt,
-                                                   created_at, parent_request_id)
+                                                   created_at, parent_request_id, reserved_usd)
                          SELECT $2, purpose, user_id, segment_id, chunk_index, subject, lane, config_key, provider, model,
-                                prompt_version, context, request_body, 'planned', attempt + 1, $3, parent_request_id
+                                prompt_version, context, request_body, 'planned', attempt + 1, $3, parent_request_id,
+                                reserved_usd
                          FROM llm_requests WHERE id = $1",
                         &id,
                         RequestId::new_v7(),

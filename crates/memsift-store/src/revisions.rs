@@ -175,6 +175,7 @@ impl Store {
                         source_segment_id: None,
                         source_request_id: None,
                         prompt_version: "operator",
+                        model: None,
                         refined_at: None,
                         embedding: None,
                         now,

@@ -112,7 +112,7 @@ impl Store {
                     (row, score)
                 })
                 .collect();
-            let cap = (user_rows.len() as f64 * policy.max_share_per_run).floor() as usize;
+            let cap = crate::share_cap(policy.max_share_per_run, user_rows.len());
             let mut under: Vec<&(&ScoreRow, f64)> = scored
                 .iter()
                 .filter(|(row, score)| {

@@ -195,7 +195,8 @@ pub enum Command {
         /// The operation id (printed by the revision).
         operation: String,
     },
-    /// Show one request (with its raw output and drops) or one batch (with its requests).
+    /// Show one request (with its raw output, drops and budget reservation), one batch (with its
+    /// requests) or one memory (with the model that wrote it).
     Show {
         /// A request id or a batch id.
         id: String,
@@ -919,6 +920,15 @@ async fn show(app: &App, id: &str, json: bool) -> anyhow::Result<()> {
         }
         println!("{}", render::batches_table(std::slice::from_ref(&batch)));
         println!("{}", render::requests_table(&requests));
+        return Ok(());
+    }
+    if let Ok(memory_id) = memsift_core::MemoryId::parse(id)
+        && let Some(memory) = app.store.memory_detail(memory_id).await?
+    {
+        if json {
+            return render::print_json(&memory);
+        }
+        println!("{}", serde_json::to_string_pretty(&memory)?);
         return Ok(());
     }
     let request_id = memsift_core::RequestId::parse(id)?;

@@ -4,6 +4,7 @@
 //! report the same numbers and nothing is lost on restart. The names are documented in
 //! docs/metrics.md; the API test checks each is present.
 
+use memsift_core::status::Temporal;
 use memsift_store::{LaneHealthRow, MetricsSnapshot};
 use prometheus::{Encoder, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder};
 
@@ -11,7 +12,7 @@ use prometheus::{Encoder, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts
 const SEGMENT_STATUSES: [&str; 6] = ["open", "closed", "extracting", "extracted", "failed", "dead"];
 
 /// Every metric name this endpoint serves (the README and test list the same).
-pub const METRIC_NAMES: [&str; 12] = [
+pub const METRIC_NAMES: [&str; 13] = [
     "memsift_segments",
     "memsift_dead_letters",
     "memsift_requests",
@@ -19,6 +20,7 @@ pub const METRIC_NAMES: [&str; 12] = [
     "memsift_cost_usd_total",
     "memsift_items_dropped_total",
     "memsift_memories_active",
+    "memsift_memories_written",
     "memsift_items_dropped_by_reason",
     "memsift_batch_latency_seconds",
     "memsift_lanes_unhealthy",
@@ -124,6 +126,25 @@ pub fn render(snapshot: &MetricsSnapshot, lanes: &[LaneHealthRow]) -> prometheus
     let memories = IntGauge::new("memsift_memories_active", "Active (not archived) memories.")?;
     memories.set(snapshot.memories_active);
     registry.register(Box::new(memories))?;
+
+    // A gauge: erasing a user deletes their memories, so the count can step down.
+    let written = IntGaugeVec::new(
+        Opts::new(
+            "memsift_memories_written",
+            "Memories held (active or archived) by temporal kind and sensitivity.",
+        ),
+        &["temporal", "sensitive"],
+    )?;
+    for temporal in Temporal::ALL {
+        for sensitive in ["true", "false"] {
+            written.with_label_values(&[temporal.as_str(), sensitive]).set(0);
+        }
+    }
+    for (temporal, sensitive, count) in &snapshot.memories_by_kind {
+        let sensitive = if *sensitive { "true" } else { "false" };
+        written.with_label_values(&[temporal.as_str(), sensitive]).set(*count);
+    }
+    registry.register(Box::new(written))?;
 
     // A gauge, not a counter: erasing a user scrubs their drop records, so the total can step down.
     let drops = IntGaugeVec::new(

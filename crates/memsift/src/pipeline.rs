@@ -32,7 +32,7 @@ use serde::Serialize;
 
 use crate::app::App;
 use crate::apply::{Applied, apply_request_output, is_environment_fault};
-use crate::budget::{OVER_BUDGET_KEY, over_budget};
+use crate::budget::{OVER_BUDGET_KEY, Pending, estimate_usd, within_budget};
 
 /// How many segments or requests one step claims per stage.
 const CLAIM_BATCH: i64 = 32;
@@ -337,34 +337,16 @@ async fn plan_closed_segments(app: &App, report: &mut StepReport) -> anyhow::Res
 }
 
 /// Builds a claimed segment's chunks and records one planned request per chunk; returns how many.
+///
+/// The chunks reserve their estimated cost against the user's daily budget together: all of them
+/// fit and go the tier's route, or none is reserved and the segment follows `[billing]
+/// over_budget` (the offline lane, or waiting for the next day).
 pub async fn plan_segment(app: &App, segment: &ClaimedSegment) -> anyhow::Result<u64> {
     let now = app.clock.now();
     let tier = app
         .billing
         .tier_of(app.store.user_billing_tier(segment.user_id).await?.as_deref());
     let mut route = app.router.route(Purpose::Extraction, &tier, false, now)?;
-    if let Some(over) = over_budget(app, segment.user_id, &tier, route.lane).await? {
-        match app.config.billing.over_budget {
-            OverBudget::Heuristic => {
-                tracing::info!(segment_id = %segment.id, %tier, "{over}; extracting on the heuristic lane.");
-                route = Route {
-                    lane: Lane::Heuristic,
-                    config_key: OVER_BUDGET_KEY.to_owned(),
-                    llm: ResolvedLlm::offline(OVER_BUDGET_KEY),
-                };
-            }
-            OverBudget::Defer => {
-                let tomorrow = (now.date_naive() + chrono::Days::new(1))
-                    .and_hms_opt(0, 0, 0)
-                    .expect("midnight exists")
-                    .and_utc();
-                app.store
-                    .defer_segment(segment.id, tomorrow, &format!("{over}; deferred to {tomorrow}"))
-                    .await?;
-                return Ok(0);
-            }
-        }
-    }
     let segment_turns = app.store.segment_turns(segment.id).await?;
     let turns: Vec<_> = segment_turns
         .iter()
@@ -390,13 +372,43 @@ pub async fn plan_segment(app: &App, segment: &ClaimedSegment) -> anyhow::Result
         app.store.finish_empty_segment(segment.id, now).await?;
         return Ok(0);
     }
+    let estimates: Vec<f64> = chunks
+        .iter()
+        .map(|chunk| estimate_usd(&app.config, &route.llm, route.lane, chunk.n_tokens as u64))
+        .collect();
+    let needed: f64 = estimates.iter().sum();
+    let mut reserve = true;
+    if let Some(over) = within_budget(app, segment.user_id, &tier, route.lane, needed, &Pending::default()).await? {
+        match app.config.billing.over_budget {
+            OverBudget::Heuristic => {
+                tracing::info!(segment_id = %segment.id, %tier, "{over}; extracting on the heuristic lane.");
+                route = Route {
+                    lane: Lane::Heuristic,
+                    config_key: OVER_BUDGET_KEY.to_owned(),
+                    llm: ResolvedLlm::offline(OVER_BUDGET_KEY),
+                };
+                reserve = false;
+            }
+            OverBudget::Defer => {
+                let tomorrow = (now.date_naive() + chrono::Days::new(1))
+                    .and_hms_opt(0, 0, 0)
+                    .expect("midnight exists")
+                    .and_utc();
+                app.store
+                    .defer_segment(segment.id, tomorrow, &format!("{over}; deferred to {tomorrow}"))
+                    .await?;
+                return Ok(0);
+            }
+        }
+    }
     let prompt_version = match route.llm.provider {
         ProviderKind::Heuristic => memsift_heuristic::RULES_VERSION.to_owned(),
         _ => extraction_prompt_version,
     };
     let requests: Vec<NewRequest> = chunks
         .iter()
-        .map(|chunk| {
+        .zip(&estimates)
+        .map(|(chunk, estimate)| {
             let memories = chunk
                 .short_ids
                 .iter()
@@ -427,6 +439,7 @@ pub async fn plan_segment(app: &App, segment: &ClaimedSegment) -> anyhow::Result
                 },
                 subject: RequestSubject::default(),
                 parent_request_id: None,
+                reserved_usd: if reserve { *estimate } else { 0.0 },
             }
         })
         .collect();

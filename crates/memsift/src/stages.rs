@@ -28,7 +28,7 @@ use serde::Serialize;
 
 use crate::app::App;
 use crate::apply::context::{Applied, ApplyContext};
-use crate::budget::{OVER_BUDGET_KEY, over_budget};
+use crate::budget::{OVER_BUDGET_KEY, Pending, estimate_usd, within_budget};
 
 /// A post-processing stage, as the CLI and the daemon name it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -146,6 +146,11 @@ const REPLACING_PURPOSES: &[Purpose] = &[
 /// Segments summarised per planning step.
 const SUMMARY_BATCH: i64 = 500;
 
+/// The cap of one extraction review: each review is a run of its own that may change the one
+/// memory it reviews. A review is not a share of the user's memories (it is planned per memory
+/// extraction wrote), and a share of a user's first few memories would round to nothing.
+pub const REVIEW_CAP: i64 = 1;
+
 /// Plans one stage for every user with memories, or for `user` only.
 pub async fn plan_stage(app: &App, stage: Stage, user: Option<&str>, dry_run: bool) -> anyhow::Result<StagePlan> {
     let mut plan = StagePlan {
@@ -166,17 +171,19 @@ pub async fn plan_stage(app: &App, stage: Stage, user: Option<&str>, dry_run: bo
         plan_summaries(app, &wanted, dry_run, &mut plan).await?;
         return Ok(plan);
     }
+    let pending = Pending::default();
     for (user_id, external) in users {
         plan.n_users += 1;
+        let active = usize::try_from(app.store.active_memory_count(user_id).await?).unwrap_or(0);
         let cap = RunCap {
             run: new_run_id(),
-            cap: (app.store.active_memory_count(user_id).await? as f64 * app.config.postprocess.max_share_per_run)
-                .floor() as i64,
+            cap: memsift_store::share_cap(app.config.postprocess.max_share_per_run, active) as i64,
         };
         let unit = UserRun {
             user_id,
             external: &external,
             cap: &cap,
+            pending: &pending,
         };
         let requests = match stage {
             Stage::Relationships => plan_relationships(app, &unit, &mut plan).await?,
@@ -207,6 +214,8 @@ struct UserRun<'a> {
     user_id: UserId,
     external: &'a str,
     cap: &'a RunCap,
+    /// Budget reservations of this run's requests, written only once the user is planned.
+    pending: &'a Pending,
 }
 
 /// Requests to record, and memories relationship classification covered.
@@ -229,25 +238,40 @@ async fn stage_request(
     user_id: UserId,
     request: StageRequest,
     subject: RequestSubject,
+    pending: &Pending,
 ) -> anyhow::Result<Option<NewRequest>> {
-    stage_request_with(app, purpose, user_id, request, subject, RequestContext::default(), None).await
+    let extra = Extra::default();
+    stage_request_with(app, purpose, user_id, request, subject, extra, pending).await
 }
 
-/// [`stage_request`] with a context snapshot and the request whose answer planned this one.
+/// What a request planned from another request's answer also carries.
+#[derive(Default)]
+struct Extra {
+    /// The context snapshot its apply needs.
+    context: RequestContext,
+    /// The request whose answer planned it.
+    parent_request_id: Option<RequestId>,
+}
+
+/// [`stage_request`] with a context snapshot and the request whose answer planned this one. The
+/// request reserves its estimated cost like extraction's (`budget::within_budget`), counting the
+/// reservations in `pending` that this planning pass has not written yet.
 async fn stage_request_with(
     app: &App,
     purpose: Purpose,
     user_id: UserId,
     request: StageRequest,
     subject: RequestSubject,
-    context: RequestContext,
-    parent_request_id: Option<RequestId>,
+    extra: Extra,
+    pending: &Pending,
 ) -> anyhow::Result<Option<NewRequest>> {
     let tier = app
         .billing
         .tier_of(app.store.user_billing_tier(user_id).await?.as_deref());
     let mut route = app.router.route(purpose, &tier, false, app.clock.now())?;
-    if let Some(over) = over_budget(app, user_id, &tier, route.lane).await? {
+    let input_tokens = (count_tokens(&request.system) + count_tokens(&request.user_message)) as u64;
+    let mut reserved_usd = estimate_usd(&app.config, &route.llm, route.lane, input_tokens);
+    if let Some(over) = within_budget(app, user_id, &tier, route.lane, reserved_usd, pending).await? {
         match app.config.billing.over_budget {
             OverBudget::Heuristic => {
                 tracing::info!(%user_id, %tier, %purpose, "{over}; planning on the heuristic lane.");
@@ -256,6 +280,7 @@ async fn stage_request_with(
                     config_key: OVER_BUDGET_KEY.to_owned(),
                     llm: ResolvedLlm::offline(OVER_BUDGET_KEY),
                 };
+                reserved_usd = 0.0;
             }
             OverBudget::Defer => {
                 tracing::info!(%user_id, %tier, %purpose, "{over}; not planned until the budget allows.");
@@ -279,13 +304,14 @@ async fn stage_request_with(
         provider: route.llm.provider.as_str().to_owned(),
         model: Some(route.llm.model.clone()).filter(|model| !model.is_empty()),
         prompt_version,
-        context,
+        context: extra.context,
         request_body: RequestBody {
             system: request.system,
             user_message: request.user_message,
         },
         subject,
-        parent_request_id,
+        parent_request_id: extra.parent_request_id,
+        reserved_usd,
     }))
 }
 
@@ -391,7 +417,9 @@ async fn plan_relationships(app: &App, unit: &UserRun<'_>, plan: &mut StagePlan)
             candidates: candidates.iter().map(|c| c.id).collect(),
             ..unit.cap.subject()
         };
-        if let Some(request) = stage_request(app, Purpose::Relationship, unit.user_id, request, subject).await? {
+        if let Some(request) =
+            stage_request(app, Purpose::Relationship, unit.user_id, request, subject, unit.pending).await?
+        {
             planned.requests.push(request);
             planned.related.push(memory.id);
         }
@@ -468,7 +496,16 @@ async fn plan_consolidation(app: &App, unit: &UserRun<'_>, plan: &mut StagePlan)
             members: cluster.clone(),
             ..unit.cap.subject()
         };
-        if let Some(request) = stage_request(app, Purpose::Consolidation, unit.user_id, request, subject).await? {
+        if let Some(request) = stage_request(
+            app,
+            Purpose::Consolidation,
+            unit.user_id,
+            request,
+            subject,
+            unit.pending,
+        )
+        .await?
+        {
             planned.requests.push(request);
         }
     }
@@ -499,7 +536,9 @@ async fn plan_refinement(app: &App, unit: &UserRun<'_>, plan: &mut StagePlan) ->
             memory_id: Some(memory.id),
             ..unit.cap.subject()
         };
-        if let Some(request) = stage_request(app, Purpose::Refinement, unit.user_id, request, subject).await? {
+        if let Some(request) =
+            stage_request(app, Purpose::Refinement, unit.user_id, request, subject, unit.pending).await?
+        {
             planned.requests.push(request);
         }
     }
@@ -554,7 +593,9 @@ async fn plan_entity_gc(app: &App, unit: &UserRun<'_>, plan: &mut StagePlan) -> 
             entity_candidates: candidates.iter().map(|c| c.id.clone()).collect(),
             ..unit.cap.subject()
         };
-        if let Some(request) = stage_request(app, Purpose::EntityGc, unit.user_id, request, subject).await? {
+        if let Some(request) =
+            stage_request(app, Purpose::EntityGc, unit.user_id, request, subject, unit.pending).await?
+        {
             planned.requests.push(request);
         }
     }
@@ -564,6 +605,7 @@ async fn plan_entity_gc(app: &App, unit: &UserRun<'_>, plan: &mut StagePlan) -> 
 /// Segment summaries: one request per extracted segment without a live summary.
 async fn plan_summaries(app: &App, users: &HashSet<UserId>, dry_run: bool, plan: &mut StagePlan) -> anyhow::Result<()> {
     let mut requests = Vec::new();
+    let pending = Pending::default();
     for (segment_id, user_id) in app.store.segments_to_summarize(SUMMARY_BATCH).await? {
         if !users.contains(&user_id) {
             continue;
@@ -586,7 +628,7 @@ async fn plan_summaries(app: &App, users: &HashSet<UserId>, dry_run: bool, plan:
             segment_id: Some(segment_id),
             ..RequestSubject::default()
         };
-        if let Some(request) = stage_request(app, Purpose::Summary, user_id, request, subject).await? {
+        if let Some(request) = stage_request(app, Purpose::Summary, user_id, request, subject, &pending).await? {
             requests.push(request);
         }
     }
@@ -605,6 +647,7 @@ async fn plan_summaries(app: &App, users: &HashSet<UserId>, dry_run: bool, plan:
 pub async fn plan_reviews(app: &App) -> anyhow::Result<u64> {
     let proposals = app.store.proposals_to_review(64).await?;
     let mut requests = Vec::new();
+    let pending = Pending::default();
     for proposal in proposals {
         let Ok(Some(proposed)) = consolidation::parse_consolidation_answer(&proposal.raw_output) else {
             continue;
@@ -629,14 +672,18 @@ pub async fn plan_reviews(app: &App) -> anyhow::Result<u64> {
             proposal_reasoning: Some(proposed.reasoning.clone()),
             ..RequestContext::default()
         };
+        let extra = Extra {
+            context,
+            parent_request_id: Some(proposal.request_id),
+        };
         if let Some(request) = stage_request_with(
             app,
             Purpose::ConsolidationReview,
             proposal.user_id,
             request,
             subject,
-            context,
-            Some(proposal.request_id),
+            extra,
+            &pending,
         )
         .await?
         {
@@ -661,6 +708,7 @@ pub async fn plan_extraction_reviews(app: &App) -> anyhow::Result<u64> {
     }
     let memories = app.store.memories_to_review(256).await?;
     let mut requests = Vec::new();
+    let pending = Pending::default();
     let mut reviewed = Vec::new();
     for memory in memories {
         let (Ok(memory_id), Ok(user_id)) = (MemoryId::parse(&memory.id), UserId::parse(&memory.user_id)) else {
@@ -669,11 +717,18 @@ pub async fn plan_extraction_reviews(app: &App) -> anyhow::Result<u64> {
         let item = extracted_item(&memory);
         let prompt = app.prompts.get(Purpose::ExtractionReview.as_str())?;
         let request = reviewer::extraction_review_request(prompt, &item);
+        // Each review is a run of its own, capped at the one memory it may narrow.
+        let run = RunCap {
+            run: new_run_id(),
+            cap: REVIEW_CAP,
+        };
         let subject = RequestSubject {
             memory_id: Some(memory_id),
-            ..RequestSubject::default()
+            ..run.subject()
         };
-        if let Some(request) = stage_request(app, Purpose::ExtractionReview, user_id, request, subject).await? {
+        if let Some(request) =
+            stage_request(app, Purpose::ExtractionReview, user_id, request, subject, &pending).await?
+        {
             requests.push(request);
             reviewed.push(memory_id);
         }
@@ -704,10 +759,18 @@ fn extracted_item(memory: &memsift_store::ReviewMemory) -> memsift_core::contrac
     item
 }
 
-fn run_cap(subject: &RequestSubject) -> RunCap {
+/// The run and cap a stage request was planned under. Extraction reviews planned before each
+/// carried a run of its own stored none: such a review is a run named by its request, with
+/// [`REVIEW_CAP`]; any other request without a cap may change nothing.
+fn run_cap(stored: &StoredOutput) -> RunCap {
+    let subject = &stored.subject;
+    let default_cap = match stored.purpose {
+        Purpose::ExtractionReview => REVIEW_CAP,
+        _ => 0,
+    };
     RunCap {
-        run: subject.run.clone().unwrap_or_default(),
-        cap: subject.cap.unwrap_or(0),
+        run: subject.run.clone().unwrap_or_else(|| stored.request_id.to_string()),
+        cap: subject.cap.unwrap_or(default_cap),
     }
 }
 
@@ -743,7 +806,7 @@ pub async fn apply_stage_answer(ctx: &ApplyContext, stored: StoredOutput) -> any
                         })
                         .collect();
                     store
-                        .apply_links(request_id, stored.user_id, &links, &run_cap(subject), now)
+                        .apply_links(request_id, stored.user_id, &links, &run_cap(&stored), now)
                         .await?
                 }
                 (None, _) => no_change("the request names no memory".to_owned()).await?,
@@ -768,7 +831,7 @@ pub async fn apply_stage_answer(ctx: &ApplyContext, stored: StoredOutput) -> any
                         embeddings,
                         kind: "consolidate",
                         reason: review.reasoning.clone(),
-                        cap: run_cap(subject),
+                        cap: run_cap(&stored),
                         now,
                     };
                     store.apply_replacement(&replacement).await?
@@ -933,7 +996,7 @@ async fn replace(
         embeddings,
         kind,
         reason: reason.to_owned(),
-        cap: run_cap(&stored.subject),
+        cap: run_cap(stored),
         now: ctx.clock.now(),
     };
     Ok(ctx.store.apply_replacement(&replacement).await?)

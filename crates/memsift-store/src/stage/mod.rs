@@ -60,6 +60,18 @@ pub struct NewLink {
     pub supersedes_older: bool,
 }
 
+/// The most memories of a user's `active` that one run may change when it may change `share` of
+/// them: the share rounded up, so a user with any memory gets at least one change per run (a floor
+/// gave a user with fewer than 1 / share memories none, ever). The epsilon keeps a product that
+/// is whole but for floating-point noise (0.07 × 100 = 7.000000000000001) from rounding up past it.
+pub fn share_cap(share: f64, active: usize) -> usize {
+    if active == 0 || share <= 0.0 {
+        return 0;
+    }
+    let exact = share * active as f64;
+    ((exact - 1e-9).ceil().max(0.0) as usize).min(active)
+}
+
 /// Where one run of a stage stands against its cap.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RunCap {
@@ -237,5 +249,29 @@ impl crate::tx::WriteTx {
             note: note.map(str::to_owned),
             ..StageApplied::default()
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::share_cap;
+
+    #[test]
+    fn a_user_with_any_memory_gets_at_least_one_change_per_run() {
+        for active in 1..20 {
+            assert_eq!(share_cap(0.05, active), 1, "{active} memories");
+        }
+        // Whole products stay whole, however the floating point lands.
+        assert_eq!(share_cap(0.05, 20), 1);
+        assert_eq!(share_cap(0.05, 40), 2);
+        assert_eq!(share_cap(0.1, 30), 3);
+        assert_eq!(share_cap(0.05, 21), 2);
+        assert_eq!(share_cap(0.05, 44), 3);
+        assert_eq!(share_cap(0.07, 100), 7, "0.07 × 100 is 7.000000000000001 in f64");
+        assert_eq!(share_cap(0.29, 100), 29, "0.29 × 100 is 28.999999999999996 in f64");
+        // Nothing to change, or nothing allowed.
+        assert_eq!(share_cap(0.05, 0), 0);
+        assert_eq!(share_cap(0.0, 10), 0);
+        assert_eq!(share_cap(1.0, 7), 7);
     }
 }

@@ -122,6 +122,7 @@ impl Store {
                 let prompt_version: Option<String> = tx
                     .scalar_optional(sql!("SELECT prompt_version FROM llm_requests WHERE id = $1", input.request_id))
                     .await?;
+                let model = tx.model_of_request(input.request_id).await?;
                 let memory = MemoryInsert {
                     user_id: input.user_id,
                     text,
@@ -135,6 +136,7 @@ impl Store {
                     source_segment_id: source_segment.as_deref().and_then(|id| SegmentId::parse(id).ok()),
                     source_request_id: Some(input.request_id),
                     prompt_version: prompt_version.as_deref().unwrap_or(input.kind),
+                    model: model.as_deref(),
                     refined_at: (input.kind == "refine").then_some(input.now),
                     embedding: vector.map(|(model, vector)| (vector_to_le_bytes(vector), model, vector.len() as i64)),
                     now: input.now,

@@ -81,6 +81,7 @@ fn request(segment_id: SegmentId, user_id: UserId, chunk_index: i64) -> NewReque
         request_body: Default::default(),
         subject: Default::default(),
         parent_request_id: None,
+        reserved_usd: 0.0,
     }
 }
 
@@ -925,8 +926,9 @@ pub async fn a_populated_database_keeps_every_row_through_later_migrations(store
     // that drop would null every memory's source request and delete every child request.
     let (segment_id, user_id, _) = closed_claimed_segment(store, "ana", "c1").await;
     let extraction = request(segment_id, user_id, 0);
+    // Planning writes columns later migrations added, so the rows go in as the old schema had them.
     store
-        .plan_segment_requests(segment_id, std::slice::from_ref(&extraction), t0())
+        .plan_test_requests(Some(segment_id), std::slice::from_ref(&extraction), t0())
         .await
         .unwrap();
     store
@@ -954,7 +956,7 @@ pub async fn a_populated_database_keeps_every_row_through_later_migrations(store
         ..request(segment_id, user_id, 0)
     };
     store
-        .plan_stage_requests(std::slice::from_ref(&child), &memsift_store::Covered::default(), t0())
+        .plan_test_requests(None, std::slice::from_ref(&child), t0())
         .await
         .unwrap();
     store
@@ -986,6 +988,12 @@ pub async fn a_populated_database_keeps_every_row_through_later_migrations(store
         "every extracted memory still names its request"
     );
     assert_eq!(store.operation_ids("ana", "confirm").await.unwrap().len(), 1);
+    // Memories written before they recorded a model take their request's (here the offline lane,
+    // which names only its provider).
+    for id in &memory_ids {
+        let memory = store.memory_detail(*id).await.unwrap().unwrap();
+        assert_eq!(memory.model.as_deref(), Some("heuristic"), "{memory:?}");
+    }
     // The rebuilt table takes the new status: a failing answer is quarantined.
     store
         .record_answer(child.id, "{}", None, &memsift_store::RequestUsage::default(), t0())
@@ -1264,4 +1272,100 @@ pub async fn a_reconcile_miss_remembers_whether_the_create_was_called(store: &St
     };
     assert_eq!(results[0], (miss(1, true), miss(2, true)));
     assert_eq!(results[1], (miss(1, false), miss(2, false)));
+}
+
+pub async fn scoring_archives_one_memory_per_run_for_a_user_with_fewer_than_twenty(store: &Store) {
+    // Five old, never-read memories under the floor. A 5 % cap used to be floor(5 % × 5) = 0: a
+    // user with fewer than twenty memories never had one archived. Rounded up, each run takes one.
+    for index in 0..5 {
+        store
+            .insert_test_memory("ana", &format!("Ana fact number {index}."))
+            .await
+            .unwrap();
+    }
+    let policy = memsift_store::ScoringPolicy {
+        floor: 0.05,
+        min_age_days: 30,
+        max_share_per_run: 0.05,
+    };
+    let later = t0() + Duration::days(400);
+    let first = store.score_memories(&policy, later).await.unwrap();
+    assert_eq!((first.n_scored, first.n_archived, first.n_spared_by_cap), (5, 1, 4));
+    let second = store.score_memories(&policy, later).await.unwrap();
+    assert_eq!((second.n_scored, second.n_archived, second.n_spared_by_cap), (4, 1, 3));
+    assert_eq!(store.list_memories("ana", None).await.unwrap().len(), 3);
+    assert_eq!(store.operation_ids("ana", "score_archive").await.unwrap().len(), 2);
+}
+
+pub async fn each_memory_records_the_model_that_produced_it(store: &Store) {
+    // A model's extraction records its model, the offline lane `heuristic`, and an operator's
+    // supersede none, on the memory itself; listings, the detail and the metrics show them.
+    let (segment_id, user_id, message_ids) = closed_claimed_segment(store, "ana", "c1").await;
+    let by_model = NewRequest {
+        lane: Lane::Batch,
+        provider: "anthropic".to_owned(),
+        model: Some("claude-haiku-4-5".to_owned()),
+        ..request(segment_id, user_id, 0)
+    };
+    let offline = request(segment_id, user_id, 1);
+    store
+        .plan_segment_requests(segment_id, &[by_model.clone(), offline.clone()], t0())
+        .await
+        .unwrap();
+    for (planned, text) in [
+        (&by_model, "Ana lives in Lisbon."),
+        (&offline, "Ana has a cat named Miso."),
+    ] {
+        store.record_output(planned.id, "[...]", None, t0()).await.unwrap();
+        let mut memory = item(text, vec![message_ids[0]]);
+        if planned.id == offline.id {
+            memory.sensitive = true;
+            memory.temporal = Temporal::Recurring;
+        }
+        store.apply(&apply_input(planned, vec![memory])).await.unwrap();
+    }
+    let models = |rows: Vec<memsift_store::MemoryRow>| -> Vec<(String, Option<String>)> {
+        rows.into_iter().map(|row| (row.text, row.model)).collect()
+    };
+    assert_eq!(
+        models(store.list_memories("ana", None).await.unwrap()),
+        [
+            ("Ana lives in Lisbon.".to_owned(), Some("claude-haiku-4-5".to_owned())),
+            ("Ana has a cat named Miso.".to_owned(), Some("heuristic".to_owned())),
+        ]
+    );
+    let lisbon = store.list_memories("ana", None).await.unwrap()[0]
+        .id
+        .parse::<MemoryId>()
+        .unwrap();
+    let revised = store
+        .revise_memory(
+            "ana",
+            lisbon,
+            &memsift_store::Revision::Supersede {
+                content: "Ana lives in Porto.".to_owned(),
+            },
+            "she moved",
+            t0(),
+        )
+        .await
+        .unwrap();
+    let porto = store
+        .memory_detail(revised.new_memory_id.unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((porto.text.as_str(), porto.model), ("Ana lives in Porto.", None));
+    let archived = store.memory_detail(lisbon).await.unwrap().unwrap();
+    assert!(archived.archived_at.is_some());
+    assert_eq!(archived.model.as_deref(), Some("claude-haiku-4-5"));
+    assert_eq!(archived.source_request_id, Some(by_model.id.to_string()));
+    assert_eq!(store.memory_detail(MemoryId::new_v7()).await.unwrap(), None);
+    // Every memory written is counted by kind, archived ones too.
+    let mut kinds = store.metrics_snapshot().await.unwrap().memories_by_kind;
+    kinds.sort();
+    assert_eq!(
+        kinds,
+        [("durable".to_owned(), false, 2), ("recurring".to_owned(), true, 1)]
+    );
 }

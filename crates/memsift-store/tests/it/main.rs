@@ -101,6 +101,8 @@ store_suite!(cases: [
     a_paused_lane_holds_its_work_unspent_and_rerouting_moves_it,
     lane_health_keeps_the_last_state_of_each_lane_and_the_live_processes,
     a_reconcile_miss_remembers_whether_the_create_was_called,
+    scoring_archives_one_memory_per_run_for_a_user_with_fewer_than_twenty,
+    each_memory_records_the_model_that_produced_it,
 ], at: [
     (6, a_populated_database_keeps_every_row_through_later_migrations),
 ]);

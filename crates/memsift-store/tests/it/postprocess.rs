@@ -41,6 +41,7 @@ async fn answered(
         request_body: Default::default(),
         subject: serde_json::from_value(subject).unwrap(),
         parent_request_id: None,
+        reserved_usd: 0.0,
     };
     store
         .plan_stage_requests(std::slice::from_ref(&request), &memsift_store::Covered::default(), t0())
@@ -602,6 +603,7 @@ pub async fn a_failed_stage_request_gets_one_successor_per_attempt(store: &Store
         request_body: Default::default(),
         subject: serde_json::from_value(json!({ "run": "r2", "cap": 1, "memory_id": memory.to_string() })).unwrap(),
         parent_request_id: None,
+        reserved_usd: 0.0,
     };
     store
         .plan_stage_requests(std::slice::from_ref(&failed), &memsift_store::Covered::default(), t0())

@@ -49,6 +49,7 @@ async fn stage_request(store: &Store, user_id: memsift_core::UserId, purpose: Pu
         request_body: Default::default(),
         subject: Default::default(),
         parent_request_id: None,
+        reserved_usd: 0.0,
     };
     store
         .plan_stage_requests(std::slice::from_ref(&request), &Covered::default(), t0())

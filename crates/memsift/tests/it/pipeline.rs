@@ -397,6 +397,7 @@ mod apply_isolation {
             request_body: Default::default(),
             subject: Default::default(),
             parent_request_id: None,
+            reserved_usd: 0.0,
         };
         store
             .plan_segment_requests(claimed.id, std::slice::from_ref(&request), t0())

@@ -54,8 +54,8 @@ const FILLER: [&str; 40] = [
     "dice",
 ];
 
-/// Ana: forty unrelated memories (so a run may change 5 % = 2 of them), a pair the offline judge
-/// calls a conflict, and a near-duplicate pair consolidation should merge.
+/// Ana: forty unrelated memories (so a run may change 5 % of 44, rounded up: 3 of them), a pair
+/// the offline judge calls a conflict, and a near-duplicate pair consolidation should merge.
 async fn seed(test: &TestApp) -> memsift_core::UserId {
     let store = &test.app.store;
     let mut user = None;
@@ -109,7 +109,7 @@ async fn stages_on_the_offline_lane_link_merge_within_the_cap_and_undo_exactly()
     assert_eq!(store.count_rows("llm_requests").await.unwrap(), n_requests);
 
     // The real run: proposal, independent review, then the merge — two of 44 memories changed,
-    // the cap (5 % of 44 = 2) respected.
+    // within the cap (5 % of 44, rounded up: 3).
     let before = store.user_rows(ana).await.unwrap();
     let run = run_stage(&test.app, Stage::Consolidation, Some("ana"), false, true)
         .await
@@ -350,5 +350,47 @@ async fn the_extraction_reviewer_reviews_every_new_memory_and_only_narrows() {
     // A second step plans no second review.
     let again = memsift::pipeline::run_until_idle(&test.app).await.unwrap();
     assert_eq!(again.n_requests_planned, 0);
+    test.finish().await;
+}
+
+#[tokio::test]
+async fn the_extraction_reviewers_narrowed_text_is_applied_for_a_user_with_one_memory() {
+    // The review request carried no run cap, so its cap was 0 and every narrowed text was refused.
+    // Each review is now a run of its own that may change its one memory, however few the user has.
+    use memsift_sim::{ResponderReply, ScriptedResponder};
+    let script = ScriptedResponder::from_fn(|request| {
+        if request.user_text.contains("\"task\":\"extraction_review\"") {
+            return ResponderReply::Text(r#"{"text":"The user lives in Lisbon.","confidence":0.8}"#.to_owned());
+        }
+        let label = request.turns.first().map(|turn| turn.label.clone()).unwrap_or_default();
+        ResponderReply::Text(
+            serde_json::json!([{"text": "The user lives in Lisbon with a cat named Miso.", "evidence_turns": [label]}])
+                .to_string(),
+        )
+    });
+    let db = TestDb::sqlite().await;
+    let sim_config = SimConfig::new(std::sync::Arc::new(script));
+    let test = TestApp::on_sim(db, sim_config, |sim, key_file| {
+        let mut config = crate::helpers::batch_config(&sim.base_url, key_file);
+        let provider = config.llm["extraction_standard"].clone();
+        config.llm.insert("extraction_review_standard".to_owned(), provider);
+        config.postprocess.extraction_reviewer = true;
+        config
+    })
+    .await;
+    let chat = crate::helpers::line("ana", "c1", 0, "user", "I live in Lisbon with my cat Miso.", true);
+    test.import("chat.jsonl", &chat).await.unwrap();
+    memsift::pipeline::run_until_idle(&test.app).await.unwrap();
+
+    assert_eq!(test.memory_texts("ana").await, ["The user lives in Lisbon."]);
+    let requests = test.app.store.list_requests(Some("ana"), None, None).await.unwrap();
+    let reviews: Vec<_> = requests.iter().filter(|r| r.purpose == "extraction_review").collect();
+    assert_eq!(reviews.len(), 1, "{requests:?}");
+    assert_eq!(
+        (reviews[0].lane.as_str(), reviews[0].status.as_str()),
+        ("batch", "applied")
+    );
+    let operations = test.app.store.operation_ids("ana", "review").await.unwrap();
+    assert_eq!(operations.len(), 1, "the narrowing is one journaled change");
     test.finish().await;
 }
