@@ -53,7 +53,9 @@ pub use erasure_key::ErasureKey;
 pub use fixtures::UserRows;
 pub use health::{LaneHealthRow, LaneTransition, ReconcileMiss, Reroute, WaitingRequest};
 pub use ingest::{ClosedSegment, IngestReport, NewMessage};
-pub use listing::{CostRow, Counts, MemoryRow, MetricsSnapshot, RequestDetail, RequestRow, SegmentRow, UsageTotals};
+pub use listing::{
+    CostRow, Counts, IdKind, MemoryRow, MetricsSnapshot, RequestDetail, RequestRow, SegmentRow, UsageTotals,
+};
 pub use requests::{ApplyFailure, NewRequest, ReplanReport, RequestUsage, StoredOutput, WorkRequest};
 pub use revisions::{MemoryState, Revised, Revision};
 pub use schedules::ScheduleRow;
