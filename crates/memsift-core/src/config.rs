@@ -56,6 +56,31 @@ pub enum ConfigError {
         /// The purpose that needs it.
         purpose: String,
     },
+    /// An `[llm.*]` section no route can use: not `{purpose}_{tier}` for a tier of
+    /// `billing.tiers`, nor a fallback of such a section (a typo, or a tier left out).
+    #[error(
+        "config: no route reaches [llm.{key}]: it is not {{purpose}}_{{tier}} for a tier of billing.tiers {tiers:?} nor any section's fallback; the sections routes reach are {known}; rename it to one of them, add its tier to billing.tiers, or remove it"
+    )]
+    UnreachedLlmSection {
+        /// The section's key.
+        key: String,
+        /// The configured tiers.
+        tiers: Vec<String>,
+        /// The sections that are reached, comma-separated.
+        known: String,
+    },
+}
+
+/// The `[llm.*]` section keys an operator's TOML text declares (so that a section the built-in
+/// defaults bring is never blamed on the operator).
+pub fn declared_llm_sections(text: &str) -> Vec<String> {
+    let Ok(table) = toml::from_str::<toml::Table>(text) else {
+        return Vec::new();
+    };
+    match table.get("llm") {
+        Some(toml::Value::Table(llm)) => llm.keys().cloned().collect(),
+        _ => Vec::new(),
+    }
 }
 
 /// The whole configuration.
@@ -780,6 +805,37 @@ impl Config {
 }
 
 impl Config {
+    /// The `[llm.*]` sections some route reaches: `{purpose}_{tier}` for every purpose and every tier
+    /// of `billing.tiers` (a stage that is off today may be turned on), and their fallbacks.
+    pub fn reached_llm_sections(&self) -> std::collections::BTreeSet<String> {
+        let mut reached = std::collections::BTreeSet::new();
+        for tier in &self.billing.tiers {
+            for purpose in Purpose::ALL {
+                let key = format!("{}_{tier}", purpose.as_str());
+                if self.llm.contains_key(&key) {
+                    reached.extend(self.provider_chain(&key));
+                }
+            }
+        }
+        reached
+    }
+
+    /// An error for each of `declared` (section keys, see [`declared_llm_sections`]) that no
+    /// route reaches.
+    pub fn unreached_llm_sections(&self, declared: &[String]) -> Vec<ConfigError> {
+        let reached = self.reached_llm_sections();
+        let known = reached.iter().cloned().collect::<Vec<_>>().join(", ");
+        declared
+            .iter()
+            .filter(|key| !reached.contains(*key))
+            .map(|key| ConfigError::UnreachedLlmSection {
+                key: key.clone(),
+                tiers: self.billing.tiers.clone(),
+                known: known.clone(),
+            })
+            .collect()
+    }
+
     /// The sections that answer `key`, in the order they are tried: `key`, then its fallbacks.
     pub fn provider_chain(&self, key: &str) -> Vec<String> {
         let mut chain = vec![key.to_owned()];

@@ -154,21 +154,57 @@ impl ImmediateStrategy {
     }
 }
 
-/// Runs a provider call on the blocking pool, driven by the current runtime.
+/// Runs a provider call on the blocking pool, driven by the current runtime, for as long as the
+/// returned future is awaited: dropping it stops the call.
 ///
-/// Why: the memsift-llm client futures hold a `&Bytes` across an await inside a generic retry
-/// closure, and rustc cannot prove such futures `Send` (rust-lang/rust#64552), so they can be
-/// neither awaited inside a `Send` strategy future nor `tokio::spawn`ed. A blocking-pool thread
+/// Why a thread: the memsift-llm client futures hold a `&Bytes` across an await inside a generic
+/// retry closure, and rustc cannot prove such futures `Send` (rust-lang/rust#64552), so they can
+/// be neither awaited inside a `Send` strategy future nor `tokio::spawn`ed. A blocking-pool thread
 /// polls them in place instead. The cost is one pooled thread per in-flight immediate call.
-fn off_thread<T: Send + 'static>(
-    call: impl FnOnce(&tokio::runtime::Handle) -> T + Send + 'static,
-) -> tokio::task::JoinHandle<T> {
+///
+/// Why it stops: a call left running after its caller is gone (a step dropped at the end of the
+/// daemon's drain) would outlive the runtime's drivers and panic inside tokio during shutdown.
+fn off_thread<T, F>(call: impl FnOnce() -> F + Send + 'static) -> OffThread<T>
+where
+    T: Send + 'static,
+    F: std::future::Future<Output = T>,
+{
     let runtime = tokio::runtime::Handle::current();
-    tokio::task::spawn_blocking(move || call(&runtime))
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::task::spawn_blocking(move || {
+        runtime.block_on(async move {
+            tokio::select! {
+                output = call() => Some(output),
+                // Nothing is ever sent: the sender is dropped with the caller's future.
+                _ = stopped => None,
+            }
+        })
+    });
+    OffThread { task, _stop: stop }
+}
+
+/// A call running on its own thread; dropping it stops the call (see [`off_thread`]).
+struct OffThread<T> {
+    task: tokio::task::JoinHandle<Option<T>>,
+    _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+impl<T> std::future::Future for OffThread<T> {
+    /// The call's output, or why the call task ended without one.
+    type Output = Result<T, String>;
+
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {
+        std::pin::Pin::new(&mut self.task).poll(cx).map(|joined| match joined {
+            Ok(Some(output)) => Ok(output),
+            // Only a dropped sender stops the call, and this future holds it while it is polled.
+            Ok(None) => Err("the call was stopped".to_owned()),
+            Err(error) => Err(error.to_string()),
+        })
+    }
 }
 
 /// A call task that panicked or was cancelled.
-fn join_error(provider: &'static str, error: &tokio::task::JoinError) -> LlmError {
+fn join_error(provider: &'static str, error: &str) -> LlmError {
     LlmError::Transient {
         provider,
         status: Some(0),
@@ -205,7 +241,7 @@ impl ExecutionStrategy for ImmediateStrategy {
                     vec![InputMessage::user(request.user_message)],
                     system_cache(llm, request.system_prompt, &reuse),
                 );
-                let call = off_thread(move |runtime| runtime.block_on(client.create_message(&params)));
+                let call = off_thread(move || async move { client.create_message(&params).await });
                 let answer = match call.await {
                     Ok(answer) => answer,
                     Err(error) => return aborted(join_error("anthropic", &error)),
@@ -234,7 +270,7 @@ impl ExecutionStrategy for ImmediateStrategy {
                     request.system_prompt,
                     vec![request.user_message.to_owned()],
                 );
-                let call = off_thread(move |runtime| runtime.block_on(client.chat_completion(&chat)));
+                let call = off_thread(move || async move { client.chat_completion(&chat).await });
                 let answer = match call.await {
                     Ok(answer) => answer,
                     Err(error) => return aborted(join_error("openai", &error)),
@@ -260,5 +296,40 @@ impl ExecutionStrategy for ImmediateStrategy {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::off_thread;
+
+    /// Sends on drop: tells the test the call's future was dropped, wherever that happened.
+    struct Dropped(Option<tokio::sync::oneshot::Sender<()>>);
+
+    impl Drop for Dropped {
+        fn drop(&mut self) {
+            if let Some(sender) = self.0.take() {
+                let _ = sender.send(());
+            }
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_call_whose_caller_is_gone_stops_instead_of_outliving_it() {
+        let (started, call_started) = tokio::sync::oneshot::channel::<()>();
+        let (dropped, call_dropped) = tokio::sync::oneshot::channel::<()>();
+        let call = off_thread(move || async move {
+            let _dropped = Dropped(Some(dropped));
+            let _ = started.send(());
+            // A provider that never answers.
+            std::future::pending::<()>().await;
+        });
+        call_started.await.expect("the call started on its thread");
+        drop(call);
+        // The bound only fails the test instead of hanging it; the drop is what ends the call.
+        tokio::time::timeout(std::time::Duration::from_secs(30), call_dropped)
+            .await
+            .expect("the call stopped once its caller was gone")
+            .expect("the call's future was dropped, not leaked");
     }
 }

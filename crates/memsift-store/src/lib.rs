@@ -54,7 +54,8 @@ pub use fixtures::UserRows;
 pub use health::{LaneHealthRow, LaneTransition, ReconcileMiss, Reroute, WaitingRequest};
 pub use ingest::{ClosedSegment, IngestReport, NewMessage};
 pub use listing::{
-    CostRow, Counts, MemoryDetail, MemoryRow, MetricsSnapshot, RequestDetail, RequestRow, SegmentRow, UsageTotals,
+    CostRow, Counts, IdKind, MemoryDetail, MemoryRow, MetricsSnapshot, RequestDetail, RequestRow, SegmentRow,
+    UsageTotals,
 };
 pub use requests::{ApplyFailure, NewRequest, ReplanReport, RequestUsage, Spend, StoredOutput, WorkRequest};
 pub use revisions::{MemoryState, Revised, Revision};

@@ -126,7 +126,84 @@ pub struct Counts {
 /// The LIMIT used when a listing is asked for "everything".
 const NO_LIMIT: i64 = i64::MAX;
 
+/// What kind of id a command asks for, and so which table [`Store::ids_matching`] searches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IdKind {
+    /// A segment (`memsift segments`).
+    Segment,
+    /// A memory (`memsift memories`).
+    Memory,
+    /// An LLM request (`memsift requests`).
+    Request,
+    /// A provider batch (`memsift batches`).
+    Batch,
+    /// A journaled operation (printed by a revision or a stage change).
+    Operation,
+}
+
+impl IdKind {
+    /// The word a person uses for it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IdKind::Segment => "segment",
+            IdKind::Memory => "memory",
+            IdKind::Request => "request",
+            IdKind::Batch => "batch",
+            IdKind::Operation => "operation",
+        }
+    }
+
+    /// The table, and whether its rows belong to a user (`user_id`).
+    fn table(self) -> (&'static str, bool) {
+        match self {
+            IdKind::Segment => ("segments", true),
+            IdKind::Memory => ("memories", true),
+            IdKind::Request => ("llm_requests", true),
+            IdKind::Batch => ("batches", false),
+            IdKind::Operation => ("operations", true),
+        }
+    }
+}
+
+/// How many ids [`Store::ids_matching`] returns at most: enough to list an ambiguity, never a table.
+const MAX_ID_MATCHES: i64 = 10;
+
 impl Store {
+    /// The full ids of `kind` that begin or end with `fragment` (so both a pasted prefix and the
+    /// last 12 characters the tables print find their row), in id order, at most ten; only among
+    /// `user`'s rows when given (external id) and the kind belongs to a user.
+    ///
+    /// `fragment` is matched literally: anything but hex digits and hyphens matches nothing, so
+    /// no LIKE wildcard reaches the query.
+    pub async fn ids_matching(&self, kind: IdKind, fragment: &str, user: Option<&str>) -> Result<Vec<String>> {
+        let fragment = fragment.to_ascii_lowercase();
+        if fragment.is_empty() || !fragment.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
+            return Ok(Vec::new());
+        }
+        let (table, owned) = kind.table();
+        let user = if owned { user } else { None };
+        let sql = format!(
+            "SELECT t.id FROM {table} t
+             WHERE (t.id LIKE $1 OR t.id LIKE $2)
+               AND ($3 IS NULL OR {owner})
+             ORDER BY t.id LIMIT $4",
+            owner = if owned {
+                "t.user_id IN (SELECT u.id FROM users u WHERE u.external_id = $3)"
+            } else {
+                "$3 IS NULL"
+            }
+        );
+        Ok(on_pool!(self, |pool| {
+            sqlx::query_scalar(&sql)
+                .bind(format!("{fragment}%"))
+                .bind(format!("%{fragment}"))
+                .bind(user)
+                .bind(MAX_ID_MATCHES)
+                .fetch_all(pool)
+                .await?
+        }))
+    }
+
     /// Segments, newest first, optionally of one user and one status (admin listing).
     pub async fn list_segments(
         &self,

@@ -398,11 +398,25 @@ impl Store {
         lease: Duration,
         limit: i64,
     ) -> Result<Vec<WorkRequest>> {
+        self.claim_requests_of(None, lane, worker, now, lease, limit).await
+    }
+
+    /// Like [`Store::claim_requests`], only of `segment`'s requests when given
+    /// (`memsift extract --segment`).
+    pub async fn claim_requests_of(
+        &self,
+        segment: Option<SegmentId>,
+        lane: Lane,
+        worker: &str,
+        now: DateTime<Utc>,
+        lease: Duration,
+        limit: i64,
+    ) -> Result<Vec<WorkRequest>> {
         let lock = self.skip_locked();
         let sql = format!(
             "UPDATE llm_requests SET status = 'submitted', submitted_at = $2, claimed_by = $3, claimed_until = $4
              WHERE id IN (SELECT id FROM llm_requests
-                          WHERE lane = $1 AND batch_id IS NULL
+                          WHERE lane = $1 AND batch_id IS NULL AND ($6 IS NULL OR segment_id = $6)
                             -- A planned request's `claimed_until` is its not-before time (a paused lane).
                             AND ((status = 'planned' AND (claimed_until IS NULL OR claimed_until <= $2))
                                  OR (status = 'submitted' AND claimed_until <= $2))
@@ -416,6 +430,7 @@ impl Store {
                 .bind(worker)
                 .bind(now + lease)
                 .bind(limit)
+                .bind(segment.map(|id| id.to_string()))
                 .fetch_all(pool)
                 .await?
         });
@@ -485,12 +500,18 @@ impl Store {
     /// these, and so does an apply that failed). Answers whose applies failed fewer times come
     /// first, so answers that keep failing (until they are quarantined) never starve the rest.
     pub async fn unapplied_answers(&self, limit: i64) -> Result<Vec<RequestId>> {
+        self.unapplied_answers_of(None, limit).await
+    }
+
+    /// Like [`Store::unapplied_answers`], only of `segment`'s requests when given.
+    pub async fn unapplied_answers_of(&self, segment: Option<SegmentId>, limit: i64) -> Result<Vec<RequestId>> {
         let ids: Vec<String> = on_pool!(self, |pool| {
             sqlx::query_scalar(
-                "SELECT id FROM llm_requests WHERE status = 'succeeded'
+                "SELECT id FROM llm_requests WHERE status = 'succeeded' AND ($2 IS NULL OR segment_id = $2)
                  ORDER BY apply_attempts, completed_at, id LIMIT $1",
             )
             .bind(limit)
+            .bind(segment.map(|id| id.to_string()))
             .fetch_all(pool)
             .await?
         });
@@ -549,19 +570,30 @@ impl Store {
     /// Gives every failed attempt (`errored`, `expired`, `canceled`) without a successor a new
     /// attempt with a new id, up to `max_attempts`; past it, the request and its segment go `dead`.
     pub async fn replan_failed_requests(&self, max_attempts: i64, now: DateTime<Utc>) -> Result<ReplanReport> {
+        self.replan_failed_requests_of(None, max_attempts, now).await
+    }
+
+    /// Like [`Store::replan_failed_requests`], only of `segment`'s requests when given.
+    pub async fn replan_failed_requests_of(
+        &self,
+        segment: Option<SegmentId>,
+        max_attempts: i64,
+        now: DateTime<Utc>,
+    ) -> Result<ReplanReport> {
         let mut report = ReplanReport::default();
         self.write(async |tx| {
             let failed: Vec<FailedAttempt> = tx
                 .fetch_all(sql!(
                     "SELECT r.id, r.segment_id, r.attempt, r.status, r.error FROM llm_requests r
-                     WHERE r.status IN ('errored', 'expired', 'canceled')
+                     WHERE r.status IN ('errored', 'expired', 'canceled') AND ($1 IS NULL OR r.segment_id = $1)
                        AND NOT EXISTS (SELECT 1 FROM llm_requests later
                                        WHERE later.purpose = r.purpose AND later.user_id = r.user_id
                                          AND later.chunk_index = r.chunk_index AND later.attempt > r.attempt
                                          AND (later.segment_id = r.segment_id
                                               -- Post-processing requests have no segment: their subject names the work.
                                               OR (r.segment_id IS NULL AND later.segment_id IS NULL AND later.subject = r.subject)))
-                     ORDER BY r.completed_at, r.id"
+                     ORDER BY r.completed_at, r.id",
+                    segment
                 ))
                 .await?;
             for FailedAttempt {

@@ -227,6 +227,17 @@ impl Store {
         Ok(())
     }
 
+    /// A segment's status (`open`, `closed`, `extracting`, `extracted`, `failed`, `dead`), or
+    /// `None` when there is no such segment.
+    pub async fn segment_status(&self, segment_id: SegmentId) -> Result<Option<String>> {
+        Ok(on_pool!(self, |pool| {
+            sqlx::query_scalar("SELECT status FROM segments WHERE id = $1")
+                .bind(segment_id.to_string())
+                .fetch_optional(pool)
+                .await?
+        }))
+    }
+
     /// Hands a `failed` or `dead` segment back to the pipeline with fresh attempts (an admin's
     /// retry after fixing the cause); returns false when no such segment is in either state.
     pub async fn retry_segment(&self, segment_id: SegmentId) -> Result<bool> {

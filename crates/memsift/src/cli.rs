@@ -6,7 +6,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use memsift_core::SegmentId;
-use memsift_store::redact;
+use memsift_store::{IdKind, redact};
 
 use crate::app::{App, database_url, load_config};
 use crate::import::{ImportFormat, read_file};
@@ -198,7 +198,7 @@ pub enum Command {
     /// Show one request (with its raw output, drops and budget reservation), one batch (with its
     /// requests) or one memory (with the model that wrote it).
     Show {
-        /// A request id or a batch id.
+        /// A request, batch or memory id: whole, or 4+ characters from its start or end (tables print the last 12).
         id: String,
     },
     /// Give every active memory a vector of the configured embedder (after changing [embeddings],
@@ -265,7 +265,7 @@ pub enum Command {
         /// `heuristic` (answers with the offline extractor) or `locomo:PATH` (LoCoMo observations).
         #[arg(long, default_value = "heuristic")]
         responder: String,
-        /// A fault plan, TOML or JSON (see crates/memsift-sim/src/faults.rs).
+        /// A fault plan, TOML or JSON (its keys: `FaultConfig` in crates/memsift-sim/src/config.rs).
         #[arg(long, value_name = "FILE")]
         faults: Option<PathBuf>,
     },
@@ -350,6 +350,20 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             .flat_map(|(key, llm)| memsift_llm::validate_llm_config(key, llm))
             .map(|problem| problem.to_string())
             .collect();
+        // A section no route reaches is a typo or a tier left out: refused here, where an
+        // operator asks whether the file means what they think. Only the file's own sections
+        // count; the built-in defaults' are there for the default tier.
+        if let Some(path) = &cli.config {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("check-config: cannot read {}", path.display()))?;
+            let declared = memsift_core::config::declared_llm_sections(&text);
+            problems.extend(
+                config
+                    .unreached_llm_sections(&declared)
+                    .into_iter()
+                    .map(|problem| problem.to_string()),
+            );
+        }
         if let Err(error) = crate::daemon::parse_schedules(&config.schedules) {
             problems.push(error.to_string());
         }
@@ -535,13 +549,8 @@ async fn dispatch(app: &App, command: Command, json: bool) -> anyhow::Result<()>
             pending: _,
             segment: Some(segment),
         } => {
-            let segment_id = SegmentId::parse(&segment)?;
-            let claimed = app
-                .store
-                .claim_segment(segment_id, &app.worker_id, app.clock.now())
-                .await?;
-            pipeline::plan_segment(app, &claimed).await?;
-            let report = pipeline::run_until_idle(app).await?;
+            let segment_id = SegmentId::parse(&resolve_id(app, IdKind::Segment, &segment, None).await?)?;
+            let report = pipeline::run_segment_until_done(app, segment_id).await?;
             print_step("extract", &report, json)?;
         }
         Command::Extract { .. } => {
@@ -613,8 +622,8 @@ async fn dispatch(app: &App, command: Command, json: bool) -> anyhow::Result<()>
                 }
                 MemoryAction::Expire(args) => (args, memsift_store::Revision::Expire),
             };
-            let memory_id = memsift_core::MemoryId::parse(&args.memory)
-                .with_context(|| format!("memory: `{}` is not a memory id", args.memory))?;
+            let memory_id =
+                memsift_core::MemoryId::parse(&resolve_id(app, IdKind::Memory, &args.memory, Some(&args.user)).await?)?;
             let revised = app
                 .store
                 .revise_memory(&args.user, memory_id, &revision, &args.reason, app.clock.now())
@@ -639,8 +648,8 @@ async fn dispatch(app: &App, command: Command, json: bool) -> anyhow::Result<()>
             }
         }
         Command::Undo { user, operation } => {
-            let operation_id = memsift_core::OperationId::parse(&operation)
-                .with_context(|| format!("undo: `{operation}` is not an operation id"))?;
+            let operation_id =
+                memsift_core::OperationId::parse(&resolve_id(app, IdKind::Operation, &operation, Some(&user)).await?)?;
             let undone = app.store.undo_operation(&user, operation_id, app.clock.now()).await?;
             if json {
                 render::print_json(&undone)?;
@@ -677,8 +686,7 @@ async fn dispatch(app: &App, command: Command, json: bool) -> anyhow::Result<()>
             );
         }
         Command::Cancel { batch } => {
-            let batch_id = memsift_core::BatchId::parse(&batch)
-                .with_context(|| format!("cancel: `{batch}` is not a batch id; `memsift batches` lists them"))?;
+            let batch_id = memsift_core::BatchId::parse(&resolve_id(app, IdKind::Batch, &batch, None).await?)?;
             let row = app
                 .store
                 .batch(batch_id)
@@ -784,15 +792,21 @@ fn print_step(verb: &str, report: &pipeline::StepReport, json: bool) -> anyhow::
     if json {
         return render::print_json(report);
     }
-    println!(
-        "{verb}: {} segments extracted, {} memories written, {} items dropped, {} attempts failed, {} idle segments closed",
+    println!("{}", step_summary(verb, report));
+    Ok(())
+}
+
+/// The one-line summary of a run (or a step) that `extract`, `run` and `sweep` print.
+pub fn step_summary(verb: &str, report: &pipeline::StepReport) -> String {
+    format!(
+        "{verb}: {} segments extracted, {} memories written, {} items dropped, {} attempts failed ({} requests out of attempts), {} idle segments closed",
         report.n_segments_extracted,
         report.n_memories,
         report.n_items_dropped,
-        report.n_segments_failed,
+        report.n_failed_attempts(),
+        report.n_requests_dead,
         report.n_segments_closed
-    );
-    Ok(())
+    )
 }
 
 async fn run_sim(listen: &str, responder: &str, faults: Option<&std::path::Path>) -> anyhow::Result<()> {
@@ -818,10 +832,12 @@ async fn replay(
     dry_run: bool,
     json: bool,
 ) -> anyhow::Result<()> {
-    let mut ids = requests
-        .iter()
-        .map(|id| memsift_core::RequestId::parse(id).with_context(|| format!("replay: `{id}` is not a request id")))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let mut ids = Vec::with_capacity(requests.len());
+    for id in &requests {
+        ids.push(memsift_core::RequestId::parse(
+            &resolve_id(app, IdKind::Request, id, None).await?,
+        )?);
+    }
     if let Some(user) = &user {
         for row in app.store.list_requests(Some(user), Some("applied"), None).await? {
             if row.purpose == "extraction" {
@@ -910,10 +926,90 @@ async fn install_model(config: &memsift_core::config::Config, dir: Option<&std::
     Ok(())
 }
 
-async fn show(app: &App, id: &str, json: bool) -> anyhow::Result<()> {
-    if let Ok(batch_id) = memsift_core::BatchId::parse(id)
-        && let Some(batch) = app.store.batch(batch_id).await?
-    {
+/// The fewest characters of an id a command accepts: fewer would match too much to be useful.
+const MIN_ID_FRAGMENT: usize = 4;
+
+/// The full id of `kind` that `input` names: the whole id, or 4 or more characters from its start
+/// or its end (the tables print the last 12). Several or no matches are an error naming `input`
+/// (and the matches), never a guess. With `user`, only that user's rows are searched, so an id of
+/// another user's is answered as absent.
+async fn resolve_id(app: &App, kind: IdKind, input: &str, user: Option<&str>) -> anyhow::Result<String> {
+    let mut matches = matching_ids(app, &[kind], input, user).await?;
+    match matches.len() {
+        1 => Ok(matches.remove(0).1),
+        _ => Err(unresolved(&[kind], input, user, &matches)),
+    }
+}
+
+/// The ids of any of `kinds` that `input` names, each with its kind; checks the input's length.
+async fn matching_ids(
+    app: &App,
+    kinds: &[IdKind],
+    input: &str,
+    user: Option<&str>,
+) -> anyhow::Result<Vec<(IdKind, String)>> {
+    let input = input.trim();
+    let names = kinds.iter().map(|kind| kind.as_str()).collect::<Vec<_>>().join(" or ");
+    if input.chars().count() < MIN_ID_FRAGMENT {
+        anyhow::bail!(
+            "`{input}` is too short to name a {names}; give at least {MIN_ID_FRAGMENT} characters of its id (the tables print the last 12)"
+        );
+    }
+    let mut matches = Vec::new();
+    for kind in kinds {
+        for id in app.store.ids_matching(*kind, input, user).await? {
+            matches.push((*kind, id));
+        }
+    }
+    Ok(matches)
+}
+
+/// The one-line error for an input that names no id, or several.
+fn unresolved(kinds: &[IdKind], input: &str, user: Option<&str>, matches: &[(IdKind, String)]) -> anyhow::Error {
+    let input = input.trim();
+    let names = kinds.iter().map(|kind| kind.as_str()).collect::<Vec<_>>().join(" or ");
+    let listings = kinds
+        .iter()
+        .map(|kind| match kind {
+            IdKind::Segment => "`memsift segments`",
+            IdKind::Memory => "`memsift memories --user USER`",
+            IdKind::Request => "`memsift requests`",
+            IdKind::Batch => "`memsift batches`",
+            IdKind::Operation => "the revision or stage change that printed it",
+        })
+        .collect::<Vec<_>>()
+        .join(" or ");
+    let whose = user.map(|user| format!(" of user `{user}`")).unwrap_or_default();
+    if matches.is_empty() {
+        return anyhow::anyhow!("no {names} id{whose} begins or ends with `{input}`; {listings} lists them");
+    }
+    let listed = matches
+        .iter()
+        .map(|(kind, id)| {
+            if kinds.len() > 1 {
+                format!("{} {id}", kind.as_str())
+            } else {
+                id.clone()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    anyhow::anyhow!("`{input}` names more than one {names}{whose}: {listed}; give more characters of the one you mean")
+}
+
+async fn show(app: &App, input: &str, json: bool) -> anyhow::Result<()> {
+    let kinds = [IdKind::Request, IdKind::Batch, IdKind::Memory];
+    let matches = matching_ids(app, &kinds, input, None).await?;
+    let [(kind, id)] = matches.as_slice() else {
+        return Err(unresolved(&kinds, input, None, &matches));
+    };
+    if *kind == IdKind::Batch {
+        let batch_id = memsift_core::BatchId::parse(id)?;
+        let batch = app
+            .store
+            .batch(batch_id)
+            .await?
+            .with_context(|| format!("show: batch {batch_id} is gone"))?;
         let requests = app.store.list_batch_requests(batch_id).await?;
         if json {
             return render::print_json(&serde_json::json!({ "batch": batch, "requests": requests }));
@@ -922,9 +1018,13 @@ async fn show(app: &App, id: &str, json: bool) -> anyhow::Result<()> {
         println!("{}", render::requests_table(&requests));
         return Ok(());
     }
-    if let Ok(memory_id) = memsift_core::MemoryId::parse(id)
-        && let Some(memory) = app.store.memory_detail(memory_id).await?
-    {
+    if *kind == IdKind::Memory {
+        let memory_id = memsift_core::MemoryId::parse(id)?;
+        let memory = app
+            .store
+            .memory_detail(memory_id)
+            .await?
+            .with_context(|| format!("show: memory {memory_id} is gone"))?;
         if json {
             return render::print_json(&memory);
         }

@@ -370,8 +370,10 @@ impl Daemon {
 /// Runs `job` to its end, or returns the message of the panic that stopped it. A panic is a bug in
 /// one job; the daemon and the API worker record it and go on with the next job, which is safe
 /// because every step leaves the store in a committed state.
+///
+/// A panic caught here is not counted as unhandled ([`crate::panics`]); one anywhere else is.
 pub(crate) async fn catch_panic<T>(job: impl Future<Output = T>) -> Result<T, String> {
-    AssertUnwindSafe(job)
+    AssertUnwindSafe(crate::panics::Handled(Box::pin(job)))
         .catch_unwind()
         .await
         .map_err(|panic| panic_message(panic.as_ref()))
@@ -543,5 +545,22 @@ fn log_step(result: anyhow::Result<Vec<JobRun>>) {
     if let Err(error) = result {
         // The store was unreachable for a claim; the next trigger tries again.
         tracing::warn!(error = %format!("{error:#}"), "A tick could not claim its jobs.");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::catch_panic;
+
+    #[tokio::test]
+    async fn a_panic_catch_panic_handles_is_not_counted_and_a_spawned_tasks_is() {
+        crate::panics::install_hook();
+        let before = crate::panics::unhandled();
+        let caught = catch_panic(async { panic!("a bug in a job") }).await;
+        assert_eq!(caught.unwrap_err(), "a bug in a job");
+        assert_eq!(crate::panics::unhandled(), before, "a caught panic is handled");
+        let joined = tokio::spawn(async { panic!("a bug in a spawned task") }).await;
+        assert!(joined.unwrap_err().is_panic());
+        assert_eq!(crate::panics::unhandled(), before + 1, "a spawned task's panic is not");
     }
 }

@@ -16,6 +16,7 @@ pub mod erase;
 pub mod health;
 pub mod import;
 pub mod metrics;
+pub mod panics;
 pub mod pipeline;
 pub mod probe;
 pub mod render;

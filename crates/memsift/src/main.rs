@@ -5,7 +5,13 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+/// How long the runtime's shutdown waits for blocking threads (a provider call, chunking) before
+/// the process exits without them.
+const SHUTDOWN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 fn main() -> ExitCode {
+    // First, so that even `--help` piped into `head` ends quietly.
+    memsift::panics::install_hook();
     let cli = memsift::cli::Cli::parse();
     let logs = tracing_subscriber::fmt()
         .with_env_filter(
@@ -29,8 +35,19 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(memsift::cli::run(cli)) {
-        Ok(()) => ExitCode::SUCCESS,
+    let result = runtime.block_on(memsift::cli::run(cli));
+    // Every task is dropped here, which stops the calls they awaited; a thread still busy after
+    // the bound is left behind rather than holding the exit.
+    runtime.shutdown_timeout(SHUTDOWN_TIMEOUT);
+    let n_panics = memsift::panics::unhandled();
+    match result {
+        Ok(()) if n_panics == 0 => ExitCode::SUCCESS,
+        Ok(()) => {
+            eprintln!(
+                "error: {n_panics} unhandled panic(s), reported above; this is a bug, and the run may be incomplete"
+            );
+            ExitCode::FAILURE
+        }
         Err(error) => {
             // One line: the context chain, outermost first.
             eprintln!("error: {error:#}");

@@ -23,7 +23,7 @@ use memsift_core::config::{OverBudget, ProviderKind};
 use memsift_core::request::{RequestBody, RequestContext, RequestSubject};
 use memsift_core::status::{Lane, Purpose, RequestStatus, Role};
 use memsift_core::transcript::parse_turns;
-use memsift_core::{MemoryId, RequestId};
+use memsift_core::{MemoryId, RequestId, SegmentId};
 use memsift_llm::{BreakerState, FaultClass, LaneKey, OpenCause, Permit, ResolvedLlm};
 use memsift_payload::{KnownMemory, PayloadOptions, build_extraction_chunks};
 use memsift_routing::{ExecutionOutcome, ExecutionRequest, ExecutionStrategy, Route};
@@ -89,6 +89,12 @@ impl StepReport {
         (*self != idle) || self.batch.progressed()
     }
 
+    /// Attempts that failed: segment plannings that failed, request attempts that failed (each is
+    /// either re-planned or, out of attempts, dead) and applies that failed.
+    pub fn n_failed_attempts(&self) -> u64 {
+        self.n_segments_failed + self.n_requests_replanned + self.n_requests_dead + self.n_apply_failures
+    }
+
     /// Adds another step's counts.
     pub fn add(&mut self, other: &StepReport) {
         self.n_segments_closed += other.n_segments_closed;
@@ -142,8 +148,20 @@ pub async fn run_once(app: &App) -> anyhow::Result<StepReport> {
     };
     plan_closed_segments(app, &mut report).await?;
     report.n_requests_rerouted = crate::health::reroute_waiting(app).await?;
+    execute_and_drain(app, None, &mut report).await?;
+    // A consolidation proposal applied above is reviewed by a request of its own.
+    report.n_requests_planned += crate::stages::plan_reviews(app).await?;
+    // With the extraction reviewer on, every memory extraction wrote gets one review request.
+    report.n_requests_planned += crate::stages::plan_extraction_reviews(app).await?;
+    replan_failed(app, None, &mut report).await?;
+    Ok(report)
+}
+
+/// The part of a step that moves planned requests (only `segment`'s when given): execute the
+/// heuristic and immediate lanes, step the batch coordinator, apply every recorded answer.
+async fn execute_and_drain(app: &App, segment: Option<SegmentId>, report: &mut StepReport) -> anyhow::Result<()> {
     for lane in [Lane::Heuristic, Lane::Immediate] {
-        execute_lane(app, lane, &mut report).await?;
+        execute_lane(app, lane, segment, report).await?;
     }
     if let Some(coordinator) = &app.coordinator {
         let stepped = coordinator.step().await.context("batch coordinator step");
@@ -151,18 +169,19 @@ pub async fn run_once(app: &App) -> anyhow::Result<StepReport> {
         report.batch = stepped?;
     }
     crate::health::persist_transitions(app).await?;
-    drain_answers(app, &mut report).await?;
-    // A consolidation proposal applied above is reviewed by a request of its own.
-    report.n_requests_planned += crate::stages::plan_reviews(app).await?;
-    // With the extraction reviewer on, every memory extraction wrote gets one review request.
-    report.n_requests_planned += crate::stages::plan_extraction_reviews(app).await?;
+    drain_answers_of(app, segment, report).await
+}
+
+/// Gives failed attempts (only `segment`'s when given) a new attempt, or ends them `dead`.
+async fn replan_failed(app: &App, segment: Option<SegmentId>, report: &mut StepReport) -> anyhow::Result<()> {
     let replan = app
         .store
-        .replan_failed_requests(app.config.extraction.max_attempts as i64, app.clock.now())
+        .replan_failed_requests_of(segment, app.config.extraction.max_attempts as i64, app.clock.now())
         .await?;
     report.n_requests_replanned = replan.n_replanned;
-    report.n_requests_dead = replan.n_dead;
-    Ok(report)
+    // Requests the immediate lane found refused as they are were counted dead when it ran.
+    report.n_requests_dead += replan.n_dead;
+    Ok(())
 }
 
 /// Applies every recorded answer once, whichever lane answered it: the one apply path.
@@ -172,11 +191,19 @@ pub async fn run_once(app: &App) -> anyhow::Result<StepReport> {
 /// starve the rest), and quarantined as `failed` after `max_apply_attempts`. A failure of the
 /// environment stops the drain with the error and counts against no answer.
 pub async fn drain_answers(app: &App, report: &mut StepReport) -> anyhow::Result<()> {
+    drain_answers_of(app, None, report).await
+}
+
+/// [`drain_answers`], only of `segment`'s requests when given.
+async fn drain_answers_of(app: &App, segment: Option<SegmentId>, report: &mut StepReport) -> anyhow::Result<()> {
     let context = app.apply_context();
     let max_apply_attempts = i64::from(app.config.extraction.max_apply_attempts);
     let mut tried = std::collections::HashSet::new();
     loop {
-        let page = app.store.unapplied_answers(CLAIM_BATCH + tried.len() as i64).await?;
+        let page = app
+            .store
+            .unapplied_answers_of(segment, CLAIM_BATCH + tried.len() as i64)
+            .await?;
         let fresh: Vec<RequestId> = page.into_iter().filter(|id| !tried.contains(id)).collect();
         if fresh.is_empty() {
             return Ok(());
@@ -291,6 +318,47 @@ pub async fn run_until_idle(app: &App) -> anyhow::Result<StepReport> {
     }
 }
 
+/// Extracts one segment (`memsift extract --segment`) and nothing else: claims it (closing it first
+/// if it is open; a `failed` or `dead` one gets another attempt), plans it, then runs only its
+/// requests and answers, step by step, until it is extracted, failed or dead, or nothing moves.
+///
+/// No other segment is closed, claimed or planned, and no other request is executed, applied or
+/// re-planned; the batch coordinator is stepped as usual, since it alone submits and ingests the
+/// batch lane, so it may also carry what was planned for that lane before.
+pub async fn run_segment_until_done(app: &App, segment_id: SegmentId) -> anyhow::Result<StepReport> {
+    let claimed = app
+        .store
+        .claim_segment(segment_id, &app.worker_id, app.clock.now())
+        .await?;
+    let mut total = StepReport::default();
+    plan_claimed(app, std::slice::from_ref(&claimed), &mut total).await?;
+    loop {
+        let step_started = app.clock.now();
+        let mut step = StepReport::default();
+        execute_and_drain(app, Some(segment_id), &mut step).await?;
+        replan_failed(app, Some(segment_id), &mut step).await?;
+        total.add(&step);
+        if step.progressed() {
+            continue;
+        }
+        let status = app.store.segment_status(segment_id).await?;
+        if !matches!(status.as_deref(), Some("extracting")) {
+            return Ok(total);
+        }
+        crate::health::stop_if_paused(app).await?;
+        let pack_max_wait = Duration::seconds(app.config.batch.pack_max_wait_secs as i64);
+        let reconcile_grace = Duration::seconds(app.config.batch.reconcile_grace_secs as i64);
+        match app.store.next_due_work(pack_max_wait, reconcile_grace).await? {
+            Some(due) if due > step_started => app.waiter.wait_until(due).await,
+            Some(due) => {
+                tracing::warn!(%segment_id, %due, "Work is due but no stage can move it; stopping.");
+                return Ok(total);
+            }
+            None => return Ok(total),
+        }
+    }
+}
+
 /// Claims closed segments and plans one request per chunk through the route of its user's tier.
 async fn plan_closed_segments(app: &App, report: &mut StepReport) -> anyhow::Result<()> {
     let lease = Duration::seconds(app.config.extraction.claim_lease_secs as i64);
@@ -298,6 +366,12 @@ async fn plan_closed_segments(app: &App, report: &mut StepReport) -> anyhow::Res
         .store
         .claim_segments(&app.worker_id, app.clock.now(), lease, CLAIM_BATCH)
         .await?;
+    plan_claimed(app, &claimed, report).await
+}
+
+/// Plans claimed segments, in order; a segment whose planning fails is failed with the reason
+/// (retried later), and an environment fault hands it and the rest back unspent.
+async fn plan_claimed(app: &App, claimed: &[ClaimedSegment], report: &mut StepReport) -> anyhow::Result<()> {
     for (position, segment) in claimed.iter().enumerate() {
         match plan_segment(app, segment).await {
             Ok(n_requests) => {
@@ -485,12 +559,18 @@ async fn memory_context(
     Ok(known.into_iter().map(|(id, text)| KnownMemory { id, text }).collect())
 }
 
-/// Executes planned requests of the heuristic or immediate lane and applies their answers.
-async fn execute_lane(app: &App, lane: Lane, report: &mut StepReport) -> anyhow::Result<()> {
+/// Executes planned requests of the heuristic or immediate lane (only `segment`'s when given) and
+/// records their answers.
+async fn execute_lane(
+    app: &App,
+    lane: Lane,
+    segment: Option<SegmentId>,
+    report: &mut StepReport,
+) -> anyhow::Result<()> {
     let lease = Duration::seconds(app.config.extraction.claim_lease_secs as i64);
     let claimed = app
         .store
-        .claim_requests(lane, &app.worker_id, app.clock.now(), lease, CLAIM_BATCH)
+        .claim_requests_of(segment, lane, &app.worker_id, app.clock.now(), lease, CLAIM_BATCH)
         .await?;
     for request in claimed {
         let llm = match app.resolved_llm(&request.config_key) {
@@ -601,6 +681,10 @@ async fn execute_lane(app: &App, lane: Lane, report: &mut StepReport) -> anyhow:
                     RequestStatus::Dead
                 };
                 app.store.record_failure(request.id, status, &error, now).await?;
+                if !retryable {
+                    // Refused as it is: out of attempts now, like one re-planning finds spent.
+                    report.n_requests_dead += 1;
+                }
                 if let (false, Some(segment_id), Purpose::Extraction) = (retryable, request.segment_id, request.purpose)
                 {
                     // Retrying cannot help (an invalid request, bad credentials): the segment is

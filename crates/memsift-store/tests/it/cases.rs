@@ -477,6 +477,48 @@ pub async fn memory_listings_are_scoped_by_user(store: &Store) {
     assert_eq!(store.list_requests(Some("bo"), None, None).await.unwrap().len(), 1);
 }
 
+pub async fn ids_match_by_their_start_or_their_end_within_their_user(store: &Store) {
+    use memsift_store::IdKind;
+    let (ana_segment, _, _) = closed_claimed_segment(store, "ana", "c1").await;
+    let (bo_segment, _, _) = closed_claimed_segment(store, "bo", "c1").await;
+    let (ana, bo) = (ana_segment.to_string(), bo_segment.to_string());
+    let matching = |fragment: String, user: Option<&'static str>| async move {
+        store.ids_matching(IdKind::Segment, &fragment, user).await.unwrap()
+    };
+    // The last 12 characters, as the tables print them, and the same in capitals.
+    assert_eq!(
+        matching(ana[ana.len() - 12..].to_owned(), None).await,
+        std::slice::from_ref(&ana)
+    );
+    assert_eq!(
+        matching(ana[ana.len() - 12..].to_uppercase(), None).await,
+        std::slice::from_ref(&ana)
+    );
+    // A prefix both UUIDv7s share (the same millisecond's timestamp) finds both, in id order.
+    let mut both = vec![ana.clone(), bo.clone()];
+    both.sort();
+    assert_eq!(matching(ana[..4].to_owned(), None).await, both);
+    // …and only the user's own when scoped, so another user's ids are never listed.
+    assert_eq!(
+        matching(ana[..4].to_owned(), Some("bo")).await,
+        std::slice::from_ref(&bo)
+    );
+    assert!(matching(ana[ana.len() - 12..].to_owned(), Some("bo")).await.is_empty());
+    // The full id, a wildcard and a fragment of the middle find nothing else.
+    assert_eq!(matching(ana.clone(), None).await, std::slice::from_ref(&ana));
+    assert!(matching("%".to_owned(), None).await.is_empty());
+    assert!(matching(format!("{}_", &ana[..4]), None).await.is_empty());
+    assert!(matching(ana[10..20].to_owned(), None).await.is_empty());
+    // Kinds search their own table: no request has a segment's id.
+    assert!(
+        store
+            .ids_matching(IdKind::Request, &ana, None)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
 pub async fn apply_stores_each_items_vector_with_its_model(store: &Store) {
     let (segment_id, user_id, _) = closed_claimed_segment(store, "ana", "c1").await;
     let request = request(segment_id, user_id, 0);

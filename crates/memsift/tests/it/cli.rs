@@ -402,3 +402,340 @@ fn run_and_extract_never_install_a_missing_model() {
         assert!(!missing.exists(), "nothing was fetched at run time");
     }
 }
+
+/// A home with a hashing-embedder config and a SQLite database: the `memsift` runs of one test.
+struct Workspace {
+    home: tempfile::TempDir,
+    config: std::path::PathBuf,
+    database: String,
+}
+
+impl Workspace {
+    fn new() -> Workspace {
+        let home = tempfile::tempdir().unwrap();
+        let config = home.path().join("memsift.toml");
+        std::fs::write(&config, "[embeddings]\nbackend = \"hashing\"\n").unwrap();
+        let database = format!("sqlite://{}", home.path().join("m.db").display());
+        Workspace { home, config, database }
+    }
+
+    /// `memsift --config … --database … ARGS…` (plain output).
+    fn run(&self, args: &[&str]) -> Outcome {
+        let output = memsift(self.home.path())
+            .arg("--config")
+            .arg(&self.config)
+            .args(["--database", &self.database])
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            output.status.code().unwrap_or(-1),
+            String::from_utf8(output.stdout).unwrap(),
+            String::from_utf8(output.stderr).unwrap(),
+        )
+    }
+
+    /// The same with `--json`.
+    fn json(&self, args: &[&str]) -> Outcome {
+        json_run(self.home.path(), &self.config, &self.database, args)
+    }
+
+    /// Imports one closed single-turn segment per `(user, text)`.
+    fn import(&self, segments: &[(&str, &str)]) {
+        let file = self.home.path().join(format!("chat-{}.jsonl", segments.len()));
+        let lines: String = segments
+            .iter()
+            .enumerate()
+            .map(|(minute, (user, text))| {
+                format!(
+                    "{{\"user\":\"{user}\",\"conversation\":\"{user}-{minute}\",\"role\":\"user\",\"content\":\"{text}\",\"timestamp\":\"2026-03-01T10:{:02}:{:02}Z\",\"boundary\":true}}\n",
+                    minute / 60 % 60,
+                    minute % 60
+                )
+            })
+            .collect();
+        std::fs::write(&file, lines).unwrap();
+        let (code, _, stderr) = self.run(&["import", "--format", "jsonl", file.to_str().unwrap()]);
+        assert_eq!(code, 0, "{stderr}");
+    }
+}
+
+/// The first column of every data row of a printed table: the ids as a person reads them.
+fn first_column(table: &str) -> Vec<String> {
+    table
+        .lines()
+        .filter_map(|line| line.strip_prefix('│'))
+        .filter_map(|row| row.split(['┆', '│']).next())
+        .map(|cell| cell.trim().to_owned())
+        .filter(|cell| !cell.is_empty() && cell.chars().all(|c| c.is_ascii_hexdigit()))
+        .collect()
+}
+
+fn json_rows(stdout: &str) -> Vec<serde_json::Value> {
+    serde_json::from_str(stdout).unwrap_or_else(|error| panic!("not JSON ({error}): {stdout}"))
+}
+
+#[test]
+fn the_twelve_character_ids_tables_print_are_accepted_wherever_an_id_is_asked_for() {
+    let ws = Workspace::new();
+    ws.import(&[
+        ("ana", "I live in Lisbon and I have a dog named Rex."),
+        ("ana", "I work at Fernwood Labs as a nurse."),
+    ]);
+    let (_, segments, _) = ws.run(&["segments"]);
+    let segment_ids = first_column(&segments);
+    assert_eq!(segment_ids.len(), 2, "{segments}");
+    assert!(segment_ids.iter().all(|id| id.len() == 12), "{segment_ids:?}");
+    // extract --segment takes the segment as the table printed it.
+    let (code, _, stderr) = ws.run(&["extract", "--segment", &segment_ids[0]]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(ws.json(&["extract", "--pending"]).0, 0);
+
+    let (_, requests, _) = ws.run(&["requests"]);
+    let request_ids = first_column(&requests);
+    assert_eq!(request_ids.len(), 2, "{requests}");
+    let (code, detail, stderr) = ws.json(&["show", &request_ids[0]]);
+    assert_eq!(code, 0, "{stderr}");
+    let detail: serde_json::Value = serde_json::from_str(&detail).unwrap();
+    assert!(detail["id"].as_str().unwrap().ends_with(&request_ids[0]), "{detail}");
+    let (code, _, stderr) = ws.json(&["replay", "--request", &request_ids[1], "--dry-run"]);
+    assert_eq!(code, 0, "{stderr}");
+
+    let (_, memories, _) = ws.run(&["memories", "--user", "ana"]);
+    let memory_ids = first_column(&memories);
+    assert!(!memory_ids.is_empty(), "{memories}");
+    let (code, confirmed, stderr) = ws.json(&[
+        "memory",
+        "confirm",
+        "--user",
+        "ana",
+        &memory_ids[0],
+        "--reason",
+        "she said so",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let operation = serde_json::from_str::<serde_json::Value>(&confirmed).unwrap()["operation_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (code, _, stderr) = ws.json(&["undo", "--user", "ana", &operation[operation.len() - 12..]]);
+    assert_eq!(code, 0, "{stderr}");
+
+    // Four characters both requests begin with (UUIDv7s of the same minute) are ambiguous: one
+    // line naming the input and both full ids, and nothing shown.
+    let full_ids: Vec<String> = json_rows(&ws.json(&["requests"]).1)
+        .iter()
+        .map(|row| row["id"].as_str().unwrap().to_owned())
+        .collect();
+    let prefix = &full_ids[0][..4];
+    assert!(full_ids.iter().all(|id| id.starts_with(prefix)));
+    let (code, stdout, stderr) = ws.run(&["show", prefix]);
+    assert_eq!((code, stdout.as_str()), (1, ""));
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains(&format!("`{prefix}` names more than one request or batch")),
+        "{stderr}"
+    );
+    assert!(full_ids.iter().all(|id| stderr.contains(id.as_str())), "{stderr}");
+    // No match, and too little to go on, are one line each too.
+    for (input, says) in [
+        (
+            "0000000000ff",
+            "no request or batch id begins or ends with `0000000000ff`",
+        ),
+        ("abc", "`abc` is too short to name a request or batch"),
+    ] {
+        let (code, _, stderr) = ws.run(&["show", input]);
+        assert_eq!(code, 1);
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(stderr.contains(says), "{stderr}");
+    }
+}
+
+#[test]
+fn extract_segment_extracts_that_segment_and_no_other_due_one() {
+    let ws = Workspace::new();
+    ws.import(&[
+        ("ana", "I live in Lisbon and I have a dog named Rex."),
+        ("bo", "I work at Fernwood Labs as a nurse."),
+    ]);
+    let segments = json_rows(&ws.json(&["segments"]).1);
+    assert!(
+        segments.iter().all(|segment| segment["status"] == "closed"),
+        "{segments:?}"
+    );
+    let ana = segments.iter().find(|segment| segment["user"] == "ana").unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (code, report, stderr) = ws.json(&["extract", "--segment", &ana]);
+    assert_eq!(code, 0, "{stderr}");
+    let report: serde_json::Value = serde_json::from_str(&report).unwrap();
+    assert_eq!(report["n_segments_extracted"], 1, "{report}");
+    assert_eq!(report["n_segments_planned"], 1, "{report}");
+    let statuses: Vec<(String, String)> = json_rows(&ws.json(&["segments"]).1)
+        .iter()
+        .map(|row| {
+            (
+                row["user"].as_str().unwrap().to_owned(),
+                row["status"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        statuses,
+        [
+            ("ana".to_owned(), "extracted".to_owned()),
+            ("bo".to_owned(), "closed".to_owned())
+        ]
+    );
+    assert!(json_rows(&ws.json(&["requests", "--user", "bo"]).1).is_empty());
+}
+
+#[test]
+fn a_listing_piped_into_a_closed_reader_ends_quietly_with_exit_0() {
+    use std::io::BufRead;
+
+    let ws = Workspace::new();
+    // Far more than a pipe holds, so the listing is still writing when its reader goes.
+    let texts: Vec<String> = (0..1500).map(|n| format!("I have {n} plants.")).collect();
+    let segments: Vec<(&str, &str)> = texts.iter().map(|text| ("ana", text.as_str())).collect();
+    ws.import(&segments);
+    let mut child = memsift(ws.home.path())
+        .arg("--config")
+        .arg(&ws.config)
+        .args(["--database", &ws.database, "segments"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut reader = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    reader.read_line(&mut first).unwrap();
+    assert!(first.starts_with('┌'), "{first}");
+    drop(reader);
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert_eq!(stderr, "", "no panic message, no backtrace");
+}
+
+/// Every subcommand's path, from `memsift --help` down (`["memory", "confirm"]`, …).
+fn subcommands(home: &std::path::Path, path: &[String]) -> Vec<Vec<String>> {
+    let output = memsift(home).args(path).arg("--help").output().unwrap();
+    let help = String::from_utf8(output.stdout).unwrap();
+    let mut found = vec![path.to_vec()];
+    let commands = help
+        .split("Commands:\n")
+        .nth(1)
+        .map(|rest| rest.split("\n\n").next().unwrap_or_default())
+        .unwrap_or_default();
+    for line in commands.lines() {
+        let Some(name) = line.split_whitespace().next() else {
+            continue;
+        };
+        // An entry is indented by two spaces; its wrapped description, by more.
+        if name == "help" || !line.starts_with("  ") || line.starts_with("   ") {
+            continue;
+        }
+        let mut child = path.to_vec();
+        child.push(name.to_owned());
+        found.extend(subcommands(home, &child));
+    }
+    found
+}
+
+#[test]
+fn every_file_a_help_text_names_exists() {
+    let home = tempfile::tempdir().unwrap();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut named = Vec::new();
+    let commands = subcommands(home.path(), &[]);
+    assert!(commands.len() > 20, "{commands:?}");
+    for command in &commands {
+        let output = memsift(home.path()).args(command).arg("--help").output().unwrap();
+        assert!(output.status.success(), "{command:?}");
+        let help = String::from_utf8(output.stdout).unwrap();
+        for word in help.split_whitespace() {
+            let word = word.trim_matches(|c: char| "()[]{},;:.`'\"".contains(c));
+            let is_file = [".rs", ".md", ".toml", ".json", ".sh", ".sql"]
+                .iter()
+                .any(|extension| word.ends_with(extension));
+            if is_file && word.contains('/') {
+                named.push((command.join(" "), word.to_owned()));
+            }
+        }
+    }
+    assert!(
+        named.iter().any(|(_, file)| file == "config/memsift.toml"),
+        "the scan finds the paths help names: {named:?}"
+    );
+    let missing: Vec<_> = named.iter().filter(|(_, file)| !root.join(file).exists()).collect();
+    assert!(missing.is_empty(), "help names files that do not exist: {missing:?}");
+}
+
+#[test]
+fn check_config_refuses_an_llm_section_no_route_reaches() {
+    let output = check_config("[llm.extraction_premum]\nprovider = \"heuristic\"\n");
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.starts_with("error: config: no route reaches [llm.extraction_premum]: ")
+            && stderr.contains("billing.tiers [\"standard\"]")
+            && stderr.contains("the sections routes reach are consolidation_review_standard, consolidation_standard, entity_gc_standard, extraction_review_standard, extraction_standard, "),
+        "{stderr}"
+    );
+    // A section a route reaches only as a fallback is reached.
+    let output = check_config(
+        "[llm.extraction_standard]\nprovider = \"heuristic\"\nfallback = [\"extraction_spare\"]\n\n[llm.extraction_spare]\nprovider = \"heuristic\"\n",
+    );
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    // So is one of a tier that is listed.
+    let output = check_config(
+        "[billing]\ntiers = [\"standard\", \"premium\"]\n\n[postprocess]\nenabled = false\n\n[llm.extraction_premium]\nprovider = \"heuristic\"\n",
+    );
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+}
+
+#[tokio::test]
+async fn a_run_with_failed_attempts_says_how_many_as_the_store_counts() {
+    // Every batch request ends errored: each attempt fails, until the request is out of them.
+    let always_errored = memsift_sim::FaultConfig {
+        request_errored_share: 1.0,
+        ..memsift_sim::FaultConfig::default()
+    };
+    let test =
+        crate::helpers::TestApp::with_batch_sim(memsift_store::testing::TestDb::sqlite().await, always_errored).await;
+    test.import(
+        "chat.jsonl",
+        &crate::helpers::line("ana", "c1", 0, "user", "I live in Lisbon.", true),
+    )
+    .await
+    .unwrap();
+    let total = memsift::pipeline::run_until_idle(&test.app).await.unwrap();
+    let failed_in_store = test
+        .app
+        .store
+        .list_requests(None, None, None)
+        .await
+        .unwrap()
+        .iter()
+        .filter(|row| {
+            matches!(
+                row.status.as_str(),
+                "errored" | "expired" | "canceled" | "dead" | "failed"
+            )
+        })
+        .count() as u64;
+    assert_eq!(failed_in_store, u64::from(test.app.config.extraction.max_attempts));
+    assert_eq!(total.n_failed_attempts(), failed_in_store);
+    let summary = memsift::cli::step_summary("run", &total);
+    assert!(
+        summary.contains(&format!(
+            ", {failed_in_store} attempts failed (1 requests out of attempts), "
+        )),
+        "{summary}"
+    );
+    test.finish().await;
+}
