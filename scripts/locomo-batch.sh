@@ -101,7 +101,8 @@ max_tokens = 8192
 TOML
 m() { "$bin" --config "$work/memsift.toml" --database "$database" "$@"; }
 # The embedding model is installed (pinned, verified) only on request; `run` never fetches it.
-m model install >/dev/null
+# `model install` writes to [embeddings] model_dir, which with --model-dir may hold a static table.
+if [ "$embeddings" = minilm ]; then m model install >/dev/null; fi
 m import --format locomo "$locomo"
 started=$(date +%s.%N)
 if [ "$kills" -gt 0 ]; then
