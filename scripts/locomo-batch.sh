@@ -4,7 +4,7 @@
 #
 # Usage: scripts/locomo-batch.sh [--locomo PATH | PATH] [--database URL] [--faults FILE] [--kill-loop N]
 #                                [--provider anthropic|openai] [--openai-url-without-v1]
-#                                [--embeddings BACKEND] [--timeout SECS]
+#                                [--embeddings BACKEND] [--model-dir DIR] [--timeout SECS] [--timings]
 #   --locomo PATH    the LoCoMo JSON file (locomo10.json format); or set LOCOMO
 #   --database URL   default: a fresh SQLite file in a temporary directory
 #   --faults FILE    a memsift-sim fault plan (TOML or JSON)
@@ -13,7 +13,10 @@
 #   --openai-url-without-v1  configure the OpenAI endpoint without /v1, the setting mistake whose
 #                    every files.create answers 404 (a setting fault: no attempt may be spent)
 #   --embeddings B   [embeddings] backend (default minilm; `hashing` needs no model)
+#   --model-dir DIR  [embeddings] model_dir: the static table `memsift distill` wrote (required
+#                    with --embeddings static), or another MiniLM install
 #   --timeout SECS   stop the final `run --until-idle` after SECS and report it (default: none)
+#   --timings        the final run prints where its wall time went (`run --until-idle --timings`)
 # Needs: a built memsift (MEMSIFT_BIN, default target/release/memsift) and python3. LoCoMo is not
 # part of this repository: see README, "Running on LoCoMo". Talks only to 127.0.0.1.
 set -euo pipefail
@@ -28,7 +31,9 @@ kills=0
 provider=anthropic
 without_v1=0
 embeddings=minilm
+model_dir=""
 run_timeout=0
+timings=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --locomo) locomo="$2"; shift 2 ;;
@@ -38,6 +43,8 @@ while [ $# -gt 0 ]; do
         --provider) provider="$2"; shift 2 ;;
         --openai-url-without-v1) without_v1=1; shift ;;
         --embeddings) embeddings="$2"; shift 2 ;;
+        --model-dir) model_dir="$2"; shift 2 ;;
+        --timings) timings=(--timings); shift ;;
         --timeout) run_timeout="$2"; shift 2 ;;
         -*) echo "unknown argument $1" >&2; exit 2 ;;
         *) locomo="$1"; shift ;;
@@ -82,6 +89,7 @@ claim_lease_secs = 10
 
 [embeddings]
 backend = "$embeddings"
+$([ -n "$model_dir" ] && echo "model_dir = \"$model_dir\"")
 
 [llm.extraction_standard]
 provider = "$provider"
@@ -93,7 +101,8 @@ max_tokens = 8192
 TOML
 m() { "$bin" --config "$work/memsift.toml" --database "$database" "$@"; }
 # The embedding model is installed (pinned, verified) only on request; `run` never fetches it.
-m model install >/dev/null
+# `model install` writes to [embeddings] model_dir, which with --model-dir may hold a static table.
+if [ "$embeddings" = minilm ]; then m model install >/dev/null; fi
 m import --format locomo "$locomo"
 started=$(date +%s.%N)
 if [ "$kills" -gt 0 ]; then
@@ -114,11 +123,18 @@ if [ "$kills" -gt 0 ]; then
     fi
 fi
 run_status=0
+# With --timings the final run's own CPU time is reported too: wall time alone says little on a
+# machine shared with other work.
+timed_run=()
+if [ "${#timings[@]}" -gt 0 ] && [ -x /usr/bin/time ]; then
+    timed_run=(/usr/bin/time -f "run --until-idle process: %e s wall, %U s user + %S s system CPU, peak RSS %M KB" -o "$work/final-run.time")
+fi
 if [ "$run_timeout" -gt 0 ]; then
-    timeout "$run_timeout" "$bin" --config "$work/memsift.toml" --database "$database" run --until-idle \
+    "${timed_run[@]}" timeout "$run_timeout" "$bin" --config "$work/memsift.toml" --database "$database" run --until-idle "${timings[@]}" \
         >"$work/final-run.out" 2>"$work/final-run.err" || run_status=$?
 else
-    m run --until-idle >"$work/final-run.out" 2>"$work/final-run.err" || run_status=$?
+    "${timed_run[@]}" "$bin" --config "$work/memsift.toml" --database "$database" run --until-idle "${timings[@]}" \
+        >"$work/final-run.out" 2>"$work/final-run.err" || run_status=$?
 fi
 finished=$(date +%s.%N)
 cat "$work/final-run.out"
@@ -128,6 +144,8 @@ case "$run_status" in
     *) echo "run --until-idle: exit $run_status: $(grep '^error' "$work/final-run.err" | tail -n 1)" ;;
 esac
 echo "wall seconds (final run included): $(python3 -c "print(round($finished - $started, 2))")"
+[ -f "$work/final-run.time" ] && cat "$work/final-run.time"
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 counters="$(curl -s "$sim_url/_sim/counters")"
 m segments --json >"$work/segments.json"
 m batches --json >"$work/batches.json"

@@ -297,6 +297,8 @@ pub struct EmbeddingsConfig {
     pub api_key_env: Option<String>,
     /// File holding the endpoint's key (`openai_compatible`, optional).
     pub api_key_file: Option<PathBuf>,
+    /// Seconds without use after which the daemon releases a loaded embedder (0: keep it).
+    pub idle_unload_secs: u64,
 }
 
 /// Batch-lane settings.

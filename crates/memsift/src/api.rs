@@ -691,7 +691,11 @@ async fn admin_request(State(state): State<ApiState>, Path(id): Path<String>) ->
 async fn metrics(State(state): State<ApiState>) -> ApiResult<Response> {
     let snapshot = state.app.store.metrics_snapshot().await?;
     let lanes = state.app.store.lane_health().await?;
-    let text = crate::metrics::render(&snapshot, &lanes).map_err(ApiError::internal)?;
+    let embedder = crate::metrics::EmbedderState {
+        loaded: state.app.vectors.is_loaded(),
+        n_loads: state.app.vectors.n_loads(),
+    };
+    let text = crate::metrics::render(&snapshot, &lanes, embedder).map_err(ApiError::internal)?;
     Ok(([(header::CONTENT_TYPE, prometheus::TEXT_FORMAT)], text).into_response())
 }
 

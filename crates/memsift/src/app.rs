@@ -185,7 +185,7 @@ impl App {
         let prices = PriceTable {
             models: config.prices.clone(),
         };
-        let vectors = Arc::new(Vectors::new(&config.embeddings));
+        let vectors = Arc::new(Vectors::new(&config.embeddings, Arc::clone(&clock)));
         let health = router.health();
         let limiter = shared_limiter(&config);
         let coordinator = build_coordinator(&config, &store, &clock, &worker_id, &prices, &limiter, &health)?;

@@ -106,6 +106,9 @@ pub enum Command {
         /// Seconds between steps when not exiting at idle.
         #[arg(long, default_value_t = 5)]
         interval_secs: u64,
+        /// With --until-idle: print where the run's wall time went, by pipeline phase.
+        #[arg(long, requires = "until_idle")]
+        timings: bool,
     },
     /// Run as a service: periodic jobs claimed through the database, systemd notify, drain on SIGTERM.
     Daemon,
@@ -430,7 +433,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         // Opening the app migrated the store and checked every tier's route; the schedules are
         // checked here, before READY=1 tells systemd the daemon is up.
         let daemon = crate::daemon::Daemon::new(app.clone(), std::sync::Arc::new(crate::daemon::PipelineRunner))?;
-        app.vectors.embedder()?;
+        // Checked, not loaded: the model is loaded when work first needs it and released when idle.
+        app.vectors.check()?;
         // The HTTP API (and the admin pages) run beside the jobs when a token is configured.
         let api = match daemon_token {
             Some(token) => {
@@ -481,7 +485,7 @@ async fn dispatch(app: &App, command: Command, json: bool) -> anyhow::Result<()>
     );
     if embeds {
         // Report a missing model before any work starts, not halfway through a run.
-        app.vectors.embedder()?;
+        app.vectors.check()?;
     }
     match command {
         Command::Demo { .. }
@@ -560,10 +564,22 @@ async fn dispatch(app: &App, command: Command, json: bool) -> anyhow::Result<()>
         Command::Run {
             until_idle,
             interval_secs,
+            timings,
         } => {
             if until_idle {
+                if timings {
+                    crate::timings::enable();
+                }
                 let report = pipeline::run_until_idle(app).await?;
                 print_step("run", &report, json)?;
+                if timings {
+                    // Beside JSON output the breakdown goes to stderr, so stdout stays one document.
+                    if json {
+                        eprint!("{}", crate::timings::report());
+                    } else {
+                        print!("{}", crate::timings::report());
+                    }
+                }
             } else {
                 loop {
                     let step = pipeline::run_once(app).await?;

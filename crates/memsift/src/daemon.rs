@@ -292,7 +292,9 @@ impl Daemon {
     }
 
     /// Runs every job whose latest tick at or before `now` this daemon can claim, one after the
-    /// other; returns what ran. Calling it again for the same `now` runs nothing.
+    /// other; returns what ran. Calling it again for the same `now` runs nothing. Then releases
+    /// the embedder if it went unused for `[embeddings] idle_unload_secs`: every tick looks, so
+    /// an idle daemon gives the model's memory back within a tick of the setting.
     pub async fn tick(&self, now: DateTime<Utc>) -> anyhow::Result<Vec<JobRun>> {
         let mut runs = Vec::new();
         for schedule in &self.schedules {
@@ -303,6 +305,7 @@ impl Daemon {
                 runs.push(self.run_claimed(schedule.job, tick).await?);
             }
         }
+        self.app.vectors.unload_if_idle(self.app.clock.now());
         Ok(runs)
     }
 

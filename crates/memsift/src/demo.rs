@@ -76,7 +76,7 @@ pub async fn run(config: Config, lane: DemoLane) -> anyhow::Result<()> {
     let app = App::open_with_system_clock(config, &sqlite_url(&path)).await?;
     let embedder = match install_failure {
         Some(failure) => Err(failure),
-        None => app.vectors.embedder().map_err(|error| error.to_string()),
+        None => app.vectors.embedder().await.map_err(|error| error.to_string()),
     };
     match embedder {
         Ok(embedder) => println!(

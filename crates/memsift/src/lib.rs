@@ -22,3 +22,4 @@ pub mod probe;
 pub mod render;
 pub mod session;
 pub mod stages;
+pub mod timings;

@@ -1,8 +1,9 @@
 //! `GET /metrics`: store totals rendered in the Prometheus text format at scrape time.
 //!
 //! Every value is read from the store when scraped, so several daemons on one PostgreSQL database
-//! report the same numbers and nothing is lost on restart. The names are documented in
-//! docs/metrics.md; the API test checks each is present.
+//! report the same numbers and nothing is lost on restart; only the embedder's two metrics are
+//! the serving process's own (whether it holds the model, how often it loaded it). The names are
+//! documented in docs/metrics.md; the API test checks each is present.
 
 use memsift_core::status::Temporal;
 use memsift_store::{LaneHealthRow, MetricsSnapshot};
@@ -12,7 +13,7 @@ use prometheus::{Encoder, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts
 const SEGMENT_STATUSES: [&str; 6] = ["open", "closed", "extracting", "extracted", "failed", "dead"];
 
 /// Every metric name this endpoint serves (the README and test list the same).
-pub const METRIC_NAMES: [&str; 13] = [
+pub const METRIC_NAMES: [&str; 15] = [
     "memsift_segments",
     "memsift_dead_letters",
     "memsift_requests",
@@ -26,7 +27,18 @@ pub const METRIC_NAMES: [&str; 13] = [
     "memsift_lanes_unhealthy",
     "memsift_lanes_paused",
     "memsift_up",
+    "memsift_embedder_loaded",
+    "memsift_embedder_loads_total",
 ];
+
+/// The serving process's embedder, as `/metrics` reports it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EmbedderState {
+    /// Whether the model is loaded now.
+    pub loaded: bool,
+    /// How many times this process loaded it.
+    pub n_loads: u64,
+}
 
 /// The per-lane breaker gauge: served once a lane's breaker has changed at least once.
 pub const LANE_BREAKER_METRIC: &str = "memsift_lane_breaker_state";
@@ -47,9 +59,13 @@ const LATENCY_BUCKETS_SECS: [f64; 9] = [
     48.0 * 3600.0,
 ];
 
-/// Renders the snapshot and the provider lanes' last known breaker states as Prometheus text
-/// (format 0.0.4).
-pub fn render(snapshot: &MetricsSnapshot, lanes: &[LaneHealthRow]) -> prometheus::Result<String> {
+/// Renders the snapshot, the provider lanes' last known breaker states and this process's
+/// embedder as Prometheus text (format 0.0.4).
+pub fn render(
+    snapshot: &MetricsSnapshot,
+    lanes: &[LaneHealthRow],
+    embedder: EmbedderState,
+) -> prometheus::Result<String> {
     let registry = Registry::new();
     register_lanes(&registry, lanes)?;
 
@@ -173,6 +189,19 @@ pub fn render(snapshot: &MetricsSnapshot, lanes: &[LaneHealthRow]) -> prometheus
         latency.observe(*seconds);
     }
     registry.register(Box::new(latency))?;
+
+    let loaded = IntGauge::new(
+        "memsift_embedder_loaded",
+        "1 while this process holds the embedding model in memory, 0 once released (or before first use).",
+    )?;
+    loaded.set(i64::from(embedder.loaded));
+    registry.register(Box::new(loaded))?;
+    let loads = IntCounter::new(
+        "memsift_embedder_loads_total",
+        "Times this process loaded the embedding model (at first need, and again after each idle release).",
+    )?;
+    loads.inc_by(embedder.n_loads);
+    registry.register(Box::new(loads))?;
 
     let up = IntGauge::new("memsift_up", "1 when the store answered this scrape.")?;
     up.set(1);

@@ -31,8 +31,9 @@ use memsift_store::{ApplyFailure, ClaimedSegment, NewRequest, RequestUsage};
 use serde::Serialize;
 
 use crate::app::App;
-use crate::apply::{Applied, apply_request_output, is_environment_fault};
+use crate::apply::{Applied, apply_request_output, apply_stored_output, embed_ahead, is_environment_fault};
 use crate::budget::{OVER_BUDGET_KEY, Pending, estimate_usd, within_budget};
+use crate::timings::{Phase, timed};
 
 /// How many segments or requests one step claims per stage.
 const CLAIM_BATCH: i64 = 32;
@@ -140,15 +141,25 @@ impl StepReport {
 
 /// One step of every stage.
 pub async fn run_once(app: &App) -> anyhow::Result<StepReport> {
+    let _step = timed(Phase::Step);
     let now = app.clock.now();
+    let bookkeeping = timed(Phase::Bookkeeping);
     share_quotas(app, now).await?;
     let mut report = StepReport {
         n_segments_closed: app.store.close_idle_segments(now, app.config.idle_timeout()).await?,
         ..StepReport::default()
     };
-    plan_closed_segments(app, &mut report).await?;
-    report.n_requests_rerouted = crate::health::reroute_waiting(app).await?;
+    drop(bookkeeping);
+    {
+        let _planning = timed(Phase::Planning);
+        plan_closed_segments(app, &mut report).await?;
+    }
+    {
+        let _bookkeeping = timed(Phase::Bookkeeping);
+        report.n_requests_rerouted = crate::health::reroute_waiting(app).await?;
+    }
     execute_and_drain(app, None, &mut report).await?;
+    let _bookkeeping = timed(Phase::Bookkeeping);
     // A consolidation proposal applied above is reviewed by a request of its own.
     report.n_requests_planned += crate::stages::plan_reviews(app).await?;
     // With the extraction reviewer on, every memory extraction wrote gets one review request.
@@ -160,15 +171,23 @@ pub async fn run_once(app: &App) -> anyhow::Result<StepReport> {
 /// The part of a step that moves planned requests (only `segment`'s when given): execute the
 /// heuristic and immediate lanes, step the batch coordinator, apply every recorded answer.
 async fn execute_and_drain(app: &App, segment: Option<SegmentId>, report: &mut StepReport) -> anyhow::Result<()> {
-    for lane in [Lane::Heuristic, Lane::Immediate] {
-        execute_lane(app, lane, segment, report).await?;
+    {
+        let _lanes = timed(Phase::Lanes);
+        for lane in [Lane::Heuristic, Lane::Immediate] {
+            execute_lane(app, lane, segment, report).await?;
+        }
     }
     if let Some(coordinator) = &app.coordinator {
+        let _coordinator = timed(Phase::Coordinator);
         let stepped = coordinator.step().await.context("batch coordinator step");
         crate::health::persist_transitions(app).await?;
         report.batch = stepped?;
     }
-    crate::health::persist_transitions(app).await?;
+    {
+        let _bookkeeping = timed(Phase::Bookkeeping);
+        crate::health::persist_transitions(app).await?;
+    }
+    let _drain = timed(Phase::Drain);
     drain_answers_of(app, segment, report).await
 }
 
@@ -200,17 +219,24 @@ async fn drain_answers_of(app: &App, segment: Option<SegmentId>, report: &mut St
     let max_apply_attempts = i64::from(app.config.extraction.max_apply_attempts);
     let mut tried = std::collections::HashSet::new();
     loop {
-        let page = app
-            .store
-            .unapplied_answers_of(segment, CLAIM_BATCH + tried.len() as i64)
-            .await?;
+        let page = {
+            let _reads = timed(Phase::Reads);
+            app.store
+                .unapplied_answers_of(segment, CLAIM_BATCH + tried.len() as i64)
+                .await?
+        };
         let fresh: Vec<RequestId> = page.into_iter().filter(|id| !tried.contains(id)).collect();
         if fresh.is_empty() {
             return Ok(());
         }
+        let mut read = embed_ahead(&context, &fresh).await;
         for request_id in fresh {
             tried.insert(request_id);
-            let error = match apply_request_output(&context, request_id).await {
+            let applied = match read.remove(&request_id) {
+                Some(stored) => apply_stored_output(&context, stored).await,
+                None => apply_request_output(&context, request_id).await,
+            };
+            let error = match applied {
                 Ok(applied) => {
                     report.add_applied(&applied);
                     continue;
@@ -294,6 +320,7 @@ async fn share_quotas(app: &App, now: DateTime<Utc>) -> anyhow::Result<()> {
 /// A lane paused by a setting fault is not waited for: once nothing else moves, this returns an
 /// error naming the lane, the provider's answer and the likely fix, with nothing spent.
 pub async fn run_until_idle(app: &App) -> anyhow::Result<StepReport> {
+    let _run = timed(Phase::Run);
     let mut total = StepReport::default();
     loop {
         let step_started = app.clock.now();
@@ -312,7 +339,10 @@ pub async fn run_until_idle(app: &App) -> anyhow::Result<StepReport> {
                 tracing::warn!(%due, "Work is due but no stage can move it; stopping.");
                 return Ok(total);
             }
-            Some(due) => app.waiter.wait_until(due).await,
+            Some(due) => {
+                let _waits = timed(Phase::Waits);
+                app.waiter.wait_until(due).await;
+            }
             None => return Ok(total),
         }
     }
@@ -538,6 +568,7 @@ async fn memory_context(
         .map(|turn| turn.turn.content.clone())
         .collect();
     if n_similar > 0 && room > 0 && !user_texts.is_empty() {
+        let _embedding = timed(Phase::PlanningEmbed);
         let index = app.vectors.fresh_index(&app.store, segment.user_id).await?;
         if !index.is_empty() {
             let mut best: HashMap<MemoryId, f32> = HashMap::new();

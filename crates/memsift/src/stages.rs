@@ -969,7 +969,7 @@ pub async fn apply_stage_answer(ctx: &ApplyContext, stored: StoredOutput) -> any
 }
 
 async fn embed_texts(ctx: &ApplyContext, texts: &[String]) -> anyhow::Result<Option<(String, Vec<Vec<f32>>)>> {
-    match ctx.vectors.embedder() {
+    match ctx.vectors.embedder().await {
         Ok(embedder) => {
             let vectors = ctx.vectors.embed(texts.to_vec()).await?;
             Ok(Some((embedder.model_id().to_owned(), vectors)))

@@ -5,6 +5,12 @@
 //! stage (embed the survivors, drop those within cosine 0.92 of the user's nearest memories or of
 //! an earlier item), then one store transaction. Post-processing answers go to the stage that
 //! planned them. Nothing here decides when to apply: the pipeline's drain does.
+//!
+//! Embedding is most of an apply's time, and a forward pass over many texts costs much less per
+//! text than one per answer, so the drain calls [`embed_ahead`] on each page of answers first:
+//! one embedding call for every item that could survive, whose vectors the applies then find in
+//! [`crate::embedding::Vectors`]' recent vectors. The applies still run one by one, in order,
+//! against the store as each one left it, so what is stored is what applying them alone stores.
 
 use std::collections::HashMap;
 
@@ -12,8 +18,10 @@ use anyhow::Context;
 use memsift_core::status::{Purpose, RequestStatus};
 use memsift_core::{MemoryId, RequestId, UserId};
 use memsift_processor::{ProcessInput, ProcessOutput, StopReason, VECTOR_DUPLICATE_THRESHOLD, process};
-use memsift_store::{ApplyInput, ApplyOutcome, ItemEmbeddings};
+use memsift_store::{ApplyInput, ApplyOutcome, ItemEmbeddings, StoredOutput};
 use serde::Serialize;
+
+use crate::timings::{Phase, timed};
 
 pub mod context;
 
@@ -26,11 +34,21 @@ const VECTOR_NEIGHBOURS: usize = 5;
 /// fuzzy-dedupe (pure), then embed the survivors and drop those within cosine 0.92 of the user's
 /// exact nearest memories or of an earlier item, then write them with their vectors exactly once.
 pub async fn apply_request_output(ctx: &ApplyContext, request_id: RequestId) -> anyhow::Result<Applied> {
-    let stored = ctx.store.stored_output(request_id).await?;
+    let stored = {
+        let _reads = timed(Phase::Reads);
+        ctx.store.stored_output(request_id).await?
+    };
+    apply_stored_output(ctx, stored).await
+}
+
+/// [`apply_request_output`] for an answer already read (by [`embed_ahead`]): the store's apply
+/// transaction, not this read, decides whether it is still unapplied.
+pub async fn apply_stored_output(ctx: &ApplyContext, stored: StoredOutput) -> anyhow::Result<Applied> {
+    let request_id = stored.request_id;
     if stored.purpose != Purpose::Extraction {
         return crate::stages::apply_stage_answer(ctx, stored).await;
     }
-    let prepared = prepare_output(ctx, request_id, false).await?;
+    let prepared = prepare_output(ctx, stored, false).await?;
     let n_dropped = prepared.output.dropped.len() as u64;
     let mut applied = Applied {
         n_items_dropped: n_dropped,
@@ -64,14 +82,33 @@ struct PreparedOutput {
 
 /// Parses, validates and dedupes a stored raw output against the user's memories as they are now
 /// (fuzzy, then vectors); writes nothing.
-async fn prepare_output(ctx: &ApplyContext, request_id: RequestId, replay: bool) -> anyhow::Result<PreparedOutput> {
+async fn prepare_output(ctx: &ApplyContext, stored: StoredOutput, replay: bool) -> anyhow::Result<PreparedOutput> {
     let store = &ctx.store;
-    let stored = store.stored_output(request_id).await?;
-    let existing_keys = if replay {
-        store.all_dedupe_keys(stored.user_id).await?
-    } else {
-        store.active_dedupe_keys(stored.user_id).await?
+    let existing_keys = {
+        let _reads = timed(Phase::Reads);
+        if replay {
+            store.all_dedupe_keys(stored.user_id).await?
+        } else {
+            store.active_dedupe_keys(stored.user_id).await?
+        }
     };
+    let mut output = process_stored(&stored, existing_keys).await?;
+    let embeddings = vector_stage(ctx, stored.user_id, &mut output).await?;
+    Ok(PreparedOutput {
+        stored,
+        output,
+        embeddings,
+    })
+}
+
+/// The pure stages (parse, validate, fuzzy dedupe against `existing_keys` and the request's known
+/// memories) over a stored output, on a blocking thread.
+async fn process_stored(
+    stored: &StoredOutput,
+    existing_keys: std::collections::HashSet<String>,
+) -> anyhow::Result<ProcessOutput> {
+    let _processing = timed(Phase::Processing);
+    let request_id = stored.request_id;
     let raw_output = stored
         .raw_output
         .clone()
@@ -96,7 +133,7 @@ async fn prepare_output(ctx: &ApplyContext, request_id: RequestId, replay: bool)
     }
     // Parsing, repair and fuzzy dedupe are CPU work proportional to the output and the user's
     // memories: off the task that serves the API and the watchdog, like chunking.
-    let mut output = tokio::task::spawn_blocking(move || {
+    let output = tokio::task::spawn_blocking(move || {
         process(&ProcessInput {
             raw_text: &raw_output,
             ..input
@@ -104,12 +141,36 @@ async fn prepare_output(ctx: &ApplyContext, request_id: RequestId, replay: bool)
     })
     .await
     .context("processing the output ended abnormally")?;
-    let embeddings = vector_stage(ctx, stored.user_id, &mut output).await?;
-    Ok(PreparedOutput {
-        stored,
-        output,
-        embeddings,
-    })
+    Ok(output)
+}
+
+/// Reads a page of recorded answers and embeds, in one call, the texts of every extraction item
+/// that survives the pure stages, so each apply finds its vectors already made; returns the
+/// answers read, for the applies to use. Only a warm-up: an answer it cannot read or process,
+/// or a failed embedding, is left to its own apply to meet and report.
+pub async fn embed_ahead(ctx: &ApplyContext, request_ids: &[RequestId]) -> HashMap<RequestId, StoredOutput> {
+    let mut read = HashMap::new();
+    let mut texts = Vec::new();
+    for &request_id in request_ids {
+        let stored = {
+            let _reads = timed(Phase::Reads);
+            ctx.store.stored_output(request_id).await
+        };
+        let Ok(stored) = stored else { continue };
+        if stored.purpose == Purpose::Extraction && stored.raw_output.is_some() {
+            // No dedupe keys: an item they would drop is embedded in vain, which costs less than
+            // reading a user's keys once more per answer.
+            if let Ok(output) = process_stored(&stored, std::collections::HashSet::new()).await {
+                texts.extend(output.items.into_iter().map(|item| item.text));
+            }
+        }
+        read.insert(request_id, stored);
+    }
+    let _embedding = timed(Phase::EmbedAnswers);
+    if let Err(error) = ctx.vectors.embed(texts).await {
+        tracing::debug!(error = %format!("{error:#}"), "Embedding a page of answers ahead failed; each apply embeds its own.");
+    }
+    read
 }
 
 /// An item that survived processing, as the store writes it.
@@ -178,7 +239,10 @@ async fn write_output(
         replay,
         now: ctx.clock.now(),
     };
-    let outcome = ctx.store.apply(&apply).await?;
+    let outcome = {
+        let _writes = timed(Phase::Writes);
+        ctx.store.apply(&apply).await?
+    };
     if let (
         ApplyOutcome::Applied {
             memory_ids,
@@ -187,15 +251,14 @@ async fn write_output(
             ..
         },
         Some(embeddings),
-        Ok(cache),
-    ) = (&outcome, &apply.embeddings, ctx.vectors.cache())
+    ) = (&outcome, &apply.embeddings)
     {
         let written: Vec<(MemoryId, &[f32])> = memory_ids
             .iter()
             .zip(item_positions)
             .map(|(&id, &position)| (id, embeddings.vectors[position].as_slice()))
             .collect();
-        cache.record_embeddings(stored.user_id, &written, *memory_version);
+        ctx.vectors.record_embeddings(stored.user_id, &written, *memory_version);
     }
     Ok(outcome)
 }
@@ -219,7 +282,8 @@ pub struct ReplayReport {
 /// provider call, writes only what today's rules accept and the store does not hold yet, and
 /// journals it in `operations`. A dry run reports the same without writing.
 pub async fn replay_request(ctx: &ApplyContext, request_id: RequestId, dry_run: bool) -> anyhow::Result<ReplayReport> {
-    let prepared = prepare_output(ctx, request_id, true).await?;
+    let stored = ctx.store.stored_output(request_id).await?;
+    let prepared = prepare_output(ctx, stored, true).await?;
     if prepared.stored.status != RequestStatus::Applied {
         anyhow::bail!(
             "request {request_id} is `{}`: only applied requests are replayed; `memsift run` applies the rest",
@@ -276,10 +340,13 @@ async fn vector_stage(
     if output.items.is_empty() {
         return Ok(None);
     }
-    let vectors = ctx
-        .vectors
-        .embed(output.items.iter().map(|item| item.text.clone()).collect())
-        .await?;
+    let vectors = {
+        let _embedding = timed(Phase::EmbedAnswers);
+        ctx.vectors
+            .embed(output.items.iter().map(|item| item.text.clone()).collect())
+            .await?
+    };
+    let _index = timed(Phase::Index);
     let index = ctx.vectors.fresh_index(&ctx.store, user_id).await?;
     let neighbours = vectors
         .iter()

@@ -524,3 +524,113 @@ fn the_daemon_speaks_systemds_notify_protocol_and_drains_on_sigterm() {
     assert!(messages.contains(&"Daemon ready."), "{messages:?}");
     assert_eq!(messages.last(), Some(&"Daemon stopped."), "{messages:?}");
 }
+
+/// The `/metrics` lines of the daemon's embedder, as its API would serve them.
+async fn embedder_metrics(app: &App) -> Vec<String> {
+    let snapshot = app.store.metrics_snapshot().await.unwrap();
+    let state = memsift::metrics::EmbedderState {
+        loaded: app.vectors.is_loaded(),
+        n_loads: app.vectors.n_loads(),
+    };
+    memsift::metrics::render(&snapshot, &[], state)
+        .unwrap()
+        .lines()
+        .filter(|line| line.starts_with("memsift_embedder_"))
+        .map(str::to_owned)
+        .collect()
+}
+
+fn embedder_lines(loaded: u8, n_loads: u64) -> Vec<String> {
+    vec![
+        format!("memsift_embedder_loaded {loaded}"),
+        format!("memsift_embedder_loads_total {n_loads}"),
+    ]
+}
+
+fn chat(user: &str, minute: i64) -> String {
+    [
+        line(
+            user,
+            &format!("{user}-{minute}"),
+            minute,
+            "user",
+            "I live in Lisbon and I have a dog named Rex.",
+            false,
+        ),
+        line(
+            user,
+            &format!("{user}-{minute}"),
+            minute + 1,
+            "assistant",
+            "Nice!",
+            true,
+        ),
+    ]
+    .concat()
+}
+
+#[tokio::test]
+async fn the_daemon_releases_an_idle_embedder_and_loads_it_again_when_work_arrives() {
+    let test = TestApp::sqlite().await;
+    let overlay = "[embeddings]\nbackend = \"hashing\"\nidle_unload_secs = 300\n";
+    let config = Config::from_layers(Some(("test.toml", overlay))).unwrap();
+    let daemon = Daemon::new(
+        app_on(&test.app.store, &test.clock, config, "daemon-a"),
+        Arc::new(PipelineRunner),
+    )
+    .unwrap();
+    let app = daemon.app();
+    // Nothing is loaded at start: the first work loads the embedder.
+    assert_eq!(embedder_metrics(app).await, embedder_lines(0, 0));
+    test.import("ana.jsonl", &chat("ana", 0)).await.unwrap();
+    let runs = daemon.tick(t0()).await.unwrap();
+    assert!(runs.iter().all(|run| run.error.is_none()), "{runs:?}");
+    assert_eq!(test.app.store.list_memories("ana", None).await.unwrap().len(), 2);
+    assert_eq!(embedder_metrics(app).await, embedder_lines(1, 1));
+
+    // run_pipeline ticks every 30 s with nothing to do; the embedder goes at 300 s unused.
+    for step_idx in 1..=10 {
+        let now = t0() + Duration::seconds(30 * step_idx);
+        test.clock.set(now);
+        daemon.tick(now).await.unwrap();
+        let loaded = u8::from(30 * step_idx < 300);
+        assert_eq!(
+            embedder_metrics(app).await,
+            embedder_lines(loaded, 1),
+            "at {step_idx} ticks"
+        );
+    }
+
+    // New work loads it again, and the work is done as before.
+    test.import("bo.jsonl", &chat("bo", 4)).await.unwrap();
+    let now = t0() + Duration::seconds(330);
+    test.clock.set(now);
+    let runs = daemon.tick(now).await.unwrap();
+    assert!(runs.iter().all(|run| run.error.is_none()), "{runs:?}");
+    assert_eq!(test.app.store.list_memories("bo", None).await.unwrap().len(), 2);
+    assert_eq!(embedder_metrics(app).await, embedder_lines(1, 2));
+    test.finish().await;
+}
+
+#[tokio::test]
+async fn with_idle_unload_secs_zero_the_embedder_stays_loaded() {
+    let test = TestApp::sqlite().await;
+    let overlay = "[embeddings]\nbackend = \"hashing\"\nidle_unload_secs = 0\n";
+    let config = Config::from_layers(Some(("test.toml", overlay))).unwrap();
+    let daemon = Daemon::new(
+        app_on(&test.app.store, &test.clock, config, "daemon-a"),
+        Arc::new(PipelineRunner),
+    )
+    .unwrap();
+    test.import("ana.jsonl", &chat("ana", 0)).await.unwrap();
+    daemon.tick(t0()).await.unwrap();
+    assert_eq!(embedder_metrics(daemon.app()).await, embedder_lines(1, 1));
+    // A day of idle ticks, every 10 minutes.
+    for step_idx in 1..=144 {
+        let now = t0() + Duration::minutes(10 * step_idx);
+        test.clock.set(now);
+        daemon.tick(now).await.unwrap();
+    }
+    assert_eq!(embedder_metrics(daemon.app()).await, embedder_lines(1, 1));
+    test.finish().await;
+}

@@ -361,3 +361,77 @@ async fn reembed_moves_every_vector_to_the_new_model_once() {
     assert_eq!(again.n_memories, 0, "a finished migration has nothing left to do");
     test.finish().await;
 }
+
+/// The hashing double, recording every text it is asked to embed.
+#[derive(Default)]
+struct CountingEmbedder {
+    inner: memsift_embed::HashingEmbedder,
+    asked: std::sync::Mutex<Vec<String>>,
+}
+
+impl memsift_embed::Embedder for CountingEmbedder {
+    fn model_id(&self) -> &str {
+        self.inner.model_id()
+    }
+
+    fn dimension(&self) -> usize {
+        self.inner.dimension()
+    }
+
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, memsift_embed::EmbedError> {
+        self.asked
+            .lock()
+            .unwrap()
+            .extend(texts.iter().map(|text| (*text).to_owned()));
+        self.inner.embed(texts)
+    }
+}
+
+#[tokio::test]
+async fn no_text_is_embedded_twice_and_every_caller_gets_its_own_vectors_in_order() {
+    use memsift_embed::Embedder;
+
+    let test = TestApp::sqlite().await;
+    let counting = std::sync::Arc::new(CountingEmbedder::default());
+    test.app.vectors.use_embedder(counting.clone()).unwrap();
+    let expected = |texts: &[&str]| counting.inner.embed(texts).unwrap();
+    let owned = |texts: &[&str]| texts.iter().map(|text| (*text).to_owned()).collect::<Vec<_>>();
+
+    // Repeats within one call are embedded once and answered at every position.
+    let first = [
+        "a dog named Rex",
+        "lives in Lisbon",
+        "a dog named Rex",
+        "plays the cello",
+    ];
+    let vectors = test.app.vectors.embed(owned(&first)).await.unwrap();
+    assert_eq!(vectors, expected(&first));
+    // Two callers at once, each mixing texts seen before with their own new ones.
+    let left = ["plays the cello", "works as a nurse", "a dog named Rex"];
+    let right = [
+        "has two sisters",
+        "lives in Lisbon",
+        "has two sisters",
+        "plays the cello",
+    ];
+    let (left_vectors, right_vectors) = tokio::join!(
+        test.app.vectors.embed(owned(&left)),
+        test.app.vectors.embed(owned(&right))
+    );
+    assert_eq!(left_vectors.unwrap(), expected(&left));
+    assert_eq!(right_vectors.unwrap(), expected(&right));
+
+    let mut asked = counting.asked.lock().unwrap().clone();
+    asked.sort();
+    assert_eq!(
+        asked,
+        [
+            "a dog named Rex",
+            "has two sisters",
+            "lives in Lisbon",
+            "plays the cello",
+            "works as a nurse"
+        ]
+    );
+    test.finish().await;
+}
