@@ -965,7 +965,7 @@ async fn matching_ids(
     user: Option<&str>,
 ) -> anyhow::Result<Vec<(IdKind, String)>> {
     let input = input.trim();
-    let names = kinds.iter().map(|kind| kind.as_str()).collect::<Vec<_>>().join(" or ");
+    let names = kind_names(kinds);
     if input.chars().count() < MIN_ID_FRAGMENT {
         anyhow::bail!(
             "`{input}` is too short to name a {names}; give at least {MIN_ID_FRAGMENT} characters of its id (the tables print the last 12)"
@@ -980,10 +980,22 @@ async fn matching_ids(
     Ok(matches)
 }
 
+/// "request", "request or batch", "request, batch or memory": the kinds an id may name.
+fn kind_names(kinds: &[IdKind]) -> String {
+    match kinds.split_last() {
+        None => String::new(),
+        Some((last, [])) => last.as_str().to_owned(),
+        Some((last, rest)) => {
+            let rest = rest.iter().map(|kind| kind.as_str()).collect::<Vec<_>>().join(", ");
+            format!("{rest} or {}", last.as_str())
+        }
+    }
+}
+
 /// The one-line error for an input that names no id, or several.
 fn unresolved(kinds: &[IdKind], input: &str, user: Option<&str>, matches: &[(IdKind, String)]) -> anyhow::Error {
     let input = input.trim();
-    let names = kinds.iter().map(|kind| kind.as_str()).collect::<Vec<_>>().join(" or ");
+    let names = kind_names(kinds);
     let listings = kinds
         .iter()
         .map(|kind| match kind {

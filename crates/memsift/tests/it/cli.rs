@@ -504,6 +504,12 @@ fn the_twelve_character_ids_tables_print_are_accepted_wherever_an_id_is_asked_fo
     let (_, memories, _) = ws.run(&["memories", "--user", "ana"]);
     let memory_ids = first_column(&memories);
     assert!(!memory_ids.is_empty(), "{memories}");
+    // `show` takes a memory as the table printed it, and says which model wrote it.
+    let (code, shown, stderr) = ws.json(&["show", &memory_ids[0]]);
+    assert_eq!(code, 0, "{stderr}");
+    let shown: serde_json::Value = serde_json::from_str(&shown).unwrap();
+    assert!(shown["id"].as_str().unwrap().ends_with(&memory_ids[0]), "{shown}");
+    assert_eq!(shown["model"], "heuristic", "{shown}");
     let (code, confirmed, stderr) = ws.json(&[
         "memory",
         "confirm",
@@ -533,7 +539,7 @@ fn the_twelve_character_ids_tables_print_are_accepted_wherever_an_id_is_asked_fo
     assert_eq!((code, stdout.as_str()), (1, ""));
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(
-        stderr.contains(&format!("`{prefix}` names more than one request or batch")),
+        stderr.contains(&format!("`{prefix}` names more than one request, batch or memory")),
         "{stderr}"
     );
     assert!(full_ids.iter().all(|id| stderr.contains(id.as_str())), "{stderr}");
@@ -541,9 +547,9 @@ fn the_twelve_character_ids_tables_print_are_accepted_wherever_an_id_is_asked_fo
     for (input, says) in [
         (
             "0000000000ff",
-            "no request or batch id begins or ends with `0000000000ff`",
+            "no request, batch or memory id begins or ends with `0000000000ff`",
         ),
-        ("abc", "`abc` is too short to name a request or batch"),
+        ("abc", "`abc` is too short to name a request, batch or memory"),
     ] {
         let (code, _, stderr) = ws.run(&["show", input]);
         assert_eq!(code, 1);
