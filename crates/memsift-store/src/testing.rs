@@ -85,7 +85,7 @@ fn throwaway_cluster() -> Result<String, String> {
     let pg = |program: &str| {
         let path = bin.join(program);
         if as_root {
-            let mut command = Command::new("runuser");
+            let mut command = Command::new(system_program("runuser"));
             command.args(["-u", "postgres", "--"]).arg(path);
             command
         } else {
@@ -93,7 +93,7 @@ fn throwaway_cluster() -> Result<String, String> {
         }
     };
     if as_root {
-        output(Command::new("chown").args(["-R", "postgres"]).arg(&dir))?;
+        output(Command::new(system_program("chown")).args(["-R", "postgres"]).arg(&dir))?;
     }
     if !data.join("PG_VERSION").exists() {
         output(
@@ -131,6 +131,17 @@ fn throwaway_cluster() -> Result<String, String> {
     }
     let port = std::fs::read_to_string(&port_file).map_err(|error| error.to_string())?;
     Ok(format!("postgres://postgres@127.0.0.1:{}/postgres", port.trim()))
+}
+
+/// A system program by name: from `PATH`, else from the sbin and bin directories, which a
+/// minimal `PATH` (cron, `env -i`, some CI runners) leaves out although `runuser` lives there.
+fn system_program(name: &str) -> std::path::PathBuf {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain(["/usr/sbin", "/sbin", "/usr/bin", "/bin"].map(std::path::PathBuf::from))
+        .map(|dir| dir.join(name))
+        .find(|candidate| candidate.is_file())
+        .unwrap_or_else(|| std::path::PathBuf::from(name))
 }
 
 /// Where PostgreSQL's server programs are: `pg_config --bindir`, else the newest

@@ -109,16 +109,19 @@ pub struct PairTokens {
     pub n_requests: u64,
     /// Our tokens that are not the shared system prompt (each request's own message).
     pub ours_uncached: u64,
-    /// Our system-prompt tokens, which a provider serves from its cache after the first request.
+    /// Our system-prompt tokens: the instructions every request repeats.
     pub ours_cacheable: u64,
     /// One request per pair with the instructions inline and nothing cached.
     pub reference_uncached: u64,
 }
 
 impl PairTokens {
-    /// Our input tokens per pair, cached reads counted at the 10 % Anthropic charges for them.
-    pub fn ours_per_pair_billed(&self) -> f64 {
-        (self.ours_uncached as f64 + 0.1 * self.ours_cacheable as f64) / self.n_pairs.max(1) as f64
+    /// Our input tokens per pair with the instructions counted in full on every request. That is
+    /// what is billed: the instructions (about 330 tokens) are shorter than every model's minimum
+    /// cacheable length (1,024 to 4,096), so no provider serves them from its cache. An earlier
+    /// figure counted them at the cache-read price and understated the cost about three times.
+    pub fn ours_per_pair(&self) -> f64 {
+        (self.ours_uncached + self.ours_cacheable) as f64 / self.n_pairs.max(1) as f64
     }
 
     /// The reference's input tokens per pair.
@@ -1073,10 +1076,10 @@ impl StageRun {
         ));
         if let Some(tokens) = &plan.pair_tokens {
             out.push_str(&format!(
-                "  input tokens per classified pair ({} pairs in {} requests, tiktoken o200k_base): {:.1} billed ({} own + {} cacheable instruction tokens), against {:.1} with one uncached request per pair\n",
+                "  input tokens per classified pair ({} pairs in {} requests, tiktoken o200k_base): {:.1} ({} own + {} instruction tokens, billed in full: shorter than any model's minimum cacheable length), against {:.1} with the same instructions sent once per pair\n",
                 tokens.n_pairs,
                 tokens.n_requests,
-                tokens.ours_per_pair_billed(),
+                tokens.ours_per_pair(),
                 tokens.ours_uncached,
                 tokens.ours_cacheable,
                 tokens.reference_per_pair(),
