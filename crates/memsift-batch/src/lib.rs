@@ -212,6 +212,9 @@ pub struct CoordinatorReport {
     pub n_failures: u64,
     /// Result lines the store refused (each request marked errored with the reason).
     pub n_lines_refused: u64,
+    /// Result lines a retried ingest skipped because an earlier pass recorded them (up to the
+    /// batch's ingest cursor).
+    pub n_lines_skipped: u64,
     /// Batches whose step failed in the store this time (each is taken up again later).
     pub n_batch_errors: u64,
     /// Provider copies deleted after ingest because a user of the batch was erased.
@@ -637,6 +640,10 @@ impl BatchCoordinator {
                 return Ok(());
             }
         };
+        // An earlier pass that stopped (a crash, a lost database) recorded every line up to the
+        // cursor; the provider serves the same file again, and those lines are not recorded
+        // twice (they still count towards telling a refused batch).
+        let resume_after = batch.ingest_cursor.max(0);
         let mut cursor = 0_i64;
         let mut broken = false;
         // Lines read in this pass, and the first refusal among them: a batch whose every line
@@ -662,6 +669,10 @@ impl BatchCoordinator {
             {
                 n_refused += 1;
                 first_refusal.get_or_insert_with(|| error.clone());
+            }
+            if cursor <= resume_after {
+                report.n_lines_skipped += 1;
+                continue;
             }
             let (custom_id, answered) = match &line {
                 ResultLine::Answer { custom_id, .. } => (custom_id.clone(), true),

@@ -8,6 +8,7 @@
 pub mod clock;
 pub mod config;
 pub mod contract;
+pub mod drops;
 pub mod ids;
 pub mod message;
 pub mod prompt;

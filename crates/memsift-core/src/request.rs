@@ -16,7 +16,11 @@ use crate::{MemoryId, MessageId, RequestId, SegmentId};
 /// What a request is about. Extraction requests leave it empty (their segment and chunk say it);
 /// post-processing requests name the memories, entity or segment, and the run whose cap they
 /// count against.
+///
+/// A key this type does not know is refused, not ignored: the store keeps typed columns beside
+/// the JSON (the run, the entity), and a subject written by a renamed field must fail loudly.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct RequestSubject {
     /// The post-processing run this request belongs to (its cap is counted per run).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -109,6 +113,8 @@ mod tests {
         assert_eq!(context.memories["ab12cd"].1, "Ana has a cat.");
         // An empty value stays `{}` in the row, as extraction subjects always were.
         assert_eq!(serde_json::to_string(&RequestSubject::default()).unwrap(), "{}");
+        // A key no field reads is refused: it was written by a field that has since been renamed.
+        assert!(serde_json::from_str::<RequestSubject>(r#"{"run_id":"r1"}"#).is_err());
         assert_eq!(
             serde_json::to_value(&context).unwrap(),
             serde_json::json!({"turns":{"t0":"0190c2a0-0000-7000-8000-000000000003"},"memories":{"ab12cd":["0190c2a0-0000-7000-8000-000000000004","Ana has a cat."]}})

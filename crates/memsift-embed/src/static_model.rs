@@ -2,7 +2,7 @@
 //!
 //! Inference is a table lookup: tokenize, average the token rows, normalize — hundreds of thousands
 //! of sentences a second, against ~100 for the transformer. The price is word order and context,
-//! which a bag of token vectors cannot see (reference/crates.md §5 measured the quality gap).
+//! which a bag of token vectors cannot see, so it ranks less well than the transformer.
 //!
 //! The directory layout is model2vec's (`model.safetensors` with an `embeddings` tensor,
 //! `tokenizer.json`, `config.json`), so other model2vec readers can load what memsift distills.

@@ -17,12 +17,29 @@ use serde::Deserialize;
 use serde_json::Value;
 
 /// The import formats.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ImportFormat {
     /// One JSON message per line (schema in README.md).
     Jsonl,
     /// The LoCoMo benchmark file (a JSON list of conversations).
     Locomo,
+}
+
+impl ImportFormat {
+    /// Every format, by the name the CLI takes.
+    pub const NAMES: [&str; 2] = ["jsonl", "locomo"];
+}
+
+impl std::str::FromStr for ImportFormat {
+    type Err = String;
+
+    fn from_str(name: &str) -> Result<Self, Self::Err> {
+        match name {
+            "jsonl" => Ok(ImportFormat::Jsonl),
+            "locomo" => Ok(ImportFormat::Locomo),
+            other => Err(format!("unknown import format `{other}`; use jsonl or locomo")),
+        }
+    }
 }
 
 /// Why a file could not be imported; the store was not changed.

@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 use reqwest::Method;
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Detail, LlmError};
+use crate::error::LlmError;
 use crate::http::{AuthStyle, ClientOptions, CreateOutcome, HttpCore};
 use crate::jsonl::JsonLines;
 use crate::retry::RetryMode;
@@ -357,6 +357,8 @@ pub struct BatchPage {
     pub last_id: Option<String>,
 }
 
+pub use crate::error::ErrorDetail;
+
 /// The error envelope, as results carry it: the type is at `error.error.type`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ErrorEnvelope {
@@ -365,24 +367,6 @@ pub struct ErrorEnvelope {
     /// The provider's request id.
     #[serde(default)]
     pub request_id: Option<String>,
-}
-
-/// `{type, message}`, both cut as they are read (the message can quote the prompt).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ErrorDetail {
-    /// `invalid_request_error`, `api_error`, `overloaded_error`, …
-    #[serde(rename = "type")]
-    pub kind: Detail,
-    /// What went wrong.
-    #[serde(default)]
-    pub message: Detail,
-}
-
-impl ErrorDetail {
-    /// Whether resending the same request can succeed: invalid requests must be fixed first.
-    pub fn retryable(&self) -> bool {
-        self.kind.as_str() != "invalid_request_error"
-    }
 }
 
 /// What happened to one request of a batch.

@@ -329,6 +329,24 @@ pub fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
     Some(at.duration_since(now).unwrap_or(Duration::ZERO))
 }
 
+/// `{type, message}`, both cut as they are read (the message can quote the prompt).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ErrorDetail {
+    /// `invalid_request_error`, `api_error`, `overloaded_error`, …
+    #[serde(rename = "type")]
+    pub kind: Detail,
+    /// What went wrong.
+    #[serde(default)]
+    pub message: Detail,
+}
+
+impl ErrorDetail {
+    /// Whether resending the same request can succeed: invalid requests must be fixed first.
+    pub fn retryable(&self) -> bool {
+        self.kind.as_str() != "invalid_request_error"
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
@@ -400,7 +418,7 @@ mod tests {
     /// An error envelope as a batch results line carries it.
     #[derive(serde::Deserialize)]
     struct ErrorEnvelopeRead {
-        error: crate::anthropic::ErrorDetail,
+        error: ErrorDetail,
     }
 
     fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {

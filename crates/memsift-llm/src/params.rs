@@ -350,7 +350,7 @@ pub fn system_cache(llm: &ResolvedLlm, system_prompt: &str, reuse: &PrefixReuse<
     match reuse.price {
         None => Some(llm.cache_ttl),
         Some(price) => {
-            let tokens = memsift_payload::count_tokens(system_prompt) as u64;
+            let tokens = memsift_tokens::count_tokens(system_prompt) as u64;
             cache_pays(price, llm.cache_ttl, tokens, reuse).then_some(llm.cache_ttl)
         }
     }
@@ -373,7 +373,7 @@ pub fn cache_warnings(config: &Config, prompts: &PromptRegistry) -> Vec<String> 
             let Some(price) = price_for(&config.prices, model).filter(|price| !price.automatic_cache) else {
                 continue;
             };
-            let tokens = memsift_payload::count_tokens(&prompt.text) as u64;
+            let tokens = memsift_tokens::count_tokens(&prompt.text) as u64;
             if tokens < price.min_cacheable_tokens {
                 warnings.push(format!(
                     "llm.{key}: the {} prompt is {tokens} tokens, under the {} tokens {model} caches at least; \
@@ -560,7 +560,7 @@ mod tests {
         let llm = ResolvedLlm::resolve("extraction_standard", &anthropic(8192, None, None)).unwrap();
         let prompt = PromptRegistry::built_in();
         let extraction = &prompt.get("extraction").unwrap().text;
-        let tokens = memsift_payload::count_tokens(extraction) as u64;
+        let tokens = memsift_tokens::count_tokens(extraction) as u64;
         for model in ["claude-haiku-4-5", "claude-sonnet-4-5"] {
             let price = table.price(model).unwrap();
             assert!(
@@ -635,7 +635,7 @@ mod tests {
         let config = Config::from_layers(Some(("test.toml", overlay))).unwrap();
         let warnings = cache_warnings(&config, &PromptRegistry::built_in());
         assert_eq!(warnings.len(), 1, "{warnings:?}");
-        let tokens = memsift_payload::count_tokens(&PromptRegistry::built_in().get("extraction").unwrap().text);
+        let tokens = memsift_tokens::count_tokens(&PromptRegistry::built_in().get("extraction").unwrap().text);
         assert_eq!(
             warnings[0],
             format!(

@@ -15,7 +15,7 @@ use memsift_core::transcript::render_turns;
 use memsift_core::{MemoryId, MessageId};
 
 use crate::short_id::short_ids;
-use crate::tokens::count_tokens;
+use memsift_tokens::count_tokens;
 
 /// A memory the model should know about (and not restate) while reading a chunk.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -9,8 +9,7 @@
 
 mod chunk;
 mod short_id;
-mod tokens;
 
 pub use chunk::{ExtractionChunk, KnownMemory, PayloadOptions, build_extraction_chunks};
+pub use memsift_tokens::{MAX_PIECE_BYTES, TOKENIZER, bpe_inputs, count_tokens};
 pub use short_id::{MIN_SHORT_ID_LEN, short_ids};
-pub use tokens::{MAX_PIECE_BYTES, TOKENIZER, bpe_inputs, count_tokens};

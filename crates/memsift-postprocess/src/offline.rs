@@ -3,12 +3,17 @@
 //! It reads the same user messages the request builders write and returns text in exactly the format the parsers
 //! read, so it serves as the no-network heuristic lane and as the provider simulator's responder, the way
 //! `memsift-heuristic` answers extraction. Its rules work on content words (see `words`) and are deliberately
-//! conservative: each verdict's reasoning names the rule that produced it.
+//! conservative: each verdict's reasoning names the rule that produced it. Where the extractor's reading of a
+//! sentence applies, the judge uses it (`memsift_heuristic::reading`): two memories about different people or
+//! different days are not one fact, a split part must stand on its own, and a summary says what each speaker said
+//! about themselves.
 
 use std::collections::BTreeSet;
 
-use memsift_core::status::Purpose;
+use memsift_core::contract::Turn;
+use memsift_core::status::{Purpose, Role};
 use memsift_core::text::collapse_whitespace;
+use memsift_heuristic::reading;
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
@@ -48,8 +53,10 @@ const FILLER: &[&str] = &[
 const MIN_SPLIT_PART_CHARS: usize = 25;
 /// The offline reviewer's confidence ceiling: rules cannot vouch for a fact more than this.
 const REVIEW_CONFIDENCE_CAP: f64 = 0.9;
-/// Summaries read the first sentence of this many turns.
+/// Summaries read the first sentence of this many turns when no speaker states anything about themselves.
 const SUMMARY_TURNS: usize = 3;
+/// Summaries are at most this many of the speakers' statements.
+const SUMMARY_STATEMENTS: usize = 3;
 /// Offline summaries are cut to this many characters.
 const SUMMARY_CHARS: usize = 300;
 /// The longest merged text the judge proposes (the parser's limit).
@@ -93,9 +100,26 @@ fn relationship(task: &RelationshipTask) -> serde_json::Value {
 
 /// The first rule that matches "<memory> <kind> <candidate>", with its confidence and a reason naming it.
 fn classify(memory: &str, candidate: &str) -> (Option<LinkKind>, f64, String) {
+    if let Some((about, other)) = different_subjects(memory, candidate) {
+        return (
+            None,
+            0.0,
+            format!("subject rule: the memory is about {about}, the candidate about {other}"),
+        );
+    }
     let (memory_topic, candidate_topic) = (topic_set(memory), topic_set(candidate));
     let overlap = jaccard(&memory_topic, &candidate_topic);
     let negated = (is_negated(memory), is_negated(candidate));
+    // Events on two different days are two events: neither contradicts nor replaces the other.
+    if let (Some(day), Some(other_day)) = (reading::stated_day(memory), reading::stated_day(candidate))
+        && day != other_day
+    {
+        return (
+            None,
+            0.0,
+            format!("date rule: {day} and {other_day} are different events (overlap {overlap:.2})"),
+        );
+    }
     if overlap >= SAME_TOPIC_OVERLAP && negated.0 != negated.1 {
         let reason = format!("conflict rule: same topic (overlap {overlap:.2}) and only one side is negated");
         return (Some(LinkKind::Conflicts), 0.8, reason);
@@ -122,6 +146,12 @@ fn classify(memory: &str, candidate: &str) -> (Option<LinkKind>, f64, String) {
     (None, 0.0, format!("no rule matched (overlap {overlap:.2})"))
 }
 
+/// The two people two memories are about, when each opens with a name and the names differ.
+fn different_subjects(memory: &str, other: &str) -> Option<(String, String)> {
+    let (about, other) = (reading::subject(memory)?, reading::subject(other)?);
+    (about != other).then_some((about, other))
+}
+
 fn consolidation(task: &ConsolidationTask) -> serde_json::Value {
     let texts: Vec<String> = task
         .memories
@@ -136,8 +166,9 @@ fn consolidation(task: &ConsolidationTask) -> serde_json::Value {
     let longest = &texts[longest_idx];
     let subject = content_words(longest).into_iter().next();
     let shares_subject = |text: &String| {
-        content_words(text).into_iter().next() == subject
-            || jaccard(&content_set(text), &content_set(longest)) >= SAME_TOPIC_OVERLAP
+        different_subjects(text, longest).is_none()
+            && (content_words(text).into_iter().next() == subject
+                || jaccard(&content_set(text), &content_set(longest)) >= SAME_TOPIC_OVERLAP)
     };
     if texts.len() < 2 || !texts.iter().all(shares_subject) {
         return json!({"action": "keep", "reasoning": "merge rule: the memories do not share a subject"});
@@ -250,17 +281,53 @@ fn refinement(task: &RefinementTask) -> serde_json::Value {
     if !trimmed.is_empty() && trimmed.chars().count() < original.chars().count() {
         return json!({"action": "trim", "text": trimmed});
     }
-    let parts: Vec<String> = split_after(&original, &['.', ';'])
+    let pieces: Vec<String> = split_after(&original, &[';'])
         .into_iter()
-        // Each part becomes a memory of its own, so it starts like a sentence.
-        .map(|part| format!("{}.", capitalised(without_end_punctuation(part))))
+        .flat_map(reading::sentences)
+        .map(|piece| without_end_punctuation(&piece).to_owned())
+        .filter(|piece| !piece.is_empty())
         .collect();
+    let subject = pieces.first().and_then(|first| named_subject(first));
+    // Each part becomes a memory of its own, so it starts like a sentence and says whom it is about.
+    let parts: Option<Vec<String>> = pieces
+        .iter()
+        .enumerate()
+        .map(|(index, piece)| standalone(piece, index, subject.as_deref()))
+        .collect();
+    let Some(parts) = parts else {
+        return json!({"action": "do_nothing", "reason": "refine rule: a part would not stand on its own (it opens with a pronoun pointing back)"});
+    };
     let splittable =
         (2..=5).contains(&parts.len()) && parts.iter().all(|part| part.chars().count() >= MIN_SPLIT_PART_CHARS);
     if splittable {
         return json!({"action": "split", "texts": parts});
     }
     json!({"action": "do_nothing", "reason": "refine rule: no filler and no independent clauses of 25 or more characters"})
+}
+
+/// The name a memory opens with, as written ("Caroline", "The user").
+fn named_subject(text: &str) -> Option<String> {
+    let subject = reading::subject(text)?;
+    let n_words = subject.split_whitespace().count();
+    Some(
+        text.split_whitespace()
+            .take(n_words)
+            .collect::<Vec<_>>()
+            .join(" ")
+            .trim_end_matches("'s")
+            .to_owned(),
+    )
+}
+
+/// A split part as a memory of its own: "he" or "she" opening a later part becomes the first part's subject; a part
+/// that still points back ("It has been …") cannot stand alone.
+fn standalone(piece: &str, index: usize, subject: Option<&str>) -> Option<String> {
+    let (first_word, rest) = piece.split_once(' ').unwrap_or((piece, ""));
+    let piece = match (index, subject, first_word.to_lowercase().as_str()) {
+        (1.., Some(subject), "he" | "she") => format!("{subject} {rest}"),
+        _ => piece.to_owned(),
+    };
+    (index == 0 || reading::stands_alone(&piece)).then(|| format!("{}.", capitalised(&piece)))
 }
 
 /// The text without filler words and phrases, with the commas they leave behind tidied and the first letter's case
@@ -319,7 +386,38 @@ fn entity_gc(task: &EntityGcTask) -> serde_json::Value {
     json!({"action": "keep", "reasoning": "keep rule: no candidate shares its name and the name is meaningful"})
 }
 
+/// What each speaker said about themselves, as the extractor reads it; the first sentences of the first turns when
+/// nobody said anything about themselves.
 fn summary(task: &SummaryTask) -> serde_json::Value {
+    let turns: Vec<Turn> = task
+        .turns
+        .iter()
+        .enumerate()
+        .map(|(index, turn)| {
+            let role = match turn.speaker.as_str() {
+                "assistant" => Role::Assistant,
+                "system" => Role::System,
+                "tool" => Role::Tool,
+                _ => Role::User,
+            };
+            Turn {
+                label: format!("s{index}"),
+                role,
+                speaker: (role == Role::User && turn.speaker != "user").then(|| turn.speaker.clone()),
+                content: turn.text.clone(),
+                // The undated reading never looks at the time.
+                at: chrono::DateTime::UNIX_EPOCH,
+            }
+        })
+        .collect();
+    let statements = reading::statements(&turns);
+    if !statements.is_empty() {
+        let summary: String = collapse_whitespace(&statements[..statements.len().min(SUMMARY_STATEMENTS)].join(" "))
+            .chars()
+            .take(SUMMARY_CHARS)
+            .collect();
+        return json!({"summary": summary});
+    }
     let sentences: Vec<&str> = task
         .turns
         .iter()
@@ -426,6 +524,17 @@ mod tests {
                 Some(LinkKind::MotivatedBy),
             ),
             ("Caroline plays chess", "Melanie paints landscapes", None),
+            (
+                "Caroline plays chess on Sundays",
+                "Melanie plays chess on Sundays",
+                None,
+            ),
+            ("Caroline now lives in Berlin", "Melanie lives in Berlin", None),
+            (
+                "Caroline went to a support group on 7 May 2023",
+                "Caroline went to a support group on 3 July 2023",
+                None,
+            ),
         ];
         for (memory, candidate, expected) in cases {
             let (kind, confidence, reasoning) = classify(memory, candidate);
@@ -474,12 +583,18 @@ mod tests {
 
     #[test]
     fn unrelated_memories_are_kept_apart() {
-        let cluster = memories(&["Caroline plays chess on Sundays.", "Melanie paints landscapes."]);
-        let request = consolidation_request(&prompt("consolidation"), &cluster);
-        assert_eq!(
-            parse_consolidation_answer(&offline_answer(&request.user_message).unwrap()),
-            Ok(None)
-        );
+        for texts in [
+            ["Caroline plays chess on Sundays.", "Melanie paints landscapes."],
+            ["Caroline likes green tea.", "Melanie likes green tea."],
+        ] {
+            let cluster = memories(&texts);
+            let request = consolidation_request(&prompt("consolidation"), &cluster);
+            assert_eq!(
+                parse_consolidation_answer(&offline_answer(&request.user_message).unwrap()),
+                Ok(None),
+                "{texts:?}"
+            );
+        }
     }
 
     #[test]
@@ -521,13 +636,20 @@ mod tests {
             refine("Caroline works as a nurse at the Charité hospital; she has two cats named Max and Luna at home."),
             Refinement::Split(vec![
                 "Caroline works as a nurse at the Charité hospital.".to_owned(),
-                "She has two cats named Max and Luna at home.".to_owned()
-            ])
+                "Caroline has two cats named Max and Luna at home.".to_owned()
+            ]),
+            "a part opening with she says whom it is about"
         );
         let left = refine("Caroline works as a nurse at the Charité hospital in Berlin and has done so since 2019.");
         assert!(
             matches!(&left, Refinement::DoNothing(reason) if reason.contains("refine rule")),
             "{left:?}"
+        );
+        let continued =
+            refine("Jolene started using a bullet journal in May. It has been helpful for tracking Jolene's tasks.");
+        assert!(
+            matches!(&continued, Refinement::DoNothing(reason) if reason.contains("stand on its own")),
+            "{continued:?}"
         );
         let decimal = refine("Caroline runs 5.5 km before work every day, then she swims for about half an hour.");
         assert!(
@@ -579,9 +701,16 @@ mod tests {
         let request = summary_request(&prompt("summary"), &turns);
         let summary = parse_summary_answer(&offline_answer(&request.user_message).unwrap()).unwrap();
         assert_eq!(
-            summary,
-            "I adopted a dog last week! That is wonderful. A beagle mix from the shelter"
+            summary, "Caroline adopted a dog last week.",
+            "what the speakers said about themselves"
         );
+        let chit_chat = [
+            turn(Role::User, Some("Caroline"), "Hi! How are you?"),
+            turn(Role::User, Some("Melanie"), "Good, thanks. You?"),
+        ];
+        let request = summary_request(&prompt("summary"), &chit_chat);
+        let summary = parse_summary_answer(&offline_answer(&request.user_message).unwrap()).unwrap();
+        assert_eq!(summary, "Hi! Good, thanks.", "no statements: the first sentences");
         let long = [turn(Role::User, None, &"word ".repeat(200))];
         let request = summary_request(&prompt("summary"), &long);
         let summary = parse_summary_answer(&offline_answer(&request.user_message).unwrap()).unwrap();

@@ -261,7 +261,7 @@ mod tests {
 
     #[test]
     fn one_request_for_n_candidates_costs_far_fewer_tokens_than_n_pair_requests() {
-        use memsift_payload::count_tokens;
+        use memsift_tokens::count_tokens;
         let memory =
             &memories(&["Caroline moved to Berlin in March 2024 to work as a nurse at the Charité hospital"])[0];
         let candidates = memories(&[

@@ -81,29 +81,3 @@ impl<'a> Element<'a> {
         }
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::reader::Reader;
-
-    #[test]
-    fn slots_hold_what_get_returns() {
-        let text = r#"[{"text": "a", "text": "b", "extra": {"x": [1]}, "confidence": 0.5}, 3, "s", null]"#;
-        let elements = Reader::new(text, 0).array::<Element<'_>>();
-        let values = Reader::new(text, 0).array::<LooseValue<'_>>();
-        assert_eq!(elements.len(), values.len());
-        for (element, value) in elements.iter().zip(values.clone()) {
-            assert_eq!(element.text(), value.get("text").and_then(LooseValue::as_str));
-            match (element, Element::from_loose(value.clone())) {
-                (Element::Item(item), Element::Item(converted)) => {
-                    assert_eq!(item.text, converted.text);
-                    assert_eq!(item.confidence, converted.confidence);
-                    assert_eq!(item.confidence.as_ref(), value.get("confidence"));
-                }
-                (Element::Other(other), Element::Other(converted)) => assert_eq!(*other, converted),
-                _ => panic!("the two readings disagree on {value:?}"),
-            }
-        }
-    }
-}

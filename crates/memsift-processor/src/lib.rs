@@ -51,6 +51,9 @@ pub use sanitize::{
     ENTITY_KINDS, MIN_ENTITY_CHARS, RELATIONSHIP_TYPES, SENSITIVE_PHRASES, mentions_private_fact, normalize_entity_kind,
 };
 pub use validate::DEFAULT_CONFIDENCE;
+// Drops are stored with each request, so their type lives in memsift-core beside the other
+// typed request values; this crate decides them.
+pub use memsift_core::drops::{DropReason, DroppedItem};
 
 use crate::dedupe::{Signature, is_clean_ascii, known_signature, normalized_char_count, remap_hints, similarity_of};
 use crate::item::Element;
@@ -132,103 +135,6 @@ pub struct ValidItem {
     pub entities: Vec<(String, String)>,
     /// Message ids of the evidence turns.
     pub evidence: Vec<MessageId>,
-}
-
-/// Why an item was dropped.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DropReason {
-    /// The element was not an object.
-    WrongType,
-    /// No `text`, not a string, or blank.
-    MissingText,
-    /// Shorter than [`MIN_TEXT_CHARS`].
-    TooShort,
-    /// Longer than [`MAX_TEXT_CHARS`].
-    TooLong,
-    /// Same normalised text as an earlier item of this response.
-    DuplicateInResponse,
-    /// Same normalised text as an active memory of the user.
-    DuplicateOfExisting,
-    /// The last item of a response cut off by `max_tokens` or by the end of the text.
-    Truncated,
-    /// Fuzzy ratio ≥ [`FUZZY_DUPLICATE_THRESHOLD`] with an earlier item of this response.
-    NearDuplicateInResponse,
-    /// Fuzzy ratio ≥ [`FUZZY_DUPLICATE_THRESHOLD`] with a context or known memory.
-    NearDuplicateOfKnown,
-    /// Cosine ≥ the vector threshold with a known memory or an earlier item.
-    DuplicateByVector,
-}
-
-impl DropReason {
-    /// Every reason, in declaration order (for reports that list zero counts too).
-    pub const ALL: [DropReason; 10] = [
-        DropReason::WrongType,
-        DropReason::MissingText,
-        DropReason::TooShort,
-        DropReason::TooLong,
-        DropReason::DuplicateInResponse,
-        DropReason::DuplicateOfExisting,
-        DropReason::Truncated,
-        DropReason::NearDuplicateInResponse,
-        DropReason::NearDuplicateOfKnown,
-        DropReason::DuplicateByVector,
-    ];
-
-    /// The snake_case name used in metrics and reports.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DropReason::WrongType => "wrong_type",
-            DropReason::MissingText => "missing_text",
-            DropReason::TooShort => "too_short",
-            DropReason::TooLong => "too_long",
-            DropReason::DuplicateInResponse => "duplicate_in_response",
-            DropReason::DuplicateOfExisting => "duplicate_of_existing",
-            DropReason::Truncated => "truncated",
-            DropReason::NearDuplicateInResponse => "near_duplicate_in_response",
-            DropReason::NearDuplicateOfKnown => "near_duplicate_of_known",
-            DropReason::DuplicateByVector => "duplicate_by_vector",
-        }
-    }
-}
-
-/// One dropped item and why.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct DroppedItem {
-    /// Its index in the response (for [`dedupe_by_vectors`] alone: its position in the item list it was given).
-    pub index: usize,
-    /// Why.
-    pub reason: DropReason,
-    /// Its text, when it had one.
-    pub text: Option<String>,
-    /// The known memory it duplicates, for duplicate reasons against the context, known texts or neighbours.
-    pub duplicate_of: Option<MemoryId>,
-    /// The earlier item it duplicates (same index space as `index`), for within-response duplicates.
-    pub duplicate_of_index: Option<usize>,
-    /// The similarity that decided it (1.0 for exact keys, the fuzzy ratio, or the cosine).
-    pub score: Option<f64>,
-    /// A short human-readable explanation.
-    pub detail: Option<String>,
-    /// For a duplicate of a stored memory: the turns the dropped item cited, which the write adds
-    /// to that memory's evidence (the same fact read again is more support, not nothing).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub evidence: Vec<MessageId>,
-}
-
-impl DroppedItem {
-    /// A drop with only the index, reason and text set.
-    pub fn new(index: usize, reason: DropReason, text: Option<String>) -> Self {
-        Self {
-            index,
-            reason,
-            text,
-            duplicate_of: None,
-            duplicate_of_index: None,
-            score: None,
-            detail: None,
-            evidence: Vec::new(),
-        }
-    }
 }
 
 /// Counts of fields that were repaired or cleared without dropping their item.

@@ -7,83 +7,16 @@ use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, Utc};
 use rand::seq::SliceRandom;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::records::{AnthropicBatch, Counts, ProcessingStatus};
 use crate::state::{
     Generated, GenerationRequest, PromptCache, Provider, SharedState, State as SimState, anthropic_error, invalid,
     lost_create_response, not_found,
 };
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum ProcessingStatus {
-    InProgress,
-    Canceling,
-    Ended,
-}
-
-impl ProcessingStatus {
-    fn as_str(self) -> &'static str {
-        match self {
-            ProcessingStatus::InProgress => "in_progress",
-            ProcessingStatus::Canceling => "canceling",
-            ProcessingStatus::Ended => "ended",
-        }
-    }
-}
-
-#[derive(Clone, Copy, Debug, Default)]
-struct Counts {
-    succeeded: u64,
-    errored: u64,
-    canceled: u64,
-    expired: u64,
-}
-
-pub(crate) struct AnthropicBatch {
-    id: String,
-    status: ProcessingStatus,
-    created_at: DateTime<Utc>,
-    expires_at: DateTime<Utc>,
-    ready_at: DateTime<Utc>,
-    ended_at: Option<DateTime<Utc>>,
-    cancel_initiated_at: Option<DateTime<Utc>>,
-    requests: Vec<(String, Value)>,
-    results: Vec<String>,
-    counts: Counts,
-    not_found_remaining: u32,
-}
-
-fn timestamp(at: DateTime<Utc>) -> String {
-    at.to_rfc3339_opts(SecondsFormat::Micros, true)
-}
-
-impl AnthropicBatch {
-    fn to_json(&self, base_url: &str) -> Value {
-        let ended = self.status == ProcessingStatus::Ended;
-        // Counts other than `processing` stay zero until the whole batch ends, as the provider's do.
-        let counts = if ended {
-            json!({"processing": 0, "succeeded": self.counts.succeeded, "errored": self.counts.errored,
-                   "canceled": self.counts.canceled, "expired": self.counts.expired})
-        } else {
-            json!({"processing": self.requests.len(), "succeeded": 0, "errored": 0, "canceled": 0, "expired": 0})
-        };
-        json!({
-            "id": self.id,
-            "type": "message_batch",
-            "processing_status": self.status.as_str(),
-            "request_counts": counts,
-            "ended_at": self.ended_at.map(timestamp),
-            "created_at": timestamp(self.created_at),
-            "expires_at": timestamp(self.expires_at),
-            "archived_at": null,
-            "cancel_initiated_at": self.cancel_initiated_at.map(timestamp),
-            "results_url": ended.then(|| format!("{base_url}/v1/messages/batches/{}/results", self.id)),
-        })
-    }
-}
 
 /// Reads a Messages body into what the responder needs; `Err` is the 400 message.
 pub(crate) fn parse_params(params: &Value) -> Result<GenerationRequest, String> {

@@ -1,38 +1,15 @@
 //! What a simulator runs with: the responder, the seeded fault plan, the clock and the accepted key.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use memsift_core::config::{Config, ModelPrice};
 use memsift_core::{Clock, SystemClock};
 use serde::{Deserialize, Serialize};
 
+pub use crate::error::SimConfigError;
 use crate::responder::{HeuristicResponder, LocomoResponder, Responder};
-
-/// Why a simulator config could not be built.
-#[derive(Debug, thiserror::Error)]
-pub enum SimConfigError {
-    /// The responder spec is not one of the known forms.
-    #[error("unknown responder `{0}`; use `heuristic` or `locomo:PATH`")]
-    UnknownResponder(String),
-    /// A file could not be read.
-    #[error("cannot read {path}: {source}; check the path")]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// A file is not what it should be.
-    #[error("{path} is invalid: {message}")]
-    Parse {
-        /// The file.
-        path: PathBuf,
-        /// The parser's message.
-        message: String,
-    },
-}
 
 /// Everything a simulator needs.
 #[derive(Clone)]

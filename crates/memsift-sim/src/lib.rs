@@ -12,8 +12,10 @@
 
 mod anthropic;
 pub mod config;
+mod error;
 mod models;
 mod openai;
+mod records;
 pub mod responder;
 mod state;
 

@@ -13,6 +13,7 @@ use rand::seq::SliceRandom;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::records::{OpenAiBatch, Status, StoredFile};
 use crate::state::{
     Generated, GenerationRequest, PromptCache, Provider, SharedState, State as SimState, embed, invalid,
     lost_create_response, not_found, openai_error, tokens_of,
@@ -20,115 +21,6 @@ use crate::state::{
 
 /// The dimension of simulated embeddings when the request names none.
 pub const DEFAULT_EMBEDDING_DIMENSIONS: usize = 384;
-
-pub(crate) struct StoredFile {
-    id: String,
-    filename: String,
-    purpose: String,
-    created_at: i64,
-    content: Vec<u8>,
-}
-
-impl StoredFile {
-    fn to_json(&self) -> Value {
-        json!({
-            "id": self.id, "object": "file", "bytes": self.content.len(), "created_at": self.created_at,
-            "filename": self.filename, "purpose": self.purpose, "status": "processed",
-            "expires_at": null, "status_details": null,
-        })
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Status {
-    Validating,
-    Failed,
-    InProgress,
-    Finalizing,
-    Completed,
-    Expired,
-    Cancelling,
-    Cancelled,
-}
-
-impl Status {
-    fn as_str(self) -> &'static str {
-        match self {
-            Status::Validating => "validating",
-            Status::Failed => "failed",
-            Status::InProgress => "in_progress",
-            Status::Finalizing => "finalizing",
-            Status::Completed => "completed",
-            Status::Expired => "expired",
-            Status::Cancelling => "cancelling",
-            Status::Cancelled => "cancelled",
-        }
-    }
-
-    fn is_terminal(self) -> bool {
-        matches!(
-            self,
-            Status::Failed | Status::Completed | Status::Expired | Status::Cancelled
-        )
-    }
-}
-
-pub(crate) struct OpenAiBatch {
-    id: String,
-    endpoint: String,
-    input_file_id: String,
-    status: Status,
-    created_at: DateTime<Utc>,
-    ready_at: DateTime<Utc>,
-    in_progress_at: Option<i64>,
-    finalizing_at: Option<i64>,
-    completed_at: Option<i64>,
-    failed_at: Option<i64>,
-    expired_at: Option<i64>,
-    cancelling_at: Option<i64>,
-    cancelled_at: Option<i64>,
-    metadata: Value,
-    /// Parsed input lines: (custom_id, body).
-    requests: Vec<(String, Value)>,
-    /// Written at finalizing, shown only once the batch is terminal.
-    pending_files: (Option<String>, Option<String>),
-    output_file_id: Option<String>,
-    error_file_id: Option<String>,
-    total: u64,
-    completed: u64,
-    failed: u64,
-    errors: Vec<Value>,
-    ends_expired: bool,
-    not_found_remaining: u32,
-}
-
-impl OpenAiBatch {
-    fn to_json(&self) -> Value {
-        json!({
-            "id": self.id,
-            "object": "batch",
-            "endpoint": self.endpoint,
-            "model": null,
-            "errors": if self.errors.is_empty() { Value::Null } else { json!({"object": "list", "data": self.errors}) },
-            "input_file_id": self.input_file_id,
-            "completion_window": "24h",
-            "status": self.status.as_str(),
-            "output_file_id": self.output_file_id,
-            "error_file_id": self.error_file_id,
-            "created_at": self.created_at.timestamp(),
-            "in_progress_at": self.in_progress_at,
-            "expires_at": (self.created_at + chrono::Duration::hours(24)).timestamp(),
-            "finalizing_at": self.finalizing_at,
-            "completed_at": self.completed_at,
-            "failed_at": self.failed_at,
-            "expired_at": self.expired_at,
-            "cancelling_at": self.cancelling_at,
-            "cancelled_at": self.cancelled_at,
-            "request_counts": {"total": self.total, "completed": self.completed, "failed": self.failed},
-            "metadata": self.metadata,
-        })
-    }
-}
 
 fn parse_json(body: &Bytes) -> Result<Value, Response> {
     serde_json::from_slice(body).map_err(|error| invalid(Provider::OpenAi, &format!("body is not valid JSON: {error}")))

@@ -12,7 +12,7 @@ use std::sync::Mutex;
 use memsift_core::contract::{ExtractedItem, Turn};
 use memsift_core::status::Temporal;
 
-use crate::config::SimConfigError;
+use crate::error::SimConfigError;
 
 /// What a responder is asked.
 #[derive(Debug, Clone, Copy)]

@@ -17,15 +17,14 @@ use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
 use memsift_core::config::price_for;
 use memsift_core::transcript::parse_turns;
-use memsift_payload::count_tokens;
+use memsift_tokens::count_tokens;
 use rand::rngs::StdRng;
 use rand::seq::IndexedRandom;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
-use crate::anthropic::AnthropicBatch;
 use crate::config::{HttpFault, LostCreateMode, MalformedKind, SimConfig};
-use crate::openai::{OpenAiBatch, StoredFile};
+use crate::records::{AnthropicBatch, OpenAiBatch, StoredFile};
 use crate::responder::{ResponderReply, ResponderRequest};
 
 /// What the simulator has seen: the tests' oracle, also served at `GET /_sim/counters`.

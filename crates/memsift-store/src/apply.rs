@@ -9,6 +9,7 @@
 use std::collections::HashSet;
 
 use chrono::{DateTime, Utc};
+use memsift_core::drops::DroppedItem;
 use memsift_core::status::RequestStatus;
 use memsift_core::text::collapse_whitespace;
 use memsift_core::{EntityId, MemoryId, MessageId, OperationId, RequestId, SegmentId, UserId};
@@ -17,7 +18,7 @@ use serde_json::Value;
 use crate::memory_insert::{DEFAULT_IMPORTANCE, Inserted, MemoryInsert};
 use crate::tx::{Arg, WriteTx, sql};
 use crate::vectors::vector_to_le_bytes;
-use crate::{Result, Store, StoreError, corrupt, on_pool};
+use crate::{Result, Store, StoreError, corrupt};
 
 /// What the apply path writes for one request.
 #[derive(Clone, Debug)]
@@ -34,9 +35,9 @@ pub struct ApplyInput {
     pub model: Option<String>,
     /// Items that survived processing.
     pub items: Vec<NewMemory>,
-    /// The processor's drop records, stored with the request for people and `memsift show`; the
-    /// store never reads them back.
-    pub drops: Value,
+    /// The processor's drop records, stored with the request for people and `memsift show`, and
+    /// counted by reason for the metrics.
+    pub drops: Vec<DroppedItem>,
     /// Dropped duplicates of stored memories and the turns they cited, which those memories gain
     /// as evidence.
     pub duplicate_evidence: Vec<DuplicateEvidence>,
@@ -136,216 +137,28 @@ impl Store {
     /// Writes one request's processed output, exactly once (invariants 1 and 2).
     pub async fn apply(&self, input: &ApplyInput) -> Result<ApplyOutcome> {
         self.write(async |tx| {
-            let claimed = if input.replay.is_some() {
-                let applied: Option<String> = tx
-                    .scalar_optional(sql!(
-                        "SELECT id FROM llm_requests WHERE id = $1 AND status = 'applied'",
-                        input.request_id
-                    ))
-                    .await?;
-                applied.is_some()
-            } else {
-                tx.execute(sql!(
-                    "UPDATE llm_requests SET status = 'applied', applied_at = $2, n_items = $3, n_dropped = $4, drops = $5
-                     WHERE id = $1 AND status = 'succeeded'",
-                    input.request_id,
-                    input.now,
-                    input.items.len(),
-                    input.n_dropped,
-                    Arg::json(&input.drops)
-                ))
-                .await?
-                    == 1
-            };
-            if !claimed {
-                let status: Option<String> = tx
-                    .scalar_optional(sql!("SELECT status FROM llm_requests WHERE id = $1", input.request_id))
-                    .await?;
-                return match status.as_deref().map(RequestStatus::parse) {
-                    Some(Ok(other)) if input.replay.is_some() => Err(StoreError::NotFound(format!(
-                        "request {} is `{other}`: only applied requests are replayed; `memsift run` applies the rest",
-                        input.request_id
-                    ))),
-                    Some(Ok(RequestStatus::Applied)) => Ok(ApplyOutcome::AlreadyApplied),
-                    Some(Ok(other)) => Err(StoreError::NotFound(format!(
-                        "request {} is `{other}`, not `succeeded`: there is no output to apply",
-                        input.request_id
-                    ))),
-                    Some(Err(error)) => Err(corrupt("llm_requests", error)),
-                    None => Err(StoreError::NotFound(format!("no request {}", input.request_id))),
-                };
+            if !tx.claim_request(input).await? {
+                return tx.not_claimed(input).await;
             }
-            let model = tx.model_of_request(input.request_id).await?;
-            let mut memory_ids = Vec::with_capacity(input.items.len());
-            let mut item_positions = Vec::with_capacity(input.items.len());
-            let mut n_duplicates_at_write = 0;
-            let mut n_erased_at_write = 0;
-            for (position, item) in input.items.iter().enumerate() {
-                let embedding = input.embeddings.as_ref().and_then(|embeddings| {
-                    let vector = embeddings.vectors.get(position)?;
-                    Some((
-                        vector_to_le_bytes(vector),
-                        embeddings.model_id.as_str(),
-                        vector.len() as i64,
-                    ))
-                });
-                let memory = MemoryInsert {
-                    user_id: input.user_id,
-                    text: &item.text,
-                    dedupe_key: &item.dedupe_key,
-                    importance: DEFAULT_IMPORTANCE,
-                    confidence: item.confidence,
-                    happens_at: item.happens_at,
-                    expires_at: item.expires_at,
-                    sensitive: item.sensitive,
-                    temporal: item.temporal.as_str(),
-                    source_segment_id: input.segment_id,
-                    source_request_id: Some(input.request_id),
-                    prompt_version: &input.prompt_version,
-                    model: model.as_deref(),
-                    refined_at: None,
-                    embedding,
-                    now: input.now,
-                };
-                let memory_id = match tx.insert_memory(&memory).await? {
-                    Inserted::Written(memory_id) => memory_id,
-                    Inserted::Erased => {
-                        n_erased_at_write += 1;
-                        continue;
-                    }
-                    Inserted::Duplicate => {
-                        n_duplicates_at_write += 1;
-                        // The same fact read again: its turns support the memory already stored.
-                        for message_id in &item.evidence {
-                            tx.execute(sql!(
-                                "INSERT INTO memory_evidence (memory_id, message_id)
-                                 SELECT id, $3 FROM memories WHERE user_id = $1 AND dedupe_key = $2 AND archived_at IS NULL
-                                 ON CONFLICT DO NOTHING",
-                                input.user_id,
-                                &item.dedupe_key,
-                                message_id
-                            ))
-                            .await?;
-                        }
-                        continue;
-                    }
-                };
-                for message_id in &item.evidence {
-                    tx.execute(sql!(
-                        "INSERT INTO memory_evidence (memory_id, message_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
-                        memory_id,
-                        message_id
-                    ))
-                    .await?;
-                }
-                for (name, kind) in &item.entities {
-                    let normalized_name = collapse_whitespace(name).to_lowercase();
-                    // Re-linking un-archives: an entity named again is alive again (the
-                    // reference kept linking new memories to archived entities).
-                    let entity_id: String = tx
-                        .scalar_one(sql!(
-                            "INSERT INTO entities (id, user_id, name, normalized_name, kind, link_count, last_linked_at, created_at)
-                             VALUES ($1, $2, $3, $4, $5, 1, $6, $6)
-                             ON CONFLICT (user_id, normalized_name, kind)
-                             DO UPDATE SET link_count = entities.link_count + 1, last_linked_at = $6, archived_at = NULL
-                             RETURNING id",
-                            EntityId::new_v7(),
-                            input.user_id,
-                            name,
-                            &normalized_name,
-                            kind,
-                            input.now
-                        ))
-                        .await?;
-                    tx.execute(sql!(
-                        "INSERT INTO memory_entities (memory_id, entity_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
-                        memory_id,
-                        &entity_id
-                    ))
-                    .await?;
-                }
-                memory_ids.push(memory_id);
-                item_positions.push(position);
-            }
+            let written = tx.write_items(input).await?;
             tx.pass_on_dropped_evidence(input).await?;
-            // The extractor's pointers (known memories it relates to or merges, and other items
-            // of this response) become link hints: relationship classification's first
-            // candidates. Hinted items that were not written have no memory to point at.
-            for (memory_id, &position) in memory_ids.iter().zip(&item_positions) {
-                let item = &input.items[position];
-                let mut hints: Vec<String> = item.hinted_memory_ids.iter().map(ToString::to_string).collect();
-                for &hinted in &item.linking_hints {
-                    if let Some(slot) = item_positions.iter().position(|&written| written == hinted) {
-                        hints.push(memory_ids[slot].to_string());
-                    }
-                }
-                hints.sort();
-                hints.dedup();
-                if !hints.is_empty() {
-                    tx.execute(sql!(
-                        "UPDATE memories SET link_hints = $2 WHERE id = $1",
-                        memory_id,
-                        Arg::json(&hints)
-                    ))
-                    .await?;
-                }
-            }
-            // Cached vector indexes compare this version with their own, so a write by any
-            // process makes every other process reload this user's vectors.
-            let memory_version: i64 = tx
-                .scalar_one(sql!(
-                    "UPDATE users SET memory_version = memory_version + $2 WHERE id = $1 RETURNING memory_version",
-                    input.user_id,
-                    i64::from(!memory_ids.is_empty())
-                ))
+            tx.write_link_hints(input, &written).await?;
+            let memory_version = tx
+                .advance_memory_version(input.user_id, !written.memory_ids.is_empty())
                 .await?;
             let mut segment_extracted = false;
             let mut operation_id = None;
             if let Some(reason) = &input.replay {
-                let id = OperationId::new_v7();
-                let written: Vec<Value> = memory_ids
-                    .iter()
-                    .zip(&item_positions)
-                    .map(|(memory_id, &position)| {
-                        serde_json::json!({ "memory_id": memory_id, "text": input.items[position].text })
-                    })
-                    .collect();
-                tx.execute(sql!(
-                    "INSERT INTO operations (id, kind, user_id, request_id, reason, before, after, applied_at)
-                     VALUES ($1, 'replay', $2, $3, $4, $5, $6, $7)",
-                    id,
-                    input.user_id,
-                    input.request_id,
-                    reason,
-                    Arg::json(&serde_json::json!({ "memories": [] })),
-                    Arg::json(&serde_json::json!({ "memories": written, "drops": input.drops })),
-                    input.now
-                ))
-                .await?;
-                operation_id = Some(id);
+                operation_id = Some(tx.journal_replay(input, reason, &written).await?);
             } else if let Some(segment_id) = input.segment_id {
-                segment_extracted = tx
-                    .execute(sql!(
-                        "UPDATE segments SET status = 'extracted', extracted_at = $2, prompt_version = $3, model = $4,
-                                             claimed_by = NULL, claimed_until = NULL, last_error = NULL
-                         WHERE id = $1 AND status <> 'extracted'
-                           AND planned_chunks IS NOT NULL
-                           AND planned_chunks <= (SELECT COUNT(DISTINCT chunk_index) FROM llm_requests
-                                                  WHERE segment_id = $1 AND purpose = 'extraction' AND status = 'applied')",
-                        segment_id,
-                        input.now,
-                        &input.prompt_version,
-                        &input.model
-                    ))
-                    .await?
-                    == 1;
+                segment_extracted = tx.finish_segment(input, segment_id).await?;
             }
             Ok(ApplyOutcome::Applied {
-                memory_ids,
-                item_positions,
+                memory_ids: written.memory_ids,
+                item_positions: written.item_positions,
                 memory_version,
-                n_duplicates_at_write,
-                n_erased_at_write,
+                n_duplicates_at_write: written.n_duplicates_at_write,
+                n_erased_at_write: written.n_erased_at_write,
                 segment_extracted,
                 operation_id,
             })
@@ -356,28 +169,302 @@ impl Store {
     /// The normalised keys of all a user's memories, archived ones included: a replay must not
     /// bring back a fact that consolidation or an admin retired.
     pub async fn all_dedupe_keys(&self, user_id: UserId) -> Result<HashSet<String>> {
-        let keys: Vec<String> = on_pool!(self, |pool| {
-            sqlx::query_scalar("SELECT dedupe_key FROM memories WHERE user_id = $1")
-                .bind(user_id.to_string())
-                .fetch_all(pool)
-                .await?
-        });
+        let keys: Vec<String> = self
+            .read_scalar_all(sql!("SELECT dedupe_key FROM memories WHERE user_id = $1", user_id))
+            .await?;
         Ok(keys.into_iter().collect())
     }
 
     /// The normalised keys of a user's active memories (the exact dedupe stage against the store).
     pub async fn active_dedupe_keys(&self, user_id: UserId) -> Result<HashSet<String>> {
-        let keys: Vec<String> = on_pool!(self, |pool| {
-            sqlx::query_scalar("SELECT dedupe_key FROM memories WHERE user_id = $1 AND archived_at IS NULL")
-                .bind(user_id.to_string())
-                .fetch_all(pool)
-                .await?
-        });
+        let keys: Vec<String> = self
+            .read_scalar_all(sql!(
+                "SELECT dedupe_key FROM memories WHERE user_id = $1 AND archived_at IS NULL",
+                user_id
+            ))
+            .await?;
         Ok(keys.into_iter().collect())
     }
 }
 
+/// The memories one apply wrote, and the items it did not write.
+struct Written {
+    /// The memories created, in item order.
+    memory_ids: Vec<MemoryId>,
+    /// For each created memory, the position of its item in `ApplyInput::items`.
+    item_positions: Vec<usize>,
+    /// Items that matched an active memory written since processing.
+    n_duplicates_at_write: u64,
+    /// Items whose fact the user had erased.
+    n_erased_at_write: u64,
+}
+
+/// The row one item becomes, with its embedding when the input carries one.
+fn memory_insert<'a>(input: &'a ApplyInput, position: usize, model: Option<&'a str>) -> MemoryInsert<'a> {
+    let item = &input.items[position];
+    let embedding = input.embeddings.as_ref().and_then(|embeddings| {
+        let vector = embeddings.vectors.get(position)?;
+        Some((
+            vector_to_le_bytes(vector),
+            embeddings.model_id.as_str(),
+            vector.len() as i64,
+        ))
+    });
+    MemoryInsert {
+        user_id: input.user_id,
+        text: &item.text,
+        dedupe_key: &item.dedupe_key,
+        importance: DEFAULT_IMPORTANCE,
+        confidence: item.confidence,
+        happens_at: item.happens_at,
+        expires_at: item.expires_at,
+        sensitive: item.sensitive,
+        temporal: item.temporal.as_str(),
+        source_segment_id: input.segment_id,
+        source_request_id: Some(input.request_id),
+        prompt_version: &input.prompt_version,
+        model,
+        refined_at: None,
+        embedding,
+        now: input.now,
+    }
+}
+
 impl WriteTx {
+    /// Checks-and-sets the request's `applied` status and counts its drops (invariant 2); a
+    /// replay instead only checks that the request was applied before. Returns whether this
+    /// transaction may write.
+    async fn claim_request(&mut self, input: &ApplyInput) -> Result<bool> {
+        let claimed = if input.replay.is_some() {
+            let applied: Option<String> = self
+                .scalar_optional(sql!(
+                    "SELECT id FROM llm_requests WHERE id = $1 AND status = 'applied'",
+                    input.request_id
+                ))
+                .await?;
+            applied.is_some()
+        } else {
+            self.execute(sql!(
+                "UPDATE llm_requests SET status = 'applied', applied_at = $2, n_items = $3, n_dropped = $4, drops = $5
+                 WHERE id = $1 AND status = 'succeeded'",
+                input.request_id,
+                input.now,
+                input.items.len(),
+                input.n_dropped,
+                Arg::json(&input.drops)
+            ))
+            .await?
+                == 1
+        };
+        if claimed && input.replay.is_none() {
+            self.count_drops(input.request_id, &input.drops).await?;
+        }
+        Ok(claimed)
+    }
+
+    /// What an unclaimed request means: applied before (nothing to do), or an error saying why
+    /// there is nothing to apply or replay.
+    async fn not_claimed(&mut self, input: &ApplyInput) -> Result<ApplyOutcome> {
+        let status: Option<String> = self
+            .scalar_optional(sql!("SELECT status FROM llm_requests WHERE id = $1", input.request_id))
+            .await?;
+        match status.as_deref().map(RequestStatus::parse) {
+            Some(Ok(other)) if input.replay.is_some() => Err(StoreError::NotFound(format!(
+                "request {} is `{other}`: only applied requests are replayed; `memsift run` applies the rest",
+                input.request_id
+            ))),
+            Some(Ok(RequestStatus::Applied)) => Ok(ApplyOutcome::AlreadyApplied),
+            Some(Ok(other)) => Err(StoreError::NotFound(format!(
+                "request {} is `{other}`, not `succeeded`: there is no output to apply",
+                input.request_id
+            ))),
+            Some(Err(error)) => Err(corrupt("llm_requests", error)),
+            None => Err(StoreError::NotFound(format!("no request {}", input.request_id))),
+        }
+    }
+
+    /// Inserts each item as a memory with its evidence and entities; an erased fact is skipped,
+    /// and a duplicate's turns go to the memory already stored.
+    async fn write_items(&mut self, input: &ApplyInput) -> Result<Written> {
+        let model = self.model_of_request(input.request_id).await?;
+        let mut written = Written {
+            memory_ids: Vec::with_capacity(input.items.len()),
+            item_positions: Vec::with_capacity(input.items.len()),
+            n_duplicates_at_write: 0,
+            n_erased_at_write: 0,
+        };
+        for (position, item) in input.items.iter().enumerate() {
+            let memory_id = match self
+                .insert_memory(&memory_insert(input, position, model.as_deref()))
+                .await?
+            {
+                Inserted::Written(memory_id) => memory_id,
+                Inserted::Erased => {
+                    written.n_erased_at_write += 1;
+                    continue;
+                }
+                Inserted::Duplicate => {
+                    written.n_duplicates_at_write += 1;
+                    self.cite_in_stored_duplicate(input.user_id, item).await?;
+                    continue;
+                }
+            };
+            self.write_evidence(memory_id, &item.evidence).await?;
+            self.join_entities(input, memory_id, &item.entities).await?;
+            written.memory_ids.push(memory_id);
+            written.item_positions.push(position);
+        }
+        Ok(written)
+    }
+
+    /// The same fact read again: its turns support the memory already stored.
+    async fn cite_in_stored_duplicate(&mut self, user_id: UserId, item: &NewMemory) -> Result<()> {
+        for message_id in &item.evidence {
+            self.execute(sql!(
+                "INSERT INTO memory_evidence (memory_id, message_id)
+                 SELECT id, $3 FROM memories WHERE user_id = $1 AND dedupe_key = $2 AND archived_at IS NULL
+                 ON CONFLICT DO NOTHING",
+                user_id,
+                &item.dedupe_key,
+                message_id
+            ))
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// The turns a new memory came from.
+    async fn write_evidence(&mut self, memory_id: MemoryId, evidence: &[MessageId]) -> Result<()> {
+        for message_id in evidence {
+            self.execute(sql!(
+                "INSERT INTO memory_evidence (memory_id, message_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+                memory_id,
+                message_id
+            ))
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// Upserts each (name, kind) entity of the user and joins it to the new memory.
+    async fn join_entities(
+        &mut self,
+        input: &ApplyInput,
+        memory_id: MemoryId,
+        entities: &[(String, String)],
+    ) -> Result<()> {
+        for (name, kind) in entities {
+            let normalized_name = collapse_whitespace(name).to_lowercase();
+            // Re-linking un-archives: an entity named again is alive again (the
+            // reference kept linking new memories to archived entities).
+            let entity_id: String = self
+                .scalar_one(sql!(
+                    "INSERT INTO entities (id, user_id, name, normalized_name, kind, link_count, last_linked_at, created_at)
+                     VALUES ($1, $2, $3, $4, $5, 1, $6, $6)
+                     ON CONFLICT (user_id, normalized_name, kind)
+                     DO UPDATE SET link_count = entities.link_count + 1, last_linked_at = $6, archived_at = NULL
+                     RETURNING id",
+                    EntityId::new_v7(),
+                    input.user_id,
+                    name,
+                    &normalized_name,
+                    kind,
+                    input.now
+                ))
+                .await?;
+            self.execute(sql!(
+                "INSERT INTO memory_entities (memory_id, entity_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+                memory_id,
+                &entity_id
+            ))
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// The extractor's pointers (known memories it relates to or merges, and other items of this
+    /// response) become link hints: relationship classification's first candidates. Hinted items
+    /// that were not written have no memory to point at.
+    async fn write_link_hints(&mut self, input: &ApplyInput, written: &Written) -> Result<()> {
+        for (memory_id, &position) in written.memory_ids.iter().zip(&written.item_positions) {
+            let item = &input.items[position];
+            let mut hints: Vec<String> = item.hinted_memory_ids.iter().map(ToString::to_string).collect();
+            for &hinted in &item.linking_hints {
+                if let Some(slot) = written.item_positions.iter().position(|&at| at == hinted) {
+                    hints.push(written.memory_ids[slot].to_string());
+                }
+            }
+            hints.sort();
+            hints.dedup();
+            if !hints.is_empty() {
+                self.execute(sql!(
+                    "UPDATE memories SET link_hints = $2 WHERE id = $1",
+                    memory_id,
+                    Arg::json(&hints)
+                ))
+                .await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Moves the user's memory version on when `changed`, and returns it either way. Cached
+    /// vector indexes compare this version with their own, so a write by any process makes every
+    /// other process reload this user's vectors.
+    async fn advance_memory_version(&mut self, user_id: UserId, changed: bool) -> Result<i64> {
+        self.scalar_one(sql!(
+            "UPDATE users SET memory_version = memory_version + $2 WHERE id = $1 RETURNING memory_version",
+            user_id,
+            i64::from(changed)
+        ))
+        .await
+    }
+
+    /// Journals a replay in `operations` with the memories it wrote (a replay leaves the request
+    /// and the segment as they are).
+    async fn journal_replay(&mut self, input: &ApplyInput, reason: &str, written: &Written) -> Result<OperationId> {
+        let id = OperationId::new_v7();
+        let memories: Vec<Value> = written
+            .memory_ids
+            .iter()
+            .zip(&written.item_positions)
+            .map(|(memory_id, &position)| serde_json::json!({ "memory_id": memory_id, "text": input.items[position].text }))
+            .collect();
+        self.execute(sql!(
+            "INSERT INTO operations (id, kind, user_id, request_id, reason, before, after, applied_at)
+             VALUES ($1, 'replay', $2, $3, $4, $5, $6, $7)",
+            id,
+            input.user_id,
+            input.request_id,
+            reason,
+            Arg::json(&serde_json::json!({ "memories": [] })),
+            Arg::json(&serde_json::json!({ "memories": memories, "drops": input.drops })),
+            input.now
+        ))
+        .await?;
+        Ok(id)
+    }
+
+    /// Marks the segment `extracted` once every planned chunk is applied (invariant 1); returns
+    /// whether this transaction did.
+    async fn finish_segment(&mut self, input: &ApplyInput, segment_id: SegmentId) -> Result<bool> {
+        Ok(self
+            .execute(sql!(
+                "UPDATE segments SET status = 'extracted', extracted_at = $2, prompt_version = $3, model = $4,
+                                     claimed_by = NULL, claimed_until = NULL, last_error = NULL
+                 WHERE id = $1 AND status <> 'extracted'
+                   AND planned_chunks IS NOT NULL
+                   AND planned_chunks <= (SELECT COUNT(DISTINCT chunk_index) FROM llm_requests
+                                          WHERE segment_id = $1 AND purpose = 'extraction' AND status = 'applied')",
+                segment_id,
+                input.now,
+                &input.prompt_version,
+                &input.model
+            ))
+            .await?
+            == 1)
+    }
+
     /// A dropped duplicate of a stored memory passes its turns on as that memory's evidence, so
     /// the facts a question needs stay cited after dedupe. Only this user's memories and messages
     /// qualify.

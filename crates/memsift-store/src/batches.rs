@@ -8,9 +8,10 @@ use chrono::{DateTime, Duration, Utc};
 use memsift_core::BatchId;
 use serde::Serialize;
 
+use crate::health::note_waiting_segments;
 use crate::requests::{WORK_COLUMNS, WorkRequest, WorkRow};
-use crate::tx::sql;
-use crate::{Result, Store, on_pool};
+use crate::tx::{WriteTx, sql};
+use crate::{Result, Store};
 
 /// How batches are packed: when a group is due and how big a batch may be.
 #[derive(Clone, Copy, Debug)]
@@ -98,17 +99,28 @@ pub(crate) const BATCH_COLUMNS: &str =
     n_expired, n_canceled, created_at, submit_started_at, submitted_at, ended_at, provider_expires_at, next_poll_at,
     n_polls, ingest_cursor, reconcile_misses, last_error";
 
+/// What the reconciler's miss found out about a `submitting` batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReconcileMiss {
+    /// Passes that found nothing, this one included.
+    pub misses: i64,
+    /// Whether a create call was made and answered without a verdict (rather than never made,
+    /// because the process died between the intent and the call).
+    pub create_was_called: bool,
+}
+
+/// The note a batch carries while its create outcome is unknown; kept through reconcile misses so
+/// the last miss knows whether the create was ever called.
+const CREATE_UNKNOWN: &str = "create outcome unknown: ";
+
 impl Store {
     /// The (provider, config key) groups that have planned batch-lane requests.
     pub async fn planned_batch_groups(&self) -> Result<Vec<(String, String)>> {
-        Ok(on_pool!(self, |pool| {
-            sqlx::query_as(
-                "SELECT DISTINCT provider, config_key FROM llm_requests
-                 WHERE lane = 'batch' AND status = 'planned' AND batch_id IS NULL ORDER BY provider, config_key",
-            )
-            .fetch_all(pool)
-            .await?
-        }))
+        self.read_all(sql!(
+            "SELECT DISTINCT provider, config_key FROM llm_requests
+                 WHERE lane = 'batch' AND status = 'planned' AND batch_id IS NULL ORDER BY provider, config_key"
+        ))
+        .await
     }
 
     /// Packs planned batch-lane requests of one group into a batch committed in `submitting`
@@ -190,10 +202,7 @@ impl Store {
     /// The requests assigned to a batch.
     pub async fn batch_requests(&self, batch_id: BatchId) -> Result<Vec<WorkRequest>> {
         let sql = format!("SELECT {WORK_COLUMNS} FROM llm_requests WHERE batch_id = $1 ORDER BY created_at, id");
-        let rows: Vec<WorkRow> = on_pool!(self, |pool| sqlx::query_as(&sql)
-            .bind(batch_id.to_string())
-            .fetch_all(pool)
-            .await?);
+        let rows: Vec<WorkRow> = self.read_all(sql!(&sql, batch_id)).await?;
         rows.into_iter().map(WorkRequest::try_from).collect()
     }
 
@@ -206,21 +215,21 @@ impl Store {
         next_poll_at: DateTime<Utc>,
         now: DateTime<Utc>,
     ) -> Result<bool> {
-        let updated = on_pool!(self, |pool| {
-            sqlx::query(
-                "UPDATE batches SET status = 'submitted', provider_batch_id = $2, provider_expires_at = $3,
+        let updated = self
+            .write(async |tx| {
+                tx.execute(sql!(
+                    "UPDATE batches SET status = 'submitted', provider_batch_id = $2, provider_expires_at = $3,
                         next_poll_at = $4, submitted_at = $5, claimed_by = NULL, claimed_until = NULL, last_error = NULL
                  WHERE id = $1 AND status = 'submitting'",
-            )
-            .bind(batch_id.to_string())
-            .bind(provider_batch_id)
-            .bind(provider_expires_at)
-            .bind(next_poll_at)
-            .bind(now)
-            .execute(pool)
-            .await?
-            .rows_affected()
-        });
+                    batch_id,
+                    provider_batch_id,
+                    provider_expires_at,
+                    next_poll_at,
+                    now
+                ))
+                .await
+            })
+            .await?;
         Ok(updated == 1)
     }
 
@@ -228,14 +237,7 @@ impl Store {
     /// re-planning counts their attempts.
     pub async fn mark_batch_rejected(&self, batch_id: BatchId, error: &str, now: DateTime<Utc>) -> Result<()> {
         self.write(async |tx| {
-            tx.execute(sql!(
-                "UPDATE batches SET status = 'failed', last_error = $2, ended_at = $3, claimed_by = NULL, claimed_until = NULL
-                 WHERE id = $1",
-                batch_id,
-                error,
-                now
-            ))
-            .await?;
+            fail_batch(tx, batch_id, error, now).await?;
             tx.execute(sql!(
                 "UPDATE llm_requests SET status = 'errored', error = $2, completed_at = $3
                  WHERE batch_id = $1 AND status = 'submitted'",
@@ -249,13 +251,80 @@ impl Store {
         .await
     }
 
-    /// Records that the create call's outcome is unknown; the row stays `submitting` for the reconciler.
-    pub async fn note_batch_outcome_unknown(&self, batch_id: BatchId, error: &str) -> Result<()> {
+    /// Proven never created (or refused for now): the batch fails and its requests go back to
+    /// `planned` (same ids, no attempt used), packable again from `not_before` when given.
+    pub async fn replan_batch(
+        &self,
+        batch_id: BatchId,
+        reason: &str,
+        now: DateTime<Utc>,
+        not_before: Option<DateTime<Utc>>,
+    ) -> Result<()> {
+        self.write(async |tx| {
+            fail_batch(tx, batch_id, reason, now).await?;
+            submitted_back_to_planned(tx, batch_id, not_before).await?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// A lane is paused by a setting fault: like [`Store::replan_batch`] with a not-before time,
+    /// and the requests' segments say what they wait for.
+    pub async fn hold_batch(
+        &self,
+        batch_id: BatchId,
+        reason: &str,
+        not_before: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<()> {
+        self.write(async |tx| {
+            fail_batch(tx, batch_id, reason, now).await?;
+            note_waiting_segments(
+                tx,
+                "batch_id = $1 AND status = 'submitted'",
+                batch_id.to_string(),
+                reason,
+            )
+            .await?;
+            submitted_back_to_planned(tx, batch_id, Some(not_before)).await?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Every request of an ingested batch failed validation, which only the configuration can
+    /// cause: their failures are taken back (same ids, no attempt spent), they wait as `planned`
+    /// until `not_before`, and the batch and their segments say why. Returns how many.
+    pub async fn hold_refused_batch(&self, batch_id: BatchId, reason: &str, not_before: DateTime<Utc>) -> Result<u64> {
+        self.write(async |tx| {
+            tx.execute(sql!(
+                "UPDATE batches SET last_error = $2 WHERE id = $1",
+                batch_id,
+                reason
+            ))
+            .await?;
+            note_waiting_segments(tx, "batch_id = $1 AND status = 'errored'", batch_id.to_string(), reason).await?;
+            tx.execute(sql!(
+                "UPDATE llm_requests SET status = 'planned', batch_id = NULL, submitted_at = NULL, completed_at = NULL,
+                        error = $2, claimed_until = $3
+                 WHERE batch_id = $1 AND status = 'errored'",
+                batch_id,
+                reason,
+                not_before
+            ))
+            .await
+        })
+        .await
+    }
+
+    /// A create call was made for a `submitting` batch and answered without a verdict: the row
+    /// stays `submitting` for the reconciler, with a note that the create was called.
+    pub async fn note_create_unknown(&self, batch_id: BatchId, error: &str) -> Result<()> {
         self.write(async |tx| {
             tx.execute(sql!(
                 "UPDATE batches SET last_error = $2, claimed_by = NULL, claimed_until = NULL WHERE id = $1",
                 batch_id,
-                error
+                format!("{CREATE_UNKNOWN}{error}")
             ))
             .await
         })
@@ -270,69 +339,52 @@ impl Store {
              WHERE status = 'submitting' AND submit_started_at <= $1 AND (claimed_until IS NULL OR claimed_until <= $2)
              ORDER BY submit_started_at, id"
         );
-        Ok(on_pool!(self, |pool| sqlx::query_as(&sql)
-            .bind(now - grace)
-            .bind(now)
-            .fetch_all(pool)
-            .await?))
+        self.read_all(sql!(&sql, now - grace, now)).await
     }
 
-    /// The reconciler found no provider batch this pass; returns the number of misses so far.
-    pub async fn note_reconcile_miss(&self, batch_id: BatchId, now: DateTime<Utc>, grace: Duration) -> Result<i64> {
-        Ok(on_pool!(self, |pool| {
-            sqlx::query_scalar(
-                "UPDATE batches SET reconcile_misses = reconcile_misses + 1, claimed_until = $2,
-                        last_error = 'no provider batch found yet'
-                 WHERE id = $1 RETURNING reconcile_misses",
-            )
-            .bind(batch_id.to_string())
-            .bind(now + grace)
-            .fetch_one(pool)
-            .await?
-        }))
-    }
-
-    /// Proven never created (or refused for now): the batch fails and its requests go back to
-    /// `planned` (same ids, no attempt used), packable again from `not_before` when given.
-    pub async fn replan_batch(
+    /// The reconciler found no provider batch this pass: counts the miss, keeps the note of an
+    /// unknown create outcome, and holds the batch one more grace period.
+    pub async fn reconcile_miss(
         &self,
         batch_id: BatchId,
-        reason: &str,
         now: DateTime<Utc>,
-        not_before: Option<DateTime<Utc>>,
-    ) -> Result<()> {
+        grace: Duration,
+    ) -> Result<ReconcileMiss> {
         self.write(async |tx| {
-            tx.execute(sql!(
-                "UPDATE batches SET status = 'failed', last_error = $2, ended_at = $3, claimed_by = NULL, claimed_until = NULL
-                 WHERE id = $1",
-                batch_id,
-                reason,
-                now
-            ))
-            .await?;
-            // For a planned batch-lane request, `claimed_until` is the earliest time it may be packed.
-            tx.execute(sql!(
-                "UPDATE llm_requests SET status = 'planned', batch_id = NULL, submitted_at = NULL, claimed_until = $2
-                 WHERE batch_id = $1 AND status = 'submitted'",
-                batch_id,
-                not_before
-            ))
-            .await?;
-            Ok(())
+            let note: Option<String> = tx
+                .scalar_optional(sql!("SELECT last_error FROM batches WHERE id = $1", batch_id))
+                .await?
+                .flatten();
+            let create_was_called = note.as_deref().is_some_and(|note| note.starts_with(CREATE_UNKNOWN));
+            let kept = if create_was_called {
+                note.unwrap_or_default()
+            } else {
+                "no provider batch found yet".to_owned()
+            };
+            let misses: i64 = tx
+                .scalar_one(sql!(
+                    "UPDATE batches SET reconcile_misses = reconcile_misses + 1, claimed_until = $2, last_error = $3
+                     WHERE id = $1 RETURNING reconcile_misses",
+                    batch_id,
+                    now + grace,
+                    kept
+                ))
+                .await?;
+            Ok(ReconcileMiss {
+                misses,
+                create_was_called,
+            })
         })
         .await
     }
 
     /// Provider batch ids we already track (so the reconciler never adopts one twice).
     pub async fn known_provider_batch_ids(&self, provider: &str) -> Result<Vec<String>> {
-        Ok(on_pool!(self, |pool| {
-            sqlx::query_scalar(
-                "SELECT provider_batch_id FROM batches WHERE provider = $1 AND provider_batch_id IS NOT NULL",
-            )
-            .bind(provider)
-            .fetch_all(pool)
-            .await?
-        }))
+        self.read_scalar_all(sql!(
+            "SELECT provider_batch_id FROM batches WHERE provider = $1 AND provider_batch_id IS NOT NULL",
+            provider
+        ))
+        .await
     }
 
     /// Claims submitted batches whose poll is due; the claim pushes `next_poll_at` out by `lease`
@@ -350,12 +402,8 @@ impl Store {
                           ORDER BY next_poll_at, id LIMIT $3 {lock})
              RETURNING {BATCH_COLUMNS}"
         );
-        Ok(on_pool!(self, |pool| sqlx::query_as(&sql)
-            .bind(now)
-            .bind(now + lease)
-            .bind(limit)
-            .fetch_all(pool)
-            .await?))
+        self.write(async |tx| tx.fetch_all(sql!(&sql, now, now + lease, limit)).await)
+            .await
     }
 
     /// Not finished yet: count the poll and sleep until `next_poll_at` (a snooze, never an attempt).
@@ -375,21 +423,21 @@ impl Store {
 
     /// The provider finished the batch; results can be fetched.
     pub async fn mark_batch_ended(&self, batch_id: BatchId, counts: [i64; 4], now: DateTime<Utc>) -> Result<()> {
-        on_pool!(self, |pool| {
-            sqlx::query(
+        self.write(async |tx| {
+            tx.execute(sql!(
                 "UPDATE batches SET status = 'ended', n_polls = n_polls + 1, ended_at = $2, n_succeeded = $3,
                         n_errored = $4, n_expired = $5, n_canceled = $6, next_poll_at = NULL, last_error = NULL
                  WHERE id = $1 AND status = 'submitted'",
-            )
-            .bind(batch_id.to_string())
-            .bind(now)
-            .bind(counts[0])
-            .bind(counts[1])
-            .bind(counts[2])
-            .bind(counts[3])
-            .execute(pool)
-            .await?;
-        });
+                batch_id,
+                now,
+                counts[0],
+                counts[1],
+                counts[2],
+                counts[3]
+            ))
+            .await
+        })
+        .await?;
         Ok(())
     }
 
@@ -408,26 +456,21 @@ impl Store {
                           ORDER BY ended_at, id LIMIT $4 {lock})
              RETURNING {BATCH_COLUMNS}"
         );
-        Ok(on_pool!(self, |pool| {
-            sqlx::query_as(&sql)
-                .bind(now)
-                .bind(worker)
-                .bind(now + lease)
-                .bind(limit)
-                .fetch_all(pool)
-                .await?
-        }))
+        self.write(async |tx| tx.fetch_all(sql!(&sql, now, worker, now + lease, limit)).await)
+            .await
     }
 
     /// Records ingestion progress: result lines fanned out so far.
     pub async fn advance_ingest_cursor(&self, batch_id: BatchId, cursor: i64) -> Result<()> {
-        on_pool!(self, |pool| {
-            sqlx::query("UPDATE batches SET ingest_cursor = $2 WHERE id = $1")
-                .bind(batch_id.to_string())
-                .bind(cursor)
-                .execute(pool)
-                .await?;
-        });
+        self.write(async |tx| {
+            tx.execute(sql!(
+                "UPDATE batches SET ingest_cursor = $2 WHERE id = $1",
+                batch_id,
+                cursor
+            ))
+            .await
+        })
+        .await?;
         Ok(())
     }
 
@@ -458,11 +501,7 @@ impl Store {
         let sql = format!(
             "SELECT {BATCH_COLUMNS} FROM batches WHERE ($1 IS NULL OR status = $1) ORDER BY created_at DESC, id DESC LIMIT $2"
         );
-        Ok(on_pool!(self, |pool| sqlx::query_as(&sql)
-            .bind(status)
-            .bind(limit.unwrap_or(i64::MAX))
-            .fetch_all(pool)
-            .await?))
+        self.read_all(sql!(&sql, status, limit.unwrap_or(i64::MAX))).await
     }
 
     /// The batches that carried any request of a user (external id), oldest first: what an
@@ -474,30 +513,21 @@ impl Store {
                  WHERE u.external_id = $1 AND r.batch_id IS NOT NULL)
              ORDER BY created_at, id"
         );
-        Ok(on_pool!(self, |pool| sqlx::query_as(&sql)
-            .bind(user_external_id)
-            .fetch_all(pool)
-            .await?))
+        self.read_all(sql!(&sql, user_external_id)).await
     }
 
     /// One batch by our id.
     pub async fn batch(&self, batch_id: BatchId) -> Result<Option<BatchRow>> {
         let sql = format!("SELECT {BATCH_COLUMNS} FROM batches WHERE id = $1");
-        Ok(on_pool!(self, |pool| sqlx::query_as(&sql)
-            .bind(batch_id.to_string())
-            .fetch_optional(pool)
-            .await?))
+        self.read_optional(sql!(&sql, batch_id)).await
     }
 
     /// Whether what the provider keeps of this batch is to be deleted now that it is ingested (one
     /// of its users was erased while it was in flight).
     pub async fn provider_deletion_pending(&self, batch_id: BatchId) -> Result<bool> {
-        let pending: Option<bool> = on_pool!(self, |pool| {
-            sqlx::query_scalar("SELECT delete_when_ingested FROM batches WHERE id = $1")
-                .bind(batch_id.to_string())
-                .fetch_optional(pool)
-                .await?
-        });
+        let pending: Option<bool> = self
+            .read_scalar_optional(sql!("SELECT delete_when_ingested FROM batches WHERE id = $1", batch_id))
+            .await?;
         Ok(pending.unwrap_or(false))
     }
 
@@ -513,4 +543,32 @@ impl Store {
         })
         .await
     }
+}
+
+/// Fails a batch with `reason`, whatever its requests then become.
+async fn fail_batch(tx: &mut WriteTx, batch_id: BatchId, reason: &str, now: DateTime<Utc>) -> Result<u64> {
+    tx.execute(sql!(
+        "UPDATE batches SET status = 'failed', last_error = $2, ended_at = $3, claimed_by = NULL, claimed_until = NULL
+         WHERE id = $1",
+        batch_id,
+        reason,
+        now
+    ))
+    .await
+}
+
+/// A failed batch's submitted requests go back to `planned` under the same ids (no attempt
+/// spent); for a planned batch-lane request `claimed_until` is the earliest time it may be packed.
+async fn submitted_back_to_planned(
+    tx: &mut WriteTx,
+    batch_id: BatchId,
+    not_before: Option<DateTime<Utc>>,
+) -> Result<u64> {
+    tx.execute(sql!(
+        "UPDATE llm_requests SET status = 'planned', batch_id = NULL, submitted_at = NULL, claimed_until = $2
+         WHERE batch_id = $1 AND status = 'submitted'",
+        batch_id,
+        not_before
+    ))
+    .await
 }

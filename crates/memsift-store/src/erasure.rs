@@ -18,7 +18,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use crate::tx::sql;
-use crate::{Backend, ErasureKey, Result, Store, StoreError};
+use crate::{BackendKind, ErasureKey, Result, Store, StoreError};
 
 /// What an erasure removed, for the receipt the operator keeps.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -65,6 +65,7 @@ impl Store {
     pub async fn erase_user(&self, user_external_id: &str, now: DateTime<Utc>) -> Result<ErasureReceipt> {
         let key = self.erasure_key()?;
         let user_key = key.user_key(user_external_id);
+        let kind = self.kind();
         let receipt = self
             .write(async |tx| {
                 let user_id: Option<String> = tx
@@ -165,9 +166,14 @@ impl Store {
                 // the segments about to go.
                 tx.execute(sql!(
                     "UPDATE llm_requests SET raw_output = NULL, request_body = NULL, context = '{}', subject = '{}',
-                                         drops = '[]', segment_id = NULL,
+                                         drops = '[]', segment_id = NULL, run_id = NULL, subject_entity_id = NULL,
                                          error = CASE WHEN error IS NULL THEN NULL ELSE 'erased' END
                  WHERE user_id = $1",
+                    user_id
+                ))
+                .await?;
+                tx.execute(sql!(
+                    "DELETE FROM request_drops WHERE request_id IN (SELECT id FROM llm_requests WHERE user_id = $1)",
                     user_id
                 ))
                 .await?;
@@ -185,6 +191,18 @@ impl Store {
                 let n_segments = tx
                     .execute(sql!("DELETE FROM segments WHERE user_id = $1", user_id))
                     .await? as i64;
+                // FTS5 keeps a deleted row's terms in its index segments until they are merged:
+                // merging every segment now leaves no term of the erased text in the index.
+                if kind == BackendKind::Sqlite {
+                    for index in ["memories_fts", "messages_fts"] {
+                        let merge = format!("INSERT INTO {index}({index}) VALUES ('optimize')");
+                        tx.execute(crate::tx::Statement {
+                            sql: &merge,
+                            args: Vec::new(),
+                        })
+                        .await?;
+                    }
+                }
                 // The external id is the person's identifier in the host app: replaced by an opaque one.
                 // Their erased facts hang off its keyed fingerprint, not off this row.
                 tx.execute(sql!(
@@ -296,25 +314,25 @@ impl Store {
     /// the write-ahead log (with `secure_delete` on, the freed pages were zeroed; the log still
     /// held the old pages until now); on PostgreSQL a `VACUUM` of the tables an erasure touches.
     async fn wipe_deleted_text(&self) -> Result<()> {
-        match &self.backend {
-            Backend::Sqlite(pool) => {
+        match self.kind() {
+            BackendKind::Sqlite => {
                 // A reader in another connection can hold the log open; try a few times. A log
                 // that cannot be truncated now is truncated by the next erasure or checkpoint.
                 for _ in 0..5 {
-                    let (busy, _, _): (i64, i64, i64) = sqlx::query_as("PRAGMA wal_checkpoint(TRUNCATE)")
-                        .fetch_one(pool)
+                    let busy = self
+                        .maintain::<(i64, i64, i64)>("PRAGMA wal_checkpoint(TRUNCATE)")
                         .await?;
-                    if busy == 0 {
+                    if busy.is_none_or(|(busy, _, _)| busy == 0) {
                         break;
                     }
                 }
             }
-            Backend::Postgres(pool) => {
-                sqlx::query(
+            BackendKind::Postgres => {
+                // VACUUM returns no row; `(i64,)` only names a row type it never decodes.
+                self.maintain::<(i64,)>(
                     "VACUUM messages, segments, memories, memory_evidence, memory_links, memory_entities, entities,
                             llm_requests, operations, segment_summaries, users, batches",
                 )
-                .execute(pool)
                 .await?;
             }
         }

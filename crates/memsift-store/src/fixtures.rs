@@ -1,14 +1,14 @@
-//! Test fixtures (feature `test-support`): rows written directly, and every row of a user read
+//! Test fixtures (feature `testing`): rows written directly, and every row of a user read
 //! back for exact before/after comparisons.
 
 use chrono::{DateTime, Utc};
-use memsift_core::{MemoryId, UserId};
+use memsift_core::{MemoryId, RequestId, UserId};
 use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::journal::LinkRow;
 use crate::tx::sql;
-use crate::{Result, Store, on_pool};
+use crate::{Result, Store, StoreError, corrupt, vector_to_le_bytes};
 
 /// Every row post-processing may touch for one user, for exact before/after comparisons in tests.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -110,18 +110,18 @@ impl Store {
         kind: &str,
         at: DateTime<Utc>,
     ) -> Result<()> {
-        on_pool!(self, |pool| {
-            sqlx::query(
+        self.write(async |tx| {
+            tx.execute(sql!(
                 "INSERT INTO memory_links (source_id, target_id, kind, confidence, reasoning, created_at)
                  VALUES ($1, $2, $3, 0.9, 'test', $4)",
-            )
-            .bind(source.to_string())
-            .bind(target.to_string())
-            .bind(kind)
-            .bind(at)
-            .execute(pool)
-            .await?;
-        });
+                source.to_string(),
+                target.to_string(),
+                kind,
+                at
+            ))
+            .await
+        })
+        .await?;
         Ok(())
     }
 
@@ -132,62 +132,64 @@ impl Store {
         reads: i64,
         created_at: DateTime<Utc>,
     ) -> Result<()> {
-        on_pool!(self, |pool| {
-            sqlx::query("UPDATE memories SET access_count = $2, created_at = $3 WHERE id = $1")
-                .bind(memory_id.to_string())
-                .bind(reads)
-                .bind(created_at)
-                .execute(pool)
-                .await?;
-        });
+        self.write(async |tx| {
+            tx.execute(sql!(
+                "UPDATE memories SET access_count = $2, created_at = $3 WHERE id = $1",
+                memory_id,
+                reads,
+                created_at
+            ))
+            .await
+        })
+        .await?;
         Ok(())
     }
 
     /// Test support: every row of `user_id` that post-processing may touch.
     pub async fn user_rows(&self, user_id: UserId) -> Result<UserRows> {
         let user = user_id.to_string();
-        on_pool!(self, |pool| {
-            let memories: Vec<FullMemoryRow> = sqlx::query_as(
-                "SELECT id, text, dedupe_key, importance, confidence, happens_at, expires_at, sensitive, temporal,
+        {
+            let memories: Vec<FullMemoryRow> = self
+                .read_all(sql!(
+                    "SELECT id, text, dedupe_key, importance, confidence, happens_at, expires_at, sensitive, temporal,
                         access_count, last_accessed_at, archived_at, archive_reason, superseded_by, refined_at,
                         refinement_rejections, source_segment_id, source_request_id, prompt_version, created_at,
                         updated_at, related_at, embedding_model
                  FROM memories WHERE user_id = $1 ORDER BY id",
-            )
-            .bind(&user)
-            .fetch_all(pool)
-            .await?;
-            let links: Vec<LinkRow> = sqlx::query_as(
-                "SELECT source_id, target_id, kind, confidence, reasoning, origin_request_id, created_at
+                    &user
+                ))
+                .await?;
+            let links: Vec<LinkRow> = self
+                .read_all(sql!(
+                    "SELECT source_id, target_id, kind, confidence, reasoning, origin_request_id, created_at
                  FROM memory_links
                  WHERE source_id IN (SELECT id FROM memories WHERE user_id = $1)
                     OR target_id IN (SELECT id FROM memories WHERE user_id = $1)
                  ORDER BY source_id, target_id, kind",
-            )
-            .bind(&user)
-            .fetch_all(pool)
-            .await?;
-            let joins: Vec<(String, String)> = sqlx::query_as(
-                "SELECT memory_id, entity_id FROM memory_entities
+                    &user
+                ))
+                .await?;
+            let joins: Vec<(String, String)> = self
+                .read_all(sql!(
+                    "SELECT memory_id, entity_id FROM memory_entities
                  WHERE memory_id IN (SELECT id FROM memories WHERE user_id = $1) ORDER BY memory_id, entity_id",
-            )
-            .bind(&user)
-            .fetch_all(pool)
-            .await?;
-            let entities: Vec<FullEntityRow> = sqlx::query_as(
-                "SELECT id, name, normalized_name, kind, link_count, last_linked_at, archived_at, created_at
+                    &user
+                ))
+                .await?;
+            let entities: Vec<FullEntityRow> = self
+                .read_all(sql!(
+                    "SELECT id, name, normalized_name, kind, link_count, last_linked_at, archived_at, created_at
                  FROM entities WHERE user_id = $1 ORDER BY id",
-            )
-            .bind(&user)
-            .fetch_all(pool)
-            .await?;
-            let evidence: Vec<(String, String)> = sqlx::query_as(
-                "SELECT memory_id, message_id FROM memory_evidence
+                    &user
+                ))
+                .await?;
+            let evidence: Vec<(String, String)> = self
+                .read_all(sql!(
+                    "SELECT memory_id, message_id FROM memory_evidence
                  WHERE memory_id IN (SELECT id FROM memories WHERE user_id = $1) ORDER BY memory_id, message_id",
-            )
-            .bind(&user)
-            .fetch_all(pool)
-            .await?;
+                    &user
+                ))
+                .await?;
             Ok(UserRows {
                 memories: memories.iter().map(|row| json!(row)).collect(),
                 links: links.iter().map(|row| json!(row)).collect(),
@@ -195,7 +197,7 @@ impl Store {
                 entities: entities.iter().map(|row| json!(row)).collect(),
                 evidence,
             })
-        })
+        }
     }
 
     /// Test support: breaks a request row so that applying its answer fails (an unknown purpose
@@ -221,13 +223,15 @@ impl Store {
         };
         for (version, old) in reworded {
             let recorded = checksum.clone().unwrap_or_else(|| crate::hex_bytes(old));
-            on_pool!(self, |pool| {
-                sqlx::query("UPDATE _sqlx_migrations SET checksum = $1 WHERE version = $2")
-                    .bind(recorded)
-                    .bind(version)
-                    .execute(pool)
-                    .await?;
-            });
+            self.write(async |tx| {
+                tx.execute(sql!(
+                    "UPDATE _sqlx_migrations SET checksum = $1 WHERE version = $2",
+                    recorded,
+                    version
+                ))
+                .await
+            })
+            .await?;
         }
         Ok(())
     }
@@ -324,22 +328,10 @@ impl Store {
     /// `needle`, case-insensitively, read through SQL.
     pub async fn find_text_anywhere(&self, needle: &str) -> Result<Vec<(String, String)>> {
         let columns: Vec<(String, String)> = match self.kind() {
-            crate::BackendKind::Sqlite => on_pool!(self, |pool| {
-                sqlx::query_as(
-                    "SELECT m.name, p.name FROM sqlite_master m, pragma_table_info(m.name) p
-                     WHERE m.type = 'table' AND m.name NOT LIKE 'sqlite_%' AND p.type IN ('TEXT', 'BLOB', 'ANY', '')",
-                )
-                .fetch_all(pool)
-                .await?
-            }),
-            crate::BackendKind::Postgres => on_pool!(self, |pool| {
-                sqlx::query_as(
-                    "SELECT table_name::TEXT, column_name::TEXT FROM information_schema.columns
-                     WHERE table_schema = current_schema() AND data_type IN ('text', 'jsonb', 'json', 'bytea', 'character varying')",
-                )
-                .fetch_all(pool)
-                .await?
-            }),
+            crate::BackendKind::Sqlite => self.read_all(sql!("SELECT m.name, p.name FROM sqlite_master m, pragma_table_info(m.name) p
+                     WHERE m.type = 'table' AND m.name NOT LIKE 'sqlite_%' AND p.type IN ('TEXT', 'BLOB', 'ANY', '')")).await?,
+            crate::BackendKind::Postgres => self.read_all(sql!("SELECT table_name::TEXT, column_name::TEXT FROM information_schema.columns
+                     WHERE table_schema = current_schema() AND data_type IN ('text', 'jsonb', 'json', 'bytea', 'character varying')")).await?,
         };
         let pattern = format!("%{}%", needle.to_lowercase());
         let mut found = Vec::new();
@@ -353,11 +345,41 @@ impl Store {
                      THEN encode(CAST(CAST(\"{column}\" AS TEXT) AS BYTEA), 'escape') ELSE CAST(\"{column}\" AS TEXT) END) LIKE $1"
                 ),
             };
-            let n: i64 = on_pool!(self, |pool| {
-                sqlx::query_scalar(&statement).bind(&pattern).fetch_one(pool).await?
-            });
+            let n: i64 = self.read_scalar_one(sql!(&statement, &pattern)).await?;
             if n > 0 {
                 found.push((table, column));
+            }
+        }
+        found.extend(self.find_term_in_lexical_indexes(needle).await?);
+        Ok(found)
+    }
+
+    /// Test support (erasure audits): the FTS5 indexes whose vocabulary holds a term starting with
+    /// `needle`'s first six letters (terms are stemmed, and a deleted row's terms stay in the
+    /// index's segments until they are merged, where no column read can see them); empty on
+    /// PostgreSQL, whose index entries go with their rows.
+    async fn find_term_in_lexical_indexes(&self, needle: &str) -> Result<Vec<(String, String)>> {
+        if self.kind() != crate::BackendKind::Sqlite {
+            return Ok(Vec::new());
+        }
+        let prefix: String = needle.to_lowercase().chars().filter(|c| c.is_alphanumeric()).take(6).collect();
+        if prefix.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut found = Vec::new();
+        for index in ["memories_fts", "messages_fts"] {
+            // fts5vocab lists the index's own terms; it lives in `temp`, on this transaction's
+            // connection, so it is made and read in one transaction.
+            let create = format!("CREATE VIRTUAL TABLE IF NOT EXISTS temp.{index}_vocab USING fts5vocab(main, {index}, row)");
+            let select = format!("SELECT COUNT(*) FROM temp.{index}_vocab WHERE term LIKE $1");
+            let n: i64 = self
+                .write(async |tx| {
+                    tx.execute(sql!(&create)).await?;
+                    tx.scalar_one(sql!(&select, format!("{prefix}%"))).await
+                })
+                .await?;
+            if n > 0 {
+                found.push((format!("{index} (index terms)"), "term".to_owned()));
             }
         }
         Ok(found)
@@ -378,5 +400,281 @@ impl Store {
             }
             crate::Backend::Postgres(_) => Vec::new(),
         }
+    }
+
+    /// Test support: a user (created on first use) and one active memory with no embedding.
+    pub async fn insert_test_memory(&self, user_external_id: &str, text: &str) -> Result<(UserId, MemoryId)> {
+        let now = chrono::DateTime::parse_from_rfc3339("2026-03-01T10:00:00Z")
+            .map_err(|error| corrupt("memories", error))?
+            .with_timezone(&chrono::Utc);
+        let memory_id = MemoryId::new_v7();
+        let user_id: String = self
+            .write(async |tx| {
+                let user_id: String = tx
+                    .scalar_one(sql!(
+                        "INSERT INTO users (id, external_id, created_at) VALUES ($1, $2, $3)
+                         ON CONFLICT (external_id) DO UPDATE SET external_id = excluded.external_id
+                         RETURNING id",
+                        UserId::new_v7(),
+                        user_external_id,
+                        now
+                    ))
+                    .await?;
+                tx.execute(sql!(
+                    "INSERT INTO memories (id, user_id, text, dedupe_key, confidence, temporal, prompt_version,
+                                           created_at, updated_at)
+                     VALUES ($1, $2, $3, $4, 0.9, 'durable', 'test@1', $5, $5)",
+                    memory_id,
+                    &user_id,
+                    text,
+                    format!("{text}#{memory_id}"),
+                    now
+                ))
+                .await?;
+                Ok(user_id)
+            })
+            .await?;
+        Ok((
+            UserId::parse(&user_id).map_err(|error| corrupt("users", error))?,
+            memory_id,
+        ))
+    }
+
+    /// Test support: archives a memory, as post-processing would (and bumps the version, as it must).
+    pub async fn archive_test_memory(&self, user_id: UserId, memory_id: MemoryId) -> Result<i64> {
+        let now = chrono::DateTime::parse_from_rfc3339("2026-03-02T10:00:00Z")
+            .map_err(|error| corrupt("memories", error))?
+            .with_timezone(&chrono::Utc);
+        self.write(async |tx| {
+            tx.execute(sql!(
+                "UPDATE memories SET archived_at = $1, archive_reason = 'test' WHERE id = $2 AND user_id = $3",
+                now,
+                memory_id,
+                user_id
+            ))
+            .await
+        })
+        .await?;
+        self.bump_memory_version(user_id).await
+    }
+
+    /// Test support: deletes a memory outright, standing in for a fault that lost it.
+    pub async fn delete_test_memory(&self, user_id: UserId, memory_id: MemoryId) -> Result<i64> {
+        self.write(async |tx| {
+            tx.execute(sql!(
+                "DELETE FROM memories WHERE id = $1 AND user_id = $2",
+                memory_id,
+                user_id
+            ))
+            .await
+        })
+        .await?;
+        self.bump_memory_version(user_id).await
+    }
+
+    /// Bumps `user_id`'s memory version and returns the new value. Every write that changes a
+    /// user's active memories or their vectors calls this inside its own transaction.
+    pub async fn bump_memory_version(&self, user_id: UserId) -> Result<i64> {
+        let version: Option<i64> = self
+            .write(async |tx| {
+                tx.scalar_optional(sql!(
+                    "UPDATE users SET memory_version = memory_version + 1 WHERE id = $1 RETURNING memory_version",
+                    user_id
+                ))
+                .await
+            })
+            .await?;
+        version.ok_or_else(|| StoreError::NotFound(format!("no user {user_id}")))
+    }
+
+    /// Stores `vector` (made by `model_id`) as the embedding of `user_id`'s memory `memory_id` and
+    /// bumps the user's memory version in the same transaction; returns the new version.
+    ///
+    /// Scoped by user (invariant 9): a memory id of another user is `NotFound`.
+    pub async fn set_memory_embedding(
+        &self,
+        user_id: UserId,
+        memory_id: MemoryId,
+        model_id: &str,
+        vector: &[f32],
+    ) -> Result<i64> {
+        if vector.is_empty() || vector.iter().any(|value| !value.is_finite()) {
+            return Err(corrupt(
+                "memories",
+                format!("refusing to store an empty or non-finite embedding for memory {memory_id}"),
+            ));
+        }
+        let bytes = vector_to_le_bytes(vector);
+        let dimension = vector.len() as i64;
+        self.write(async |tx| {
+            let updated: Option<String> = tx
+                .scalar_optional(sql!(
+                    "UPDATE memories SET embedding = $1, embedding_model = $2, embedding_dim = $3
+                     WHERE id = $4 AND user_id = $5
+                     RETURNING id",
+                    bytes,
+                    model_id,
+                    dimension,
+                    memory_id,
+                    user_id
+                ))
+                .await?;
+            if updated.is_none() {
+                return Err(StoreError::NotFound(format!(
+                    "user {user_id} has no memory {memory_id}"
+                )));
+            }
+            tx.scalar_one(sql!(
+                "UPDATE users SET memory_version = memory_version + 1 WHERE id = $1 RETURNING memory_version",
+                user_id
+            ))
+            .await
+        })
+        .await
+    }
+
+    /// Sets a user's billing tier (`None`: the configured default); returns whether the user exists.
+    pub async fn set_user_billing_tier(&self, user_external_id: &str, tier: Option<&str>) -> Result<bool> {
+        let updated = self
+            .write(async |tx| {
+                tx.execute(sql!(
+                    "UPDATE users SET billing_tier = $2 WHERE external_id = $1",
+                    user_external_id,
+                    tier
+                ))
+                .await
+            })
+            .await?;
+        Ok(updated == 1)
+    }
+
+    /// Stores a lane's raw output (kept for `memsift replay`) and marks the request `succeeded`.
+    pub async fn record_output(
+        &self,
+        request_id: RequestId,
+        raw_output: &str,
+        stop_reason: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> Result<()> {
+        let usage = crate::RequestUsage::default();
+        if !self
+            .record_answer(request_id, raw_output, stop_reason, &usage, now)
+            .await?
+        {
+            return Err(StoreError::NotFound(format!(
+                "request {request_id} is not waiting for output"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Test support: overwrites a request's drop records with raw JSON, as an older schema stored
+    /// them (migration tests).
+    pub async fn record_test_drops(&self, request_id: RequestId, drops: Value) -> Result<()> {
+        self.write(async |tx| {
+            tx.execute(sql!(
+                "UPDATE llm_requests SET drops = $2 WHERE id = $1",
+                request_id,
+                crate::tx::Arg::json(&drops)
+            ))
+            .await
+        })
+        .await?;
+        Ok(())
+    }
+
+    /// Test support: a journal row of `request_id` with raw `after` JSON, in the columns the
+    /// oldest schema has (migration tests).
+    pub async fn insert_test_operation(
+        &self,
+        user_id: UserId,
+        request_id: RequestId,
+        after: Value,
+        now: DateTime<Utc>,
+    ) -> Result<()> {
+        self.write(async |tx| {
+            tx.execute(sql!(
+                "INSERT INTO operations (id, kind, user_id, request_id, reason, before, after, applied_at)
+                 VALUES ($1, 'consolidate', $2, $3, 'test', '{}', $4, $5)",
+                memsift_core::OperationId::new_v7(),
+                user_id,
+                request_id,
+                crate::tx::Arg::json(&after),
+                now
+            ))
+            .await
+        })
+        .await?;
+        Ok(())
+    }
+
+    /// Test support: puts an ingested batch back to `ended` with its cursor at `cursor`, as an
+    /// ingest that stopped after that many lines left it.
+    pub async fn reopen_test_ingest(&self, batch_id: memsift_core::BatchId, cursor: i64) -> Result<()> {
+        self.write(async |tx| {
+            tx.execute(sql!(
+                "UPDATE batches SET status = 'ended', ingest_cursor = $2, claimed_by = NULL, claimed_until = NULL
+                 WHERE id = $1 AND status = 'ingested'",
+                batch_id,
+                cursor
+            ))
+            .await
+        })
+        .await?;
+        Ok(())
+    }
+
+    /// Bench support: `rows` (text, vector) as active memories of `user_external_id` (created on
+    /// first use) with embeddings of `model_id`, written in transactions of 1,000 rows; the user's
+    /// memory version is bumped once per transaction, as an apply would.
+    pub async fn insert_bench_memories(
+        &self,
+        user_external_id: &str,
+        model_id: &str,
+        rows: &[(String, Vec<f32>)],
+        at: DateTime<Utc>,
+    ) -> Result<UserId> {
+        let user_id: String = self
+            .write(async |tx| {
+                tx.scalar_one(sql!(
+                    "INSERT INTO users (id, external_id, created_at) VALUES ($1, $2, $3)
+                     ON CONFLICT (external_id) DO UPDATE SET external_id = excluded.external_id
+                     RETURNING id",
+                    UserId::new_v7(),
+                    user_external_id,
+                    at
+                ))
+                .await
+            })
+            .await?;
+        for chunk in rows.chunks(1000) {
+            self.write(async |tx| {
+                for (text, vector) in chunk {
+                    let id = MemoryId::new_v7();
+                    tx.execute(sql!(
+                        "INSERT INTO memories (id, user_id, text, dedupe_key, confidence, temporal, prompt_version,
+                                               created_at, updated_at, embedding, embedding_model, embedding_dim)
+                         VALUES ($1, $2, $3, $4, 0.9, 'durable', 'bench@1', $5, $5, $6, $7, $8)",
+                        id,
+                        &user_id,
+                        text.as_str(),
+                        format!("{text}#{id}"),
+                        at,
+                        vector_to_le_bytes(vector),
+                        model_id,
+                        vector.len()
+                    ))
+                    .await?;
+                }
+                tx.execute(sql!(
+                    "UPDATE users SET memory_version = memory_version + 1 WHERE id = $1",
+                    &user_id
+                ))
+                .await?;
+                Ok(())
+            })
+            .await?;
+        }
+        UserId::parse(&user_id).map_err(|error| corrupt("users", error))
     }
 }

@@ -6,13 +6,13 @@
 //! with a not-before time in `claimed_until` (the earliest moment it may be claimed or packed), and
 //! its segment's `last_error` says what it waits for.
 
-use chrono::{DateTime, Duration, Utc};
+use chrono::{DateTime, Utc};
 use memsift_core::status::{Lane, Purpose};
-use memsift_core::{BatchId, RequestId, UserId};
+use memsift_core::{RequestId, UserId};
 use serde::Serialize;
 
 use crate::tx::{WriteTx, sql};
-use crate::{Result, Store, corrupt, on_pool};
+use crate::{Result, Store, corrupt};
 
 /// One lane's breaker as the process that last changed it saw it.
 #[derive(Clone, Debug, PartialEq, Serialize, sqlx::FromRow)]
@@ -98,20 +98,6 @@ pub struct Reroute<'a> {
     pub model: Option<&'a str>,
 }
 
-/// What the reconciler's miss found out about a `submitting` batch.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ReconcileMiss {
-    /// Passes that found nothing, this one included.
-    pub misses: i64,
-    /// Whether a create call was made and answered without a verdict (rather than never made,
-    /// because the process died between the intent and the call).
-    pub create_was_called: bool,
-}
-
-/// The note a batch carries while its create outcome is unknown; kept through reconcile misses so
-/// the last miss knows whether the create was ever called.
-const CREATE_UNKNOWN: &str = "create outcome unknown: ";
-
 impl Store {
     /// Records a change of one lane's breaker (upserted: one row per lane).
     pub async fn record_lane_transition(&self, transition: &LaneTransition<'_>, worker: &str) -> Result<()> {
@@ -146,71 +132,11 @@ impl Store {
 
     /// Every lane's last known breaker state, unhealthy ones first.
     pub async fn lane_health(&self) -> Result<Vec<LaneHealthRow>> {
-        Ok(on_pool!(self, |pool| {
-            sqlx::query_as(
-                "SELECT lane, provider, model, endpoint, state, setting_fault, reason, fix, opened_at, next_probe_at,
+        self.read_all(sql!(
+            "SELECT lane, provider, model, endpoint, state, setting_fault, reason, fix, opened_at, next_probe_at,
                         changed_at, changed_by, n_transitions
-                 FROM lane_health ORDER BY state = 'closed', provider, model, endpoint, lane",
-            )
-            .fetch_all(pool)
-            .await?
-        }))
-    }
-
-    /// A lane is paused by a setting fault: the batch just packed for it fails with `reason`, its
-    /// requests go back to `planned` under the same ids (no attempt spent) not before
-    /// `not_before`, and their segments say what they wait for.
-    pub async fn hold_batch(
-        &self,
-        batch_id: BatchId,
-        reason: &str,
-        not_before: DateTime<Utc>,
-        now: DateTime<Utc>,
-    ) -> Result<()> {
-        self.write(async |tx| {
-            tx.execute(sql!(
-                "UPDATE batches SET status = 'failed', last_error = $2, ended_at = $3, claimed_by = NULL, claimed_until = NULL
-                 WHERE id = $1",
-                batch_id,
-                reason,
-                now
-            ))
-            .await?;
-            note_waiting_segments(tx, "batch_id = $1 AND status = 'submitted'", batch_id.to_string(), reason).await?;
-            tx.execute(sql!(
-                "UPDATE llm_requests SET status = 'planned', batch_id = NULL, submitted_at = NULL, claimed_until = $2
-                 WHERE batch_id = $1 AND status = 'submitted'",
-                batch_id,
-                not_before
-            ))
-            .await?;
-            Ok(())
-        })
-        .await
-    }
-
-    /// Every request of an ingested batch failed validation, which only the configuration can
-    /// cause: their failures are taken back (same ids, no attempt spent), they wait as `planned`
-    /// until `not_before`, and the batch and their segments say why. Returns how many.
-    pub async fn hold_refused_batch(&self, batch_id: BatchId, reason: &str, not_before: DateTime<Utc>) -> Result<u64> {
-        self.write(async |tx| {
-            tx.execute(sql!(
-                "UPDATE batches SET last_error = $2 WHERE id = $1",
-                batch_id,
-                reason
-            ))
-            .await?;
-            note_waiting_segments(tx, "batch_id = $1 AND status = 'errored'", batch_id.to_string(), reason).await?;
-            tx.execute(sql!(
-                "UPDATE llm_requests SET status = 'planned', batch_id = NULL, submitted_at = NULL, completed_at = NULL,
-                        error = $2, claimed_until = $3
-                 WHERE batch_id = $1 AND status = 'errored'",
-                batch_id,
-                reason,
-                not_before
-            ))
-            .await
-        })
+                 FROM lane_health ORDER BY state = 'closed', provider, model, endpoint, lane"
+        ))
         .await
     }
 
@@ -244,18 +170,16 @@ impl Store {
             if room <= 0 {
                 break;
             }
-            let rows: Vec<(String, String, String)> = on_pool!(self, |pool| {
-                sqlx::query_as(
+            let rows: Vec<(String, String, String)> = self
+                .read_all(sql!(
                     "SELECT id, purpose, user_id FROM llm_requests
                      WHERE lane = $1 AND config_key = $2 AND status = 'planned' AND batch_id IS NULL
                      ORDER BY created_at, id LIMIT $3",
-                )
-                .bind(lane.as_str())
-                .bind(config_key)
-                .bind(room)
-                .fetch_all(pool)
-                .await?
-            });
+                    lane.as_str(),
+                    config_key,
+                    room
+                ))
+                .await?;
             for (id, purpose, user_id) in rows {
                 let bad = |error: &dyn std::fmt::Display| corrupt("llm_requests", error);
                 waiting.push(WaitingRequest {
@@ -290,48 +214,6 @@ impl Store {
         Ok(moved == 1)
     }
 
-    /// Notes that a create call was made for a `submitting` batch and answered without a verdict.
-    pub async fn note_create_unknown(&self, batch_id: BatchId, error: &str) -> Result<()> {
-        self.note_batch_outcome_unknown(batch_id, &format!("{CREATE_UNKNOWN}{error}"))
-            .await
-    }
-
-    /// The reconciler found no provider batch this pass: counts the miss, keeps the note of an
-    /// unknown create outcome, and holds the batch one more grace period.
-    pub async fn reconcile_miss(
-        &self,
-        batch_id: BatchId,
-        now: DateTime<Utc>,
-        grace: Duration,
-    ) -> Result<ReconcileMiss> {
-        self.write(async |tx| {
-            let note: Option<String> = tx
-                .scalar_optional(sql!("SELECT last_error FROM batches WHERE id = $1", batch_id))
-                .await?
-                .flatten();
-            let create_was_called = note.as_deref().is_some_and(|note| note.starts_with(CREATE_UNKNOWN));
-            let kept = if create_was_called {
-                note.unwrap_or_default()
-            } else {
-                "no provider batch found yet".to_owned()
-            };
-            let misses: i64 = tx
-                .scalar_one(sql!(
-                    "UPDATE batches SET reconcile_misses = reconcile_misses + 1, claimed_until = $2, last_error = $3
-                     WHERE id = $1 RETURNING reconcile_misses",
-                    batch_id,
-                    now + grace,
-                    kept
-                ))
-                .await?;
-            Ok(ReconcileMiss {
-                misses,
-                create_was_called,
-            })
-        })
-        .await
-    }
-
     /// Records that this process is alive.
     pub async fn heartbeat(&self, worker: &str, now: DateTime<Utc>) -> Result<()> {
         self.write(async |tx| {
@@ -348,18 +230,14 @@ impl Store {
 
     /// Processes seen since `since` (this one included once it has beaten).
     pub async fn live_workers(&self, since: DateTime<Utc>) -> Result<i64> {
-        Ok(on_pool!(self, |pool| {
-            sqlx::query_scalar("SELECT COUNT(*) FROM workers WHERE seen_at >= $1")
-                .bind(since)
-                .fetch_one(pool)
-                .await?
-        }))
+        self.read_scalar_one(sql!("SELECT COUNT(*) FROM workers WHERE seen_at >= $1", since))
+            .await
     }
 }
 
 /// Writes `reason` on the segments of the requests that `filter` (over `llm_requests`, with `$1`
 /// bound to `value`) selects, leaving their status alone: they wait, they have not failed.
-async fn note_waiting_segments(tx: &mut WriteTx, filter: &str, value: String, reason: &str) -> Result<u64> {
+pub(crate) async fn note_waiting_segments(tx: &mut WriteTx, filter: &str, value: String, reason: &str) -> Result<u64> {
     let statement = format!(
         "UPDATE segments SET last_error = $2
          WHERE id IN (SELECT segment_id FROM llm_requests WHERE {filter} AND segment_id IS NOT NULL)

@@ -226,17 +226,17 @@ impl Store {
     /// Closes every open segment whose last message is at least `idle_timeout` before `now`.
     pub async fn close_idle_segments(&self, now: DateTime<Utc>, idle_timeout: Duration) -> Result<u64> {
         let cutoff = now - idle_timeout;
-        let closed = crate::on_pool!(self, |pool| {
-            sqlx::query(
-                "UPDATE segments SET status = 'closed', close_reason = 'idle', closed_at = $2
+        let closed = self
+            .write(async |tx| {
+                tx.execute(sql!(
+                    "UPDATE segments SET status = 'closed', close_reason = 'idle', closed_at = $2
                  WHERE status = 'open' AND last_message_at <= $1",
-            )
-            .bind(cutoff)
-            .bind(now)
-            .execute(pool)
-            .await?
-            .rows_affected()
-        });
+                    cutoff,
+                    now
+                ))
+                .await
+            })
+            .await?;
         Ok(closed)
     }
 }
@@ -292,16 +292,15 @@ impl Store {
     /// Closes every open segment of `user` now (reason `manual`), so extraction can take them
     /// without waiting for the idle timeout.
     pub async fn close_user_segments(&self, user: &str, now: DateTime<Utc>) -> Result<u64> {
-        Ok(crate::on_pool!(self, |pool| {
-            sqlx::query(
+        self.write(async |tx| {
+            tx.execute(sql!(
                 "UPDATE segments SET status = 'closed', close_reason = 'manual', closed_at = $2
                  WHERE status = 'open' AND user_id = (SELECT id FROM users WHERE external_id = $1)",
-            )
-            .bind(user)
-            .bind(now)
-            .execute(pool)
-            .await?
-            .rows_affected()
-        }))
+                user,
+                now
+            ))
+            .await
+        })
+        .await
     }
 }

@@ -6,6 +6,7 @@
 //! rolls back with it.
 
 use chrono::{DateTime, Utc};
+use memsift_core::drops::DroppedItem;
 use memsift_core::status::RequestStatus;
 use memsift_core::{OperationId, RequestId, UserId};
 use serde::{Deserialize, Serialize};
@@ -151,12 +152,6 @@ pub(crate) struct JournalEntry<'a> {
     pub(crate) now: DateTime<Utc>,
 }
 
-/// A drop reason as stored in `llm_requests.drops` when a stage answer changed nothing.
-#[derive(Serialize)]
-struct NoteDrop<'a> {
-    reason: &'a str,
-}
-
 impl WriteTx {
     /// Marks an answered request `applied` (only if it is `succeeded`), recording `note` as its
     /// drop reason when nothing changed; returns whether this call claimed it.
@@ -167,7 +162,7 @@ impl WriteTx {
         note: Option<&str>,
         now: DateTime<Utc>,
     ) -> Result<bool> {
-        let drops: Vec<NoteDrop<'_>> = note.map(|reason| NoteDrop { reason }).into_iter().collect();
+        let drops: Vec<DroppedItem> = note.map(DroppedItem::unchanged).into_iter().collect();
         let claimed = self
             .execute(sql!(
                 "UPDATE llm_requests SET status = 'applied', applied_at = $2, n_items = $3, n_dropped = $4, drops = $5
@@ -179,7 +174,28 @@ impl WriteTx {
                 Arg::json(&drops)
             ))
             .await?;
+        if claimed == 1 {
+            self.count_drops(request_id, &drops).await?;
+        }
         Ok(claimed == 1)
+    }
+
+    /// Counts a claimed answer's drops by reason in `request_drops`, which the metrics sum.
+    pub(crate) async fn count_drops(&mut self, request_id: RequestId, drops: &[DroppedItem]) -> Result<()> {
+        let mut by_reason = std::collections::BTreeMap::<&str, i64>::new();
+        for drop in drops {
+            *by_reason.entry(drop.reason.as_str()).or_default() += 1;
+        }
+        for (reason, n) in by_reason {
+            self.execute(sql!(
+                "INSERT INTO request_drops (request_id, reason, n) VALUES ($1, $2, $3)",
+                request_id,
+                reason,
+                n
+            ))
+            .await?;
+        }
+        Ok(())
     }
 
     /// Why a claim failed: `Ok(None)` when an earlier apply already wrote the answer, else the
@@ -202,9 +218,9 @@ impl WriteTx {
     pub(crate) async fn run_changes(&mut self, run: &str) -> Result<i64> {
         let used: Option<i64> = self
             .scalar_one(sql!(
-                "SELECT CAST(SUM(CAST(o.after ->> 'n_changed' AS INTEGER)) AS BIGINT) FROM operations o
+                "SELECT CAST(SUM(o.n_changed) AS BIGINT) FROM operations o
                  JOIN llm_requests r ON r.id = o.request_id
-                 WHERE r.subject ->> 'run' = $1 AND o.undone_at IS NULL",
+                 WHERE r.run_id = $1 AND o.undone_at IS NULL",
                 run
             ))
             .await?;
@@ -216,12 +232,12 @@ impl WriteTx {
         &mut self,
         entry: JournalEntry<'_>,
         before: &impl Serialize,
-        after: &impl Serialize,
+        after: &RowsAfter,
     ) -> Result<OperationId> {
         let operation_id = OperationId::new_v7();
         self.execute(sql!(
-            "INSERT INTO operations (id, kind, user_id, request_id, reason, before, after, applied_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+            "INSERT INTO operations (id, kind, user_id, request_id, reason, before, after, applied_at, n_changed)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
             operation_id,
             entry.kind,
             entry.user_id,
@@ -229,7 +245,8 @@ impl WriteTx {
             entry.reason,
             Arg::json(before),
             Arg::json(after),
-            entry.now
+            entry.now,
+            after.n_changed
         ))
         .await?;
         self.bump_memory_version(entry.user_id).await?;

@@ -7,12 +7,11 @@
 //! `RETURNING` work on both); only the few statements that must differ (claims with
 //! `FOR UPDATE SKIP LOCKED`) branch on the backend. Every write runs in `Store::write` (module
 //! `tx`), which commits exactly when its body returns `Ok`; reads run on the pool through
-//! [`on_pool`]. Write transactions on SQLite start with `BEGIN IMMEDIATE`, so two writers queue on
+//! `Store::read_*` (module `read`), which refuse any statement that is not a read. Write transactions on SQLite start with `BEGIN IMMEDIATE`, so two writers queue on
 //! `busy_timeout` instead of failing with `SQLITE_BUSY`.
 
 #![deny(missing_docs)]
 
-use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -21,37 +20,44 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{ConnectOptions, Connection};
 
+use crate::tx::sql;
+
 mod apply;
 mod batches;
 mod erasure;
 mod erasure_key;
-#[cfg(feature = "test-support")]
+#[cfg(feature = "testing")]
 mod fixtures;
 mod health;
 mod ingest;
+#[cfg(feature = "testing")]
+mod inspect;
 mod journal;
 mod listing;
 mod memory_insert;
+mod read;
 mod requests;
 mod revisions;
 mod schedules;
 mod scoring;
+mod search;
 mod segments;
 mod stage;
-#[cfg(feature = "test-support")]
+#[cfg(feature = "testing")]
 pub mod testing;
+mod turn_vectors;
 mod tx;
 mod undo;
 mod users;
 mod vectors;
 
 pub use apply::{ApplyInput, ApplyOutcome, DuplicateEvidence, DuplicateOf, ItemEmbeddings, NewMemory};
-pub use batches::{BatchRow, PackPolicy, PackedBatch};
+pub use batches::{BatchRow, PackPolicy, PackedBatch, ReconcileMiss};
 pub use erasure::ErasureReceipt;
 pub use erasure_key::ErasureKey;
-#[cfg(feature = "test-support")]
+#[cfg(feature = "testing")]
 pub use fixtures::UserRows;
-pub use health::{LaneHealthRow, LaneTransition, ReconcileMiss, Reroute, WaitingRequest};
+pub use health::{LaneHealthRow, LaneTransition, Reroute, WaitingRequest};
 pub use ingest::{ClosedSegment, IngestReport, NewMessage};
 pub use listing::{
     CostRow, Counts, IdKind, MemoryDetail, MemoryRow, MetricsSnapshot, RequestDetail, RequestRow, SegmentRow,
@@ -61,11 +67,13 @@ pub use requests::{ApplyFailure, NewRequest, ReplanReport, RequestUsage, Spend, 
 pub use revisions::{MemoryState, Revised, Revision};
 pub use schedules::ScheduleRow;
 pub use scoring::{ScoringPolicy, ScoringReport, importance};
+pub use search::{MemoryCard, TurnCard};
 pub use segments::{ClaimedSegment, SegmentTurn};
 pub use stage::{
     Covered, EntityDecision, EntityRow, NewLink, ProposalToReview, RefinementRules, Replacement, ReviewMemory, RunCap,
     StageApplied, StageMemory, StageOutcome, share_cap,
 };
+pub use turn_vectors::{TurnToEmbed, UserTurnVectors};
 pub use tx::{storable_json, storable_text};
 pub use undo::Undone;
 pub use vectors::{
@@ -117,6 +125,15 @@ pub enum StoreError {
     /// The caller asked for something the data does not allow; the message says what to do.
     #[error("{0}")]
     Invalid(String),
+    /// A statement that could change data was sent to the read path (a bug in this crate: writes
+    /// belong in `Store::write`).
+    #[error("refused to run `{statement}` as a read: {why}")]
+    NotARead {
+        /// The statement, on one line.
+        statement: String,
+        /// What makes it not a read.
+        why: String,
+    },
 }
 
 impl From<sqlx::Error> for StoreError {
@@ -209,17 +226,6 @@ pub struct Store {
     pub(crate) erasure: Option<std::sync::Arc<ErasureKey>>,
 }
 
-/// Runs `$body` with `$pool` bound to the concrete pool of either backend.
-macro_rules! on_pool {
-    ($store:expr, |$pool:ident| $body:expr) => {
-        match &$store.backend {
-            $crate::Backend::Sqlite($pool) => $body,
-            $crate::Backend::Postgres($pool) => $body,
-        }
-    };
-}
-pub(crate) use on_pool;
-
 impl Store {
     /// Opens the database at `url` (`sqlite://PATH`, `sqlite::memory:` or `postgres://…`).
     pub async fn connect(url: &str, options: &StoreOptions) -> Result<Store> {
@@ -243,8 +249,9 @@ impl Store {
         }
     }
 
-    /// Opens (creating if missing) the SQLite file at `path`.
-    pub async fn open_sqlite_file(path: &Path, options: &StoreOptions) -> Result<Store> {
+    /// Opens (creating if missing) the SQLite file at `path` (the test databases' way in).
+    #[cfg(feature = "testing")]
+    pub(crate) async fn open_sqlite_file(path: &std::path::Path, options: &StoreOptions) -> Result<Store> {
         Store::open_sqlite(SqliteConnectOptions::new().filename(path), options).await
     }
 
@@ -305,7 +312,7 @@ impl Store {
     /// migration that rebuilds a table (SQLite's only way to change a constraint) drops the old
     /// one, and with foreign keys on that drop would fire every `ON DELETE` action on the rows
     /// pointing at it. Each such migration checks the foreign keys itself before it commits.
-    pub async fn migrate_up_to(&self, version: Option<i64>) -> Result<()> {
+    pub(crate) async fn migrate_up_to(&self, version: Option<i64>) -> Result<()> {
         let up_to = |migrator: &Migrator| Migrator {
             migrations: migrator
                 .migrations
@@ -341,18 +348,17 @@ impl Store {
             BackendKind::Sqlite => (&SQLITE_MIGRATOR, REWORDED_SQLITE_MIGRATIONS),
             BackendKind::Postgres => (&POSTGRES_MIGRATOR, REWORDED_POSTGRES_MIGRATIONS),
         };
-        let exists: Option<String> = on_pool!(self, |pool| {
+        let exists: Option<String> = {
             let probe = match self.kind() {
                 BackendKind::Sqlite => {
                     "SELECT name FROM sqlite_master WHERE type = 'table' AND name = '_sqlx_migrations'"
                 }
                 BackendKind::Postgres => "SELECT CAST(to_regclass('_sqlx_migrations') AS TEXT)",
             };
-            sqlx::query_scalar::<_, Option<String>>(probe)
-                .fetch_optional(pool)
+            self.read_scalar_optional::<Option<String>>(sql!(probe))
                 .await?
                 .flatten()
-        });
+        };
         if exists.is_none() {
             return Ok(());
         }
@@ -362,14 +368,16 @@ impl Store {
             };
             let old = hex_bytes(old_checksum);
             let new = migration.checksum.to_vec();
-            on_pool!(self, |pool| {
-                sqlx::query("UPDATE _sqlx_migrations SET checksum = $1 WHERE version = $2 AND checksum = $3")
-                    .bind(new)
-                    .bind(version)
-                    .bind(old)
-                    .execute(pool)
-                    .await?;
-            });
+            self.write(async |tx| {
+                tx.execute(sql!(
+                    "UPDATE _sqlx_migrations SET checksum = $1 WHERE version = $2 AND checksum = $3",
+                    new,
+                    version,
+                    old
+                ))
+                .await
+            })
+            .await?;
         }
         Ok(())
     }
@@ -393,7 +401,10 @@ impl Store {
 
     /// Closes the pool; on SQLite this checkpoints the WAL.
     pub async fn close(&self) {
-        on_pool!(self, |pool| pool.close().await)
+        match &self.backend {
+            Backend::Sqlite(pool) => pool.close().await,
+            Backend::Postgres(pool) => pool.close().await,
+        }
     }
 }
 

@@ -6,7 +6,8 @@
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use crate::{Result, Store, StoreError, on_pool};
+use crate::tx::sql;
+use crate::{Result, Store};
 
 /// One row of `memsift segments`.
 #[derive(Clone, Debug, PartialEq, Serialize, sqlx::FromRow)]
@@ -193,15 +194,14 @@ impl Store {
                 "$3 IS NULL"
             }
         );
-        Ok(on_pool!(self, |pool| {
-            sqlx::query_scalar(&sql)
-                .bind(format!("{fragment}%"))
-                .bind(format!("%{fragment}"))
-                .bind(user)
-                .bind(MAX_ID_MATCHES)
-                .fetch_all(pool)
-                .await?
-        }))
+        self.read_scalar_all(sql!(
+            &sql,
+            format!("{fragment}%"),
+            format!("%{fragment}"),
+            user,
+            MAX_ID_MATCHES
+        ))
+        .await
     }
 
     /// Segments, newest first, optionally of one user and one status (admin listing).
@@ -211,9 +211,8 @@ impl Store {
         status: Option<&str>,
         limit: Option<i64>,
     ) -> Result<Vec<SegmentRow>> {
-        Ok(on_pool!(self, |pool| {
-            sqlx::query_as(
-                "SELECT s.id, u.external_id AS user, s.conversation_key, s.external_id AS name, s.status, s.n_messages,
+        self.read_all(sql!(
+            "SELECT s.id, u.external_id AS user, s.conversation_key, s.external_id AS name, s.status, s.n_messages,
                         s.first_message_at, s.last_message_at, s.close_reason, s.attempts,
                         (SELECT COUNT(*) FROM memories m WHERE m.source_segment_id = s.id) AS n_memories,
                         s.last_error
@@ -221,51 +220,42 @@ impl Store {
                  WHERE ($1 IS NULL OR u.external_id = $1) AND ($2 IS NULL OR s.status = $2)
                  ORDER BY s.first_message_at, s.id
                  LIMIT $3",
-            )
-            .bind(user)
-            .bind(status)
-            .bind(limit.unwrap_or(NO_LIMIT))
-            .fetch_all(pool)
-            .await?
-        }))
+            user,
+            status,
+            limit.unwrap_or(NO_LIMIT)
+        ))
+        .await
     }
 
     /// A user's active memories, oldest first (user-scoped).
     pub async fn list_memories(&self, user: &str, limit: Option<i64>) -> Result<Vec<MemoryRow>> {
         // Evidence and entity lists are gathered with correlated subqueries rather than
         // GROUP_CONCAT / STRING_AGG, whose names differ between the two backends.
-        let mut rows: Vec<MemoryRow> = on_pool!(self, |pool| {
-            sqlx::query_as(
+        let mut rows: Vec<MemoryRow> = self
+            .read_all(sql!(
                 "SELECT m.id, m.text, m.confidence, m.sensitive, m.temporal, m.happens_at,
                         m.prompt_version, m.model, m.created_at
                  FROM memories m JOIN users u ON u.id = m.user_id
                  WHERE u.external_id = $1 AND m.archived_at IS NULL
                  ORDER BY m.created_at, m.id
                  LIMIT $2",
-            )
-            .bind(user)
-            .bind(limit.unwrap_or(NO_LIMIT))
-            .fetch_all(pool)
-            .await?
-        });
+                user,
+                limit.unwrap_or(NO_LIMIT)
+            ))
+            .await?;
         for row in &mut rows {
-            let (evidence, entities): (Vec<(Option<String>, i64)>, Vec<String>) = on_pool!(self, |pool| {
-                let evidence = sqlx::query_as(
-                    "SELECT msg.external_id, msg.seq FROM memory_evidence e JOIN messages msg ON msg.id = e.message_id
-                     WHERE e.memory_id = $1 ORDER BY msg.created_at, msg.seq",
-                )
-                .bind(&row.id)
-                .fetch_all(pool)
-                .await?;
-                let entities = sqlx::query_scalar(
-                    "SELECT en.name FROM memory_entities me JOIN entities en ON en.id = me.entity_id
+            let (evidence, entities): (Vec<(Option<String>, i64)>, Vec<String>) = {
+                let evidence = self.read_all(sql!("SELECT msg.external_id, msg.seq FROM memory_evidence e JOIN messages msg ON msg.id = e.message_id
+                     WHERE e.memory_id = $1 ORDER BY msg.created_at, msg.seq", &row.id)).await?;
+                let entities = self
+                    .read_scalar_all(sql!(
+                        "SELECT en.name FROM memory_entities me JOIN entities en ON en.id = me.entity_id
                      WHERE me.memory_id = $1 ORDER BY en.name",
-                )
-                .bind(&row.id)
-                .fetch_all(pool)
-                .await?;
+                        &row.id
+                    ))
+                    .await?;
                 (evidence, entities)
-            });
+            };
             row.evidence = evidence
                 .into_iter()
                 .map(|(external_id, seq)| external_id.unwrap_or_else(|| format!("t{seq}")))
@@ -282,44 +272,30 @@ impl Store {
         status: Option<&str>,
         limit: Option<i64>,
     ) -> Result<Vec<RequestRow>> {
-        Ok(on_pool!(self, |pool| {
-            sqlx::query_as(
-                "SELECT r.id, r.purpose, u.external_id AS user, r.segment_id, r.chunk_index, r.attempt, r.lane, r.status,
+        self.read_all(sql!("SELECT r.id, r.purpose, u.external_id AS user, r.segment_id, r.chunk_index, r.attempt, r.lane, r.status,
                         r.prompt_version, r.n_items, r.n_dropped, r.input_tokens, r.output_tokens, r.cache_creation_tokens,
                         r.cache_read_tokens, r.cost_usd, r.created_at
                  FROM llm_requests r JOIN users u ON u.id = r.user_id
                  WHERE ($1 IS NULL OR u.external_id = $1) AND ($2 IS NULL OR r.status = $2)
                  ORDER BY r.created_at DESC, r.id DESC
-                 LIMIT $3",
-            )
-            .bind(user)
-            .bind(status)
-            .bind(limit.unwrap_or(NO_LIMIT))
-            .fetch_all(pool)
-            .await?
-        }))
+                 LIMIT $3", user, status, limit.unwrap_or(NO_LIMIT))).await
     }
 
     /// Totals across the store.
     pub async fn counts(&self) -> Result<Counts> {
-        Ok(on_pool!(self, |pool| {
-            let users: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM users").fetch_one(pool).await?;
-            let messages: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM messages")
-                .fetch_one(pool)
+        Ok({
+            let users: i64 = self.read_scalar_one(sql!("SELECT COUNT(*) FROM users")).await?;
+            let messages: i64 = self.read_scalar_one(sql!("SELECT COUNT(*) FROM messages")).await?;
+            let segments: i64 = self.read_scalar_one(sql!("SELECT COUNT(*) FROM segments")).await?;
+            let segments_by_status: Vec<(String, i64)> = self
+                .read_all(sql!(
+                    "SELECT status, COUNT(*) FROM segments GROUP BY status ORDER BY status"
+                ))
                 .await?;
-            let segments: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM segments")
-                .fetch_one(pool)
+            let memories: i64 = self
+                .read_scalar_one(sql!("SELECT COUNT(*) FROM memories WHERE archived_at IS NULL"))
                 .await?;
-            let segments_by_status: Vec<(String, i64)> =
-                sqlx::query_as("SELECT status, COUNT(*) FROM segments GROUP BY status ORDER BY status")
-                    .fetch_all(pool)
-                    .await?;
-            let memories: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM memories WHERE archived_at IS NULL")
-                .fetch_one(pool)
-                .await?;
-            let requests: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM llm_requests")
-                .fetch_one(pool)
-                .await?;
+            let requests: i64 = self.read_scalar_one(sql!("SELECT COUNT(*) FROM llm_requests")).await?;
             Counts {
                 users,
                 messages,
@@ -328,70 +304,11 @@ impl Store {
                 memories,
                 requests,
             }
-        }))
+        })
     }
 }
 
-impl Store {
-    /// Rows in one of the data model's tables (for tests and reports).
-    pub async fn count_rows(&self, table: &str) -> Result<i64> {
-        const TABLES: &[&str] = &[
-            "users",
-            "segments",
-            "messages",
-            "batches",
-            "llm_requests",
-            "memories",
-            "memory_evidence",
-            "memory_links",
-            "entities",
-            "memory_entities",
-            "operations",
-            "schedules",
-            "tombstones",
-            "segment_summaries",
-        ];
-        let table = TABLES.iter().find(|known| **known == table).ok_or_else(|| {
-            crate::StoreError::NotFound(format!("no table `{table}`; tables are {}", TABLES.join(", ")))
-        })?;
-        let sql = format!("SELECT COUNT(*) FROM {table}");
-        Ok(on_pool!(self, |pool| sqlx::query_scalar(&sql).fetch_one(pool).await?))
-    }
-
-    /// Foreign keys, as `table.column`, that no index leads with (for the schema test): deleting
-    /// a parent row, or counting a parent's children, scans the whole child table without one.
-    pub async fn unindexed_foreign_keys(&self) -> Result<Vec<String>> {
-        let rows: Vec<(String, String)> = match &self.backend {
-            crate::Backend::Sqlite(pool) => {
-                sqlx::query_as(
-                    "SELECT m.name, f.\"from\" FROM sqlite_master m JOIN pragma_foreign_key_list(m.name) f \
-                     WHERE m.type = 'table' AND NOT EXISTS ( \
-                         SELECT 1 FROM pragma_index_list(m.name) il JOIN pragma_index_info(il.name) ii \
-                         WHERE ii.seqno = 0 AND ii.name = f.\"from\") \
-                     ORDER BY 1, 2",
-                )
-                .fetch_all(pool)
-                .await?
-            }
-            crate::Backend::Postgres(pool) => {
-                sqlx::query_as(
-                    "SELECT c.conrelid::regclass::text, a.attname::text FROM pg_constraint c \
-                     JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = c.conkey[1] \
-                     WHERE c.contype = 'f' \
-                       AND c.connamespace = (SELECT oid FROM pg_namespace WHERE nspname = current_schema()) \
-                       AND NOT EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = c.conrelid AND i.indkey[0] = c.conkey[1]) \
-                     ORDER BY 1, 2",
-                )
-                .fetch_all(pool)
-                .await?
-            }
-        };
-        Ok(rows
-            .into_iter()
-            .map(|(table, column)| format!("{table}.{column}"))
-            .collect())
-    }
-}
+impl Store {}
 
 /// Everything stored about one request (`memsift show`).
 #[derive(Clone, Debug, PartialEq, Serialize, sqlx::FromRow)]
@@ -429,7 +346,7 @@ pub struct RequestDetail {
     /// Items dropped.
     pub n_dropped: i64,
     /// Drop records.
-    pub drops: sqlx::types::Json<serde_json::Value>,
+    pub drops: sqlx::types::Json<Vec<memsift_core::drops::DroppedItem>>,
     /// Tokens.
     pub input_tokens: i64,
     /// Tokens.
@@ -521,49 +438,25 @@ pub struct CostRow {
 impl Store {
     /// Tokens and cost by user, stage and lane, most expensive first (the admin view of the same name).
     pub async fn cost_by_user_stage(&self) -> Result<Vec<CostRow>> {
-        Ok(on_pool!(self, |pool| {
-            sqlx::query_as(
-                "SELECT user_external_id, purpose, lane, n_requests,
+        self.read_all(sql!(
+            "SELECT user_external_id, purpose, lane, n_requests,
                         CAST(input_tokens AS BIGINT) AS input_tokens, CAST(output_tokens AS BIGINT) AS output_tokens,
                         CAST(cache_creation_tokens AS BIGINT) AS cache_creation_tokens,
                         CAST(cache_read_tokens AS BIGINT) AS cache_read_tokens,
                         CAST(cost_usd AS DOUBLE PRECISION) AS cost_usd
                  FROM admin_cost_by_user_stage
-                 ORDER BY cost_usd DESC, user_external_id, purpose, lane",
-            )
-            .fetch_all(pool)
-            .await?
-        }))
-    }
-
-    /// The body a request was (or will be) sent with: the system prompt and the user message.
-    pub async fn request_body(&self, request_id: memsift_core::RequestId) -> Result<serde_json::Value> {
-        let body: Option<Option<sqlx::types::Json<serde_json::Value>>> = on_pool!(self, |pool| {
-            sqlx::query_scalar("SELECT request_body FROM llm_requests WHERE id = $1")
-                .bind(request_id.to_string())
-                .fetch_optional(pool)
-                .await?
-        });
-        match body {
-            None => Err(StoreError::NotFound(format!("no request {request_id}"))),
-            Some(body) => Ok(body.map_or(serde_json::Value::Null, |body| body.0)),
-        }
+                 ORDER BY cost_usd DESC, user_external_id, purpose, lane"
+        ))
+        .await
     }
 
     /// One request in full.
     pub async fn request_detail(&self, request_id: memsift_core::RequestId) -> Result<RequestDetail> {
-        let row: Option<RequestDetail> = on_pool!(self, |pool| {
-            sqlx::query_as(
-                "SELECT r.id, r.purpose, u.external_id AS user, r.segment_id, r.chunk_index, r.attempt, r.lane, r.config_key,
+        let row: Option<RequestDetail> = self.read_optional(sql!("SELECT r.id, r.purpose, u.external_id AS user, r.segment_id, r.chunk_index, r.attempt, r.lane, r.config_key,
                         r.model, r.prompt_version, r.status, r.batch_id, r.raw_output, r.stop_reason, r.n_items, r.n_dropped,
                         r.drops, r.input_tokens, r.output_tokens, r.cache_creation_tokens, r.cache_read_tokens, r.cost_usd,
                         r.reserved_usd, r.error, r.created_at
-                 FROM llm_requests r JOIN users u ON u.id = r.user_id WHERE r.id = $1",
-            )
-            .bind(request_id.to_string())
-            .fetch_optional(pool)
-            .await?
-        });
+                 FROM llm_requests r JOIN users u ON u.id = r.user_id WHERE r.id = $1", request_id)).await?;
         row.ok_or_else(|| {
             crate::StoreError::NotFound(format!(
                 "no request, batch or memory {request_id}; list them with `memsift requests`, `memsift batches` or `memsift memories`"
@@ -573,46 +466,33 @@ impl Store {
 
     /// One memory, active or archived, if stored.
     pub async fn memory_detail(&self, memory_id: memsift_core::MemoryId) -> Result<Option<MemoryDetail>> {
-        Ok(on_pool!(self, |pool| {
-            sqlx::query_as(
-                "SELECT m.id, u.external_id AS user, m.text, m.importance, m.confidence, m.sensitive, m.temporal,
+        self.read_optional(sql!(
+            "SELECT m.id, u.external_id AS user, m.text, m.importance, m.confidence, m.sensitive, m.temporal,
                         m.happens_at, m.expires_at, m.access_count, m.archived_at, m.archive_reason, m.superseded_by,
                         m.source_segment_id, m.source_request_id, m.prompt_version, m.model, m.embedding_model,
                         m.created_at, m.updated_at
                  FROM memories m JOIN users u ON u.id = m.user_id WHERE m.id = $1",
-            )
-            .bind(memory_id.to_string())
-            .fetch_optional(pool)
-            .await?
-        }))
+            memory_id
+        ))
+        .await
     }
 
     /// The requests of one batch (admin listing).
     pub async fn list_batch_requests(&self, batch_id: memsift_core::BatchId) -> Result<Vec<RequestRow>> {
-        Ok(on_pool!(self, |pool| {
-            sqlx::query_as(
-                "SELECT r.id, r.purpose, u.external_id AS user, r.segment_id, r.chunk_index, r.attempt, r.lane, r.status,
+        self.read_all(sql!("SELECT r.id, r.purpose, u.external_id AS user, r.segment_id, r.chunk_index, r.attempt, r.lane, r.status,
                         r.prompt_version, r.n_items, r.n_dropped, r.input_tokens, r.output_tokens, r.cache_creation_tokens,
                         r.cache_read_tokens, r.cost_usd, r.created_at
                  FROM llm_requests r JOIN users u ON u.id = r.user_id
-                 WHERE r.batch_id = $1 ORDER BY r.created_at, r.id",
-            )
-            .bind(batch_id.to_string())
-            .fetch_all(pool)
-            .await?
-        }))
+                 WHERE r.batch_id = $1 ORDER BY r.created_at, r.id", batch_id)).await
     }
 }
 
 impl Store {
     /// The internal id of a user named by the host application's id, if stored.
     pub async fn user_id(&self, user: &str) -> Result<Option<memsift_core::UserId>> {
-        let id: Option<String> = on_pool!(self, |pool| {
-            sqlx::query_scalar("SELECT id FROM users WHERE external_id = $1")
-                .bind(user)
-                .fetch_optional(pool)
-                .await?
-        });
+        let id: Option<String> = self
+            .read_scalar_optional(sql!("SELECT id FROM users WHERE external_id = $1", user))
+            .await?;
         id.map(|id| memsift_core::UserId::parse(&id).map_err(|error| crate::corrupt("users", error)))
             .transpose()
     }
@@ -641,16 +521,6 @@ impl Store {
             Ok(touched)
         })
         .await
-    }
-
-    /// How often a memory was read and when last (for tests and admin views); `None` if absent.
-    pub async fn memory_access(&self, memory_id: &str) -> Result<Option<(i64, Option<DateTime<Utc>>)>> {
-        Ok(on_pool!(self, |pool| {
-            sqlx::query_as("SELECT access_count, last_accessed_at FROM memories WHERE id = $1")
-                .bind(memory_id)
-                .fetch_optional(pool)
-                .await?
-        }))
     }
 }
 
@@ -695,61 +565,54 @@ pub struct UsageTotals {
 impl Store {
     /// The totals behind the Prometheus gauges.
     pub async fn metrics_snapshot(&self) -> Result<MetricsSnapshot> {
-        // The drop records are a JSON array per request; each backend spells "unnest it" its own way.
-        let drops_sql = match self.kind() {
-            crate::BackendKind::Sqlite => {
-                "SELECT COALESCE(json_extract(drop_record.value, '$.reason'), 'unknown') AS reason, COUNT(*)
-                 FROM llm_requests, json_each(llm_requests.drops) AS drop_record
-                 GROUP BY reason ORDER BY reason"
-            }
-            crate::BackendKind::Postgres => {
-                "SELECT COALESCE(drop_record ->> 'reason', 'unknown') AS reason, COUNT(*)
-                 FROM llm_requests, jsonb_array_elements(llm_requests.drops) AS drop_record
-                 GROUP BY reason ORDER BY reason"
-            }
-        };
         // SUM of a BIGINT is NUMERIC on PostgreSQL: cast back so both backends decode as i64.
-        Ok(on_pool!(self, |pool| {
-            let segments_by_status =
-                sqlx::query_as("SELECT status, COUNT(*) FROM segments GROUP BY status ORDER BY status")
-                    .fetch_all(pool)
-                    .await?;
-            let requests = sqlx::query_as(
-                "SELECT status, purpose, lane, COUNT(*) FROM llm_requests
-                 GROUP BY status, purpose, lane ORDER BY status, purpose, lane",
-            )
-            .fetch_all(pool)
-            .await?;
-            let usage_by_purpose = sqlx::query_as(
-                "SELECT purpose,
+        Ok({
+            let segments_by_status = self
+                .read_all(sql!(
+                    "SELECT status, COUNT(*) FROM segments GROUP BY status ORDER BY status"
+                ))
+                .await?;
+            let requests = self
+                .read_all(sql!(
+                    "SELECT status, purpose, lane, COUNT(*) FROM llm_requests
+                 GROUP BY status, purpose, lane ORDER BY status, purpose, lane"
+                ))
+                .await?;
+            let usage_by_purpose = self
+                .read_all(sql!(
+                    "SELECT purpose,
                         CAST(COALESCE(SUM(input_tokens), 0) AS BIGINT) AS input_tokens,
                         CAST(COALESCE(SUM(output_tokens), 0) AS BIGINT) AS output_tokens,
                         CAST(COALESCE(SUM(cache_creation_tokens), 0) AS BIGINT) AS cache_creation_tokens,
                         CAST(COALESCE(SUM(cache_read_tokens), 0) AS BIGINT) AS cache_read_tokens,
                         CAST(COALESCE(SUM(cost_usd), 0) AS DOUBLE PRECISION) AS cost_usd
-                 FROM llm_requests GROUP BY purpose ORDER BY purpose",
-            )
-            .fetch_all(pool)
-            .await?;
-            let items_dropped: i64 =
-                sqlx::query_scalar("SELECT CAST(COALESCE(SUM(n_dropped), 0) AS BIGINT) FROM llm_requests")
-                    .fetch_one(pool)
-                    .await?;
-            let memories_active: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM memories WHERE archived_at IS NULL")
-                .fetch_one(pool)
+                 FROM llm_requests GROUP BY purpose ORDER BY purpose"
+                ))
                 .await?;
-            let memories_by_kind: Vec<(String, bool, i64)> = sqlx::query_as(
-                "SELECT temporal, sensitive, COUNT(*) FROM memories GROUP BY temporal, sensitive
-                 ORDER BY temporal, sensitive",
-            )
-            .fetch_all(pool)
-            .await?;
-            let drops_by_reason: Vec<(String, i64)> = sqlx::query_as(drops_sql).fetch_all(pool).await?;
-            let windows: Vec<(DateTime<Utc>, DateTime<Utc>)> = sqlx::query_as(
-                "SELECT submitted_at, ended_at FROM batches WHERE submitted_at IS NOT NULL AND ended_at IS NOT NULL",
-            )
-            .fetch_all(pool)
-            .await?;
+            let items_dropped: i64 = self
+                .read_scalar_one(sql!(
+                    "SELECT CAST(COALESCE(SUM(n_dropped), 0) AS BIGINT) FROM llm_requests"
+                ))
+                .await?;
+            let memories_active: i64 = self
+                .read_scalar_one(sql!("SELECT COUNT(*) FROM memories WHERE archived_at IS NULL"))
+                .await?;
+            let memories_by_kind: Vec<(String, bool, i64)> = self
+                .read_all(sql!(
+                    "SELECT temporal, sensitive, COUNT(*) FROM memories GROUP BY temporal, sensitive
+                 ORDER BY temporal, sensitive"
+                ))
+                .await?;
+            let drops_by_reason: Vec<(String, i64)> = self
+                .read_all(sql!(
+                    "SELECT reason, CAST(SUM(n) AS BIGINT) FROM request_drops GROUP BY reason ORDER BY reason"
+                ))
+                .await?;
+            let windows: Vec<(DateTime<Utc>, DateTime<Utc>)> = self
+                .read_all(sql!(
+                    "SELECT submitted_at, ended_at FROM batches WHERE submitted_at IS NOT NULL AND ended_at IS NOT NULL"
+                ))
+                .await?;
             let batch_latencies_secs = windows
                 .into_iter()
                 .map(|(submitted, ended)| (ended - submitted).num_milliseconds().max(0) as f64 / 1000.0)
@@ -764,6 +627,6 @@ impl Store {
                 drops_by_reason,
                 batch_latencies_secs,
             }
-        }))
+        })
     }
 }

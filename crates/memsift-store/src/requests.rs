@@ -13,7 +13,7 @@ use serde_json::Value;
 use sqlx::types::Json;
 
 use crate::tx::{Arg, WriteTx, sql};
-use crate::{Result, Store, StoreError, corrupt, from_json, on_pool};
+use crate::{Result, Store, StoreError, corrupt, from_json};
 
 /// A request attempt to record.
 #[derive(Clone, Debug)]
@@ -212,11 +212,11 @@ impl WriteTx {
         self.execute(sql!(
             "INSERT INTO llm_requests (id, purpose, user_id, segment_id, chunk_index, attempt, lane, config_key,
                                        provider, model, prompt_version, context, request_body, status, created_at,
-                                       subject, parent_request_id, reserved_usd)
+                                       subject, parent_request_id, reserved_usd, run_id, subject_entity_id)
              VALUES ($1, $2, $3, $4, $5,
                      (SELECT COALESCE(MAX(attempt), 0) + 1 FROM llm_requests
                       WHERE purpose = $2 AND segment_id = $4 AND chunk_index = $5),
-                     $6, $7, $8, $9, $10, $11, $12, 'planned', $13, $14, $15, $16)",
+                     $6, $7, $8, $9, $10, $11, $12, 'planned', $13, $14, $15, $16, $17, $18)",
             request.id,
             request.purpose.as_str(),
             request.user_id,
@@ -232,7 +232,9 @@ impl WriteTx {
             now,
             Arg::json(&request.subject),
             request.parent_request_id,
-            request.reserved_usd
+            request.reserved_usd,
+            &request.subject.run,
+            &request.subject.entity_id
         ))
         .await?;
         Ok(())
@@ -264,38 +266,6 @@ impl Store {
         .await
     }
 
-    /// Stores a lane's raw output (kept for `memsift replay`) and marks the request `succeeded`.
-    pub async fn record_output(
-        &self,
-        request_id: RequestId,
-        raw_output: &str,
-        stop_reason: Option<&str>,
-        now: DateTime<Utc>,
-    ) -> Result<()> {
-        let usage = crate::RequestUsage::default();
-        if !self
-            .record_answer(request_id, raw_output, stop_reason, &usage, now)
-            .await?
-        {
-            return Err(StoreError::NotFound(format!(
-                "request {request_id} is not waiting for output"
-            )));
-        }
-        Ok(())
-    }
-
-    /// The context snapshot stored with a request.
-    pub async fn request_context(&self, request_id: RequestId) -> Result<RequestContext> {
-        let context: Option<Json<Value>> = on_pool!(self, |pool| {
-            sqlx::query_scalar("SELECT context FROM llm_requests WHERE id = $1")
-                .bind(request_id.to_string())
-                .fetch_optional(pool)
-                .await?
-        });
-        let Json(context) = context.ok_or_else(|| StoreError::NotFound(format!("no request {request_id}")))?;
-        from_json("llm_requests", context)
-    }
-
     /// Loads what the apply path needs for one request.
     pub async fn stored_output(&self, request_id: RequestId) -> Result<StoredOutput> {
         type Row = (
@@ -310,16 +280,14 @@ impl Store {
             String,
             Json<Value>,
         );
-        let row: Option<Row> = on_pool!(self, |pool| {
-            sqlx::query_as(
+        let row: Option<Row> = self
+            .read_optional(sql!(
                 "SELECT user_id, segment_id, status, prompt_version, model, raw_output, stop_reason, context, purpose,
                         subject
                  FROM llm_requests WHERE id = $1",
-            )
-            .bind(request_id.to_string())
-            .fetch_optional(pool)
-            .await?
-        });
+                request_id
+            ))
+            .await?;
         let (
             user_id,
             segment_id,
@@ -354,42 +322,32 @@ impl Store {
     /// `before`: retention for text nobody needs once its memories are written. `memsift replay`
     /// cannot re-read a request after this. Returns how many outputs were dropped.
     pub async fn purge_raw_outputs(&self, before: DateTime<Utc>) -> Result<u64> {
-        Ok(on_pool!(self, |pool| {
-            sqlx::query(
+        self.write(async |tx| {
+            tx.execute(sql!(
                 "UPDATE llm_requests SET raw_output = NULL
                  WHERE raw_output IS NOT NULL AND status IN ('applied', 'dead') AND completed_at < $1",
-            )
-            .bind(before)
-            .execute(pool)
-            .await?
-            .rows_affected()
-        }))
+                before
+            ))
+            .await
+        })
+        .await
     }
 
     /// What a user's requests created since `since` hold against their budget, every stage and
     /// lane: the real cost of those answered or ended, the reservation of those still planned or
     /// in flight (whose cost is not known yet).
     pub async fn user_spend_since(&self, user_id: UserId, since: DateTime<Utc>) -> Result<Spend> {
-        let (settled, reserved): (Option<f64>, Option<f64>) = on_pool!(self, |pool| {
-            sqlx::query_as(
-                "SELECT CAST(SUM(CASE WHEN status IN ('planned', 'submitted') THEN 0 ELSE cost_usd END) AS DOUBLE PRECISION),
+        let (settled, reserved): (Option<f64>, Option<f64>) = self.read_one(sql!("SELECT CAST(SUM(CASE WHEN status IN ('planned', 'submitted') THEN 0 ELSE cost_usd END) AS DOUBLE PRECISION),
                         CAST(SUM(CASE WHEN status IN ('planned', 'submitted') THEN reserved_usd ELSE 0 END) AS DOUBLE PRECISION)
-                 FROM llm_requests WHERE user_id = $1 AND created_at >= $2",
-            )
-            .bind(user_id.to_string())
-            .bind(since)
-            .fetch_one(pool)
-            .await?
-        });
+                 FROM llm_requests WHERE user_id = $1 AND created_at >= $2", user_id, since)).await?;
         Ok(Spend {
             settled_usd: settled.unwrap_or(0.0),
             reserved_usd: reserved.unwrap_or(0.0),
         })
     }
 
-    /// Claims planned requests of the given lane for execution outside any transaction; a claim
-    /// whose lease ran out (its worker died mid-call) is taken over, and a request held back
-    /// until a not-before time waits for it.
+    /// Test convenience: [`Store::claim_requests_of`] over every segment.
+    #[cfg(feature = "testing")]
     pub async fn claim_requests(
         &self,
         lane: Lane,
@@ -401,8 +359,11 @@ impl Store {
         self.claim_requests_of(None, lane, worker, now, lease, limit).await
     }
 
-    /// Like [`Store::claim_requests`], only of `segment`'s requests when given
-    /// (`memsift extract --segment`).
+    /// Claims planned requests of the given lane for execution outside any transaction; a claim
+    /// whose lease ran out (its worker died mid-call) is taken over, and a request held back
+    /// until a not-before time waits for it.
+    ///
+    /// Only of `segment`'s requests when given (`memsift extract --segment`).
     pub async fn claim_requests_of(
         &self,
         segment: Option<SegmentId>,
@@ -423,17 +384,20 @@ impl Store {
                           ORDER BY created_at, id LIMIT $5 {lock})
              RETURNING {WORK_COLUMNS}"
         );
-        let rows: Vec<WorkRow> = on_pool!(self, |pool| {
-            sqlx::query_as(&sql)
-                .bind(lane.as_str())
-                .bind(now)
-                .bind(worker)
-                .bind(now + lease)
-                .bind(limit)
-                .bind(segment.map(|id| id.to_string()))
-                .fetch_all(pool)
-                .await?
-        });
+        let rows: Vec<WorkRow> = self
+            .write(async |tx| {
+                tx.fetch_all(sql!(
+                    &sql,
+                    lane.as_str(),
+                    now,
+                    worker,
+                    now + lease,
+                    limit,
+                    segment.map(|id| id.to_string())
+                ))
+                .await
+            })
+            .await?;
         rows.into_iter().map(WorkRequest::try_from).collect()
     }
 
@@ -496,25 +460,26 @@ impl Store {
         Ok(updated == 1)
     }
 
-    /// Requests answered but not yet applied (a crash between recording and applying leaves
-    /// these, and so does an apply that failed). Answers whose applies failed fewer times come
-    /// first, so answers that keep failing (until they are quarantined) never starve the rest.
+    /// Test convenience: [`Store::unapplied_answers_of`] over every segment.
+    #[cfg(feature = "testing")]
     pub async fn unapplied_answers(&self, limit: i64) -> Result<Vec<RequestId>> {
         self.unapplied_answers_of(None, limit).await
     }
 
-    /// Like [`Store::unapplied_answers`], only of `segment`'s requests when given.
+    /// Requests answered but not yet applied (a crash between recording and applying leaves
+    /// these, and so does an apply that failed). Answers whose applies failed fewer times come
+    /// first, so answers that keep failing (until they are quarantined) never starve the rest.
+    ///
+    /// Only of `segment`'s requests when given.
     pub async fn unapplied_answers_of(&self, segment: Option<SegmentId>, limit: i64) -> Result<Vec<RequestId>> {
-        let ids: Vec<String> = on_pool!(self, |pool| {
-            sqlx::query_scalar(
+        let ids: Vec<String> = self
+            .read_scalar_all(sql!(
                 "SELECT id FROM llm_requests WHERE status = 'succeeded' AND ($2 IS NULL OR segment_id = $2)
                  ORDER BY apply_attempts, completed_at, id LIMIT $1",
-            )
-            .bind(limit)
-            .bind(segment.map(|id| id.to_string()))
-            .fetch_all(pool)
-            .await?
-        });
+                limit,
+                segment.map(|id| id.to_string())
+            ))
+            .await?;
         ids.iter()
             .map(|id| RequestId::parse(id).map_err(|error| corrupt("llm_requests", error)))
             .collect()
@@ -567,13 +532,16 @@ impl Store {
         .await
     }
 
-    /// Gives every failed attempt (`errored`, `expired`, `canceled`) without a successor a new
-    /// attempt with a new id, up to `max_attempts`; past it, the request and its segment go `dead`.
+    /// Test convenience: [`Store::replan_failed_requests_of`] over every segment.
+    #[cfg(feature = "testing")]
     pub async fn replan_failed_requests(&self, max_attempts: i64, now: DateTime<Utc>) -> Result<ReplanReport> {
         self.replan_failed_requests_of(None, max_attempts, now).await
     }
 
-    /// Like [`Store::replan_failed_requests`], only of `segment`'s requests when given.
+    /// Gives every failed attempt (`errored`, `expired`, `canceled`) without a successor a new
+    /// attempt with a new id, up to `max_attempts`; past it, the request and its segment go `dead`.
+    ///
+    /// Only of `segment`'s requests when given.
     pub async fn replan_failed_requests_of(
         &self,
         segment: Option<SegmentId>,
@@ -608,10 +576,10 @@ impl Store {
                     tx.execute(sql!(
                         "INSERT INTO llm_requests (id, purpose, user_id, segment_id, chunk_index, subject, lane, config_key,
                                                    provider, model, prompt_version, context, request_body, status, attempt,
-                                                   created_at, parent_request_id, reserved_usd)
+                                                   created_at, parent_request_id, reserved_usd, run_id, subject_entity_id)
                          SELECT $2, purpose, user_id, segment_id, chunk_index, subject, lane, config_key, provider, model,
                                 prompt_version, context, request_body, 'planned', attempt + 1, $3, parent_request_id,
-                                reserved_usd
+                                reserved_usd, run_id, subject_entity_id
                          FROM llm_requests WHERE id = $1",
                         &id,
                         RequestId::new_v7(),
@@ -659,38 +627,41 @@ impl Store {
             request_lease,
             oldest_planned,
             submitting,
-        } = on_pool!(self, |pool| {
-            let poll = sqlx::query_scalar("SELECT MIN(next_poll_at) FROM batches WHERE status = 'submitted'")
-                .fetch_one(pool)
+        } = {
+            let poll = self
+                .read_scalar_one(sql!("SELECT MIN(next_poll_at) FROM batches WHERE status = 'submitted'"))
                 .await?;
-            let ingest_lease = sqlx::query_scalar("SELECT MIN(claimed_until) FROM batches WHERE status = 'ended'")
-                .fetch_one(pool)
+            let ingest_lease = self
+                .read_scalar_one(sql!("SELECT MIN(claimed_until) FROM batches WHERE status = 'ended'"))
                 .await?;
-            let retry = sqlx::query_scalar("SELECT MIN(next_attempt_at) FROM segments WHERE status = 'failed'")
-                .fetch_one(pool)
+            let retry = self
+                .read_scalar_one(sql!(
+                    "SELECT MIN(next_attempt_at) FROM segments WHERE status = 'failed'"
+                ))
                 .await?;
-            let request_lease = sqlx::query_scalar(
-                "SELECT MIN(claimed_until) FROM llm_requests WHERE status = 'submitted' AND batch_id IS NULL",
-            )
-            .fetch_one(pool)
-            .await?;
-            let waiting: Option<DateTime<Utc>> = sqlx::query_scalar(
-                "SELECT MIN(created_at) FROM llm_requests
-                 WHERE status = 'planned' AND lane = 'batch' AND claimed_until IS NULL",
-            )
-            .fetch_one(pool)
-            .await?;
-            let mut oldest_planned: Vec<(Due, Due)> = sqlx::query_as(
-                "SELECT created_at, claimed_until FROM llm_requests
-                 WHERE status = 'planned' AND lane = 'batch' AND claimed_until IS NOT NULL",
-            )
-            .fetch_all(pool)
-            .await?;
+            let request_lease = self
+                .read_scalar_one(sql!(
+                    "SELECT MIN(claimed_until) FROM llm_requests WHERE status = 'submitted' AND batch_id IS NULL"
+                ))
+                .await?;
+            let waiting: Option<DateTime<Utc>> = self
+                .read_scalar_one(sql!(
+                    "SELECT MIN(created_at) FROM llm_requests
+                 WHERE status = 'planned' AND lane = 'batch' AND claimed_until IS NULL"
+                ))
+                .await?;
+            let mut oldest_planned: Vec<(Due, Due)> = self
+                .read_all(sql!(
+                    "SELECT created_at, claimed_until FROM llm_requests
+                 WHERE status = 'planned' AND lane = 'batch' AND claimed_until IS NOT NULL"
+                ))
+                .await?;
             oldest_planned.push((waiting, None));
-            let submitting =
-                sqlx::query_as("SELECT submit_started_at, claimed_until FROM batches WHERE status = 'submitting'")
-                    .fetch_all(pool)
-                    .await?;
+            let submitting = self
+                .read_all(sql!(
+                    "SELECT submit_started_at, claimed_until FROM batches WHERE status = 'submitting'"
+                ))
+                .await?;
             DueInputs {
                 poll,
                 ingest_lease,
@@ -699,7 +670,7 @@ impl Store {
                 oldest_planned,
                 submitting,
             }
-        });
+        };
         // A `submitting` batch is reconciled once its grace period has passed and its
         // submitter's claim has run out, whichever is later.
         let reconcile = submitting

@@ -10,7 +10,7 @@ use memsift_core::{MemoryId, OperationId, UserId};
 use serde::{Deserialize, Serialize};
 
 use crate::memory_insert::{DEFAULT_IMPORTANCE, Inserted, MemoryInsert};
-use crate::tx::{Arg, sql};
+use crate::tx::{Arg, WriteTx, sql};
 use crate::{Result, Store, StoreError, corrupt};
 
 /// Longest text a superseding memory may have, as the processor allows for extracted ones.
@@ -68,7 +68,7 @@ pub struct Revised {
     pub state: MemoryState,
 }
 
-const STATE_COLUMNS: &str = "confidence, expires_at, archived_at, archive_reason, superseded_by, updated_at";
+pub(crate) const STATE_COLUMNS: &str = "confidence, expires_at, archived_at, archive_reason, superseded_by, updated_at";
 
 impl Revision {
     fn kind(&self) -> &'static str {
@@ -78,6 +78,39 @@ impl Revision {
             Revision::Expire => "expire",
         }
     }
+}
+
+/// The memory a revision acts on, as its transaction found it.
+struct Target<'a> {
+    memory_id: MemoryId,
+    user_id: UserId,
+    user_external_id: &'a str,
+    /// Carried over to a superseding memory.
+    sensitive: bool,
+    /// Carried over to a superseding memory.
+    temporal: String,
+}
+
+/// Refuses a revision without a reason, and returns a supersede's new text with its whitespace
+/// collapsed, refused when it is empty or too long; checked before any transaction begins.
+fn checked_input(revision: &Revision, reason: &str) -> Result<Option<String>> {
+    if reason.is_empty() {
+        return Err(StoreError::Invalid(
+            "a revision needs a reason (--reason \"…\"); it is kept in the journal".to_owned(),
+        ));
+    }
+    Ok(match revision {
+        Revision::Supersede { content } => {
+            let content = collapse_whitespace(content.trim());
+            if content.is_empty() || content.chars().count() > MAX_TEXT_CHARS {
+                return Err(StoreError::Invalid(format!(
+                    "the superseding text must have 1 to {MAX_TEXT_CHARS} characters"
+                )));
+            }
+            Some(content)
+        }
+        _ => None,
+    })
 }
 
 impl Store {
@@ -93,23 +126,7 @@ impl Store {
         now: DateTime<Utc>,
     ) -> Result<Revised> {
         let reason = reason.trim();
-        if reason.is_empty() {
-            return Err(StoreError::Invalid(
-                "a revision needs a reason (--reason \"…\"); it is kept in the journal".to_owned(),
-            ));
-        }
-        let content = match revision {
-            Revision::Supersede { content } => {
-                let content = collapse_whitespace(content.trim());
-                if content.is_empty() || content.chars().count() > MAX_TEXT_CHARS {
-                    return Err(StoreError::Invalid(format!(
-                        "the superseding text must have 1 to {MAX_TEXT_CHARS} characters"
-                    )));
-                }
-                Some(content)
-            }
-            _ => None,
-        };
+        let content = checked_input(revision, reason)?;
         let select = format!(
             "SELECT {STATE_COLUMNS} FROM memories
              WHERE id = $1 AND user_id = (SELECT id FROM users WHERE external_id = $2)"
@@ -130,82 +147,23 @@ impl Store {
             let (user_id, sensitive, temporal): (String, bool, String) = tx
                 .fetch_one(sql!("SELECT user_id, sensitive, temporal FROM memories WHERE id = $1", memory_id))
                 .await?;
-            let user_id = UserId::parse(&user_id).map_err(|error| corrupt("memories", error))?;
+            let target = Target {
+                memory_id,
+                user_id: UserId::parse(&user_id).map_err(|error| corrupt("memories", error))?,
+                user_external_id,
+                sensitive,
+                temporal,
+            };
             let mut new_memory_id = None;
             match revision {
-                Revision::Confirm => {
-                    tx.execute(sql!(
-                        "UPDATE memories SET confidence = 1.0, updated_at = $2 WHERE id = $1",
-                        memory_id,
-                        now
-                    ))
-                    .await?;
-                }
-                Revision::Expire => {
-                    tx.execute(sql!(
-                        "UPDATE memories SET expires_at = $2, archived_at = $2, archive_reason = $3, updated_at = $2
-                         WHERE id = $1",
-                        memory_id,
-                        now,
-                        format!("expired: {reason}")
-                    ))
-                    .await?;
-                }
+                Revision::Confirm => tx.confirm(memory_id, now).await?,
+                Revision::Expire => tx.expire(memory_id, reason, now).await?,
                 Revision::Supersede { .. } => {
                     let text = content.clone().unwrap_or_default();
-                    let key = dedupe_key(&text);
-                    // Archive first: the new text may normalise to the old one's key.
-                    tx.execute(sql!(
-                        "UPDATE memories SET archived_at = $2, archive_reason = $3, updated_at = $2 WHERE id = $1",
-                        memory_id,
-                        now,
-                        format!("superseded: {reason}")
-                    ))
-                    .await?;
-                    let memory = MemoryInsert {
-                        user_id,
-                        text: &text,
-                        dedupe_key: &key,
-                        importance: DEFAULT_IMPORTANCE,
-                        confidence: 1.0,
-                        happens_at: None,
-                        expires_at: None,
-                        sensitive,
-                        temporal: &temporal,
-                        source_segment_id: None,
-                        source_request_id: None,
-                        prompt_version: "operator",
-                        model: None,
-                        refined_at: None,
-                        embedding: None,
-                        now,
-                    };
-                    // Each refusal returns an error, which rolls the archiving above back too.
-                    let new_id = match tx.insert_memory(&memory).await? {
-                        Inserted::Written(id) => id,
-                        Inserted::Duplicate => {
-                            return Err(StoreError::Invalid(format!(
-                                "user `{user_external_id}` already has an active memory saying that; supersede with that one instead"
-                            )));
-                        }
-                        Inserted::Erased => {
-                            return Err(StoreError::Invalid(format!(
-                                "user `{user_external_id}` had that fact erased; it cannot be stored again"
-                            )));
-                        }
-                    };
-                    // The pointer needs the new row to exist (a foreign key).
-                    tx.execute(sql!(
-                        "UPDATE memories SET superseded_by = $2 WHERE id = $1",
-                        memory_id,
-                        new_id
-                    ))
-                    .await?;
-                    new_memory_id = Some(new_id);
+                    new_memory_id = Some(tx.supersede(&target, &text, reason, now).await?);
                 }
             }
             let after: MemoryState = tx.fetch_one(sql!(&select, memory_id, user_external_id)).await?;
-            let operation_id = OperationId::new_v7();
             let before_snapshot = Snapshot {
                 memory_id: memory_id.to_string(),
                 state: before,
@@ -216,19 +174,9 @@ impl Store {
                 state: after.clone(),
                 created_memory_id: new_memory_id.map(|id| id.to_string()),
             };
-            tx.execute(sql!(
-                "INSERT INTO operations (id, kind, user_id, reason, before, after, applied_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
-                operation_id,
-                revision.kind(),
-                user_id,
-                reason,
-                Arg::json(&before_snapshot),
-                Arg::json(&after_snapshot),
-                now
-            ))
-            .await?;
-            tx.bump_memory_version(user_id).await?;
+            let operation_id = tx
+                .journal_revision(&target, revision, reason, (&before_snapshot, &after_snapshot), now)
+                .await?;
             Ok(Revised {
                 operation_id,
                 new_memory_id,
@@ -237,41 +185,118 @@ impl Store {
         })
         .await
     }
+}
 
-    /// A user's journal entries of one kind, oldest first (for audits, and undoing a run).
-    pub async fn operation_ids(&self, user_external_id: &str, kind: &str) -> Result<Vec<OperationId>> {
-        let ids: Vec<String> = crate::on_pool!(self, |pool| {
-            sqlx::query_scalar(
-                "SELECT o.id FROM operations o JOIN users u ON u.id = o.user_id
-                 WHERE u.external_id = $1 AND o.kind = $2 ORDER BY o.applied_at, o.id",
-            )
-            .bind(user_external_id)
-            .bind(kind)
-            .fetch_all(pool)
-            .await?
-        });
-        ids.iter()
-            .map(|id| OperationId::parse(id).map_err(|error| crate::corrupt("operations", error)))
-            .collect()
+impl WriteTx {
+    /// The user confirmed the memory: confidence becomes 1.
+    async fn confirm(&mut self, memory_id: MemoryId, now: DateTime<Utc>) -> Result<()> {
+        self.execute(sql!(
+            "UPDATE memories SET confidence = 1.0, updated_at = $2 WHERE id = $1",
+            memory_id,
+            now
+        ))
+        .await?;
+        Ok(())
     }
 
-    /// Every memory of a user, archived ones included, with the fields revisions change:
-    /// (id, text, state), for audits and exact before/after comparisons.
-    pub async fn user_memory_states(
-        &self,
-        user_id: memsift_core::UserId,
-    ) -> Result<Vec<(String, String, MemoryState)>> {
-        #[derive(sqlx::FromRow)]
-        struct Row {
-            id: String,
-            text: String,
-            #[sqlx(flatten)]
-            state: MemoryState,
-        }
-        let sql = format!("SELECT id, text, {STATE_COLUMNS} FROM memories WHERE user_id = $1 ORDER BY id");
-        let rows: Vec<Row> = crate::on_pool!(self, |pool| {
-            sqlx::query_as(&sql).bind(user_id.to_string()).fetch_all(pool).await?
-        });
-        Ok(rows.into_iter().map(|row| (row.id, row.text, row.state)).collect())
+    /// The memory stopped being true now: it expires and is archived with the reason.
+    async fn expire(&mut self, memory_id: MemoryId, reason: &str, now: DateTime<Utc>) -> Result<()> {
+        self.execute(sql!(
+            "UPDATE memories SET expires_at = $2, archived_at = $2, archive_reason = $3, updated_at = $2
+             WHERE id = $1",
+            memory_id,
+            now,
+            format!("expired: {reason}")
+        ))
+        .await?;
+        Ok(())
+    }
+
+    /// Archives the memory and writes `text` as the operator's memory that supersedes it; returns
+    /// the new memory's id.
+    async fn supersede(
+        &mut self,
+        target: &Target<'_>,
+        text: &str,
+        reason: &str,
+        now: DateTime<Utc>,
+    ) -> Result<MemoryId> {
+        let user_external_id = target.user_external_id;
+        let key = dedupe_key(text);
+        // Archive first: the new text may normalise to the old one's key.
+        self.execute(sql!(
+            "UPDATE memories SET archived_at = $2, archive_reason = $3, updated_at = $2 WHERE id = $1",
+            target.memory_id,
+            now,
+            format!("superseded: {reason}")
+        ))
+        .await?;
+        let memory = MemoryInsert {
+            user_id: target.user_id,
+            text,
+            dedupe_key: &key,
+            importance: DEFAULT_IMPORTANCE,
+            confidence: 1.0,
+            happens_at: None,
+            expires_at: None,
+            sensitive: target.sensitive,
+            temporal: &target.temporal,
+            source_segment_id: None,
+            source_request_id: None,
+            prompt_version: "operator",
+            model: None,
+            refined_at: None,
+            embedding: None,
+            now,
+        };
+        // Each refusal returns an error, which rolls the archiving above back too.
+        let new_id = match self.insert_memory(&memory).await? {
+            Inserted::Written(id) => id,
+            Inserted::Duplicate => {
+                return Err(StoreError::Invalid(format!(
+                    "user `{user_external_id}` already has an active memory saying that; supersede with that one instead"
+                )));
+            }
+            Inserted::Erased => {
+                return Err(StoreError::Invalid(format!(
+                    "user `{user_external_id}` had that fact erased; it cannot be stored again"
+                )));
+            }
+        };
+        // The pointer needs the new row to exist (a foreign key).
+        self.execute(sql!(
+            "UPDATE memories SET superseded_by = $2 WHERE id = $1",
+            target.memory_id,
+            new_id
+        ))
+        .await?;
+        Ok(new_id)
+    }
+
+    /// Journals the revision with the memory's state before and after, and bumps the user's
+    /// memory version (cached vector indexes reload).
+    async fn journal_revision(
+        &mut self,
+        target: &Target<'_>,
+        revision: &Revision,
+        reason: &str,
+        (before, after): (&Snapshot, &Snapshot),
+        now: DateTime<Utc>,
+    ) -> Result<OperationId> {
+        let operation_id = OperationId::new_v7();
+        self.execute(sql!(
+            "INSERT INTO operations (id, kind, user_id, reason, before, after, applied_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            operation_id,
+            revision.kind(),
+            target.user_id,
+            reason,
+            Arg::json(before),
+            Arg::json(after),
+            now
+        ))
+        .await?;
+        self.bump_memory_version(target.user_id).await?;
+        Ok(operation_id)
     }
 }

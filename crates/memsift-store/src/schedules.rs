@@ -11,7 +11,8 @@
 use chrono::{DateTime, Duration, Utc};
 use serde::Serialize;
 
-use crate::{Result, Store, on_pool};
+use crate::tx::sql;
+use crate::{Result, Store};
 
 /// One job's row, for listings.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, sqlx::FromRow)]
@@ -44,26 +45,32 @@ impl Store {
     ) -> Result<bool> {
         // The row must exist for the conditional UPDATE to have something to compare; creating it
         // is idempotent and races harmlessly with another daemon doing the same.
-        let won: Option<String> = on_pool!(self, |pool| {
-            sqlx::query("INSERT INTO schedules (name) VALUES ($1) ON CONFLICT (name) DO NOTHING")
-                .bind(name)
-                .execute(pool)
-                .await?;
-            sqlx::query_scalar(
-                "UPDATE schedules SET last_fired_at = $3, lease_owner = $2, lease_until = $5
+        let won: Option<String> = {
+            self.write(async |tx| {
+                tx.execute(sql!(
+                    "INSERT INTO schedules (name) VALUES ($1) ON CONFLICT (name) DO NOTHING",
+                    name
+                ))
+                .await
+            })
+            .await?;
+            self.write(async |tx| {
+                tx.scalar_optional(sql!(
+                    "UPDATE schedules SET last_fired_at = $3, lease_owner = $2, lease_until = $5
                  WHERE name = $1
                    AND (last_fired_at IS NULL OR last_fired_at < $3)
                    AND (lease_until IS NULL OR lease_until <= $4 OR lease_owner = $2)
                  RETURNING name",
-            )
-            .bind(name)
-            .bind(owner)
-            .bind(scheduled_at)
-            .bind(now)
-            .bind(now + lease)
-            .fetch_optional(pool)
+                    name,
+                    owner,
+                    scheduled_at,
+                    now,
+                    now + lease
+                ))
+                .await
+            })
             .await?
-        });
+        };
         Ok(won.is_some())
     }
 
@@ -71,25 +78,16 @@ impl Store {
     /// abandoned), so the next tick need not wait for the lease to expire. Another owner's lease
     /// is left alone; `last_fired_at` is kept, so the tick is not run again.
     pub async fn finish_schedule(&self, name: &str, owner: &str) -> Result<bool> {
-        let updated = on_pool!(self, |pool| {
-            sqlx::query(
-                "UPDATE schedules SET lease_owner = NULL, lease_until = NULL WHERE name = $1 AND lease_owner = $2",
-            )
-            .bind(name)
-            .bind(owner)
-            .execute(pool)
-            .await?
-            .rows_affected()
-        });
+        let updated = self
+            .write(async |tx| {
+                tx.execute(sql!(
+                    "UPDATE schedules SET lease_owner = NULL, lease_until = NULL WHERE name = $1 AND lease_owner = $2",
+                    name,
+                    owner
+                ))
+                .await
+            })
+            .await?;
         Ok(updated == 1)
-    }
-
-    /// Every job's row, by name.
-    pub async fn schedule_rows(&self) -> Result<Vec<ScheduleRow>> {
-        Ok(on_pool!(self, |pool| {
-            sqlx::query_as("SELECT name, last_fired_at, lease_owner, lease_until FROM schedules ORDER BY name")
-                .fetch_all(pool)
-                .await?
-        }))
     }
 }

@@ -16,7 +16,7 @@ use serde::Serialize;
 
 use crate::revisions::MemoryState;
 use crate::tx::{Arg, sql};
-use crate::{Result, Store, on_pool};
+use crate::{Result, Store};
 
 /// When memories are archived for low importance.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -79,15 +79,13 @@ impl Store {
     /// Recalculates every active memory's importance and archives, per user and capped, the
     /// oldest-enough unconfirmed ones under the floor, lowest first, journaling each archive.
     pub async fn score_memories(&self, policy: &ScoringPolicy, now: DateTime<Utc>) -> Result<ScoringReport> {
-        let rows: Vec<ScoreRow> = on_pool!(self, |pool| {
-            sqlx::query_as(
+        let rows: Vec<ScoreRow> = self
+            .read_all(sql!(
                 "SELECT m.id, m.user_id, m.confidence, m.access_count, m.happens_at, m.last_accessed_at, m.created_at,
                         (SELECT COUNT(*) FROM memory_links l WHERE l.source_id = m.id OR l.target_id = m.id) AS n_links
-                 FROM memories m WHERE m.archived_at IS NULL ORDER BY m.user_id, m.id",
-            )
-            .fetch_all(pool)
-            .await?
-        });
+                 FROM memories m WHERE m.archived_at IS NULL ORDER BY m.user_id, m.id"
+            ))
+            .await?;
         let mut report = ScoringReport::default();
         let mut start = 0;
         while start < rows.len() {

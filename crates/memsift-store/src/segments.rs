@@ -10,7 +10,7 @@ use memsift_core::{MemoryId, MessageId, SegmentId, UserId};
 use sqlx::types::Json;
 
 use crate::tx::sql;
-use crate::{BackendKind, Result, Store, StoreError, corrupt, on_pool};
+use crate::{BackendKind, Result, Store, StoreError, corrupt};
 
 /// A segment a worker now holds.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -75,15 +75,9 @@ impl Store {
                  RETURNING id, user_id, attempts"
             }
         };
-        let rows: Vec<(String, String, i64)> = on_pool!(self, |pool| {
-            sqlx::query_as(sql)
-                .bind(worker)
-                .bind(now + lease)
-                .bind(now)
-                .bind(limit)
-                .fetch_all(pool)
-                .await?
-        });
+        let rows: Vec<(String, String, i64)> = self
+            .write(async |tx| tx.fetch_all(sql!(sql, worker, now + lease, now, limit)).await)
+            .await?;
         rows.into_iter()
             .map(|(id, user_id, attempt)| {
                 Ok(ClaimedSegment {
@@ -97,15 +91,13 @@ impl Store {
 
     /// The turns of a segment in order. Labels are the message's external id, else `t<seq>`.
     pub async fn segment_turns(&self, segment_id: SegmentId) -> Result<Vec<SegmentTurn>> {
-        let rows: Vec<TurnRow> = on_pool!(self, |pool| {
-            sqlx::query_as(
+        let rows: Vec<TurnRow> = self
+            .read_all(sql!(
                 "SELECT id, seq, role, speaker, content, created_at, external_id FROM messages
                  WHERE segment_id = $1 ORDER BY seq",
-            )
-            .bind(segment_id.to_string())
-            .fetch_all(pool)
-            .await?
-        });
+                segment_id
+            ))
+            .await?;
         rows.into_iter()
             .map(
                 |TurnRow {
@@ -185,12 +177,12 @@ impl Store {
                 attempt,
             });
         }
-        let status: Option<(String, Option<String>)> = on_pool!(self, |pool| {
-            sqlx::query_as("SELECT status, claimed_by FROM segments WHERE id = $1")
-                .bind(segment_id.to_string())
-                .fetch_optional(pool)
-                .await?
-        });
+        let status: Option<(String, Option<String>)> = self
+            .read_optional(sql!(
+                "SELECT status, claimed_by FROM segments WHERE id = $1",
+                segment_id
+            ))
+            .await?;
         Err(StoreError::NotFound(match status {
             None => format!("no segment {segment_id}; list them with `memsift segments`"),
             Some((status, Some(worker))) if status == "extracting" => {
@@ -209,102 +201,78 @@ impl Store {
         retry_after: Duration,
         now: DateTime<Utc>,
     ) -> Result<()> {
-        on_pool!(self, |pool| {
-            sqlx::query(
+        self.write(async |tx| {
+            tx.execute(sql!(
                 "UPDATE segments SET
                      status = CASE WHEN attempts >= $3 THEN 'dead' ELSE 'failed' END,
                      next_attempt_at = CASE WHEN attempts >= $3 THEN NULL ELSE $4 END,
                      last_error = $2, claimed_by = NULL, claimed_until = NULL
                  WHERE id = $1",
-            )
-            .bind(segment_id.to_string())
-            .bind(error)
-            .bind(max_attempts)
-            .bind(now + retry_after)
-            .execute(pool)
-            .await?;
-        });
+                segment_id,
+                error,
+                max_attempts,
+                now + retry_after
+            ))
+            .await
+        })
+        .await?;
         Ok(())
     }
 
     /// A segment's status (`open`, `closed`, `extracting`, `extracted`, `failed`, `dead`), or
     /// `None` when there is no such segment.
     pub async fn segment_status(&self, segment_id: SegmentId) -> Result<Option<String>> {
-        Ok(on_pool!(self, |pool| {
-            sqlx::query_scalar("SELECT status FROM segments WHERE id = $1")
-                .bind(segment_id.to_string())
-                .fetch_optional(pool)
-                .await?
-        }))
+        self.read_scalar_optional(sql!("SELECT status FROM segments WHERE id = $1", segment_id))
+            .await
     }
 
     /// Hands a `failed` or `dead` segment back to the pipeline with fresh attempts (an admin's
     /// retry after fixing the cause); returns false when no such segment is in either state.
     pub async fn retry_segment(&self, segment_id: SegmentId) -> Result<bool> {
-        let updated = on_pool!(self, |pool| {
-            sqlx::query(
-                "UPDATE segments SET status = 'closed', attempts = 0, next_attempt_at = NULL, last_error = NULL,
+        let updated = self
+            .write(async |tx| {
+                tx.execute(sql!(
+                    "UPDATE segments SET status = 'closed', attempts = 0, next_attempt_at = NULL, last_error = NULL,
                                      claimed_by = NULL, claimed_until = NULL
                  WHERE id = $1 AND status IN ('failed', 'dead')",
-            )
-            .bind(segment_id.to_string())
-            .execute(pool)
-            .await?
-            .rows_affected()
-        });
+                    segment_id
+                ))
+                .await
+            })
+            .await?;
         Ok(updated == 1)
     }
 
     /// Hands a claimed segment back until `until` without spending an attempt (its user is over
     /// budget): it waits `closed` with the reason as its last error, and is claimed again after.
     pub async fn defer_segment(&self, segment_id: SegmentId, until: DateTime<Utc>, reason: &str) -> Result<()> {
-        on_pool!(self, |pool| {
-            sqlx::query(
+        self.write(async |tx| {
+            tx.execute(sql!(
                 "UPDATE segments SET status = 'closed', next_attempt_at = $2, last_error = $3,
                                      attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END,
                                      claimed_by = NULL, claimed_until = NULL
                  WHERE id = $1 AND status = 'extracting'",
-            )
-            .bind(segment_id.to_string())
-            .bind(until)
-            .bind(reason)
-            .execute(pool)
-            .await?
-            .rows_affected()
-        });
+                segment_id,
+                until,
+                reason
+            ))
+            .await
+        })
+        .await?;
         Ok(())
-    }
-
-    /// A user's most recent active memories, newest first, as (id, text): context for a payload.
-    pub async fn recent_memories(&self, user_id: UserId, limit: i64) -> Result<Vec<(MemoryId, String)>> {
-        let rows: Vec<(String, String)> = on_pool!(self, |pool| {
-            sqlx::query_as(
-                "SELECT id, text FROM memories WHERE user_id = $1 AND archived_at IS NULL
-                 ORDER BY created_at DESC, id DESC LIMIT $2",
-            )
-            .bind(user_id.to_string())
-            .bind(limit)
-            .fetch_all(pool)
-            .await?
-        });
-        rows.into_iter()
-            .map(|(id, text)| Ok((MemoryId::parse(&id).map_err(|error| corrupt("memories", error))?, text)))
-            .collect()
     }
 
     /// The memories a segment's turns referenced (the host's retrieval hits, recorded at ingest), in
     /// order of first reference, each once. Only the segment owner's active memories count: an id
     /// of another user's memory, or of an archived one, is skipped.
     pub async fn referenced_memories(&self, segment_id: SegmentId) -> Result<Vec<(MemoryId, String)>> {
-        let rows: Vec<(String, Json<Vec<String>>)> = on_pool!(self, |pool| {
-            sqlx::query_as(
+        let rows: Vec<(String, Json<Vec<String>>)> = self
+            .read_all(sql!(
                 "SELECT user_id, referenced_memory_ids FROM messages
                  WHERE segment_id = $1 ORDER BY seq",
-            )
-            .bind(segment_id.to_string())
-            .fetch_all(pool)
-            .await?
-        });
+                segment_id
+            ))
+            .await?;
         let Some((user_id, _)) = rows.first() else {
             return Ok(Vec::new());
         };
@@ -327,13 +295,13 @@ impl Store {
     pub async fn active_memory_texts(&self, user_id: UserId, ids: &[MemoryId]) -> Result<Vec<(MemoryId, String)>> {
         let mut found = Vec::with_capacity(ids.len());
         for &id in ids {
-            let text: Option<String> = on_pool!(self, |pool| {
-                sqlx::query_scalar("SELECT text FROM memories WHERE id = $1 AND user_id = $2 AND archived_at IS NULL")
-                    .bind(id.to_string())
-                    .bind(user_id.to_string())
-                    .fetch_optional(pool)
-                    .await?
-            });
+            let text: Option<String> = self
+                .read_scalar_optional(sql!(
+                    "SELECT text FROM memories WHERE id = $1 AND user_id = $2 AND archived_at IS NULL",
+                    id,
+                    user_id
+                ))
+                .await?;
             if let Some(text) = text {
                 found.push((id, text));
             }

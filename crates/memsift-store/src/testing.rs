@@ -1,4 +1,4 @@
-//! Test support (feature `test-support`): a migrated store on a temporary SQLite file or a fresh PostgreSQL database.
+//! Test support (feature `testing`): a migrated store on a temporary SQLite file or a fresh PostgreSQL database.
 //!
 //! PostgreSQL is real, never mocked. The admin URL comes from `MEMSIFT_TEST_PG_URL`; without it,
 //! the server on 127.0.0.1:5432 is used when one answers, and otherwise the tests start a

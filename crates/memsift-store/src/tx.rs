@@ -287,13 +287,14 @@ macro_rules! bind_args {
                 Arg::Float(value) => query.bind(value),
                 Arg::Bool(value) => query.bind(value),
                 Arg::Time(value) => query.bind(value),
-                Arg::Json(value) => query.bind(value.map(Json)),
+                Arg::Json(value) => query.bind(value.map(sqlx::types::Json)),
                 Arg::Bytes(value) => query.bind(value),
             };
         }
         query
     }};
 }
+pub(crate) use bind_args;
 
 /// Runs `$body` with `$conn` bound to the open transaction's connection, whichever backend.
 macro_rules! on_tx {
@@ -396,6 +397,19 @@ impl WriteTx {
     }
 }
 
+/// Refuses anything but the maintenance statements [`Store::maintain`] exists for.
+fn maintenance_only(sql: &str) -> Result<()> {
+    let first = sql.split_whitespace().next().unwrap_or_default().to_ascii_uppercase();
+    if matches!(first.as_str(), "VACUUM" | "PRAGMA") {
+        Ok(())
+    } else {
+        Err(crate::StoreError::NotARead {
+            statement: sql.to_owned(),
+            why: "only VACUUM and PRAGMA run outside a transaction".to_owned(),
+        })
+    }
+}
+
 impl Store {
     /// Runs `body` in one write transaction: committed when it returns `Ok`, rolled back when it
     /// returns `Err` or panics.
@@ -411,6 +425,16 @@ impl Store {
         let value = body(&mut tx).await?;
         tx.commit().await?;
         Ok(value)
+    }
+
+    /// Runs a maintenance statement that cannot run inside a transaction (PostgreSQL's `VACUUM`)
+    /// on the pool; returns its first row, if any (SQLite's `PRAGMA wal_checkpoint` reports one).
+    pub(crate) async fn maintain<T: EitherRow>(&self, sql: &'static str) -> Result<Option<T>> {
+        maintenance_only(sql)?;
+        Ok(match &self.backend {
+            Backend::Sqlite(pool) => sqlx::query_as::<_, T>(sql).fetch_optional(pool).await?,
+            Backend::Postgres(pool) => sqlx::query_as::<_, T>(sql).fetch_optional(pool).await?,
+        })
     }
 }
 

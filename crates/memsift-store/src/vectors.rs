@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use memsift_core::{MemoryId, UserId};
 
 use crate::tx::sql;
-use crate::{Result, Store, StoreError, corrupt, on_pool};
+use crate::{Result, Store, StoreError, corrupt};
 
 /// One active memory's stored embedding, as read back (any field may be missing or stale).
 #[derive(Clone, Debug, PartialEq)]
@@ -80,52 +80,6 @@ fn parse_memory_id(text: &str) -> Result<MemoryId> {
 }
 
 impl Store {
-    /// Stores `vector` (made by `model_id`) as the embedding of `user_id`'s memory `memory_id` and
-    /// bumps the user's memory version in the same transaction; returns the new version.
-    ///
-    /// Scoped by user (invariant 9): a memory id of another user is `NotFound`.
-    pub async fn set_memory_embedding(
-        &self,
-        user_id: UserId,
-        memory_id: MemoryId,
-        model_id: &str,
-        vector: &[f32],
-    ) -> Result<i64> {
-        if vector.is_empty() || vector.iter().any(|value| !value.is_finite()) {
-            return Err(corrupt(
-                "memories",
-                format!("refusing to store an empty or non-finite embedding for memory {memory_id}"),
-            ));
-        }
-        let bytes = vector_to_le_bytes(vector);
-        let dimension = vector.len() as i64;
-        self.write(async |tx| {
-            let updated: Option<String> = tx
-                .scalar_optional(sql!(
-                    "UPDATE memories SET embedding = $1, embedding_model = $2, embedding_dim = $3
-                     WHERE id = $4 AND user_id = $5
-                     RETURNING id",
-                    bytes,
-                    model_id,
-                    dimension,
-                    memory_id,
-                    user_id
-                ))
-                .await?;
-            if updated.is_none() {
-                return Err(StoreError::NotFound(format!(
-                    "user {user_id} has no memory {memory_id}"
-                )));
-            }
-            tx.scalar_one(sql!(
-                "UPDATE users SET memory_version = memory_version + 1 WHERE id = $1 RETURNING memory_version",
-                user_id
-            ))
-            .await
-        })
-        .await
-    }
-
     /// Stores several of `user_id`'s memory embeddings (all made by `model_id`) in one transaction
     /// with one memory-version bump; returns the new version. Memories of other users, and ones
     /// deleted meanwhile, are skipped (the version still moves, so caches reload).
@@ -166,44 +120,25 @@ impl Store {
         .await
     }
 
-    /// Bumps `user_id`'s memory version and returns the new value. Every write that changes a
-    /// user's active memories or their vectors calls this inside its own transaction.
-    pub async fn bump_memory_version(&self, user_id: UserId) -> Result<i64> {
-        let version: Option<i64> = on_pool!(self, |pool| {
-            sqlx::query_scalar(
-                "UPDATE users SET memory_version = memory_version + 1 WHERE id = $1 RETURNING memory_version",
-            )
-            .bind(user_id.to_string())
-            .fetch_optional(pool)
-            .await?
-        });
-        version.ok_or_else(|| StoreError::NotFound(format!("no user {user_id}")))
-    }
-
     /// The user's current memory version.
     pub async fn memory_version(&self, user_id: UserId) -> Result<i64> {
-        let version: Option<i64> = on_pool!(self, |pool| {
-            sqlx::query_scalar("SELECT memory_version FROM users WHERE id = $1")
-                .bind(user_id.to_string())
-                .fetch_optional(pool)
-                .await?
-        });
+        let version: Option<i64> = self
+            .read_scalar_optional(sql!("SELECT memory_version FROM users WHERE id = $1", user_id))
+            .await?;
         version.ok_or_else(|| StoreError::NotFound(format!("no user {user_id}")))
     }
 
     /// Every active memory of `user_id` with whatever embedding it has, and the version read first.
     pub async fn user_memory_vectors(&self, user_id: UserId) -> Result<UserVectors> {
         let version = self.memory_version(user_id).await?;
-        let rows: Vec<VectorRow> = on_pool!(self, |pool| {
-            sqlx::query_as(
+        let rows: Vec<VectorRow> = self
+            .read_all(sql!(
                 "SELECT id, embedding, embedding_model, embedding_dim FROM memories
                  WHERE user_id = $1 AND archived_at IS NULL
                  ORDER BY id",
-            )
-            .bind(user_id.to_string())
-            .fetch_all(pool)
-            .await?
-        });
+                user_id
+            ))
+            .await?;
         let rows = rows
             .into_iter()
             .map(|(id, bytes, model_id, dimension)| {
@@ -228,22 +163,20 @@ impl Store {
         after: Option<MemoryId>,
         limit: i64,
     ) -> Result<Vec<MemoryToEmbed>> {
-        let rows: Vec<(String, String, String, Option<String>)> = on_pool!(self, |pool| {
-            sqlx::query_as(
+        let rows: Vec<(String, String, String, Option<String>)> = self
+            .read_all(sql!(
                 "SELECT id, user_id, text, embedding_model FROM memories
                  WHERE archived_at IS NULL AND id > $3
                    AND (embedding IS NULL OR embedding_model IS NULL OR embedding_model <> $1
                         OR embedding_dim IS NULL OR embedding_dim <> $2)
                  ORDER BY id
                  LIMIT $4",
-            )
-            .bind(model_id)
-            .bind(dimension as i64)
-            .bind(after.map_or_else(String::new, |id| id.to_string()))
-            .bind(limit)
-            .fetch_all(pool)
-            .await?
-        });
+                model_id,
+                dimension as i64,
+                after.map_or_else(String::new, |id| id.to_string()),
+                limit
+            ))
+            .await?;
         rows.into_iter()
             .map(|(id, user_id, text, current_model)| {
                 Ok(MemoryToEmbed {
@@ -254,77 +187,6 @@ impl Store {
                 })
             })
             .collect()
-    }
-
-    /// Test support: a user (created on first use) and one active memory with no embedding.
-    #[cfg(feature = "test-support")]
-    pub async fn insert_test_memory(&self, user_external_id: &str, text: &str) -> Result<(UserId, MemoryId)> {
-        let now = chrono::DateTime::parse_from_rfc3339("2026-03-01T10:00:00Z")
-            .map_err(|error| corrupt("memories", error))?
-            .with_timezone(&chrono::Utc);
-        let memory_id = MemoryId::new_v7();
-        let user_id: String = self
-            .write(async |tx| {
-                let user_id: String = tx
-                    .scalar_one(sql!(
-                        "INSERT INTO users (id, external_id, created_at) VALUES ($1, $2, $3)
-                         ON CONFLICT (external_id) DO UPDATE SET external_id = excluded.external_id
-                         RETURNING id",
-                        UserId::new_v7(),
-                        user_external_id,
-                        now
-                    ))
-                    .await?;
-                tx.execute(sql!(
-                    "INSERT INTO memories (id, user_id, text, dedupe_key, confidence, temporal, prompt_version,
-                                           created_at, updated_at)
-                     VALUES ($1, $2, $3, $4, 0.9, 'durable', 'test@1', $5, $5)",
-                    memory_id,
-                    &user_id,
-                    text,
-                    format!("{text}#{memory_id}"),
-                    now
-                ))
-                .await?;
-                Ok(user_id)
-            })
-            .await?;
-        Ok((
-            UserId::parse(&user_id).map_err(|error| corrupt("users", error))?,
-            memory_id,
-        ))
-    }
-
-    /// Test support: archives a memory, as post-processing would (and bumps the version, as it must).
-    #[cfg(feature = "test-support")]
-    pub async fn archive_test_memory(&self, user_id: UserId, memory_id: MemoryId) -> Result<i64> {
-        let now = chrono::DateTime::parse_from_rfc3339("2026-03-02T10:00:00Z")
-            .map_err(|error| corrupt("memories", error))?
-            .with_timezone(&chrono::Utc);
-        on_pool!(self, |pool| {
-            sqlx::query("UPDATE memories SET archived_at = $1, archive_reason = 'test' WHERE id = $2 AND user_id = $3")
-                .bind(now)
-                .bind(memory_id.to_string())
-                .bind(user_id.to_string())
-                .execute(pool)
-                .await?
-                .rows_affected()
-        });
-        self.bump_memory_version(user_id).await
-    }
-
-    /// Test support: deletes a memory outright, standing in for a fault that lost it.
-    #[cfg(feature = "test-support")]
-    pub async fn delete_test_memory(&self, user_id: UserId, memory_id: MemoryId) -> Result<i64> {
-        on_pool!(self, |pool| {
-            sqlx::query("DELETE FROM memories WHERE id = $1 AND user_id = $2")
-                .bind(memory_id.to_string())
-                .bind(user_id.to_string())
-                .execute(pool)
-                .await?
-                .rows_affected()
-        });
-        self.bump_memory_version(user_id).await
     }
 }
 
@@ -562,7 +424,7 @@ impl VectorIndex {
 
 /// Dot product with 16 independent accumulators: the compiler vectorizes this loop, where a
 /// single running sum is a serial dependency chain it must not reorder (measured 19.5 vs 32 ms
-/// per 100k × 384 in reference/crates.md §4).
+/// per 100k × 384 on a development machine).
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     let mut sums = [0.0_f32; 16];
     let a_chunks = a.chunks_exact(16);

@@ -22,10 +22,10 @@ use axum::routing::{MethodRouter, get, post};
 use base64::Engine;
 use sha2::{Digest, Sha256};
 
-use crate::api::ApiToken;
-use crate::app::App;
 use crate::render::{self, escape_html};
 use crate::session::{SessionKeys, cookie_value, end_cookie, start_cookie};
+use crate::token::ApiToken;
+use memsift_engine::app::App;
 
 /// Seconds between automatic reloads.
 const REFRESH_SECS: u32 = 10;
@@ -132,7 +132,7 @@ pub fn route_list() -> Vec<(&'static str, &'static str)> {
 }
 
 async fn admin_headers(mut response: Response) -> Response {
-    crate::api::set_security_headers(response.headers_mut(), CONTENT_SECURITY_POLICY.clone());
+    crate::headers::set_security_headers(response.headers_mut(), CONTENT_SECURITY_POLICY.clone());
     response
 }
 
@@ -302,7 +302,7 @@ async fn segments(State(state): State<AdminState>) -> Result<Html<String>, PageE
 
 /// The provider lanes that are paused or unwell, why, and the likely fix; empty when all are well.
 async fn unhealthy_lanes(state: &AdminState) -> Result<String, PageError> {
-    let lines = crate::health::describe_unhealthy(&state.app.store.lane_health().await?);
+    let lines = memsift_engine::health::describe_unhealthy(&state.app.store.lane_health().await?);
     if lines.is_empty() {
         return Ok(String::new());
     }

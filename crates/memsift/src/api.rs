@@ -10,7 +10,6 @@
 //! [`PipelineWorker`] that owns the `App` and is driven on the task that called [`serve`] (or
 //! that mounts the router, like the daemon): no `LocalSet` and no second runtime needed.
 
-use std::collections::HashMap;
 use std::future::Future;
 
 use axum::Json;
@@ -21,20 +20,18 @@ use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, delete, get, post};
-use memsift_core::config::ApiConfig;
 use memsift_core::{RequestId, SegmentId};
 use memsift_store::StoreError;
-use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use subtle::ConstantTimeEq;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::app::App;
-use crate::pipeline::{self, StepReport};
+use memsift_engine::app::App;
+use memsift_engine::pipeline::{self, StepReport};
+use memsift_engine::search::{SearchError, SearchRequest};
 
-/// The environment variable holding the bearer token (preferred over `api.token_file`).
-pub const TOKEN_ENV: &str = "MEMSIFT_API_TOKEN";
+use crate::headers::set_security_headers;
+pub use crate::token::{ApiToken, MIN_TOKEN_CHARS, TOKEN_ENV, TokenError};
 
 /// The committed OpenAPI document, served at `GET /openapi.json`.
 pub const OPENAPI_JSON: &str = include_str!("../../../docs/openapi.json");
@@ -46,98 +43,8 @@ const EXTRACT_MAX_STEPS: usize = 8;
 /// Default and largest page of `GET …/memories`.
 const DEFAULT_LIMIT: i64 = 100;
 const MAX_LIMIT: i64 = 1000;
-/// Default and largest `k` of a search.
+/// Default `k` of a search.
 const DEFAULT_K: usize = 10;
-const MAX_K: usize = 100;
-
-/// Why the API cannot start.
-#[derive(Debug, thiserror::Error)]
-pub enum TokenError {
-    /// Neither the variable nor the file gives a token.
-    #[error("no API token: set {TOKEN_ENV} or [api] token_file in the configuration")]
-    Missing,
-    /// The token file cannot be read.
-    #[error("cannot read the API token file {path}: {source}")]
-    Read {
-        /// The file.
-        path: String,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// The token file is empty.
-    #[error("the API token file {0} is empty; write the token on its first line")]
-    Empty(String),
-    /// The token is too short to withstand guessing.
-    #[error(
-        "the API token from {source_name} is {length} characters; use at least {MIN_TOKEN_CHARS} (e.g. `openssl rand -hex 32`)"
-    )]
-    TooShort {
-        /// Where it came from: the variable or the file.
-        source_name: String,
-        /// Its length in characters.
-        length: usize,
-    },
-}
-
-/// The shortest API token accepted: 32 random characters are beyond guessing over HTTP.
-pub const MIN_TOKEN_CHARS: usize = 32;
-
-/// The bearer token every protected route checks, held as a secret.
-#[derive(Clone)]
-pub struct ApiToken(std::sync::Arc<SecretString>);
-
-impl ApiToken {
-    /// A token given directly (tests, embedding callers); at least [`MIN_TOKEN_CHARS`] long.
-    pub fn new(token: &str) -> Result<ApiToken, TokenError> {
-        ApiToken::from_source(token, "the caller")
-    }
-
-    fn from_source(token: &str, source_name: &str) -> Result<ApiToken, TokenError> {
-        let length = token.chars().count();
-        if length < MIN_TOKEN_CHARS {
-            return Err(TokenError::TooShort {
-                source_name: source_name.to_owned(),
-                length,
-            });
-        }
-        Ok(ApiToken(std::sync::Arc::new(SecretString::from(token.to_owned()))))
-    }
-
-    /// `MEMSIFT_API_TOKEN`, else the first line of `api.token_file`.
-    pub fn load(config: &ApiConfig) -> Result<ApiToken, TokenError> {
-        if let Ok(token) = std::env::var(TOKEN_ENV)
-            && !token.trim().is_empty()
-        {
-            return ApiToken::from_source(token.trim(), TOKEN_ENV);
-        }
-        let path = config.token_file.as_ref().ok_or(TokenError::Missing)?;
-        let text = std::fs::read_to_string(path).map_err(|source| TokenError::Read {
-            path: path.display().to_string(),
-            source,
-        })?;
-        let token = text.lines().next().unwrap_or("").trim();
-        if token.is_empty() {
-            return Err(TokenError::Empty(path.display().to_string()));
-        }
-        ApiToken::from_source(token, &format!("the file {}", path.display()))
-    }
-
-    /// Whether `offered` is the token.
-    pub fn matches(&self, offered: &str) -> bool {
-        // Constant time over the bytes, so response timing does not reveal a matching prefix.
-        bool::from(self.0.expose_secret().as_bytes().ct_eq(offered.as_bytes()))
-    }
-
-    /// A key for one purpose (`label`) derived from the token, HMAC-SHA256(token, label): it
-    /// changes when the token does, and reveals nothing of the token.
-    pub(crate) fn derive_key(&self, label: &[u8]) -> [u8; 32] {
-        use hmac::Mac;
-        let mut mac = <hmac::Hmac<sha2::Sha256> as Mac>::new_from_slice(self.0.expose_secret().as_bytes())
-            .expect("HMAC takes a key of any length");
-        mac.update(label);
-        mac.finalize().into_bytes().into()
-    }
-}
 
 /// An API error: its status and one line saying what to fix, sent as `{"error": "…"}`.
 #[derive(Debug, thiserror::Error)]
@@ -258,7 +165,7 @@ impl PipelineWorker {
             match job {
                 WorkerJob::Extract { reply } => run_job(app, "extract", reply, extract_steps(app)).await,
                 WorkerJob::Erase { user, reply } => {
-                    run_job(app, "erase", reply, crate::erase::erase_user(app, &user)).await;
+                    run_job(app, "erase", reply, memsift_engine::erase::erase_user(app, &user)).await;
                 }
                 WorkerJob::Cancel { batch_id, reply } => {
                     run_job(app, "cancel", reply, cancel_batch_now(app, batch_id)).await;
@@ -272,10 +179,10 @@ impl PipelineWorker {
 /// do: logged once here, answered as [`JobPanicked`].
 async fn run_job<T>(app: &App, job: &'static str, reply: Reply<T>, work: impl Future<Output = T>) {
     let work = async {
-        crate::app::worker_fail_point("api::worker_job", &app.worker_id);
+        memsift_engine::app::worker_fail_point("api::worker_job", &app.worker_id);
         work.await
     };
-    let result = crate::daemon::catch_panic(work).await.map_err(|panic| {
+    let result = crate::panics::catch_panic(work).await.map_err(|panic| {
         tracing::error!(job, panic = %panic, "An API job panicked; it is answered 500 and the worker goes on.");
         JobPanicked { job }
     });
@@ -404,18 +311,6 @@ pub async fn serve(
         result = server => result,
         () = worker => Ok(()),
     }
-}
-
-/// The headers every response of the server carries, with the page's `Content-Security-Policy`:
-/// nothing is cached (answers hold people's memories), nothing may frame it, no address leaks
-/// in a `Referer`, and no body is sniffed into another type.
-pub(crate) fn set_security_headers(headers: &mut header::HeaderMap, content_security_policy: header::HeaderValue) {
-    use header::HeaderValue;
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
-    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
-    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
-    headers.insert(header::CONTENT_SECURITY_POLICY, content_security_policy);
 }
 
 /// The API answers JSON and text only: its policy allows nothing to load or frame it.
@@ -564,10 +459,29 @@ async fn list_memories(
     Ok(Json(json!({ "memories": rows })))
 }
 
-#[derive(Deserialize)]
+#[derive(Debug, Deserialize)]
 struct SearchQuery {
     q: Option<String>,
     k: Option<usize>,
+    budget_tokens: Option<usize>,
+    include_turns: Option<bool>,
+    since: Option<String>,
+    until: Option<String>,
+}
+
+/// An RFC 3339 query parameter, or a 400 naming it.
+fn query_time(name: &str, value: Option<&str>) -> ApiResult<Option<chrono::DateTime<chrono::Utc>>> {
+    value
+        .map(|text| {
+            chrono::DateTime::parse_from_rfc3339(text.trim())
+                .map(|at| at.with_timezone(&chrono::Utc))
+                .map_err(|_| {
+                    ApiError::BadRequest(format!(
+                        "query `{name}`: `{text}` is not a time; use RFC 3339 such as 2026-03-01T10:00:00Z"
+                    ))
+                })
+        })
+        .transpose()
 }
 
 async fn search_memories(
@@ -576,60 +490,33 @@ async fn search_memories(
     params: Result<Query<SearchQuery>, QueryRejection>,
 ) -> ApiResult<Json<Value>> {
     let params = query(params)?;
-    let q = params.q.unwrap_or_default();
-    if q.trim().is_empty() {
+    if params.q.as_deref().is_none_or(|q| q.trim().is_empty()) {
         return Err(ApiError::BadRequest(
             "query `q` is missing or empty; give the text to search for".to_owned(),
         ));
     }
     let k = params.k.unwrap_or(DEFAULT_K);
-    if !(1..=MAX_K).contains(&k) {
+    if !(1..=memsift_engine::search::MAX_K).contains(&k) {
         return Err(ApiError::BadRequest(format!(
-            "query `k`: {k} is out of range; use 1 to {MAX_K}"
+            "query `k`: {k} is out of range; use 1 to {}",
+            memsift_engine::search::MAX_K
         )));
     }
-    let app = &state.app;
-    let Some(user_id) = app.store.user_id(&user).await? else {
-        return Ok(Json(json!({ "results": [] })));
+    let request = SearchRequest {
+        k,
+        budget_tokens: params.budget_tokens,
+        include_turns: params.include_turns.unwrap_or(false),
+        since: query_time("since", params.since.as_deref())?,
+        until: query_time("until", params.until.as_deref())?,
+        ..SearchRequest::new(user, params.q.unwrap_or_default())
     };
-    let index = app
-        .vectors
-        .fresh_index(&app.store, user_id)
-        .await
-        .map_err(ApiError::internal)?;
-    let query_vector = app
-        .vectors
-        .embed(vec![q])
-        .await
-        .map_err(ApiError::internal)?
-        .pop()
-        .ok_or_else(|| ApiError::internal(anyhow::anyhow!("the embedder returned no vector")))?;
-    let neighbours = index.search(&query_vector, k).map_err(ApiError::internal)?;
-    let ids: Vec<_> = neighbours.iter().map(|neighbour| neighbour.memory_id).collect();
-    let texts: HashMap<String, String> = app
-        .store
-        .active_memory_texts(user_id, &ids)
-        .await?
-        .into_iter()
-        .map(|(id, text)| (id.to_string(), text))
-        .collect();
-    // A memory archived since the index was read has no text here: leave it out.
-    let results: Vec<Value> = neighbours
-        .iter()
-        .filter_map(|neighbour| {
-            let id = neighbour.memory_id.to_string();
-            let text = texts.get(&id)?;
-            Some(json!({ "id": id, "text": text, "score": neighbour.score }))
-        })
-        .collect();
-    let returned: Vec<String> = results
-        .iter()
-        .filter_map(|result| result["id"].as_str().map(str::to_owned))
-        .collect();
-    app.store
-        .record_memory_access(&user, &returned, app.clock.now())
-        .await?;
-    Ok(Json(json!({ "results": results })))
+    match memsift_engine::search::search(&state.app, &request).await {
+        Ok(answer) => Ok(Json(serde_json::to_value(answer).map_err(ApiError::internal)?)),
+        Err(error) => match error.downcast_ref::<SearchError>() {
+            Some(invalid) => Err(ApiError::BadRequest(format!("search: {invalid}"))),
+            None => Err(ApiError::internal(error)),
+        },
+    }
 }
 
 #[derive(Deserialize)]

@@ -15,7 +15,6 @@
 //! them inline lets SIGTERM find, and bound, the one step in flight.
 
 use std::future::Future;
-use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,15 +23,16 @@ use anyhow::Context;
 use chrono::{DateTime, Duration, Timelike, Utc};
 use croner::Cron;
 use croner::parser::{CronParser, Seconds};
-use futures_util::FutureExt;
 use memsift_core::config::SchedulesConfig;
 use serde::Serialize;
-use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::mpsc;
 
-use crate::app::App;
-use crate::pipeline;
-use crate::stages::Stage;
+use memsift_engine::app::App;
+use memsift_engine::pipeline;
+use memsift_engine::stages::Stage;
+
+use crate::signals::Signals;
+use crate::token::ApiToken;
 
 /// A periodic job of the daemon.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -227,7 +227,7 @@ impl JobRunner for PipelineRunner {
                     return Ok(());
                 }
                 // The job only plans; `run_pipeline` executes and applies, like any request.
-                let plan = crate::stages::plan_stage(app, stage, None, false).await?;
+                let plan = memsift_engine::stages::plan_stage(app, stage, None, false).await?;
                 tracing::info!(plan = %serde_json::to_string(&plan)?, "Post-processing stage planned.");
             }
         }
@@ -342,7 +342,7 @@ impl Daemon {
     /// is recorded on the run and logged; it does not stop the daemon.
     pub async fn run_claimed(&self, job: JobName, tick: DateTime<Utc>) -> anyhow::Result<JobRun> {
         let started = std::time::Instant::now();
-        let error = match catch_panic(self.runner.run(&self.app, job)).await {
+        let error = match crate::panics::catch_panic(self.runner.run(&self.app, job)).await {
             Ok(Ok(())) => None,
             Ok(Err(error)) => Some(format!("{error:#}")),
             Err(panic) => Some(format!("panicked: {panic}")),
@@ -370,28 +370,6 @@ impl Daemon {
     }
 }
 
-/// Runs `job` to its end, or returns the message of the panic that stopped it. A panic is a bug in
-/// one job; the daemon and the API worker record it and go on with the next job, which is safe
-/// because every step leaves the store in a committed state.
-///
-/// A panic caught here is not counted as unhandled ([`crate::panics`]); one anywhere else is.
-pub(crate) async fn catch_panic<T>(job: impl Future<Output = T>) -> Result<T, String> {
-    AssertUnwindSafe(crate::panics::Handled(Box::pin(job)))
-        .catch_unwind()
-        .await
-        .map_err(|panic| panic_message(panic.as_ref()))
-}
-
-fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    if let Some(text) = panic.downcast_ref::<&str>() {
-        (*text).to_owned()
-    } else if let Some(text) = panic.downcast_ref::<String>() {
-        text.clone()
-    } else {
-        "a non-text panic payload".to_owned()
-    }
-}
-
 /// Sends a state to systemd when started with `NOTIFY_SOCKET` (a no-op otherwise).
 fn notify(state: &[sd_notify::NotifyState<'_>]) {
     if let Err(error) = sd_notify::notify(state) {
@@ -409,14 +387,56 @@ async fn in_flight(step: &mut Option<Step<'_>>) -> anyhow::Result<Vec<JobRun>> {
     }
 }
 
-/// `memsift daemon`: runs the jobs until SIGTERM or SIGINT, then drains and returns.
+/// `memsift daemon` end to end: the jobs and, with an API token, the HTTP API and admin pages
+/// beside them, until `signals` asks to stop; the API stops once the jobs have drained. The app's
+/// store is closed before it returns, which checkpoints SQLite's WAL.
+pub async fn run(app: App, token: Option<ApiToken>, mut signals: Signals) -> anyhow::Result<()> {
+    // Opening the app migrated the store and checked every tier's route; the schedules are
+    // checked here, before READY=1 tells systemd the daemon is up.
+    let daemon = Daemon::new(app.clone(), Arc::new(PipelineRunner))?;
+    // Checked, not loaded: the model is loaded when work first needs it and released when idle.
+    app.vectors.check()?;
+    let api = match token {
+        Some(token) => {
+            let listen = &app.config.api.listen;
+            let listener = tokio::net::TcpListener::bind(listen)
+                .await
+                .with_context(|| format!("daemon: cannot listen on {listen}; set [api] listen"))?;
+            tracing::info!(address = %listener.local_addr()?, "HTTP API and admin pages listening.");
+            Some((token, listener))
+        }
+        None => None,
+    };
+    let (stop_api, api_stopped) = tokio::sync::oneshot::channel::<()>();
+    let jobs = async {
+        let result = serve(&daemon, &mut signals).await;
+        let _ = stop_api.send(());
+        result
+    };
+    let http = async {
+        match api {
+            Some((token, listener)) => crate::api::serve(app.clone(), token, listener, async {
+                let _ = api_stopped.await;
+            })
+            .await
+            .context("daemon: the HTTP server failed"),
+            None => Ok(()),
+        }
+    };
+    let (result, http_result) = tokio::join!(jobs, http);
+    app.store.close().await;
+    result.and(http_result)
+}
+
+/// Runs the jobs until `signals` asks to stop (SIGTERM or SIGINT in the binary), then drains and
+/// returns.
 ///
 /// Order of events: cron triggers registered, signal handlers installed, `READY=1` (the store is
 /// open and migrated and the configuration checked before this is called), one catch-up tick,
 /// then a tick per trigger. On a signal: `STOPPING=1`, the scheduler stops firing, and the step in
 /// flight gets `daemon.drain_timeout_secs` to finish before it is dropped (safe: every step is a
 /// committed state machine, and its claims expire) and its leases released.
-pub async fn serve(daemon: &Daemon) -> anyhow::Result<()> {
+pub async fn serve(daemon: &Daemon, signals: &mut Signals) -> anyhow::Result<()> {
     let app = daemon.app();
     let (wake_tx, mut wake_rx) = mpsc::unbounded_channel::<JobName>();
     let mut scheduler = tokio_cron_scheduler::JobScheduler::new()
@@ -437,8 +457,6 @@ pub async fn serve(daemon: &Daemon) -> anyhow::Result<()> {
             .with_context(|| format!("cannot schedule job {}", job.as_str()))?;
     }
     drop(wake_tx);
-    let mut sigterm = signal(SignalKind::terminate()).context("cannot install the SIGTERM handler")?;
-    let mut sigint = signal(SignalKind::interrupt()).context("cannot install the SIGINT handler")?;
     scheduler.start().await.context("cannot start the cron scheduler")?;
     // systemd sets WATCHDOG_USEC when the unit has WatchdogSec; pinging at half the interval
     // leaves a whole half for one slow wake-up of this loop.
@@ -473,8 +491,7 @@ pub async fn serve(daemon: &Daemon) -> anyhow::Result<()> {
                     notify(&[sd_notify::NotifyState::Watchdog]);
                 }
             }
-            _ = sigterm.recv() => break "SIGTERM",
-            _ = sigint.recv() => break "SIGINT",
+            name = signals.next() => break name,
             Some(_) = wake_rx.recv() => {
                 if step.is_none() {
                     step = Some(Box::pin(daemon.tick(app.clock.now())));
@@ -522,8 +539,7 @@ pub async fn serve(daemon: &Daemon) -> anyhow::Result<()> {
                 }
                 _ = &mut deadline => break true,
                 // A second signal is the operator insisting: abandon now.
-                _ = sigterm.recv() => break true,
-                _ = sigint.recv() => break true,
+                _ = signals.next() => break true,
             }
         };
     if abandoned {
@@ -548,22 +564,5 @@ fn log_step(result: anyhow::Result<Vec<JobRun>>) {
     if let Err(error) = result {
         // The store was unreachable for a claim; the next trigger tries again.
         tracing::warn!(error = %format!("{error:#}"), "A tick could not claim its jobs.");
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::catch_panic;
-
-    #[tokio::test]
-    async fn a_panic_catch_panic_handles_is_not_counted_and_a_spawned_tasks_is() {
-        crate::panics::install_hook();
-        let before = crate::panics::unhandled();
-        let caught = catch_panic(async { panic!("a bug in a job") }).await;
-        assert_eq!(caught.unwrap_err(), "a bug in a job");
-        assert_eq!(crate::panics::unhandled(), before, "a caught panic is handled");
-        let joined = tokio::spawn(async { panic!("a bug in a spawned task") }).await;
-        assert!(joined.unwrap_err().is_panic());
-        assert_eq!(crate::panics::unhandled(), before + 1, "a spawned task's panic is not");
     }
 }

@@ -12,10 +12,13 @@ use memsift_embed::model::{INSTALL_COMMAND, install, verify};
 use memsift_embed::{Embedder, HashingEmbedder};
 use memsift_sim::{Sim, SimConfig};
 
-use crate::app::{App, demo_database_path, sqlite_url};
-use crate::embedding::minilm_dir;
 use crate::import::parse_jsonl;
-use crate::{pipeline, render};
+use memsift_engine::app::App;
+use memsift_engine::embedding::minilm_dir;
+use memsift_engine::pipeline;
+use memsift_engine::setup::{demo_database_path, sqlite_url};
+
+use crate::render;
 
 /// The sample conversations (written for memsift; not LoCoMo), compiled in.
 pub const SAMPLE_JSONL: &str = include_str!("../demo/sample.jsonl");

@@ -68,7 +68,23 @@ pub fn render(
 ) -> prometheus::Result<String> {
     let registry = Registry::new();
     register_lanes(&registry, lanes)?;
+    register_segments(&registry, snapshot)?;
+    register_requests(&registry, snapshot)?;
+    register_items_and_memories(&registry, snapshot)?;
+    register_batch_latency(&registry, snapshot)?;
+    register_embedder(&registry, embedder)?;
 
+    let up = IntGauge::new("memsift_up", "1 when the store answered this scrape.")?;
+    up.set(1);
+    registry.register(Box::new(up))?;
+
+    let mut buffer = Vec::new();
+    TextEncoder::new().encode(&registry.gather(), &mut buffer)?;
+    Ok(String::from_utf8(buffer).unwrap_or_default())
+}
+
+/// Segments by status (every status present, 0 when none) and the dead ones again as dead letters.
+fn register_segments(registry: &Registry, snapshot: &MetricsSnapshot) -> prometheus::Result<()> {
     let segments = IntGaugeVec::new(Opts::new("memsift_segments", "Segments by status."), &["status"])?;
     for status in SEGMENT_STATUSES {
         segments.with_label_values(&[status]).set(0);
@@ -88,7 +104,11 @@ pub fn render(
     )?;
     dead_letters.set(dead);
     registry.register(Box::new(dead_letters))?;
+    Ok(())
+}
 
+/// Request attempts by status, purpose and lane, and the tokens and cost they recorded.
+fn register_requests(registry: &Registry, snapshot: &MetricsSnapshot) -> prometheus::Result<()> {
     let requests = IntGaugeVec::new(
         Opts::new("memsift_requests", "LLM request attempts by status, purpose and lane."),
         &["status", "purpose", "lane"],
@@ -131,7 +151,11 @@ pub fn render(
     }
     registry.register(Box::new(tokens))?;
     registry.register(Box::new(cost))?;
+    Ok(())
+}
 
+/// What extraction kept and dropped: drops in total and by reason, memories active and held.
+fn register_items_and_memories(registry: &Registry, snapshot: &MetricsSnapshot) -> prometheus::Result<()> {
     let dropped = IntCounter::new(
         "memsift_items_dropped_total",
         "Extracted items dropped by validation or dedupe, over every request.",
@@ -177,7 +201,11 @@ pub fn render(
         drops.with_label_values(&[reason.as_str()]).set(*count);
     }
     registry.register(Box::new(drops))?;
+    Ok(())
+}
 
+/// Submission-to-end latency of every batch that ended.
+fn register_batch_latency(registry: &Registry, snapshot: &MetricsSnapshot) -> prometheus::Result<()> {
     let latency = prometheus::Histogram::with_opts(
         prometheus::HistogramOpts::new(
             "memsift_batch_latency_seconds",
@@ -189,7 +217,11 @@ pub fn render(
         latency.observe(*seconds);
     }
     registry.register(Box::new(latency))?;
+    Ok(())
+}
 
+/// This process's embedder: whether it holds the model now and how often it loaded it.
+fn register_embedder(registry: &Registry, embedder: EmbedderState) -> prometheus::Result<()> {
     let loaded = IntGauge::new(
         "memsift_embedder_loaded",
         "1 while this process holds the embedding model in memory, 0 once released (or before first use).",
@@ -202,14 +234,7 @@ pub fn render(
     )?;
     loads.inc_by(embedder.n_loads);
     registry.register(Box::new(loads))?;
-
-    let up = IntGauge::new("memsift_up", "1 when the store answered this scrape.")?;
-    up.set(1);
-    registry.register(Box::new(up))?;
-
-    let mut buffer = Vec::new();
-    TextEncoder::new().encode(&registry.gather(), &mut buffer)?;
-    Ok(String::from_utf8(buffer).unwrap_or_default())
+    Ok(())
 }
 
 /// Each lane's breaker (1 on its state), whether a setting fault holds it, and the totals.

@@ -20,14 +20,16 @@ pub struct Grid {
 }
 
 impl Grid {
-    fn new(header: &[&str]) -> Self {
+    /// An empty grid with these column names.
+    pub fn new(header: &[&str]) -> Self {
         Self {
             header: header.iter().map(|cell| (*cell).to_owned()).collect(),
             rows: Vec::new(),
         }
     }
 
-    fn add_row(&mut self, row: Vec<String>) {
+    /// Appends a row (as many cells as the header).
+    pub fn add_row(&mut self, row: Vec<String>) {
         self.rows.push(row);
     }
 

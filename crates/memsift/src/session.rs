@@ -17,7 +17,7 @@ use rand::RngCore;
 use secrecy::{ExposeSecret, SecretBox};
 use sha2::Sha256;
 
-use crate::api::ApiToken;
+use crate::token::ApiToken;
 
 /// The cookie's name.
 pub const SESSION_COOKIE: &str = "memsift_admin";

@@ -20,10 +20,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::process::ExitCode;
 
 use memsift_core::config::{Config, ModelPrice, price_for};
-use memsift_core::contract::{DEFAULT_CONFIDENCE, ExtractedItem};
+use memsift_core::contract::{DEFAULT_CONFIDENCE, ExtractedItem, Turn};
 use memsift_core::transcript::parse_turns;
 use memsift_llm::{TokenUsage, cost};
-use memsift_payload::{TOKENIZER, count_tokens};
+use memsift_tokens::{TOKENIZER, count_tokens};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -200,20 +200,27 @@ fn compare(
     write_hour: bool,
 ) -> Result<Comparison, String> {
     let mut out = Comparison::default();
-    let ref_extraction = &reference.extraction;
-    let ref_cache = match ref_extraction.cache_ttl.as_str() {
-        "off" => None,
-        "5m" => Some(false),
-        "1h" => Some(true),
-        other => {
-            return Err(format!(
-                "extraction.cache_ttl = {other:?}; use \"5m\", \"1h\" or \"off\""
-            ));
-        }
-    };
-    let instruction_tokens = tokens(&ref_extraction.instruction_turn);
+    let ref_cache = reference_cache_marker(&reference.extraction)?;
+    tally_ours(&mut out, lines, price, write_hour);
+    tally_reference_extraction(&mut out, lines, price, &reference.extraction, ref_cache);
+    tally_reference_relationships(&mut out, lines, price, &reference.relationship);
+    Ok(out)
+}
 
-    // Our requests, priced from what the provider reported.
+/// The reference's system-prompt cache marker: `None` when off, else whether it is the 1-hour TTL.
+fn reference_cache_marker(ref_extraction: &ReferenceExtraction) -> Result<Option<bool>, String> {
+    match ref_extraction.cache_ttl.as_str() {
+        "off" => Ok(None),
+        "5m" => Ok(Some(false)),
+        "1h" => Ok(Some(true)),
+        other => Err(format!(
+            "extraction.cache_ttl = {other:?}; use \"5m\", \"1h\" or \"off\""
+        )),
+    }
+}
+
+/// Our requests, priced from what the provider reported, with the recorded cost checked against it.
+fn tally_ours(out: &mut Comparison, lines: &[RequestLine], price: &ModelPrice, write_hour: bool) {
     for line in lines {
         let usage = reported_usage(line, write_hour);
         let recomputed = cost(&usage, price, true);
@@ -235,9 +242,18 @@ fn compare(
             _ => {}
         }
     }
+}
 
-    // The reference's extraction: per segment, the same turns in 40-message chunks, each with the whole
-    // system prompt, the closing instruction turn, thinking, and the same memories in its output format.
+/// The reference's extraction: per segment, the same turns in 40-message chunks, each with the whole
+/// system prompt, the closing instruction turn, thinking, and the same memories in its output format.
+fn tally_reference_extraction(
+    out: &mut Comparison,
+    lines: &[RequestLine],
+    price: &ModelPrice,
+    ref_extraction: &ReferenceExtraction,
+    ref_cache: Option<bool>,
+) {
+    let instruction_tokens = tokens(&ref_extraction.instruction_turn);
     let mut by_segment: BTreeMap<&str, Vec<&RequestLine>> = BTreeMap::new();
     for line in lines.iter().filter(|line| line.purpose == "extraction") {
         by_segment
@@ -251,17 +267,7 @@ fn compare(
     let mut written_in_batch: BTreeSet<String> = BTreeSet::new();
     let cacheable = price.cacheable_tokens(ref_extraction.system_prompt_tokens);
     for chunks in by_segment.values() {
-        let mut seen = BTreeSet::new();
-        let mut turns = Vec::new();
-        let mut items = Vec::new();
-        for line in chunks {
-            for turn in parse_turns(&line.user_message) {
-                if seen.insert(turn.label.clone()) {
-                    turns.push(turn);
-                }
-            }
-            items.extend(items_of(line.raw_output.as_deref()));
-        }
+        let (turns, items) = segment_turns_and_items(chunks);
         let batch = chunks[0].batch_id.clone().unwrap_or_default();
         for (chunk_index, chunk) in turns.chunks(ref_extraction.chunk_messages.max(1)).enumerate() {
             let labels: BTreeSet<&str> = chunk.iter().map(|turn| turn.label.as_str()).collect();
@@ -305,10 +311,32 @@ fn compare(
             out.reference_extraction_unthinking.add(unthinking, price);
         }
     }
+}
 
-    // The reference's relationship classification: one uncached request per pair we classified, answered with
-    // our verdict in its output format.
-    let ref_relationship = &reference.relationship;
+/// A segment's turns, each once and in order, and every memory we extracted from its chunks.
+fn segment_turns_and_items(chunks: &[&RequestLine]) -> (Vec<Turn>, Vec<ExtractedItem>) {
+    let mut seen = BTreeSet::new();
+    let mut turns = Vec::new();
+    let mut items = Vec::new();
+    for line in chunks {
+        for turn in parse_turns(&line.user_message) {
+            if seen.insert(turn.label.clone()) {
+                turns.push(turn);
+            }
+        }
+        items.extend(items_of(line.raw_output.as_deref()));
+    }
+    (turns, items)
+}
+
+/// The reference's relationship classification: one uncached request per pair we classified, answered with
+/// our verdict in its output format.
+fn tally_reference_relationships(
+    out: &mut Comparison,
+    lines: &[RequestLine],
+    price: &ModelPrice,
+    ref_relationship: &ReferenceRelationship,
+) {
     for line in lines.iter().filter(|line| line.purpose == "relationship") {
         let Some(classified) = classification(line) else {
             continue;
@@ -325,37 +353,41 @@ fn compare(
                 .user_template
                 .replace("{new}", &classified.memory)
                 .replace("{existing}", text);
-            let verdict = classified.verdicts.get(label);
-            let kind = verdict
-                .and_then(|verdict| verdict.get("kind"))
-                .and_then(Value::as_str)
-                .filter(|kind| *kind != "none")
-                .unwrap_or(&ref_relationship.null_kind);
-            let mut answer = serde_json::Map::new();
-            for field in &ref_relationship.output_fields {
-                let value = match field.as_str() {
-                    "relationship_type" => json!(kind),
-                    "confidence" => verdict
-                        .and_then(|verdict| verdict.get("confidence"))
-                        .cloned()
-                        .unwrap_or(json!(DEFAULT_CONFIDENCE)),
-                    "reasoning" => verdict
-                        .and_then(|verdict| verdict.get("reasoning"))
-                        .cloned()
-                        .unwrap_or(json!("")),
-                    _ => Value::Null,
-                };
-                answer.insert(field.clone(), value);
-            }
+            let answer = reference_verdict(classified.verdicts.get(label), ref_relationship);
             let usage = TokenUsage {
                 input_tokens: ref_relationship.system_prompt_tokens + tokens(&user),
-                output_tokens: tokens(&Value::Object(answer).to_string()),
+                output_tokens: tokens(&answer.to_string()),
                 ..TokenUsage::default()
             };
             out.reference_relationship.add(usage, price);
         }
     }
-    Ok(out)
+}
+
+/// Our verdict on one pair (none: the reference's null kind) as the reference's answer spells it.
+fn reference_verdict(verdict: Option<&Value>, ref_relationship: &ReferenceRelationship) -> Value {
+    let kind = verdict
+        .and_then(|verdict| verdict.get("kind"))
+        .and_then(Value::as_str)
+        .filter(|kind| *kind != "none")
+        .unwrap_or(&ref_relationship.null_kind);
+    let mut answer = serde_json::Map::new();
+    for field in &ref_relationship.output_fields {
+        let value = match field.as_str() {
+            "relationship_type" => json!(kind),
+            "confidence" => verdict
+                .and_then(|verdict| verdict.get("confidence"))
+                .cloned()
+                .unwrap_or(json!(DEFAULT_CONFIDENCE)),
+            "reasoning" => verdict
+                .and_then(|verdict| verdict.get("reasoning"))
+                .cloned()
+                .unwrap_or(json!("")),
+            _ => Value::Null,
+        };
+        answer.insert(field.clone(), value);
+    }
+    Value::Object(answer)
 }
 
 fn per_thousand(usd: f64, segments: u64) -> f64 {

@@ -13,7 +13,7 @@ use sqlx::types::Json;
 use super::{Covered, EntityRow, ProposalToReview, RefinementRules, ReviewMemory, StageMemory};
 use crate::requests::NewRequest;
 use crate::tx::sql;
-use crate::{Result, Store, corrupt, on_pool};
+use crate::{Result, Store, corrupt};
 
 impl Store {
     /// Records post-processing requests and marks the memories they cover (`related_at` for
@@ -44,44 +44,36 @@ impl Store {
 
     /// Active memories written by extraction that the reviewer has not looked at, oldest first.
     pub async fn memories_to_review(&self, limit: i64) -> Result<Vec<ReviewMemory>> {
-        Ok(on_pool!(self, |pool| {
-            sqlx::query_as(
-                "SELECT m.id, m.user_id, m.text, m.confidence, m.happens_at, m.expires_at, m.temporal FROM memories m
+        self.read_all(sql!(
+            "SELECT m.id, m.user_id, m.text, m.confidence, m.happens_at, m.expires_at, m.temporal FROM memories m
                  JOIN llm_requests r ON r.id = m.source_request_id
                  WHERE m.archived_at IS NULL AND m.reviewed_at IS NULL AND r.purpose = 'extraction'
                  ORDER BY m.created_at, m.id LIMIT $1",
-            )
-            .bind(limit)
-            .fetch_all(pool)
-            .await?
-        }))
+            limit
+        ))
+        .await
     }
 
     /// One active memory as the reviewer sees it.
     pub async fn review_memory(&self, user_id: UserId, memory_id: MemoryId) -> Result<Option<ReviewMemory>> {
-        Ok(on_pool!(self, |pool| {
-            sqlx::query_as(
-                "SELECT id, user_id, text, confidence, happens_at, expires_at, temporal FROM memories
+        self.read_optional(sql!(
+            "SELECT id, user_id, text, confidence, happens_at, expires_at, temporal FROM memories
                  WHERE id = $1 AND user_id = $2 AND archived_at IS NULL",
-            )
-            .bind(memory_id.to_string())
-            .bind(user_id.to_string())
-            .fetch_optional(pool)
-            .await?
-        }))
+            memory_id,
+            user_id
+        ))
+        .await
     }
 
     /// Users with at least one active memory: (id, external id), in id order.
     pub async fn users_with_memories(&self) -> Result<Vec<(UserId, String)>> {
-        let rows: Vec<(String, String)> = on_pool!(self, |pool| {
-            sqlx::query_as(
+        let rows: Vec<(String, String)> = self
+            .read_all(sql!(
                 "SELECT u.id, u.external_id FROM users u
                  WHERE EXISTS (SELECT 1 FROM memories m WHERE m.user_id = u.id AND m.archived_at IS NULL)
-                 ORDER BY u.id",
-            )
-            .fetch_all(pool)
-            .await?
-        });
+                 ORDER BY u.id"
+            ))
+            .await?;
         rows.into_iter()
             .map(|(id, external)| Ok((UserId::parse(&id).map_err(|error| corrupt("users", error))?, external)))
             .collect()
@@ -89,27 +81,24 @@ impl Store {
 
     /// How many active memories a user has (the base of every stage's cap).
     pub async fn active_memory_count(&self, user_id: UserId) -> Result<i64> {
-        Ok(on_pool!(self, |pool| {
-            sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM memories WHERE user_id = $1 AND archived_at IS NULL")
-                .bind(user_id.to_string())
-                .fetch_one(pool)
-                .await?
-        }))
+        self.read_scalar_one::<i64>(sql!(
+            "SELECT COUNT(*) FROM memories WHERE user_id = $1 AND archived_at IS NULL",
+            user_id
+        ))
+        .await
     }
 
     /// Active memories relationship classification has not covered yet, oldest first.
     pub async fn memories_to_relate(&self, user_id: UserId, limit: i64) -> Result<Vec<StageMemory>> {
-        let rows: Vec<(String, String, Json<Value>)> = on_pool!(self, |pool| {
-            sqlx::query_as(
+        let rows: Vec<(String, String, Json<Value>)> = self
+            .read_all(sql!(
                 "SELECT id, text, link_hints FROM memories
                  WHERE user_id = $1 AND archived_at IS NULL AND related_at IS NULL
                  ORDER BY created_at, id LIMIT $2",
-            )
-            .bind(user_id.to_string())
-            .bind(limit)
-            .fetch_all(pool)
-            .await?
-        });
+                user_id,
+                limit
+            ))
+            .await?;
         rows.into_iter()
             .map(|(id, text, Json(hints))| {
                 Ok(StageMemory {
@@ -124,18 +113,16 @@ impl Store {
 
     /// A user's active memories in hub order: most important, then most linked, then oldest.
     pub async fn memory_hubs(&self, user_id: UserId) -> Result<Vec<MemoryId>> {
-        let ids: Vec<String> = on_pool!(self, |pool| {
-            sqlx::query_scalar(
+        let ids: Vec<String> = self
+            .read_scalar_all(sql!(
                 "SELECT m.id FROM memories m
                  WHERE m.user_id = $1 AND m.archived_at IS NULL
                  ORDER BY m.importance DESC,
                           (SELECT COUNT(*) FROM memory_links l WHERE l.source_id = m.id OR l.target_id = m.id) DESC,
                           m.created_at, m.id",
-            )
-            .bind(user_id.to_string())
-            .fetch_all(pool)
-            .await?
-        });
+                user_id
+            ))
+            .await?;
         ids.iter()
             .map(|id| MemoryId::parse(id).map_err(|error| corrupt("memories", error)))
             .collect()
@@ -145,16 +132,14 @@ impl Store {
     pub async fn linked_pairs(&self, user_id: UserId, kinds: &[&str]) -> Result<Vec<(MemoryId, MemoryId)>> {
         let mut pairs = Vec::new();
         for kind in kinds {
-            let rows: Vec<(String, String)> = on_pool!(self, |pool| {
-                sqlx::query_as(
+            let rows: Vec<(String, String)> = self
+                .read_all(sql!(
                     "SELECT l.source_id, l.target_id FROM memory_links l JOIN memories m ON m.id = l.source_id
                      WHERE m.user_id = $1 AND l.kind = $2",
-                )
-                .bind(user_id.to_string())
-                .bind(*kind)
-                .fetch_all(pool)
-                .await?
-            });
+                    user_id,
+                    *kind
+                ))
+                .await?;
             for (source, target) in rows {
                 let parse = |id: &str| MemoryId::parse(id).map_err(|error| corrupt("memory_links", error));
                 pairs.push((parse(&source)?, parse(&target)?));
@@ -169,16 +154,8 @@ impl Store {
     pub async fn memories_in_flight(&self, user_id: UserId, purposes: &[Purpose]) -> Result<HashSet<MemoryId>> {
         let mut ids = HashSet::new();
         for purpose in purposes {
-            let subjects: Vec<Json<Value>> = on_pool!(self, |pool| {
-                sqlx::query_scalar(
-                    "SELECT subject FROM llm_requests
-                     WHERE user_id = $1 AND purpose = $2 AND status IN ('planned', 'submitted', 'succeeded', 'errored', 'expired', 'canceled')",
-                )
-                .bind(user_id.to_string())
-                .bind(purpose.as_str())
-                .fetch_all(pool)
-                .await?
-            });
+            let subjects: Vec<Json<Value>> = self.read_scalar_all(sql!("SELECT subject FROM llm_requests
+                     WHERE user_id = $1 AND purpose = $2 AND status IN ('planned', 'submitted', 'succeeded', 'errored', 'expired', 'canceled')", user_id, purpose.as_str())).await?;
             for Json(subject) in subjects {
                 // A subject that does not read is no reason to stop planning; it names nothing.
                 let subject: RequestSubject = crate::from_json("llm_requests", subject).unwrap_or_default();
@@ -197,22 +174,20 @@ impl Store {
         now: DateTime<Utc>,
         rules: &RefinementRules,
     ) -> Result<Vec<StageMemory>> {
-        let rows: Vec<(String, String)> = on_pool!(self, |pool| {
-            sqlx::query_as(
+        let rows: Vec<(String, String)> = self
+            .read_all(sql!(
                 "SELECT id, text FROM memories
                  WHERE user_id = $1 AND archived_at IS NULL AND LENGTH(text) > $2 AND created_at <= $3
                    AND access_count >= $4 AND (refined_at IS NULL OR refined_at <= $5) AND refinement_rejections < $6
                  ORDER BY created_at, id",
-            )
-            .bind(user_id.to_string())
-            .bind(rules.min_chars)
-            .bind(now - chrono::Duration::days(rules.min_age_days))
-            .bind(rules.min_reads)
-            .bind(now - chrono::Duration::days(rules.cooldown_days))
-            .bind(rules.max_rejections)
-            .fetch_all(pool)
-            .await?
-        });
+                user_id,
+                rules.min_chars,
+                now - chrono::Duration::days(rules.min_age_days),
+                rules.min_reads,
+                now - chrono::Duration::days(rules.cooldown_days),
+                rules.max_rejections
+            ))
+            .await?;
         rows.into_iter()
             .map(|(id, text)| {
                 Ok(StageMemory {
@@ -226,15 +201,12 @@ impl Store {
 
     /// A user's active entities.
     pub async fn user_entities(&self, user_id: UserId) -> Result<Vec<EntityRow>> {
-        Ok(on_pool!(self, |pool| {
-            sqlx::query_as(
-                "SELECT id, name, kind, link_count FROM entities WHERE user_id = $1 AND archived_at IS NULL
+        self.read_all(sql!(
+            "SELECT id, name, kind, link_count FROM entities WHERE user_id = $1 AND archived_at IS NULL
                  ORDER BY normalized_name, id",
-            )
-            .bind(user_id.to_string())
-            .fetch_all(pool)
-            .await?
-        }))
+            user_id
+        ))
+        .await
     }
 
     /// Entities entity GC reviews: active, linked from `min_links..=max_links` memories, and not
@@ -247,55 +219,35 @@ impl Store {
         min_links: i64,
         max_links: i64,
     ) -> Result<Vec<EntityRow>> {
-        Ok(on_pool!(self, |pool| {
-            sqlx::query_as(
-                "SELECT e.id, e.name, e.kind, e.link_count FROM entities e
+        self.read_all(sql!("SELECT e.id, e.name, e.kind, e.link_count FROM entities e
                  WHERE e.user_id = $1 AND e.archived_at IS NULL AND e.link_count BETWEEN $2 AND $3
                    AND COALESCE(e.last_linked_at, e.created_at) <= $4
                    AND NOT EXISTS (SELECT 1 FROM llm_requests r
                                    WHERE r.user_id = e.user_id AND r.purpose = 'entity_gc'
                                      AND r.status IN ('planned', 'submitted', 'succeeded', 'errored', 'expired', 'canceled')
-                                     AND r.subject ->> 'entity_id' = e.id)
-                 ORDER BY e.normalized_name, e.id",
-            )
-            .bind(user_id.to_string())
-            .bind(min_links)
-            .bind(max_links)
-            .bind(now - chrono::Duration::days(dormant_days))
-            .fetch_all(pool)
-            .await?
-        }))
+                                     AND r.subject_entity_id = e.id)
+                 ORDER BY e.normalized_name, e.id", user_id, min_links, max_links, now - chrono::Duration::days(dormant_days))).await
     }
 
     /// Texts of up to `limit` active memories joined to an entity.
     pub async fn entity_memory_texts(&self, entity_id: &str, limit: i64) -> Result<Vec<String>> {
-        Ok(on_pool!(self, |pool| {
-            sqlx::query_scalar(
-                "SELECT m.text FROM memories m JOIN memory_entities j ON j.memory_id = m.id
+        self.read_scalar_all(sql!(
+            "SELECT m.text FROM memories m JOIN memory_entities j ON j.memory_id = m.id
                  WHERE j.entity_id = $1 AND m.archived_at IS NULL ORDER BY m.created_at, m.id LIMIT $2",
-            )
-            .bind(entity_id)
-            .bind(limit)
-            .fetch_all(pool)
-            .await?
-        }))
+            entity_id,
+            limit
+        ))
+        .await
     }
 
     /// Extracted segments with no live summary and no summary request in flight: (segment, user).
     pub async fn segments_to_summarize(&self, limit: i64) -> Result<Vec<(SegmentId, UserId)>> {
-        let rows: Vec<(String, String)> = on_pool!(self, |pool| {
-            sqlx::query_as(
-                "SELECT s.id, s.user_id FROM segments s
+        let rows: Vec<(String, String)> = self.read_all(sql!("SELECT s.id, s.user_id FROM segments s
                  WHERE s.status = 'extracted'
                    AND NOT EXISTS (SELECT 1 FROM segment_summaries x WHERE x.segment_id = s.id AND x.superseded_at IS NULL)
                    AND NOT EXISTS (SELECT 1 FROM llm_requests r WHERE r.segment_id = s.id AND r.purpose = 'summary'
                                      AND r.status IN ('planned', 'submitted', 'succeeded', 'errored', 'expired', 'canceled', 'applied'))
-                 ORDER BY s.id LIMIT $1",
-            )
-            .bind(limit)
-            .fetch_all(pool)
-            .await?
-        });
+                 ORDER BY s.id LIMIT $1", limit)).await?;
         rows.into_iter()
             .map(|(segment, user)| {
                 Ok((
@@ -306,55 +258,45 @@ impl Store {
             .collect()
     }
 
-    /// A segment's live summary.
-    pub async fn live_summary(&self, segment_id: SegmentId) -> Result<Option<String>> {
-        Ok(on_pool!(self, |pool| {
-            sqlx::query_scalar("SELECT text FROM segment_summaries WHERE segment_id = $1 AND superseded_at IS NULL")
-                .bind(segment_id.to_string())
-                .fetch_optional(pool)
-                .await?
-        }))
-    }
-
     /// What post-processing shapes, store-wide: (active memories, archived memories, links by
     /// kind, active entities, live segment summaries).
     pub async fn postprocess_shape(&self) -> Result<(i64, i64, std::collections::BTreeMap<String, i64>, i64, i64)> {
-        Ok(on_pool!(self, |pool| {
-            let (active, archived): (i64, i64) = sqlx::query_as(
-                "SELECT CAST(COALESCE(SUM(CASE WHEN archived_at IS NULL THEN 1 ELSE 0 END), 0) AS BIGINT),
+        Ok({
+            let (active, archived): (i64, i64) = self
+                .read_one(sql!(
+                    "SELECT CAST(COALESCE(SUM(CASE WHEN archived_at IS NULL THEN 1 ELSE 0 END), 0) AS BIGINT),
                         CAST(COALESCE(SUM(CASE WHEN archived_at IS NULL THEN 0 ELSE 1 END), 0) AS BIGINT)
-                 FROM memories",
-            )
-            .fetch_one(pool)
-            .await?;
-            let links: Vec<(String, i64)> =
-                sqlx::query_as("SELECT kind, COUNT(*) FROM memory_links GROUP BY kind ORDER BY kind")
-                    .fetch_all(pool)
-                    .await?;
-            let entities: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM entities WHERE archived_at IS NULL")
-                .fetch_one(pool)
+                 FROM memories"
+                ))
                 .await?;
-            let summaries: i64 =
-                sqlx::query_scalar("SELECT COUNT(*) FROM segment_summaries WHERE superseded_at IS NULL")
-                    .fetch_one(pool)
-                    .await?;
+            let links: Vec<(String, i64)> = self
+                .read_all(sql!(
+                    "SELECT kind, COUNT(*) FROM memory_links GROUP BY kind ORDER BY kind"
+                ))
+                .await?;
+            let entities: i64 = self
+                .read_scalar_one(sql!("SELECT COUNT(*) FROM entities WHERE archived_at IS NULL"))
+                .await?;
+            let summaries: i64 = self
+                .read_scalar_one(sql!(
+                    "SELECT COUNT(*) FROM segment_summaries WHERE superseded_at IS NULL"
+                ))
+                .await?;
             (active, archived, links.into_iter().collect(), entities, summaries)
-        }))
+        })
     }
 
     /// Applied consolidation proposals whose review is not planned yet.
     pub async fn proposals_to_review(&self, limit: i64) -> Result<Vec<ProposalToReview>> {
-        let rows: Vec<(String, String, Json<Value>, Option<String>)> = on_pool!(self, |pool| {
-            sqlx::query_as(
+        let rows: Vec<(String, String, Json<Value>, Option<String>)> = self
+            .read_all(sql!(
                 "SELECT r.id, r.user_id, r.subject, r.raw_output FROM llm_requests r
                  WHERE r.purpose = 'consolidation' AND r.status = 'applied' AND r.n_items = 1
                    AND NOT EXISTS (SELECT 1 FROM llm_requests v WHERE v.parent_request_id = r.id)
                  ORDER BY r.applied_at, r.id LIMIT $1",
-            )
-            .bind(limit)
-            .fetch_all(pool)
-            .await?
-        });
+                limit
+            ))
+            .await?;
         rows.into_iter()
             .filter_map(|(id, user, Json(subject), raw)| raw.map(|raw| (id, user, subject, raw)))
             .map(|(id, user, subject, raw_output)| {

@@ -13,6 +13,20 @@ use crate::tx::sql;
 use crate::vectors::vector_to_le_bytes;
 use crate::{Result, Store};
 
+/// The replacement texts, whitespace collapsed, each with its normalised key; empty texts and
+/// texts with a key seen before are left out.
+fn distinct_texts(texts: &[String]) -> Vec<(String, String)> {
+    let mut distinct: Vec<(String, String)> = Vec::new();
+    for text in texts {
+        let text = collapse_whitespace(text.trim());
+        let key = dedupe_key(&text);
+        if !text.is_empty() && !distinct.iter().any(|(_, seen)| *seen == key) {
+            distinct.push((text, key));
+        }
+    }
+    distinct
+}
+
 impl Store {
     /// Replaces memories with new ones (consolidation: several into one; refinement: one into one
     /// or more) in one transaction: the new memories with the originals' evidence and entities,
@@ -22,57 +36,10 @@ impl Store {
     /// Nothing changes (the answer is applied with a note) when an original is no longer active,
     /// a new text would duplicate another active memory, or the run's cap would be passed.
     pub async fn apply_replacement(&self, input: &Replacement) -> Result<StageOutcome> {
-        let mut new_texts: Vec<(String, String)> = Vec::new();
-        for text in &input.new_texts {
-            let text = collapse_whitespace(text.trim());
-            let key = dedupe_key(&text);
-            if !text.is_empty() && !new_texts.iter().any(|(_, seen)| *seen == key) {
-                new_texts.push((text, key));
-            }
-        }
+        let new_texts = distinct_texts(&input.new_texts);
         let original_ids: Vec<String> = input.originals.iter().map(ToString::to_string).collect();
         self.write(async |tx| {
-            let mut problem = None;
-            if new_texts.is_empty() || original_ids.is_empty() {
-                problem = Some("nothing to write".to_owned());
-            }
-            for id in &original_ids {
-                let active: Option<String> = tx
-                    .scalar_optional(sql!(
-                        "SELECT id FROM memories WHERE id = $1 AND user_id = $2 AND archived_at IS NULL",
-                        id,
-                        input.user_id
-                    ))
-                    .await?;
-                if active.is_none() {
-                    problem.get_or_insert_with(|| format!("memory {id} is no longer active"));
-                }
-            }
-            for (text, key) in &new_texts {
-                let taken: Option<String> = tx
-                    .scalar_optional(sql!(
-                        "SELECT id FROM memories WHERE user_id = $1 AND dedupe_key = $2 AND archived_at IS NULL",
-                        input.user_id,
-                        key
-                    ))
-                    .await?;
-                if let Some(taken) = taken.filter(|id| !original_ids.contains(id)) {
-                    problem.get_or_insert_with(|| format!("memory {taken} already says `{text}`"));
-                }
-                if tx.is_tombstoned(input.user_id, key).await? {
-                    problem.get_or_insert_with(|| "a new text is a fact this user had erased".to_owned());
-                }
-            }
-            let used = tx.run_changes(&input.cap.run).await?;
-            if used + original_ids.len() as i64 > input.cap.cap {
-                problem.get_or_insert_with(|| {
-                    format!(
-                        "the run's cap is reached ({used} of {} memories changed)",
-                        input.cap.cap
-                    )
-                });
-            }
-            if let Some(problem) = problem {
+            if let Some(problem) = tx.replacement_problem(input, &original_ids, &new_texts).await? {
                 return tx
                     .settle_without_change(input.request_id, 0, Some(&problem), input.now)
                     .await;
@@ -92,133 +59,19 @@ impl Store {
                     joins_of_entities: &[],
                 })
                 .await?;
-            let reason = format!("{}: {}", input.kind, input.reason);
             // Archive first: a new text may normalise to an original's key.
-            for id in &original_ids {
-                tx.execute(sql!(
-                    "UPDATE memories SET archived_at = $2, archive_reason = $3, updated_at = $2 WHERE id = $1",
-                    id,
-                    input.now,
-                    &reason
-                ))
-                .await?;
-            }
+            let reason = format!("{}: {}", input.kind, input.reason);
+            tx.archive_originals(&original_ids, &reason, input.now).await?;
             let mut created = Vec::with_capacity(new_texts.len());
             for (position, (text, key)) in new_texts.iter().enumerate() {
-                let vector = input
-                    .embeddings
-                    .as_ref()
-                    .and_then(|(model, vectors)| Some((model.as_str(), vectors.get(position)?)));
-                // The new memory starts from the first original's fields; the strongest
-                // original's confidence and importance, and any sensitivity, are taken below.
-                type Fields = (f64, f64, Option<DateTime<Utc>>, Option<DateTime<Utc>>, bool, String, Option<String>);
-                let (importance, confidence, happens_at, expires_at, sensitive, temporal, source_segment): Fields = tx
-                    .fetch_one(sql!(
-                        "SELECT importance, confidence, happens_at, expires_at, sensitive, temporal, source_segment_id
-                         FROM memories WHERE id = $1",
-                        &original_ids[0]
-                    ))
+                let id = tx
+                    .insert_replacement(input, &original_ids[0], position, text, key)
                     .await?;
-                let prompt_version: Option<String> = tx
-                    .scalar_optional(sql!("SELECT prompt_version FROM llm_requests WHERE id = $1", input.request_id))
-                    .await?;
-                let model = tx.model_of_request(input.request_id).await?;
-                let memory = MemoryInsert {
-                    user_id: input.user_id,
-                    text,
-                    dedupe_key: key,
-                    importance,
-                    confidence,
-                    happens_at,
-                    expires_at,
-                    sensitive,
-                    temporal: &temporal,
-                    source_segment_id: source_segment.as_deref().and_then(|id| SegmentId::parse(id).ok()),
-                    source_request_id: Some(input.request_id),
-                    prompt_version: prompt_version.as_deref().unwrap_or(input.kind),
-                    model: model.as_deref(),
-                    refined_at: (input.kind == "refine").then_some(input.now),
-                    embedding: vector.map(|(model, vector)| (vector_to_le_bytes(vector), model, vector.len() as i64)),
-                    now: input.now,
-                };
-                // Checked above inside this transaction, so anything but a write is a race lost to
-                // another writer: the error rolls the archiving back, and the answer is tried again.
-                let id = match tx.insert_memory(&memory).await? {
-                    Inserted::Written(id) => id.to_string(),
-                    other => {
-                        return Err(crate::StoreError::Invalid(format!(
-                            "the new memory `{text}` could not be written ({other:?}); nothing changed"
-                        )));
-                    }
-                };
-                // The strongest original's confidence and importance, and any sensitivity.
-                for original in &original_ids {
-                    for column in ["confidence", "importance"] {
-                        let statement = format!(
-                            "UPDATE memories SET {column} = (SELECT o.{column} FROM memories o WHERE o.id = $2)
-                             WHERE id = $1 AND {column} < (SELECT o.{column} FROM memories o WHERE o.id = $2)"
-                        );
-                        tx.execute(sql!(&statement, &id, original)).await?;
-                    }
-                    tx.execute(sql!(
-                        "UPDATE memories SET sensitive = TRUE
-                         WHERE id = $1 AND EXISTS (SELECT 1 FROM memories o WHERE o.id = $2 AND o.sensitive = TRUE)",
-                        &id,
-                        original
-                    ))
-                    .await?;
-                    tx.execute(sql!(
-                        "INSERT INTO memory_evidence (memory_id, message_id)
-                         SELECT $1, message_id FROM memory_evidence WHERE memory_id = $2 ON CONFLICT DO NOTHING",
-                        &id,
-                        original
-                    ))
-                    .await?;
-                    tx.execute(sql!(
-                        "INSERT INTO memory_entities (memory_id, entity_id)
-                         SELECT $1, entity_id FROM memory_entities WHERE memory_id = $2 ON CONFLICT DO NOTHING",
-                        &id,
-                        original
-                    ))
-                    .await?;
-                }
+                tx.inherit_from_originals(&id, &original_ids).await?;
                 created.push(id);
             }
-            for id in &original_ids {
-                tx.execute(sql!(
-                    "UPDATE memories SET superseded_by = $2 WHERE id = $1",
-                    id,
-                    &created[0]
-                ))
-                .await?;
-            }
-            // Links move to the first new memory in both directions; a link between two
-            // originals would become a self-link and is dropped.
-            let moved = |id: &String| {
-                if original_ids.contains(id) {
-                    created[0].clone()
-                } else {
-                    id.clone()
-                }
-            };
-            let mut n_links = 0;
-            for link in &before.links {
-                let moved_link = LinkRow {
-                    source_id: moved(&link.source_id),
-                    target_id: moved(&link.target_id),
-                    ..link.clone()
-                };
-                if moved_link.source_id != moved_link.target_id && tx.insert_link(&moved_link, false).await? {
-                    n_links += 1;
-                }
-            }
-            for id in &original_ids {
-                tx.execute(sql!(
-                    "DELETE FROM memory_links WHERE source_id = $1 OR target_id = $1",
-                    id
-                ))
-                .await?;
-            }
+            tx.point_originals_at(&original_ids, &created[0]).await?;
+            let n_links = tx.move_links(&original_ids, &created[0], &before.links).await?;
             let after = RowsAfter {
                 created_memory_ids: created.clone(),
                 created_links: Vec::new(),
@@ -372,5 +225,218 @@ impl crate::tx::WriteTx {
             })
             .await?;
         Ok(Some(before))
+    }
+
+    /// Why a replacement cannot be written, if it cannot: nothing to write, an original no longer
+    /// active, a new text another active memory already says or the user erased, or the run's cap.
+    /// Every check runs; the first problem found is the one reported.
+    async fn replacement_problem(
+        &mut self,
+        input: &Replacement,
+        original_ids: &[String],
+        new_texts: &[(String, String)],
+    ) -> Result<Option<String>> {
+        let mut problem = None;
+        if new_texts.is_empty() || original_ids.is_empty() {
+            problem = Some("nothing to write".to_owned());
+        }
+        for id in original_ids {
+            let active: Option<String> = self
+                .scalar_optional(sql!(
+                    "SELECT id FROM memories WHERE id = $1 AND user_id = $2 AND archived_at IS NULL",
+                    id,
+                    input.user_id
+                ))
+                .await?;
+            if active.is_none() {
+                problem.get_or_insert_with(|| format!("memory {id} is no longer active"));
+            }
+        }
+        for (text, key) in new_texts {
+            let taken: Option<String> = self
+                .scalar_optional(sql!(
+                    "SELECT id FROM memories WHERE user_id = $1 AND dedupe_key = $2 AND archived_at IS NULL",
+                    input.user_id,
+                    key
+                ))
+                .await?;
+            if let Some(taken) = taken.filter(|id| !original_ids.contains(id)) {
+                problem.get_or_insert_with(|| format!("memory {taken} already says `{text}`"));
+            }
+            if self.is_tombstoned(input.user_id, key).await? {
+                problem.get_or_insert_with(|| "a new text is a fact this user had erased".to_owned());
+            }
+        }
+        let used = self.run_changes(&input.cap.run).await?;
+        if used + original_ids.len() as i64 > input.cap.cap {
+            problem.get_or_insert_with(|| {
+                format!(
+                    "the run's cap is reached ({used} of {} memories changed)",
+                    input.cap.cap
+                )
+            });
+        }
+        Ok(problem)
+    }
+
+    /// Archives the replaced memories with the replacement's reason.
+    async fn archive_originals(&mut self, original_ids: &[String], reason: &str, now: DateTime<Utc>) -> Result<()> {
+        for id in original_ids {
+            self.execute(sql!(
+                "UPDATE memories SET archived_at = $2, archive_reason = $3, updated_at = $2 WHERE id = $1",
+                id,
+                now,
+                reason
+            ))
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// Inserts the new memory at `position` of the replacement, starting from the first
+    /// original's fields; returns its id.
+    async fn insert_replacement(
+        &mut self,
+        input: &Replacement,
+        first_original: &str,
+        position: usize,
+        text: &str,
+        key: &str,
+    ) -> Result<String> {
+        let vector = input
+            .embeddings
+            .as_ref()
+            .and_then(|(model, vectors)| Some((model.as_str(), vectors.get(position)?)));
+        // The new memory starts from the first original's fields; the strongest
+        // original's confidence and importance, and any sensitivity, are taken after.
+        type Fields = (
+            f64,
+            f64,
+            Option<DateTime<Utc>>,
+            Option<DateTime<Utc>>,
+            bool,
+            String,
+            Option<String>,
+        );
+        let (importance, confidence, happens_at, expires_at, sensitive, temporal, source_segment): Fields = self
+            .fetch_one(sql!(
+                "SELECT importance, confidence, happens_at, expires_at, sensitive, temporal, source_segment_id
+                 FROM memories WHERE id = $1",
+                first_original
+            ))
+            .await?;
+        let prompt_version: Option<String> = self
+            .scalar_optional(sql!(
+                "SELECT prompt_version FROM llm_requests WHERE id = $1",
+                input.request_id
+            ))
+            .await?;
+        let model = self.model_of_request(input.request_id).await?;
+        let memory = MemoryInsert {
+            user_id: input.user_id,
+            text,
+            dedupe_key: key,
+            importance,
+            confidence,
+            happens_at,
+            expires_at,
+            sensitive,
+            temporal: &temporal,
+            source_segment_id: source_segment.as_deref().and_then(|id| SegmentId::parse(id).ok()),
+            source_request_id: Some(input.request_id),
+            prompt_version: prompt_version.as_deref().unwrap_or(input.kind),
+            model: model.as_deref(),
+            refined_at: (input.kind == "refine").then_some(input.now),
+            embedding: vector.map(|(model, vector)| (vector_to_le_bytes(vector), model, vector.len() as i64)),
+            now: input.now,
+        };
+        // Checked before inside this transaction, so anything but a write is a race lost to
+        // another writer: the error rolls the archiving back, and the answer is tried again.
+        match self.insert_memory(&memory).await? {
+            Inserted::Written(id) => Ok(id.to_string()),
+            other => Err(crate::StoreError::Invalid(format!(
+                "the new memory `{text}` could not be written ({other:?}); nothing changed"
+            ))),
+        }
+    }
+
+    /// Gives the new memory the strongest original's confidence and importance, any
+    /// sensitivity, and every original's evidence and entities.
+    async fn inherit_from_originals(&mut self, id: &str, original_ids: &[String]) -> Result<()> {
+        for original in original_ids {
+            for column in ["confidence", "importance"] {
+                let statement = format!(
+                    "UPDATE memories SET {column} = (SELECT o.{column} FROM memories o WHERE o.id = $2)
+                     WHERE id = $1 AND {column} < (SELECT o.{column} FROM memories o WHERE o.id = $2)"
+                );
+                self.execute(sql!(&statement, id, original)).await?;
+            }
+            self.execute(sql!(
+                "UPDATE memories SET sensitive = TRUE
+                 WHERE id = $1 AND EXISTS (SELECT 1 FROM memories o WHERE o.id = $2 AND o.sensitive = TRUE)",
+                id,
+                original
+            ))
+            .await?;
+            self.execute(sql!(
+                "INSERT INTO memory_evidence (memory_id, message_id)
+                 SELECT $1, message_id FROM memory_evidence WHERE memory_id = $2 ON CONFLICT DO NOTHING",
+                id,
+                original
+            ))
+            .await?;
+            self.execute(sql!(
+                "INSERT INTO memory_entities (memory_id, entity_id)
+                 SELECT $1, entity_id FROM memory_entities WHERE memory_id = $2 ON CONFLICT DO NOTHING",
+                id,
+                original
+            ))
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// Points each original at the first new memory (`superseded_by`).
+    async fn point_originals_at(&mut self, original_ids: &[String], replacement: &str) -> Result<()> {
+        for id in original_ids {
+            self.execute(sql!(
+                "UPDATE memories SET superseded_by = $2 WHERE id = $1",
+                id,
+                replacement
+            ))
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// Links move to the first new memory in both directions; a link between two originals would
+    /// become a self-link and is dropped. Returns how many links were written.
+    async fn move_links(&mut self, original_ids: &[String], replacement: &str, links: &[LinkRow]) -> Result<u64> {
+        let moved = |id: &String| {
+            if original_ids.contains(id) {
+                replacement.to_owned()
+            } else {
+                id.clone()
+            }
+        };
+        let mut n_links = 0;
+        for link in links {
+            let moved_link = LinkRow {
+                source_id: moved(&link.source_id),
+                target_id: moved(&link.target_id),
+                ..link.clone()
+            };
+            if moved_link.source_id != moved_link.target_id && self.insert_link(&moved_link, false).await? {
+                n_links += 1;
+            }
+        }
+        for id in original_ids {
+            self.execute(sql!(
+                "DELETE FROM memory_links WHERE source_id = $1 OR target_id = $1",
+                id
+            ))
+            .await?;
+        }
+        Ok(n_links)
     }
 }

@@ -4,10 +4,22 @@
 //! `postgres://postgres@127.0.0.1:5432/postgres`; each test creates and drops its own database.
 //! If the server is unreachable the PostgreSQL tests fail: they never skip.
 
+mod apply;
+mod batches;
 mod cases;
+mod drops;
+mod erasure;
+mod errors;
 mod helpers;
+mod lanes;
+mod listings;
+mod migrations;
 mod postprocess;
+mod revisions;
 mod schedules;
+mod search;
+mod segments;
+mod texts;
 mod vectors;
 
 /// Each case runs on both backends; a case listed under `at` starts from the schema of that
@@ -104,6 +116,11 @@ store_suite!(cases: [
     a_reconcile_miss_remembers_whether_the_create_was_called,
     scoring_archives_one_memory_per_run_for_a_user_with_fewer_than_twenty,
     each_memory_records_the_model_that_produced_it,
+    a_nul_in_an_error_text_is_stored_as_the_replacement_character,
+    drops_are_counted_by_reason_once_and_read_back_typed,
+    the_lexical_index_follows_every_memory_write_and_stays_within_its_user,
+    uncited_turns_are_found_by_their_words_and_only_the_users_own,
+    any_query_text_is_matched_as_words_never_as_query_syntax,
 ], at: [
     (6, a_populated_database_keeps_every_row_through_later_migrations),
 ]);

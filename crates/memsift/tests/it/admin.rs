@@ -99,6 +99,27 @@ fn assert_security_headers(headers: &HeaderMap) {
 #[tokio::test]
 async fn chromium_signs_in_once_and_reads_the_batch_with_no_token_in_any_address() {
     let test = TestApp::with_batch_sim(TestDb::sqlite().await, FaultConfig::default()).await;
+    let provider_batch_id = extract_ana_and_bo_through_the_batch_lane(&test).await;
+    let (base, server) = serve_admin_with_the_sign_in_page(&test).await;
+    // The app's provider client installed the TLS crypto provider reqwest needs even for http.
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+
+    a_request_without_a_session_gets_only_the_form(&http, &base).await;
+    let cookie = sign_in_through_the_form(&http, &base).await;
+    pages_read_with_the_cookie_escape_conversation_text(&http, &base, &cookie).await;
+    chromium_reads_the_batch_page_signed_in(&base, &provider_batch_id).await;
+    chromium_screenshots_the_batch_page(&base).await;
+    sign_out_clears_the_cookie(&http, &base, &cookie).await;
+    server.abort();
+    test.finish().await;
+}
+
+/// Ana's and bo's conversations extracted through the simulated batch lane; the ended batch's
+/// provider id, which the batch page must show.
+async fn extract_ana_and_bo_through_the_batch_lane(test: &TestApp) -> String {
     test.import(
         "chat.jsonl",
         &[
@@ -109,27 +130,30 @@ async fn chromium_signs_in_once_and_reads_the_batch_with_no_token_in_any_address
     )
     .await
     .unwrap();
-    memsift::pipeline::run_until_idle(&test.app).await.unwrap();
+    memsift_engine::pipeline::run_until_idle(&test.app).await.unwrap();
     let batch = test.app.store.list_batches(None, None).await.unwrap().remove(0);
     // The ended batch is measured for /metrics (the simulator ended it within the test's clock).
     let snapshot = test.app.store.metrics_snapshot().await.unwrap();
     assert_eq!(snapshot.batch_latencies_secs.len(), 1, "{snapshot:?}");
     assert!(snapshot.batch_latencies_secs[0] >= 0.0);
-    let provider_batch_id = batch.provider_batch_id.clone().unwrap();
+    batch.provider_batch_id.clone().unwrap()
+}
 
+/// The admin router on a free port, with the test's sign-in page beside it; its base address and
+/// the server task.
+async fn serve_admin_with_the_sign_in_page(test: &TestApp) -> (String, tokio::task::JoinHandle<std::io::Result<()>>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let token = memsift::api::ApiToken::new(TOKEN).unwrap();
     let router = memsift::admin::router(test.app.clone(), Some(token)).merge(sign_in_page("/admin/batches"));
     let server = tokio::spawn(async move { axum::serve(listener, router).await });
-    // The app's provider client installed the TLS crypto provider reqwest needs even for http.
-    let http = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap();
+    (base, server)
+}
 
-    // Without a session: the sign-in form, with the security headers; a token in the address
-    // is not accepted (it would sit in history, logs and Referer headers).
+/// Without a session: the sign-in form, with the security headers; a token in the address
+/// is not accepted (it would sit in history, logs and Referer headers), and a wrong token in the
+/// form sets no cookie.
+async fn a_request_without_a_session_gets_only_the_form(http: &reqwest::Client, base: &str) {
     for path in ["/admin/batches", &format!("/admin/batches?token={TOKEN}")] {
         let refused = http.get(format!("{base}{path}")).send().await.unwrap();
         assert_eq!(refused.status(), StatusCode::UNAUTHORIZED, "{path}");
@@ -153,9 +177,11 @@ async fn chromium_signs_in_once_and_reads_the_batch_with_no_token_in_any_address
         .unwrap();
     assert_eq!(wrong.status(), StatusCode::UNAUTHORIZED);
     assert!(wrong.headers().get(SET_COOKIE).is_none());
+}
 
-    // The token, once, in a form body: a cookie and a redirect to the page asked for; an address
-    // of another site is never a redirect target.
+/// The token, once, in a form body: a cookie and a redirect to the page asked for; an address
+/// of another site is never a redirect target. Returns the session cookie.
+async fn sign_in_through_the_form(http: &reqwest::Client, base: &str) -> String {
     let signed_in = http
         .post(format!("{base}/admin/login"))
         .header("content-type", "application/x-www-form-urlencoded")
@@ -175,10 +201,14 @@ async fn chromium_signs_in_once_and_reads_the_batch_with_no_token_in_any_address
         .await
         .unwrap();
     assert_eq!(elsewhere.headers()[LOCATION], "/admin");
+    cookie
+}
 
+/// With the cookie the pages answer, and text from conversations is escaped, never markup.
+async fn pages_read_with_the_cookie_escape_conversation_text(http: &reqwest::Client, base: &str, cookie: &str) {
     let costs = http
         .get(format!("{base}/admin/costs"))
-        .header("cookie", &cookie)
+        .header("cookie", cookie)
         .send()
         .await
         .unwrap();
@@ -192,7 +222,7 @@ async fn chromium_signs_in_once_and_reads_the_batch_with_no_token_in_any_address
     // Text from conversations is escaped, never markup.
     let requests = http
         .get(format!("{base}/admin/requests"))
-        .header("cookie", &cookie)
+        .header("cookie", cookie)
         .send()
         .await
         .unwrap()
@@ -200,19 +230,26 @@ async fn chromium_signs_in_once_and_reads_the_batch_with_no_token_in_any_address
         .await
         .unwrap();
     assert!(!requests.contains("<b>love</b>"), "{requests}");
+}
 
+/// Chromium signs in through the form and reads the batch page, which reloads itself and links
+/// on, with no token in any address.
+async fn chromium_reads_the_batch_page_signed_in(base: &str, provider_batch_id: &str) {
     // Chromium runs as a separate process; the server keeps answering on this runtime meanwhile.
     let url = format!("{base}{SIGN_IN_PATH}");
     let dom = tokio::task::spawn_blocking(move || headless(&url, &["--virtual-time-budget=5000", "--dump-dom"]))
         .await
         .unwrap();
     let dom = String::from_utf8_lossy(&dom.stdout).into_owned();
-    assert!(dom.contains(&provider_batch_id), "{dom}");
+    assert!(dom.contains(provider_batch_id), "{dom}");
     assert!(dom.contains("<td>ingested</td>"), "{dom}");
     assert!(dom.contains("http-equiv=\"refresh\""), "the page reloads itself: {dom}");
     assert!(dom.contains("href=\"/admin/segments\""), "{dom}");
     assert!(!dom.contains("token="), "no link or refresh carries the token: {dom}");
+}
 
+/// Chromium renders the signed-in batch page to a PNG (kept at `MEMSIFT_SCREENSHOT_TO` when set).
+async fn chromium_screenshots_the_batch_page(base: &str) {
     let shot_dir = tempfile::tempdir().unwrap();
     let shot = shot_dir.path().join("batches.png");
     let url = format!("{base}{SIGN_IN_PATH}");
@@ -230,11 +267,13 @@ async fn chromium_signs_in_once_and_reads_the_batch_with_no_token_in_any_address
     if let Some(keep) = std::env::var_os("MEMSIFT_SCREENSHOT_TO") {
         std::fs::write(keep, &png).unwrap();
     }
+}
 
-    // Signing out makes the browser forget the cookie.
+/// Signing out makes the browser forget the cookie.
+async fn sign_out_clears_the_cookie(http: &reqwest::Client, base: &str, cookie: &str) {
     let signed_out = http
         .post(format!("{base}/admin/logout"))
-        .header("cookie", &cookie)
+        .header("cookie", cookie)
         .send()
         .await
         .unwrap();
@@ -244,8 +283,6 @@ async fn chromium_signs_in_once_and_reads_the_batch_with_no_token_in_any_address
         cleared.starts_with("memsift_admin=;") && cleared.contains("Max-Age=0"),
         "{cleared}"
     );
-    server.abort();
-    test.finish().await;
 }
 
 #[tokio::test]
@@ -253,7 +290,7 @@ async fn a_session_holds_on_every_daemon_with_the_token_until_it_expires_and_not
     let test = TestApp::sqlite().await;
     // reqwest is built without a bundled crypto provider, even for plain http.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let serve = |app: memsift::app::App, token: &str| {
+    let serve = |app: memsift_engine::app::App, token: &str| {
         let router = memsift::admin::router(app, Some(memsift::api::ApiToken::new(token).unwrap()));
         async move {
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

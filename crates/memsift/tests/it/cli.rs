@@ -719,7 +719,7 @@ async fn a_run_with_failed_attempts_says_how_many_as_the_store_counts() {
     )
     .await
     .unwrap();
-    let total = memsift::pipeline::run_until_idle(&test.app).await.unwrap();
+    let total = memsift_engine::pipeline::run_until_idle(&test.app).await.unwrap();
     let failed_in_store = test
         .app
         .store

@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, Duration, Utc};
-use memsift::app::App;
 use memsift::daemon::{Daemon, JobName, JobRun, JobRunner, PipelineRunner};
 use memsift_core::config::Config;
+use memsift_engine::app::App;
 
 use crate::helpers::{TestApp, app_on, installed_model_dir, line, t0};
 

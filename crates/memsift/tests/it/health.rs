@@ -4,9 +4,9 @@
 //! test's clock; every transition is driven step by step.
 
 use chrono::Duration;
-use memsift::pipeline::{run_once, run_until_idle};
 use memsift_core::Clock;
 use memsift_core::config::Config;
+use memsift_engine::pipeline::{run_once, run_until_idle};
 use memsift_sim::{FaultConfig, HttpFault, SimConfig, SimHandle};
 use memsift_store::testing::TestDb;
 
@@ -159,7 +159,7 @@ async fn an_openai_url_without_v1_pauses_the_lane_spends_nothing_and_stops_run_u
     assert_eq!((health[0].state.as_str(), health[0].setting_fault), ("open", true));
     assert!(health[0].fix.as_deref().unwrap_or_default().contains("end in /v1"));
     // What `memsift batches`, `memsift segments` and the admin pages print under their tables.
-    let lines = memsift::health::describe_unhealthy(&health);
+    let lines = memsift_engine::health::describe_unhealthy(&health);
     assert_eq!(lines.len(), 1);
     assert!(
         lines[0].starts_with(&format!("{lane} is paused by a setting fault (open) since ")),

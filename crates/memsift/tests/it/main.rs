@@ -1,17 +1,9 @@
-//! End-to-end tests of the memsift application: import, pipeline, apply, and the CLI process.
+//! End-to-end tests of the memsift interfaces: the CLI process, the HTTP API, the admin pages and the daemon.
 
 mod admin;
 mod api;
-mod batch_lane;
-mod budgets;
 mod cli;
-mod crash;
 mod daemon;
-mod erasure;
 mod health;
 mod helpers;
-mod pipeline;
-mod postprocess;
 mod secrets;
-mod tidy;
-mod vectors;

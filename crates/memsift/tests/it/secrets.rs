@@ -179,7 +179,10 @@ fn no_part_of_a_database_secret_reaches_the_redacted_url_an_error_or_the_log() {
                     shows_no_secret("the refusal", &unclear.to_string(), &case)?;
                 }
                 logs.0.lock().unwrap().clear();
-                let opened = runtime.block_on(memsift::app::App::open_with_system_clock(Config::defaults(), &case.url));
+                let opened = runtime.block_on(memsift_engine::app::App::open_with_system_clock(
+                    Config::defaults(),
+                    &case.url,
+                ));
                 let error = match opened {
                     // Only a SQLite URL with no parameter opens: the PostgreSQL database does not
                     // exist, and SQLite refuses every secret parameter.

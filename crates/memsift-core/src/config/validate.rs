@@ -1,0 +1,423 @@
+//! Validation, run on every load: each section's values are in range, and every route a tier can
+//! take names an `[llm.*]` section that exists (invariant 15).
+//!
+//! One check per section, run in a fixed order so the first problem reported stays the same one
+//! whichever file a check sits in; each returns the first value it refuses.
+
+use std::collections::BTreeMap;
+
+use super::Config;
+use super::error::{ConfigError, invalid};
+use super::prices::ModelPrice;
+use super::sections::{
+    BatchConfig, DatabaseConfig, EmbeddingBackend, EmbeddingsConfig, ExtractionConfig, HealthConfig, QuotaConfig,
+};
+
+impl Config {
+    /// Checks every value and every reachable `{purpose}_{tier}` key (invariant 15).
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.validate_segments_ingest_and_api()?;
+        if self.schedules.lease_secs == 0 {
+            return Err(invalid(
+                "schedules.lease_secs",
+                0,
+                "use a positive number of seconds, longer than the slowest run (default 900)",
+            ));
+        }
+        validate_extraction(&self.extraction)?;
+        validate_database(&self.database)?;
+        validate_batch(&self.batch)?;
+        self.validate_billing()?;
+        self.validate_tiers_reach_their_sections()?;
+        validate_prices(&self.prices)?;
+        self.validate_shares()?;
+        validate_embeddings(&self.embeddings)?;
+        self.validate_fallbacks()?;
+        validate_health(&self.health)?;
+        validate_quotas(&self.quotas)?;
+        self.validate_llm_sections()
+    }
+
+    /// The idle timeout and message size are positive, and a request body can carry the largest
+    /// message with its JSON around it.
+    fn validate_segments_ingest_and_api(&self) -> Result<(), ConfigError> {
+        if self.segments.idle_timeout_secs == 0 {
+            return Err(invalid(
+                "segments.idle_timeout_secs",
+                0,
+                "use a positive number of seconds, e.g. 3600",
+            ));
+        }
+        if self.ingest.max_message_bytes == 0 {
+            return Err(invalid(
+                "ingest.max_message_bytes",
+                0,
+                "use a positive size in bytes (default 1048576)",
+            ));
+        }
+        if self.api.max_body_bytes <= self.ingest.max_message_bytes {
+            return Err(invalid(
+                "api.max_body_bytes",
+                self.api.max_body_bytes,
+                &format!(
+                    "use more than ingest.max_message_bytes ({}), so a message of that size fits in a request with its JSON (default 4194304)",
+                    self.ingest.max_message_bytes
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// There is a tier, the default is one of them, and every budget names one and is a sum of
+    /// money.
+    fn validate_billing(&self) -> Result<(), ConfigError> {
+        if self.billing.tiers.is_empty() {
+            return Err(invalid(
+                "billing.tiers",
+                "[]",
+                "list at least one tier, e.g. [\"standard\"]",
+            ));
+        }
+        if !self.billing.tiers.contains(&self.billing.default_tier) {
+            return Err(invalid(
+                "billing.default_tier",
+                &self.billing.default_tier,
+                &format!("use one of billing.tiers {:?}", self.billing.tiers),
+            ));
+        }
+        for (tier, budget) in &self.billing.daily_budget_usd {
+            if !self.billing.tiers.contains(tier) {
+                return Err(invalid(
+                    &format!("billing.daily_budget_usd.{tier}"),
+                    budget,
+                    &format!("name one of billing.tiers {:?}", self.billing.tiers),
+                ));
+            }
+            if !budget.is_finite() || *budget < 0.0 {
+                return Err(invalid(
+                    &format!("billing.daily_budget_usd.{tier}"),
+                    budget,
+                    "use USD per user per day, >= 0",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Every tier has a `{purpose}_{tier}` section for every purpose it can reach.
+    fn validate_tiers_reach_their_sections(&self) -> Result<(), ConfigError> {
+        for tier in &self.billing.tiers {
+            for purpose in self.reachable_purposes() {
+                self.llm_for(purpose, tier)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The importance floor and the per-run shares of scoring and post-processing are in [0, 1].
+    fn validate_shares(&self) -> Result<(), ConfigError> {
+        let scoring = &self.scoring;
+        if !(0.0..=1.0).contains(&scoring.floor) {
+            return Err(invalid(
+                "scoring.floor",
+                scoring.floor,
+                "use an importance in [0, 1] (default 0.05)",
+            ));
+        }
+        if !(0.0..=1.0).contains(&self.postprocess.max_share_per_run) {
+            return Err(invalid(
+                "postprocess.max_share_per_run",
+                self.postprocess.max_share_per_run,
+                "use a share in [0, 1] (default 0.05)",
+            ));
+        }
+        if !(0.0..=1.0).contains(&scoring.max_share_per_run) {
+            return Err(invalid(
+                "scoring.max_share_per_run",
+                scoring.max_share_per_run,
+                "use a share in [0, 1] (default 0.05: at most 5 % of a user's memories per run)",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Every fallback names an existing section that has no fallback of its own (a chain is one
+    /// list, read in one place), and none names its own section.
+    fn validate_fallbacks(&self) -> Result<(), ConfigError> {
+        for (key, llm) in &self.llm {
+            for (position, name) in llm.fallback.iter().enumerate() {
+                let field = format!("llm.{key}.fallback[{position}]");
+                let Some(target) = self.llm.get(name) else {
+                    return Err(invalid(
+                        &field,
+                        format!("\"{name}\""),
+                        &format!("name an [llm.*] section that exists; add [llm.{name}] or remove it"),
+                    ));
+                };
+                if name == key || llm.fallback[..position].contains(name) {
+                    return Err(invalid(
+                        &field,
+                        format!("\"{name}\""),
+                        "list each other section once; a section is never its own fallback",
+                    ));
+                }
+                if !target.fallback.is_empty() {
+                    return Err(invalid(
+                        &field,
+                        format!("\"{name}\""),
+                        &format!(
+                            "a fallback section has no fallback of its own; list every provider in llm.{key}.fallback instead"
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Each section's prompt-cache TTL is one the providers offer and its output cap is positive.
+    fn validate_llm_sections(&self) -> Result<(), ConfigError> {
+        for (key, llm) in &self.llm {
+            if !matches!(llm.cache_ttl.as_str(), "5m" | "1h") {
+                return Err(invalid(
+                    &format!("llm.{key}.cache_ttl"),
+                    &llm.cache_ttl,
+                    "use \"5m\" or \"1h\"",
+                ));
+            }
+            if llm.max_tokens == 0 {
+                return Err(invalid(&format!("llm.{key}.max_tokens"), 0, "use at least 1"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A segment gets at least one attempt and a recorded answer at least one apply.
+fn validate_extraction(extraction: &ExtractionConfig) -> Result<(), ConfigError> {
+    if extraction.max_attempts == 0 {
+        return Err(invalid("extraction.max_attempts", 0, "use at least 1 (default 3)"));
+    }
+    if extraction.max_apply_attempts == 0 {
+        return Err(invalid(
+            "extraction.max_apply_attempts",
+            0,
+            "use at least 1 (default 3)",
+        ));
+    }
+    Ok(())
+}
+
+/// SQLite's `synchronous` is one of the two levels that keep a committed intent.
+fn validate_database(database: &DatabaseConfig) -> Result<(), ConfigError> {
+    if !matches!(database.sqlite_synchronous.as_str(), "full" | "normal") {
+        return Err(invalid(
+            "database.sqlite_synchronous",
+            &database.sqlite_synchronous,
+            "use \"full\" or \"normal\"",
+        ));
+    }
+    Ok(())
+}
+
+/// A batch fits every provider's file limit, and a chunk is large enough to hold a turn.
+fn validate_batch(batch: &BatchConfig) -> Result<(), ConfigError> {
+    if batch.max_requests_per_batch == 0 || batch.max_requests_per_batch > 50_000 {
+        return Err(invalid(
+            "batch.max_requests_per_batch",
+            batch.max_requests_per_batch,
+            "use 1 to 50000 (OpenAI's per-file limit; Anthropic allows 100000)",
+        ));
+    }
+    if batch.chunk_budget_tokens < 256 {
+        return Err(invalid(
+            "batch.chunk_budget_tokens",
+            batch.chunk_budget_tokens,
+            "use at least 256 (default 6000)",
+        ));
+    }
+    Ok(())
+}
+
+/// Every price and multiplier is a non-negative number, the discounts and shares are fractions,
+/// and cache hits count in steps of at least one token.
+fn validate_prices(prices: &BTreeMap<String, ModelPrice>) -> Result<(), ConfigError> {
+    for (model, price) in prices {
+        let fields = [
+            price.input_per_mtok,
+            price.output_per_mtok,
+            price.cache_write_5m_multiplier,
+            price.cache_write_1h_multiplier,
+            price.cache_read_multiplier,
+        ];
+        if fields.iter().any(|value| !value.is_finite() || *value < 0.0)
+            || !(0.0..1.0).contains(&price.batch_discount)
+            || !(0.0..=1.0).contains(&price.batch_cache_hit_share)
+        {
+            return Err(invalid(
+                &format!("prices.\"{model}\""),
+                "a negative or non-finite price",
+                "use USD per million tokens and multipliers, each >= 0, batch_discount in [0, 1) and batch_cache_hit_share in [0, 1]",
+            ));
+        }
+        if price.cache_step_tokens == 0 {
+            return Err(invalid(
+                &format!("prices.\"{model}\".cache_step_tokens"),
+                0,
+                "use at least 1 (Anthropic counts hits per token: 1; OpenAI in steps of 128)",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The backends that need more than their name have it: a model directory for `static`, an
+/// endpoint, model and dimension for `openai_compatible`.
+fn validate_embeddings(embeddings: &EmbeddingsConfig) -> Result<(), ConfigError> {
+    match embeddings.backend {
+        EmbeddingBackend::Static if embeddings.model_dir.is_none() => {
+            return Err(invalid(
+                "embeddings.model_dir",
+                "unset",
+                "name the directory `memsift distill --out DIR` wrote",
+            ));
+        }
+        EmbeddingBackend::OpenaiCompatible => {
+            for (field, missing) in [
+                ("endpoint", embeddings.endpoint.is_none()),
+                ("model", embeddings.model.is_none()),
+                ("dimension", embeddings.dimension.unwrap_or(0) == 0),
+            ] {
+                if missing {
+                    return Err(invalid(
+                        &format!("embeddings.{field}"),
+                        "unset",
+                        "backend \"openai_compatible\" needs endpoint, model and dimension",
+                    ));
+                }
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// A breaker opens after at least one outage and waits a positive time, no longer than its cap.
+fn validate_health(health: &HealthConfig) -> Result<(), ConfigError> {
+    if health.failure_threshold == 0 {
+        return Err(invalid("health.failure_threshold", 0, "use at least 1 (default 5)"));
+    }
+    if health.cool_down_secs == 0 || health.max_cool_down_secs < health.cool_down_secs {
+        return Err(invalid(
+            "health.cool_down_secs",
+            health.cool_down_secs,
+            "use a positive number of seconds, at most health.max_cool_down_secs (defaults 60 and 1800)",
+        ));
+    }
+    Ok(())
+}
+
+/// Every quota names a provider memsift calls and limits it to a positive rate.
+fn validate_quotas(quotas: &BTreeMap<String, QuotaConfig>) -> Result<(), ConfigError> {
+    const PROVIDERS: [&str; 3] = ["anthropic", "openai", "openai_compatible"];
+    for (name, quota) in quotas {
+        let provider = name.split_once('/').map(|(provider, _)| provider);
+        if !provider.is_some_and(|provider| PROVIDERS.contains(&provider)) {
+            return Err(invalid(
+                &format!("quotas.\"{name}\""),
+                "this name",
+                "name it \"PROVIDER/MODEL\" with PROVIDER one of anthropic, openai, openai_compatible, e.g. \"anthropic/claude-haiku-4-5\"",
+            ));
+        }
+        if quota.requests_per_minute == Some(0) || quota.tokens_per_minute == Some(0) {
+            return Err(invalid(
+                &format!("quotas.\"{name}\""),
+                "0",
+                "use a positive number per minute, or leave the field out for no limit",
+            ));
+        }
+    }
+    Ok(())
+}
+#[cfg(test)]
+mod tests {
+    use crate::config::{Config, OverBudget};
+
+    #[test]
+    fn prices_come_from_config_and_bad_ones_are_refused() {
+        let config = Config::defaults();
+        assert_eq!(config.prices["claude-haiku-4-5"].output_per_mtok, 5.0);
+        let overlay = "[prices.\"my-model\"]\ninput_per_mtok = -1.0\noutput_per_mtok = 1.0\ncache_write_5m_multiplier = 1.0\n\
+                       cache_write_1h_multiplier = 1.0\ncache_read_multiplier = 0.5\nbatch_discount = 0.5\n\
+                       min_cacheable_tokens = 1024\ncache_step_tokens = 128\nautomatic_cache = true\n\
+                       batch_cache_hit_share = 0.3\n";
+        let err = Config::from_layers(Some(("test.toml", overlay)))
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("config: prices.\"my-model\""), "{err}");
+    }
+
+    #[test]
+    fn a_zero_cache_step_is_refused_with_the_fix() {
+        let overlay = "[prices.\"claude-haiku-4-5\"]\ncache_step_tokens = 0\n";
+        let err = Config::from_layers(Some(("test.toml", overlay)))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("cache_step_tokens") && err.contains("use at least 1"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_budget_for_an_unknown_tier_or_a_negative_budget_is_refused() {
+        let unknown = Config::from_layers(Some(("t.toml", "[billing]\ndaily_budget_usd = { gold = 1.0 }\n")))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            unknown.contains("billing.daily_budget_usd.gold") && unknown.contains("standard"),
+            "{unknown}"
+        );
+        let negative = Config::from_layers(Some(("t.toml", "[billing]\ndaily_budget_usd = { standard = -1.0 }\n")))
+            .unwrap_err()
+            .to_string();
+        assert!(negative.contains(">= 0"), "{negative}");
+        let ok = Config::from_layers(Some((
+            "t.toml",
+            "[billing]\ndaily_budget_usd = { standard = 0.25 }\nover_budget = \"defer\"\n",
+        )))
+        .unwrap();
+        assert_eq!(ok.billing.over_budget, OverBudget::Defer);
+    }
+
+    #[test]
+    fn a_body_limit_that_cannot_carry_the_largest_message_is_refused() {
+        let defaults = Config::defaults();
+        assert_eq!(defaults.ingest.max_message_bytes, 1 << 20);
+        assert!(defaults.api.max_body_bytes > defaults.ingest.max_message_bytes);
+        let err = Config::from_layers(Some(("t.toml", "[api]\nmax_body_bytes = 1048576\n")))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "config: api.max_body_bytes = 1048576 is invalid: use more than ingest.max_message_bytes (1048576), so a message of that size fits in a request with its JSON (default 4194304)"
+        );
+        let err = Config::from_layers(Some(("t.toml", "[ingest]\nmax_message_bytes = 0\n")))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("ingest.max_message_bytes = 0"), "{err}");
+        let smaller = Config::from_layers(Some(("t.toml", "[ingest]\nmax_message_bytes = 4096\n"))).unwrap();
+        assert_eq!(smaller.ingest.max_message_len(), 4096);
+    }
+
+    #[test]
+    fn a_tier_without_its_llm_section_is_refused_at_load() {
+        let err = Config::from_layers(Some(("test.toml", "[billing]\ntiers = [\"standard\", \"premium\"]\n")))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "config: no [llm.extraction_premium] section, but tier `premium` reaches purpose `extraction`; add [llm.extraction_premium] or remove `premium` from billing.tiers"
+        );
+    }
+}

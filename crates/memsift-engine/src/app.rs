@@ -1,0 +1,246 @@
+//! The application: configuration, store, clock, prompts, router, lanes and the batch coordinator,
+//! built once and shared by every command.
+
+use std::sync::Arc;
+
+use anyhow::Context;
+use memsift_batch::{AnthropicBatchProvider, BatchCoordinator, BatchSettings, OpenAiBatchProvider};
+use memsift_core::config::{Config, LanePolicy, ProviderKind};
+use memsift_core::prompt::PromptRegistry;
+use memsift_core::{Clock, SystemClock};
+use memsift_llm::{
+    AnthropicClient, ClientOptions, HealthBoard, KeyQuota, LimitKey, OpenAiClient, PriceTable, RateLimiter, ResolvedLlm,
+};
+use memsift_routing::{BillingBackend, ColumnBilling, HeuristicStrategy, ImmediateStrategy, Router};
+use memsift_store::{Store, StoreOptions, redact};
+
+use crate::context::ApplyContext;
+use crate::embedding::Vectors;
+use crate::setup::{connectable_url, load_erasure_key};
+use crate::wait::{SleepWaiter, Waiter};
+
+/// The config key recorded on requests that the budget policy sent to the heuristic lane.
+pub const OVER_BUDGET_KEY: &str = "over_budget_heuristic";
+
+/// Everything a command needs.
+#[derive(Clone)]
+pub struct App {
+    /// Validated configuration.
+    pub config: Config,
+    /// The store, migrated.
+    pub store: Store,
+    /// The clock every time-dependent decision reads.
+    pub clock: Arc<dyn Clock>,
+    /// Prompts, with their versions.
+    pub prompts: PromptRegistry,
+    /// This process's name in claims (`host:pid`).
+    pub worker_id: String,
+    /// Tier → `{purpose}_{tier}` → lane, per call.
+    pub router: Arc<Router>,
+    /// Where a user's tier comes from.
+    pub billing: Arc<dyn BillingBackend>,
+    /// The offline lane.
+    pub heuristic: Arc<HeuristicStrategy>,
+    /// One provider call per request.
+    pub immediate: Arc<ImmediateStrategy>,
+    /// The batch lane, when any config key can reach it.
+    pub coordinator: Option<Arc<BatchCoordinator>>,
+    /// How `run --until-idle` waits for work due later.
+    pub waiter: Arc<dyn Waiter>,
+    /// The embedder (loaded on first use) and per-user exact vector indexes.
+    pub vectors: Arc<Vectors>,
+    /// Every provider lane's breaker, fed by every lane and the coordinator, read by routing.
+    pub health: Arc<HealthBoard>,
+    /// One rate limiter per provider and model, shared by every lane and route of the process.
+    pub limiter: RateLimiter,
+}
+
+impl App {
+    /// Opens the store at `url`, migrates it and assembles the application.
+    pub async fn open(
+        config: Config,
+        url: &str,
+        clock: Arc<dyn Clock>,
+        waiter: Arc<dyn Waiter>,
+    ) -> anyhow::Result<App> {
+        let options = StoreOptions {
+            max_connections: config.database.max_connections,
+            sqlite_synchronous_full: config.database.sqlite_synchronous == "full",
+            ..StoreOptions::default()
+        };
+        let url = connectable_url(url)?;
+        let store = Store::connect(&url, &options)
+            .await
+            .with_context(|| format!("cannot open database {}", redact(&url)))?;
+        store.migrate().await.context("cannot migrate the database")?;
+        let store = store.with_erasure_key(load_erasure_key(&config)?);
+        store
+            .adopt_erasure_key(clock.now())
+            .await
+            .context("cannot use the erasure key")?;
+        let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".to_owned());
+        App::assemble(config, store, clock, waiter, format!("{host}:{}", std::process::id()))
+    }
+
+    /// Opens with the wall clock.
+    pub async fn open_with_system_clock(config: Config, url: &str) -> anyhow::Result<App> {
+        App::open(config, url, Arc::new(SystemClock), Arc::new(SleepWaiter)).await
+    }
+
+    /// Builds the application around an open, migrated store (tests call this directly).
+    pub fn assemble(
+        config: Config,
+        store: Store,
+        clock: Arc<dyn Clock>,
+        waiter: Arc<dyn Waiter>,
+        worker_id: String,
+    ) -> anyhow::Result<App> {
+        let prompts = match &config.prompts.dir {
+            Some(dir) => PromptRegistry::with_overrides(dir)?,
+            None => PromptRegistry::built_in(),
+        };
+        let billing: Arc<dyn BillingBackend> = Arc::new(ColumnBilling {
+            default_tier: config.billing.default_tier.clone(),
+        });
+        let router = Arc::new(Router::new(&config, Arc::clone(&billing))?);
+        let prices = PriceTable {
+            models: config.prices.clone(),
+        };
+        let vectors = Arc::new(Vectors::new(&config.embeddings, Arc::clone(&clock)));
+        let health = router.health();
+        let limiter = shared_limiter(&config);
+        let coordinator = build_coordinator(&config, &store, &clock, &worker_id, &prices, &limiter, &health)?;
+        Ok(App {
+            immediate: Arc::new(
+                ImmediateStrategy::from_config(&config, prices.clone())?.with_rate_limiter(limiter.clone()),
+            ),
+            heuristic: Arc::new(HeuristicStrategy),
+            config,
+            store,
+            clock,
+            prompts,
+            worker_id,
+            router,
+            billing,
+            coordinator,
+            waiter,
+            vectors,
+            health,
+            limiter,
+        })
+    }
+
+    /// What the apply path needs, borrowed from the application.
+    pub fn apply_context(&self) -> ApplyContext {
+        ApplyContext {
+            store: self.store.clone(),
+            clock: Arc::clone(&self.clock),
+            vectors: Arc::clone(&self.vectors),
+        }
+    }
+
+    /// The resolved `{purpose}_{tier}` config (validated at start-up by the router), or the offline
+    /// lane for work the budget policy sent there.
+    pub fn resolved_llm(&self, config_key: &str) -> anyhow::Result<ResolvedLlm> {
+        if config_key == OVER_BUDGET_KEY {
+            return Ok(ResolvedLlm::offline(config_key));
+        }
+        let llm = self
+            .config
+            .llm
+            .get(config_key)
+            .with_context(|| format!("no [llm.{config_key}] section"))?;
+        ResolvedLlm::resolve(config_key, llm).map_err(|errors| {
+            anyhow::anyhow!(
+                "{}",
+                errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+            )
+        })
+    }
+}
+
+/// The process's one limiter, with every `[quotas]` entry set (for this process alone until the
+/// pipeline learns how many processes share the database).
+fn shared_limiter(config: &Config) -> RateLimiter {
+    let limiter = RateLimiter::default();
+    for (name, quota) in &config.quotas {
+        // Validated at load: "PROVIDER/MODEL".
+        let (provider, model) = name.split_once('/').unwrap_or((name.as_str(), ""));
+        // One client speaks both OpenAI and compatible servers, and names its budget `openai`.
+        let provider = if provider == "openai_compatible" {
+            "openai"
+        } else {
+            provider
+        };
+        limiter.set_quotas(
+            &LimitKey::new(provider, model),
+            KeyQuota {
+                requests_per_minute: quota.requests_per_minute.and_then(std::num::NonZeroU32::new),
+                tokens_per_minute: quota.tokens_per_minute.and_then(std::num::NonZeroU32::new),
+            },
+        );
+    }
+    limiter
+}
+
+/// One batch provider per config key whose provider has a batch API and whose lane can be batch.
+fn build_coordinator(
+    config: &Config,
+    store: &Store,
+    clock: &Arc<dyn Clock>,
+    worker_id: &str,
+    prices: &PriceTable,
+    limiter: &RateLimiter,
+    health: &Arc<HealthBoard>,
+) -> anyhow::Result<Option<Arc<BatchCoordinator>>> {
+    let settings = BatchSettings {
+        max_requests_per_batch: config.batch.max_requests_per_batch as i64,
+        pack_max_wait: chrono::Duration::seconds(config.batch.pack_max_wait_secs as i64),
+        poll_initial: chrono::Duration::seconds(config.batch.poll_initial_secs as i64),
+        poll_max: chrono::Duration::seconds(config.batch.poll_max_secs as i64),
+        reconcile_grace: chrono::Duration::seconds(config.batch.reconcile_grace_secs as i64),
+        claim_lease: chrono::Duration::seconds(config.extraction.claim_lease_secs as i64),
+        delete_erased_batches: config.erasure.delete_provider_batches,
+    };
+    let mut coordinator = BatchCoordinator::new(store.clone(), Arc::clone(clock), worker_id.to_owned(), settings)
+        .with_health(Arc::clone(health));
+    for (key, llm_config) in &config.llm {
+        let has_batch_api = matches!(llm_config.provider, ProviderKind::Anthropic | ProviderKind::Openai);
+        if !has_batch_api || llm_config.lane == LanePolicy::Immediate {
+            continue;
+        }
+        let llm = ResolvedLlm::resolve(key, llm_config).map_err(|errors| {
+            anyhow::anyhow!(
+                "{}",
+                errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+            )
+        })?;
+        let api_key = memsift_llm::load_api_key(key, llm_config)?;
+        let mut options = ClientOptions::new(llm_config.endpoint.clone(), api_key, llm.model.clone());
+        options.limiter = limiter.clone();
+        match llm_config.provider {
+            ProviderKind::Anthropic => {
+                let client = AnthropicClient::new(options)?;
+                coordinator.add_provider(key, Arc::new(AnthropicBatchProvider::new(client, llm, prices.clone())));
+            }
+            _ => {
+                let client = OpenAiClient::new(options)?;
+                coordinator.add_provider(key, Arc::new(OpenAiBatchProvider::new(client, llm, prices.clone())));
+            }
+        }
+    }
+    if !coordinator.has_providers() {
+        return Ok(None);
+    }
+    Ok(Some(Arc::new(coordinator)))
+}
+
+/// A fail point scoped to one worker, named `{name}::{worker_id}`: a test arms it for its own
+/// app's worker id, so it cannot trip the tests running beside it in the same process. It is
+/// compiled to nothing unless the `fail` crate's `failpoints` feature is on, which only test
+/// builds turn on (through the dev-dependency on memsift-batch's `failpoints` feature).
+pub fn worker_fail_point(name: &str, worker_id: &str) {
+    fail::fail_point!(&format!("{name}::{worker_id}"));
+    // Read by the fail point alone, which is compiled out of production builds.
+    let _ = (name, worker_id);
+}

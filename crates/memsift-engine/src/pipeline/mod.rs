@@ -1,0 +1,351 @@
+//! The extraction pipeline: claim closed segments, plan their requests, run each lane, and apply
+//! every answer once.
+//!
+//! [`run_once`] is one step of every stage, each moving work forward by at most one committed
+//! state: close idle segments → plan (payload + route per chunk) → execute the heuristic and
+//! immediate lanes → step the batch coordinator → apply every recorded answer → re-plan failed
+//! attempts. Lanes only record answers; [`drain_answers`] applies them all through
+//! [`crate::apply::apply_request_output`], the single place that turns a stored raw output into memories.
+//! Background work is driven step by step, so tests need no sleeps.
+//!
+//! One bad item stalls nothing else: a request, answer or segment that fails is recorded on that
+//! item and the step goes on. An answer whose apply fails is tried again on later steps, behind
+//! fresher answers, and quarantined as `failed` after `[extraction] max_apply_attempts`. A failure
+//! of the environment (the database unreachable, the embedder missing) counts against no item: it
+//! ends the step with the error, and the work waits.
+
+mod drain;
+mod lanes;
+mod plan;
+
+use anyhow::Context;
+use chrono::{DateTime, Duration, Utc};
+use memsift_core::SegmentId;
+use memsift_core::status::Lane;
+use serde::Serialize;
+
+use crate::app::App;
+use crate::context::Applied;
+use crate::timings::{Phase, timed};
+
+pub use drain::drain_answers;
+pub use plan::plan_segment;
+
+/// How many segments or requests one step claims per stage.
+pub(super) const CLAIM_BATCH: i64 = 32;
+
+/// What one step of the pipeline did.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct StepReport {
+    /// Open segments closed by the idle timeout.
+    pub n_segments_closed: u64,
+    /// Segments claimed and planned.
+    pub n_segments_planned: u64,
+    /// Requests planned.
+    pub n_requests_planned: u64,
+    /// Requests answered on the heuristic or immediate lane.
+    pub n_requests_executed: u64,
+    /// Segments that became `extracted`.
+    pub n_segments_extracted: u64,
+    /// Segment planning attempts that failed.
+    pub n_segments_failed: u64,
+    /// Memories written.
+    pub n_memories: u64,
+    /// Items dropped by the processor or at write.
+    pub n_items_dropped: u64,
+    /// Failed attempts given a new attempt.
+    pub n_requests_replanned: u64,
+    /// Requests out of attempts.
+    pub n_requests_dead: u64,
+    /// Post-processing answers that changed the store.
+    pub n_stage_changes: u64,
+    /// Applies that failed; each answer is tried again on a later step.
+    pub n_apply_failures: u64,
+    /// Answers quarantined as `failed` after `max_apply_attempts` failed applies.
+    pub n_requests_quarantined: u64,
+    /// Planned requests moved off an unwell lane to the next usable one of their route.
+    pub n_requests_rerouted: u64,
+    /// Requests held back (no attempt spent) because their lane is paused by a setting fault.
+    pub n_requests_held: u64,
+    /// Stored turns embedded for search.
+    pub n_turns_embedded: u64,
+    /// What the batch coordinator did.
+    pub batch: memsift_batch::CoordinatorReport,
+}
+
+impl StepReport {
+    /// Whether the step moved anything.
+    pub fn progressed(&self) -> bool {
+        // A failed apply moves nothing forward (the answer is tried on a later step); a
+        // quarantine does.
+        // Nor does holding a request back for a paused lane.
+        let idle = StepReport {
+            batch: self.batch.clone(),
+            n_apply_failures: self.n_apply_failures,
+            n_requests_held: self.n_requests_held,
+            ..StepReport::default()
+        };
+        (*self != idle) || self.batch.progressed()
+    }
+
+    /// Attempts that failed: segment plannings that failed, request attempts that failed (each is
+    /// either re-planned or, out of attempts, dead) and applies that failed.
+    pub fn n_failed_attempts(&self) -> u64 {
+        self.n_segments_failed + self.n_requests_replanned + self.n_requests_dead + self.n_apply_failures
+    }
+
+    /// Adds another step's counts.
+    pub fn add(&mut self, other: &StepReport) {
+        self.n_segments_closed += other.n_segments_closed;
+        self.n_segments_planned += other.n_segments_planned;
+        self.n_requests_planned += other.n_requests_planned;
+        self.n_requests_executed += other.n_requests_executed;
+        self.n_segments_extracted += other.n_segments_extracted;
+        self.n_segments_failed += other.n_segments_failed;
+        self.n_memories += other.n_memories;
+        self.n_items_dropped += other.n_items_dropped;
+        self.n_requests_replanned += other.n_requests_replanned;
+        self.n_requests_dead += other.n_requests_dead;
+        self.n_stage_changes += other.n_stage_changes;
+        self.n_apply_failures += other.n_apply_failures;
+        self.n_requests_quarantined += other.n_requests_quarantined;
+        self.n_requests_rerouted += other.n_requests_rerouted;
+        self.n_requests_held += other.n_requests_held;
+        self.n_turns_embedded += other.n_turns_embedded;
+        let batch = &mut self.batch;
+        let more = &other.batch;
+        batch.n_batches_created += more.n_batches_created;
+        batch.n_batches_rejected += more.n_batches_rejected;
+        batch.n_creates_unknown += more.n_creates_unknown;
+        batch.n_batches_adopted += more.n_batches_adopted;
+        batch.n_batches_replanned += more.n_batches_replanned;
+        batch.n_polls += more.n_polls;
+        batch.n_batches_ended += more.n_batches_ended;
+        batch.n_batches_ingested += more.n_batches_ingested;
+        batch.n_answers += more.n_answers;
+        batch.n_failures += more.n_failures;
+        batch.n_lines_refused += more.n_lines_refused;
+        batch.n_batch_errors += more.n_batch_errors;
+        batch.n_provider_deletes += more.n_provider_deletes;
+        batch.n_batches_held += more.n_batches_held;
+    }
+
+    fn add_applied(&mut self, applied: &Applied) {
+        self.n_memories += applied.n_memories;
+        self.n_items_dropped += applied.n_items_dropped;
+        self.n_segments_extracted += applied.n_segments_extracted;
+        self.n_stage_changes += applied.n_stage_changes;
+    }
+}
+
+/// One step of every stage.
+pub async fn run_once(app: &App) -> anyhow::Result<StepReport> {
+    let _step = timed(Phase::Step);
+    let now = app.clock.now();
+    let bookkeeping = timed(Phase::Bookkeeping);
+    share_quotas(app, now).await?;
+    let mut report = StepReport {
+        n_segments_closed: app.store.close_idle_segments(now, app.config.idle_timeout()).await?,
+        ..StepReport::default()
+    };
+    drop(bookkeeping);
+    {
+        let _planning = timed(Phase::Planning);
+        plan::plan_closed_segments(app, &mut report).await?;
+    }
+    {
+        let _bookkeeping = timed(Phase::Bookkeeping);
+        report.n_requests_rerouted = crate::health::reroute_waiting(app).await?;
+    }
+    execute_and_drain(app, None, &mut report).await?;
+    {
+        let _turns = timed(Phase::SearchTurns);
+        report.n_turns_embedded = app.vectors.embed_turns(&app.store).await?;
+    }
+    let _bookkeeping = timed(Phase::Bookkeeping);
+    // A consolidation proposal applied above is reviewed by a request of its own.
+    report.n_requests_planned += crate::stages::plan_reviews(app).await?;
+    // With the extraction reviewer on, every memory extraction wrote gets one review request.
+    report.n_requests_planned += crate::stages::plan_extraction_reviews(app).await?;
+    replan_failed(app, None, &mut report).await?;
+    Ok(report)
+}
+
+/// The part of a step that moves planned requests (only `segment`'s when given): execute the
+/// heuristic and immediate lanes, step the batch coordinator, apply every recorded answer.
+async fn execute_and_drain(app: &App, segment: Option<SegmentId>, report: &mut StepReport) -> anyhow::Result<()> {
+    {
+        let _lanes = timed(Phase::Lanes);
+        for lane in [Lane::Heuristic, Lane::Immediate] {
+            lanes::execute_lane(app, lane, segment, report).await?;
+        }
+    }
+    if let Some(coordinator) = &app.coordinator {
+        let _coordinator = timed(Phase::Coordinator);
+        let stepped = coordinator.step().await.context("batch coordinator step");
+        crate::health::persist_transitions(app).await?;
+        report.batch = stepped?;
+    }
+    {
+        let _bookkeeping = timed(Phase::Bookkeeping);
+        crate::health::persist_transitions(app).await?;
+    }
+    let _drain = timed(Phase::Drain);
+    drain::drain_answers_of(app, segment, report).await
+}
+
+/// Gives failed attempts (only `segment`'s when given) a new attempt, or ends them `dead`.
+async fn replan_failed(app: &App, segment: Option<SegmentId>, report: &mut StepReport) -> anyhow::Result<()> {
+    let replan = app
+        .store
+        .replan_failed_requests_of(segment, app.config.extraction.max_attempts as i64, app.clock.now())
+        .await?;
+    report.n_requests_replanned = replan.n_replanned;
+    // Requests the immediate lane found refused as they are were counted dead when it ran.
+    report.n_requests_dead += replan.n_dead;
+    Ok(())
+}
+
+/// Drops raw outputs past `[retention] raw_output_days` (0: keeps them); returns how many.
+pub async fn apply_retention(app: &App) -> anyhow::Result<u64> {
+    let days = app.config.retention.raw_output_days;
+    if days == 0 {
+        return Ok(0);
+    }
+    let before = app.clock.now() - Duration::days(i64::from(days));
+    Ok(app.store.purge_raw_outputs(before).await?)
+}
+
+/// Recalculates importance and archives the lowest memories under `[scoring]`.
+pub async fn score(app: &App) -> anyhow::Result<memsift_store::ScoringReport> {
+    let config = &app.config.scoring;
+    let policy = memsift_store::ScoringPolicy {
+        floor: config.floor,
+        min_age_days: i64::from(config.min_age_days),
+        max_share_per_run: config.max_share_per_run,
+    };
+    Ok(app.store.score_memories(&policy, app.clock.now()).await?)
+}
+
+/// The safety-net sweep (every six hours under the daemon, or `memsift sweep`): one pass of every
+/// stage, which between them find closed segments not yet extracted, answers not yet applied,
+/// failed attempts due for another try, claims whose worker died, and batches left `submitting`,
+/// and move each forward once. Nothing loops: every claim counts an attempt and attempts are capped.
+pub async fn sweep(app: &App) -> anyhow::Result<StepReport> {
+    run_once(app).await
+}
+
+/// How long a process counts as live after its last step, for splitting quotas.
+const LIVE_WINDOW_SECS: i64 = 120;
+
+/// Records this process as live and takes its share of every provider quota: the quota divided
+/// by the processes that stepped the pipeline on this database in the last two minutes. On SQLite
+/// that is usually one; on PostgreSQL every daemon does the same, so together they stay under it.
+async fn share_quotas(app: &App, now: DateTime<Utc>) -> anyhow::Result<()> {
+    app.store.heartbeat(&app.worker_id, now).await?;
+    let live = app
+        .store
+        .live_workers(now - Duration::seconds(LIVE_WINDOW_SECS))
+        .await?;
+    app.limiter.set_share(u32::try_from(live).unwrap_or(u32::MAX));
+    Ok(())
+}
+
+/// Runs steps until nothing is left to do. When the only work left is waiting (a batch whose next
+/// poll is due later, a failed segment's retry time), it waits for it through [`App::waiter`].
+///
+/// A lane paused by a setting fault is not waited for: once nothing else moves, this returns an
+/// error naming the lane, the provider's answer and the likely fix, with nothing spent.
+pub async fn run_until_idle(app: &App) -> anyhow::Result<StepReport> {
+    let _run = timed(Phase::Run);
+    let mut total = StepReport::default();
+    loop {
+        let step_started = app.clock.now();
+        let step = run_once(app).await?;
+        total.add(&step);
+        if step.progressed() {
+            continue;
+        }
+        crate::health::stop_if_paused(app).await?;
+        let pack_max_wait = Duration::seconds(app.config.batch.pack_max_wait_secs as i64);
+        let reconcile_grace = Duration::seconds(app.config.batch.reconcile_grace_secs as i64);
+        match app.store.next_due_work(pack_max_wait, reconcile_grace).await? {
+            // Work that was already due when the step ran and still did not move would only
+            // spin: report it instead (it is a bug, or a provider this build cannot reach).
+            Some(due) if due <= step_started => {
+                tracing::warn!(%due, "Work is due but no stage can move it; stopping.");
+                return Ok(total);
+            }
+            Some(due) => {
+                let _waits = timed(Phase::Waits);
+                app.waiter.wait_until(due).await;
+            }
+            None => return Ok(total),
+        }
+    }
+}
+
+/// Extracts one segment (`memsift extract --segment`) and nothing else: claims it (closing it first
+/// if it is open; a `failed` or `dead` one gets another attempt), plans it, then runs only its
+/// requests and answers, step by step, until it is extracted, failed or dead, or nothing moves.
+///
+/// No other segment is closed, claimed or planned, and no other request is executed, applied or
+/// re-planned; the batch coordinator is stepped as usual, since it alone submits and ingests the
+/// batch lane, so it may also carry what was planned for that lane before.
+pub async fn run_segment_until_done(app: &App, segment_id: SegmentId) -> anyhow::Result<StepReport> {
+    let claimed = app
+        .store
+        .claim_segment(segment_id, &app.worker_id, app.clock.now())
+        .await?;
+    let mut total = StepReport::default();
+    plan::plan_claimed(app, std::slice::from_ref(&claimed), &mut total).await?;
+    loop {
+        let step_started = app.clock.now();
+        let mut step = StepReport::default();
+        execute_and_drain(app, Some(segment_id), &mut step).await?;
+        replan_failed(app, Some(segment_id), &mut step).await?;
+        total.add(&step);
+        if step.progressed() {
+            continue;
+        }
+        let status = app.store.segment_status(segment_id).await?;
+        if !matches!(status.as_deref(), Some("extracting")) {
+            return Ok(total);
+        }
+        crate::health::stop_if_paused(app).await?;
+        let pack_max_wait = Duration::seconds(app.config.batch.pack_max_wait_secs as i64);
+        let reconcile_grace = Duration::seconds(app.config.batch.reconcile_grace_secs as i64);
+        match app.store.next_due_work(pack_max_wait, reconcile_grace).await? {
+            Some(due) if due > step_started => app.waiter.wait_until(due).await,
+            Some(due) => {
+                tracing::warn!(%segment_id, %due, "Work is due but no stage can move it; stopping.");
+                return Ok(total);
+            }
+            None => return Ok(total),
+        }
+    }
+}
+
+/// Plans one stage and, unless `dry_run` or not `execute`, runs the pipeline until it is idle so
+/// the stage's requests are answered and applied (a consolidation's reviews included).
+pub async fn run_stage(
+    app: &App,
+    stage: crate::stages::Stage,
+    user: Option<&str>,
+    dry_run: bool,
+    execute: bool,
+) -> anyhow::Result<crate::stages::StageRun> {
+    let before = crate::stages::store_shape(app).await?;
+    let plan = crate::stages::plan_stage(app, stage, user, dry_run).await?;
+    let mut n_changes = 0;
+    if !dry_run && execute {
+        n_changes = run_until_idle(app).await?.n_stage_changes;
+    }
+    let after = crate::stages::store_shape(app).await?;
+    Ok(crate::stages::StageRun {
+        plan,
+        before,
+        after,
+        n_changes,
+    })
+}

@@ -1,0 +1,224 @@
+//! Planning claimed segments: chunks under a token budget, each routed by its user's tier and
+//! reserved against the daily budget.
+
+use std::collections::HashMap;
+
+use anyhow::Context;
+use chrono::Duration;
+use memsift_core::config::{OverBudget, ProviderKind};
+use memsift_core::request::{RequestBody, RequestContext, RequestSubject};
+use memsift_core::status::{Lane, Purpose, Role};
+use memsift_core::{MemoryId, RequestId};
+use memsift_llm::ResolvedLlm;
+use memsift_payload::{KnownMemory, PayloadOptions, build_extraction_chunks};
+use memsift_routing::Route;
+use memsift_store::{ClaimedSegment, NewRequest};
+
+use crate::app::App;
+use crate::app::OVER_BUDGET_KEY;
+use crate::budget::{Pending, estimate_usd, within_budget};
+use crate::context::is_environment_fault;
+use crate::timings::{Phase, timed};
+
+use super::{CLAIM_BATCH, StepReport};
+
+/// Claims closed segments and plans one request per chunk through the route of its user's tier.
+pub(super) async fn plan_closed_segments(app: &App, report: &mut StepReport) -> anyhow::Result<()> {
+    let lease = Duration::seconds(app.config.extraction.claim_lease_secs as i64);
+    let claimed = app
+        .store
+        .claim_segments(&app.worker_id, app.clock.now(), lease, CLAIM_BATCH)
+        .await?;
+    plan_claimed(app, &claimed, report).await
+}
+
+/// Plans claimed segments, in order; a segment whose planning fails is failed with the reason
+/// (retried later), and an environment fault hands it and the rest back unspent.
+pub(super) async fn plan_claimed(app: &App, claimed: &[ClaimedSegment], report: &mut StepReport) -> anyhow::Result<()> {
+    for (position, segment) in claimed.iter().enumerate() {
+        match plan_segment(app, segment).await {
+            Ok(n_requests) => {
+                report.n_segments_planned += 1;
+                report.n_requests_planned += n_requests;
+            }
+            Err(error) if is_environment_fault(&error) => {
+                // Not the segment's fault: hand this one and the rest back without an attempt.
+                let reason = format!("waiting: {error:#}");
+                for waiting in &claimed[position..] {
+                    app.store.defer_segment(waiting.id, app.clock.now(), &reason).await?;
+                }
+                return Err(error.context(format!(
+                    "planning segment {} stopped; it and the other claimed segments wait, no attempt counted",
+                    segment.id
+                )));
+            }
+            Err(error) => {
+                report.n_segments_failed += 1;
+                tracing::warn!(segment_id = %segment.id, attempt = segment.attempt, error = %format!("{error:#}"), "Planning a segment failed.");
+                // Later attempts wait longer: 5, 10, 15 … minutes.
+                let retry_after = Duration::minutes(5 * segment.attempt);
+                let max_attempts = app.config.extraction.max_attempts as i64;
+                app.store
+                    .fail_segment(
+                        segment.id,
+                        &format!("{error:#}"),
+                        max_attempts,
+                        retry_after,
+                        app.clock.now(),
+                    )
+                    .await?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Builds a claimed segment's chunks and records one planned request per chunk; returns how many.
+///
+/// The chunks reserve their estimated cost against the user's daily budget together: all of them
+/// fit and go the tier's route, or none is reserved and the segment follows `[billing]
+/// over_budget` (the offline lane, or waiting for the next day).
+pub async fn plan_segment(app: &App, segment: &ClaimedSegment) -> anyhow::Result<u64> {
+    let now = app.clock.now();
+    let tier = app
+        .billing
+        .tier_of(app.store.user_billing_tier(segment.user_id).await?.as_deref());
+    let mut route = app.router.route(Purpose::Extraction, &tier, false, now)?;
+    let segment_turns = app.store.segment_turns(segment.id).await?;
+    let turns: Vec<_> = segment_turns
+        .iter()
+        .map(|turn| (turn.message_id, turn.turn.clone()))
+        .collect();
+    let known = memory_context(app, segment, &segment_turns).await?;
+    let prompt = app.prompts.get("extraction")?.clone();
+    let extraction_prompt_version = prompt.version.clone();
+    let options = PayloadOptions {
+        chunk_budget_tokens: app.config.batch.chunk_budget_tokens as usize,
+        max_known_memories: app.config.batch.max_known_memories as usize,
+    };
+    // Chunking counts the tokens of the whole segment: for a megabyte of text, CPU time that the
+    // task serving the API and the watchdog pings cannot spare, so it runs on a blocking thread.
+    let worker_id = app.worker_id.clone();
+    let chunks = tokio::task::spawn_blocking(move || {
+        crate::app::worker_fail_point("pipeline::chunking", &worker_id);
+        build_extraction_chunks(&prompt, now, &turns, &known, &options)
+    })
+    .await
+    .context("chunking the segment ended abnormally")?;
+    if chunks.is_empty() {
+        app.store.finish_empty_segment(segment.id, now).await?;
+        return Ok(0);
+    }
+    let estimates: Vec<f64> = chunks
+        .iter()
+        .map(|chunk| estimate_usd(&app.config, &route.llm, route.lane, chunk.n_tokens as u64))
+        .collect();
+    let needed: f64 = estimates.iter().sum();
+    let mut reserve = true;
+    if let Some(over) = within_budget(app, segment.user_id, &tier, route.lane, needed, &Pending::default()).await? {
+        match app.config.billing.over_budget {
+            OverBudget::Heuristic => {
+                tracing::info!(segment_id = %segment.id, %tier, "{over}; extracting on the heuristic lane.");
+                route = Route {
+                    lane: Lane::Heuristic,
+                    config_key: OVER_BUDGET_KEY.to_owned(),
+                    llm: ResolvedLlm::offline(OVER_BUDGET_KEY),
+                };
+                reserve = false;
+            }
+            OverBudget::Defer => {
+                let tomorrow = (now.date_naive() + chrono::Days::new(1))
+                    .and_hms_opt(0, 0, 0)
+                    .expect("midnight exists")
+                    .and_utc();
+                app.store
+                    .defer_segment(segment.id, tomorrow, &format!("{over}; deferred to {tomorrow}"))
+                    .await?;
+                return Ok(0);
+            }
+        }
+    }
+    let prompt_version = match route.llm.provider {
+        ProviderKind::Heuristic => memsift_heuristic::RULES_VERSION.to_owned(),
+        _ => extraction_prompt_version,
+    };
+    let requests: Vec<NewRequest> = chunks
+        .iter()
+        .zip(&estimates)
+        .map(|(chunk, estimate)| {
+            let memories = chunk
+                .short_ids
+                .iter()
+                .map(|(short, id)| {
+                    let text = chunk.known_texts.get(short).cloned().unwrap_or_default();
+                    (short.clone(), (*id, text))
+                })
+                .collect();
+            NewRequest {
+                id: RequestId::new_v7(),
+                purpose: Purpose::Extraction,
+                user_id: segment.user_id,
+                segment_id: Some(segment.id),
+                chunk_index: chunk.chunk_index as i64,
+                lane: route.lane,
+                config_key: route.config_key.clone(),
+                provider: route.llm.provider.as_str().to_owned(),
+                model: Some(route.llm.model.clone()).filter(|model| !model.is_empty()),
+                prompt_version: prompt_version.clone(),
+                context: RequestContext {
+                    turns: chunk.turns.clone(),
+                    memories,
+                    ..RequestContext::default()
+                },
+                request_body: RequestBody {
+                    system: chunk.system_prompt.clone(),
+                    user_message: chunk.user_message.clone(),
+                },
+                subject: RequestSubject::default(),
+                parent_request_id: None,
+                reserved_usd: if reserve { *estimate } else { 0.0 },
+            }
+        })
+        .collect();
+    app.store.plan_segment_requests(segment.id, &requests, now).await?;
+    Ok(requests.len() as u64)
+}
+
+/// The known memories shown with a segment, most relevant first: those its turns referenced (the
+/// host application's retrieval hits), then the user's memories most similar to what the user
+/// said, by exact cosine over every active memory. The payload caps the list.
+async fn memory_context(
+    app: &App,
+    segment: &ClaimedSegment,
+    turns: &[memsift_store::SegmentTurn],
+) -> anyhow::Result<Vec<KnownMemory>> {
+    let mut known = app.store.referenced_memories(segment.id).await?;
+    let n_similar = app.config.extraction.similar_memories as usize;
+    let room = (app.config.batch.max_known_memories as usize).saturating_sub(known.len());
+    let user_texts: Vec<String> = turns
+        .iter()
+        .filter(|turn| turn.turn.role == Role::User && !turn.turn.content.trim().is_empty())
+        .map(|turn| turn.turn.content.clone())
+        .collect();
+    if n_similar > 0 && room > 0 && !user_texts.is_empty() {
+        let _embedding = timed(Phase::PlanningEmbed);
+        let index = app.vectors.fresh_index(&app.store, segment.user_id).await?;
+        if !index.is_empty() {
+            let mut best: HashMap<MemoryId, f32> = HashMap::new();
+            for vector in app.vectors.embed(user_texts).await? {
+                for neighbour in index.search(&vector, n_similar)? {
+                    let score = best.entry(neighbour.memory_id).or_insert(f32::MIN);
+                    *score = score.max(neighbour.score);
+                }
+            }
+            for (id, _) in &known {
+                best.remove(id);
+            }
+            let mut ranked: Vec<(MemoryId, f32)> = best.into_iter().collect();
+            ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+            let ids: Vec<MemoryId> = ranked.into_iter().take(n_similar.min(room)).map(|(id, _)| id).collect();
+            known.extend(app.store.active_memory_texts(segment.user_id, &ids).await?);
+        }
+    }
+    Ok(known.into_iter().map(|(id, text)| KnownMemory { id, text }).collect())
+}

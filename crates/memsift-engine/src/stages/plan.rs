@@ -1,0 +1,341 @@
+//! What each stage plans: its candidates, picked per user and capped by the run.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use memsift_core::request::RequestSubject;
+use memsift_core::status::Purpose;
+use memsift_core::{MemoryId, UserId};
+use memsift_payload::count_tokens;
+use memsift_postprocess::MemoryText;
+use memsift_postprocess::{consolidation, entity_gc, refinement, relationship, summary};
+use memsift_store::{Covered, RefinementRules};
+
+use super::request::{Planned, UserRun, stage_request, texts_of, user_vectors};
+use super::{PairTokens, StagePlan};
+use crate::app::App;
+use crate::budget::Pending;
+
+/// Refinement eligibility (docs/design.md, section 9).
+const REFINEMENT_RULES: RefinementRules = RefinementRules {
+    min_chars: refinement::MIN_CHARS as i64,
+    min_age_days: refinement::MIN_AGE_DAYS,
+    min_reads: refinement::MIN_READS,
+    cooldown_days: refinement::COOLDOWN_DAYS,
+    max_rejections: refinement::MAX_REJECTIONS,
+};
+
+/// Purposes whose answers replace memories: a memory named by one in flight is not planned again.
+const REPLACING_PURPOSES: &[Purpose] = &[
+    Purpose::Consolidation,
+    Purpose::ConsolidationReview,
+    Purpose::Refinement,
+];
+
+/// Segments summarised per planning step.
+const SUMMARY_BATCH: i64 = 500;
+
+/// Relationship classification: for each new memory, its link hints, then up to 20 memories at
+/// cosine ≥ 0.75; one request classifies all of one memory's candidates (the shared instructions
+/// are the cached system prompt). Duplicate and mirrored pairs are dropped across the run.
+pub(super) async fn plan_relationships(app: &App, unit: &UserRun<'_>, plan: &mut StagePlan) -> anyhow::Result<Planned> {
+    let limit = i64::from(app.config.postprocess.max_relate_per_run);
+    let new_memories = app.store.memories_to_relate(unit.user_id, limit).await?;
+    let mut planned = Planned::default();
+    if new_memories.is_empty() {
+        return Ok(planned);
+    }
+    let index = app.vectors.fresh_index(&app.store, unit.user_id).await?;
+    let vectors = user_vectors(app, unit.user_id).await?;
+    let mut pairs = Vec::new();
+    for memory in &new_memories {
+        let mut candidates: Vec<MemoryId> = memory.link_hints.clone();
+        if let Some(vector) = vectors.get(&memory.id) {
+            for neighbour in index.search(vector, relationship::MAX_CANDIDATES + 1)? {
+                if neighbour.score >= relationship::CANDIDATE_MIN_COSINE {
+                    candidates.push(neighbour.memory_id);
+                }
+            }
+        }
+        pairs.extend(candidates.into_iter().map(|candidate| (memory.id, candidate)));
+    }
+    let mut by_memory: BTreeMap<MemoryId, Vec<MemoryId>> = BTreeMap::new();
+    for (memory, candidate) in relationship::unique_pairs(pairs) {
+        let list = by_memory.entry(memory).or_default();
+        if list.len() < relationship::MAX_CANDIDATES {
+            list.push(candidate);
+        }
+    }
+    for memory in &new_memories {
+        let Some(candidate_ids) = by_memory.get(&memory.id) else {
+            planned.related.push(memory.id);
+            continue;
+        };
+        // Hints can name archived memories; only active ones are compared.
+        let texts = texts_of(&app.store, unit.user_id, candidate_ids).await?;
+        let candidates: Vec<MemoryText> = candidate_ids
+            .iter()
+            .filter_map(|id| {
+                texts.get(id).map(|text| MemoryText {
+                    id: *id,
+                    text: text.clone(),
+                })
+            })
+            .collect();
+        if candidates.is_empty() {
+            planned.related.push(memory.id);
+            continue;
+        }
+        let prompt = app.prompts.get(Purpose::Relationship.as_str())?;
+        let memory_text = MemoryText {
+            id: memory.id,
+            text: memory.text.clone(),
+        };
+        let request = relationship::relationship_request(prompt, &memory_text, &candidates);
+        let tokens = plan.pair_tokens.get_or_insert_with(PairTokens::default);
+        tokens.n_pairs += candidates.len() as u64;
+        tokens.n_requests += 1;
+        tokens.ours_uncached += count_tokens(&request.user_message) as u64;
+        tokens.ours_cacheable += count_tokens(&request.system) as u64;
+        for candidate in &candidates {
+            let pair = relationship::relationship_pair_request(prompt, &memory_text, candidate);
+            tokens.reference_uncached += (count_tokens(&pair.system) + count_tokens(&pair.user_message)) as u64;
+        }
+        plan.planned.push(format!(
+            "{}: classify {} against {} candidate(s)",
+            unit.external,
+            memory.id,
+            candidates.len()
+        ));
+        let subject = RequestSubject {
+            memory_id: Some(memory.id),
+            candidates: candidates.iter().map(|c| c.id).collect(),
+            ..unit.cap.subject()
+        };
+        if let Some(request) =
+            stage_request(app, Purpose::Relationship, unit.user_id, request, subject, unit.pending).await?
+        {
+            planned.requests.push(request);
+            planned.related.push(memory.id);
+        }
+    }
+    Ok(planned)
+}
+
+/// Consolidation: hubs first, non-overlapping clusters of 2–5 at cosine ≥ 0.88, as many as fit
+/// in the run's cap (a cluster archives all of its members).
+pub(super) async fn plan_consolidation(app: &App, unit: &UserRun<'_>, plan: &mut StagePlan) -> anyhow::Result<Planned> {
+    let mut planned = Planned::default();
+    let hubs = app.store.memory_hubs(unit.user_id).await?;
+    if hubs.len() < consolidation::CLUSTER_MIN {
+        return Ok(planned);
+    }
+    let busy = app.store.memories_in_flight(unit.user_id, REPLACING_PURPOSES).await?;
+    // Memories classified as contradicting or replacing each other say different things, however
+    // close their wording: they are never one cluster.
+    let apart: HashSet<(MemoryId, MemoryId)> = app
+        .store
+        .linked_pairs(unit.user_id, &["conflicts", "supersedes", "invalidated_by"])
+        .await?
+        .into_iter()
+        .flat_map(|(a, b)| [(a, b), (b, a)])
+        .collect();
+    let index = app.vectors.fresh_index(&app.store, unit.user_id).await?;
+    let vectors = user_vectors(app, unit.user_id).await?;
+    let mut neighbours: HashMap<MemoryId, Vec<(MemoryId, f32)>> = HashMap::new();
+    let seeds: Vec<MemoryId> = hubs.into_iter().filter(|id| !busy.contains(id)).collect();
+    for id in &seeds {
+        let Some(vector) = vectors.get(id) else { continue };
+        let near: Vec<(MemoryId, f32)> = index
+            .search(vector, consolidation::CLUSTER_MAX * 2)?
+            .into_iter()
+            .filter(|n| n.memory_id != *id && !busy.contains(&n.memory_id))
+            .filter(|n| !apart.contains(&(*id, n.memory_id)))
+            .filter(|n| n.score >= consolidation::CLUSTER_MIN_COSINE)
+            .map(|n| (n.memory_id, n.score))
+            .collect();
+        neighbours.insert(*id, near);
+    }
+    let mut budget = unit.cap.cap;
+    for cluster in consolidation::pick_clusters(&seeds, &neighbours) {
+        if cluster.len() as i64 > budget {
+            plan.n_left_by_cap += 1;
+            continue;
+        }
+        let texts = texts_of(&app.store, unit.user_id, &cluster).await?;
+        let members: Vec<MemoryText> = cluster
+            .iter()
+            .filter_map(|id| {
+                texts.get(id).map(|text| MemoryText {
+                    id: *id,
+                    text: text.clone(),
+                })
+            })
+            .collect();
+        if members.len() != cluster.len() {
+            continue;
+        }
+        budget -= cluster.len() as i64;
+        let prompt = app.prompts.get(Purpose::Consolidation.as_str())?;
+        let request = consolidation::consolidation_request(prompt, &members);
+        plan.planned.push(format!(
+            "{}: propose merging {}",
+            unit.external,
+            members
+                .iter()
+                .map(|m| format!("\"{}\"", m.text))
+                .collect::<Vec<_>>()
+                .join(" + ")
+        ));
+        let subject = RequestSubject {
+            members: cluster.clone(),
+            ..unit.cap.subject()
+        };
+        if let Some(request) = stage_request(
+            app,
+            Purpose::Consolidation,
+            unit.user_id,
+            request,
+            subject,
+            unit.pending,
+        )
+        .await?
+        {
+            planned.requests.push(request);
+        }
+    }
+    Ok(planned)
+}
+
+/// Refinement: long, old, much-read memories not refined lately, at most the run's cap.
+pub(super) async fn plan_refinement(app: &App, unit: &UserRun<'_>, plan: &mut StagePlan) -> anyhow::Result<Planned> {
+    let mut planned = Planned::default();
+    let busy = app.store.memories_in_flight(unit.user_id, REPLACING_PURPOSES).await?;
+    let candidates = app
+        .store
+        .refinement_candidates(unit.user_id, app.clock.now(), &REFINEMENT_RULES)
+        .await?;
+    let candidates: Vec<_> = candidates.into_iter().filter(|m| !busy.contains(&m.id)).collect();
+    let room = unit.cap.cap.max(0) as usize;
+    plan.n_left_by_cap += candidates.len().saturating_sub(room) as u64;
+    for memory in candidates.into_iter().take(room) {
+        let prompt = app.prompts.get(Purpose::Refinement.as_str())?;
+        let memory_text = MemoryText {
+            id: memory.id,
+            text: memory.text.clone(),
+        };
+        let request = refinement::refinement_request(prompt, &memory_text);
+        plan.planned
+            .push(format!("{}: refine \"{}\"", unit.external, memory.text));
+        let subject = RequestSubject {
+            memory_id: Some(memory.id),
+            ..unit.cap.subject()
+        };
+        if let Some(request) =
+            stage_request(app, Purpose::Refinement, unit.user_id, request, subject, unit.pending).await?
+        {
+            planned.requests.push(request);
+        }
+    }
+    Ok(planned)
+}
+
+/// Entity GC: entities dormant 45 days with 1–5 links, each shown with its candidates' ids
+/// (same kind, similar name).
+pub(super) async fn plan_entity_gc(app: &App, unit: &UserRun<'_>, plan: &mut StagePlan) -> anyhow::Result<Planned> {
+    let mut planned = Planned::default();
+    let dormant = app
+        .store
+        .dormant_entities(
+            unit.user_id,
+            app.clock.now(),
+            entity_gc::DORMANT_DAYS,
+            entity_gc::MIN_LINKS,
+            entity_gc::MAX_LINKS,
+        )
+        .await?;
+    let all: Vec<entity_gc::EntityRef> = app
+        .store
+        .user_entities(unit.user_id)
+        .await?
+        .into_iter()
+        .map(|row| entity_gc::EntityRef {
+            id: row.id,
+            name: row.name,
+            kind: row.kind,
+        })
+        .collect();
+    let limit = app.config.postprocess.max_entity_reviews_per_run as usize;
+    for entity in dormant.into_iter().take(limit) {
+        let entity = entity_gc::EntityRef {
+            id: entity.id,
+            name: entity.name,
+            kind: entity.kind,
+        };
+        let candidates = entity_gc::name_candidates(&entity, &all);
+        let texts = app.store.entity_memory_texts(&entity.id, 5).await?;
+        let prompt = app.prompts.get(Purpose::EntityGc.as_str())?;
+        let request = entity_gc::entity_gc_request(prompt, &entity, &candidates, &texts);
+        plan.planned.push(format!(
+            "{}: review entity \"{}\" ({}) against {} candidate(s)",
+            unit.external,
+            entity.name,
+            entity.kind,
+            candidates.len()
+        ));
+        let subject = RequestSubject {
+            entity_id: Some(entity.id.clone()),
+            entity_candidates: candidates.iter().map(|c| c.id.clone()).collect(),
+            ..unit.cap.subject()
+        };
+        if let Some(request) =
+            stage_request(app, Purpose::EntityGc, unit.user_id, request, subject, unit.pending).await?
+        {
+            planned.requests.push(request);
+        }
+    }
+    Ok(planned)
+}
+
+/// Segment summaries: one request per extracted segment without a live summary.
+pub(super) async fn plan_summaries(
+    app: &App,
+    users: &HashSet<UserId>,
+    dry_run: bool,
+    plan: &mut StagePlan,
+) -> anyhow::Result<()> {
+    let mut requests = Vec::new();
+    let pending = Pending::default();
+    for (segment_id, user_id) in app.store.segments_to_summarize(SUMMARY_BATCH).await? {
+        if !users.contains(&user_id) {
+            continue;
+        }
+        let turns: Vec<_> = app
+            .store
+            .segment_turns(segment_id)
+            .await?
+            .into_iter()
+            .map(|turn| turn.turn)
+            .collect();
+        if turns.is_empty() {
+            continue;
+        }
+        let prompt = app.prompts.get(Purpose::Summary.as_str())?;
+        let request = summary::summary_request(prompt, &turns);
+        plan.planned
+            .push(format!("summarise segment {segment_id} ({} turns)", turns.len()));
+        let subject = RequestSubject {
+            segment_id: Some(segment_id),
+            ..RequestSubject::default()
+        };
+        if let Some(request) = stage_request(app, Purpose::Summary, user_id, request, subject, &pending).await? {
+            requests.push(request);
+        }
+    }
+    plan.n_requests += requests.len() as u64;
+    if !dry_run {
+        app.store
+            .plan_stage_requests(&requests, &Covered::default(), app.clock.now())
+            .await?;
+    }
+    Ok(())
+}

@@ -1,0 +1,132 @@
+//! Reviews planned from earlier answers: a consolidation proposal's independent review, and the
+//! extraction reviewer's look at each new memory.
+
+use memsift_core::request::{RequestContext, RequestSubject};
+use memsift_core::status::Purpose;
+use memsift_core::{MemoryId, UserId};
+use memsift_postprocess::MemoryText;
+use memsift_postprocess::{consolidation, reviewer};
+use memsift_store::{Covered, RunCap};
+
+use super::REVIEW_CAP;
+use super::request::{Extra, new_run_id, stage_request, stage_request_with, texts_of};
+use crate::app::App;
+use crate::budget::Pending;
+
+/// Plans the independent review of every applied consolidation proposal that has none yet;
+/// returns how many. Runs on every pipeline step, so a crash between proposal and review only
+/// delays the review.
+pub async fn plan_reviews(app: &App) -> anyhow::Result<u64> {
+    let proposals = app.store.proposals_to_review(64).await?;
+    let mut requests = Vec::new();
+    let pending = Pending::default();
+    for proposal in proposals {
+        let Ok(Some(proposed)) = consolidation::parse_consolidation_answer(&proposal.raw_output) else {
+            continue;
+        };
+        let members = proposal.subject.members.clone();
+        let texts = texts_of(&app.store, proposal.user_id, &members).await?;
+        let cluster: Vec<MemoryText> = members
+            .iter()
+            .map(|id| MemoryText {
+                id: *id,
+                text: texts.get(id).cloned().unwrap_or_default(),
+            })
+            .collect();
+        let prompt = app.prompts.get(Purpose::ConsolidationReview.as_str())?;
+        let request = consolidation::review_request(prompt, &cluster, &proposed.text);
+        let subject = RequestSubject {
+            proposal_request_id: Some(proposal.request_id),
+            ..proposal.subject.clone()
+        };
+        let context = RequestContext {
+            proposal: Some(proposed.text.clone()),
+            proposal_reasoning: Some(proposed.reasoning.clone()),
+            ..RequestContext::default()
+        };
+        let extra = Extra {
+            context,
+            parent_request_id: Some(proposal.request_id),
+        };
+        if let Some(request) = stage_request_with(
+            app,
+            Purpose::ConsolidationReview,
+            proposal.user_id,
+            request,
+            subject,
+            extra,
+            &pending,
+        )
+        .await?
+        {
+            requests.push(request);
+        }
+    }
+    let n = requests.len() as u64;
+    if n > 0 {
+        app.store
+            .plan_stage_requests(&requests, &Covered::default(), app.clock.now())
+            .await?;
+    }
+    Ok(n)
+}
+
+/// With `[postprocess] extraction_reviewer` on, plans one review of every memory extraction
+/// wrote that has none yet; returns how many. Runs on every pipeline step, like the
+/// consolidation reviews. The reviewer may only narrow a memory (`memsift_postprocess::reviewer`).
+pub async fn plan_extraction_reviews(app: &App) -> anyhow::Result<u64> {
+    if !(app.config.postprocess.enabled && app.config.postprocess.extraction_reviewer) {
+        return Ok(0);
+    }
+    let memories = app.store.memories_to_review(256).await?;
+    let mut requests = Vec::new();
+    let pending = Pending::default();
+    let mut reviewed = Vec::new();
+    for memory in memories {
+        let (Ok(memory_id), Ok(user_id)) = (MemoryId::parse(&memory.id), UserId::parse(&memory.user_id)) else {
+            continue;
+        };
+        let item = extracted_item(&memory);
+        let prompt = app.prompts.get(Purpose::ExtractionReview.as_str())?;
+        let request = reviewer::extraction_review_request(prompt, &item);
+        // Each review is a run of its own, capped at the one memory it may narrow.
+        let run = RunCap {
+            run: new_run_id(),
+            cap: REVIEW_CAP,
+        };
+        let subject = RequestSubject {
+            memory_id: Some(memory_id),
+            ..run.subject()
+        };
+        if let Some(request) =
+            stage_request(app, Purpose::ExtractionReview, user_id, request, subject, &pending).await?
+        {
+            requests.push(request);
+            reviewed.push(memory_id);
+        }
+    }
+    let n = requests.len() as u64;
+    if !reviewed.is_empty() {
+        let covered = Covered {
+            reviewed: &reviewed,
+            ..Covered::default()
+        };
+        app.store
+            .plan_stage_requests(&requests, &covered, app.clock.now())
+            .await?;
+    }
+    Ok(n)
+}
+
+/// A stored memory in the output contract's shape, as the reviewer is shown it.
+pub(super) fn extracted_item(memory: &memsift_store::ReviewMemory) -> memsift_core::contract::ExtractedItem {
+    let mut item = memsift_core::contract::ExtractedItem::new(
+        memory.text.clone(),
+        memsift_core::status::Temporal::normalize(&memory.temporal),
+        Vec::new(),
+    );
+    item.confidence = memory.confidence;
+    item.happens_at = memory.happens_at.map(|at| at.to_rfc3339());
+    item.expires_at = memory.expires_at.map(|at| at.to_rfc3339());
+    item
+}

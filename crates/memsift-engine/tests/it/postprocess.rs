@@ -1,0 +1,396 @@
+//! The post-processing stages end to end: planned through the router, answered on the offline lane
+//! or the simulator's batch lane, applied through the journaled store operations, capped, and
+//! undone to the exact prior rows.
+
+use memsift_core::config::Config;
+use memsift_engine::pipeline::run_stage;
+use memsift_engine::stages::Stage;
+use memsift_sim::SimConfig;
+use memsift_store::testing::TestDb;
+
+use crate::helpers::TestApp;
+
+/// Words that share nothing with each other or the test facts, for filler memories.
+const FILLER: [&str; 40] = [
+    "stamps",
+    "shells",
+    "coins",
+    "kites",
+    "maps",
+    "clocks",
+    "masks",
+    "fans",
+    "bells",
+    "keys",
+    "lamps",
+    "mugs",
+    "pins",
+    "rugs",
+    "hats",
+    "vases",
+    "dolls",
+    "drums",
+    "flags",
+    "gloves",
+    "jars",
+    "knots",
+    "lenses",
+    "mirrors",
+    "needles",
+    "oars",
+    "pipes",
+    "quills",
+    "ropes",
+    "saddles",
+    "tiles",
+    "umbrellas",
+    "violins",
+    "whistles",
+    "yoyos",
+    "zithers",
+    "anchors",
+    "buttons",
+    "candles",
+    "dice",
+];
+
+/// Ana: forty unrelated memories (so a run may change 5 % of 44, rounded up: 3 of them), a pair
+/// the offline judge calls a conflict, and a near-duplicate pair consolidation should merge.
+async fn seed(test: &TestApp) -> memsift_core::UserId {
+    let store = &test.app.store;
+    let mut user = None;
+    for word in FILLER {
+        let (id, _) = store
+            .insert_test_memory("ana", &format!("Ana collects {word}."))
+            .await
+            .unwrap();
+        user = Some(id);
+    }
+    for text in [
+        "Ana lives in Lisbon with her husband Tiago.",
+        "Ana no longer lives in Lisbon with her husband Tiago.",
+        "Ana has a grey cat named Miso.",
+        "Ana has a grey cat named Miso!",
+    ] {
+        store.insert_test_memory("ana", text).await.unwrap();
+    }
+    user.unwrap()
+}
+
+#[tokio::test]
+async fn stages_on_the_offline_lane_link_merge_within_the_cap_and_undo_exactly() {
+    let test = TestApp::sqlite().await;
+    let ana = seed(&test).await;
+    let store = &test.app.store;
+
+    // Relationships: the conflicting pair is linked; nothing is archived by a conflict.
+    let run = run_stage(&test.app, Stage::Relationships, Some("ana"), false, true)
+        .await
+        .unwrap();
+    assert!(run.plan.n_requests > 0);
+    assert!(
+        run.after.links_by_kind.get("conflicts").copied().unwrap_or(0) >= 1,
+        "{run:?}"
+    );
+    assert_eq!(run.after.active_memories, run.before.active_memories);
+    // Every new memory is covered once: a second run plans nothing.
+    let again = run_stage(&test.app, Stage::Relationships, Some("ana"), false, true)
+        .await
+        .unwrap();
+    assert_eq!(again.plan.n_requests, 0);
+
+    // A dry run of consolidation plans the cat pair and writes nothing.
+    let n_requests = store.count_rows("llm_requests").await.unwrap();
+    let dry = run_stage(&test.app, Stage::Consolidation, Some("ana"), true, true)
+        .await
+        .unwrap();
+    assert_eq!(dry.plan.n_requests, 1, "{dry:?}");
+    assert!(dry.plan.planned[0].contains("Miso"), "{:?}", dry.plan.planned);
+    assert_eq!(store.count_rows("llm_requests").await.unwrap(), n_requests);
+
+    // The real run: proposal, independent review, then the merge — two of 44 memories changed,
+    // within the cap (5 % of 44, rounded up: 3).
+    let before = store.user_rows(ana).await.unwrap();
+    let run = run_stage(&test.app, Stage::Consolidation, Some("ana"), false, true)
+        .await
+        .unwrap();
+    assert_eq!(run.n_changes, 1, "{run:?}");
+    assert_eq!(run.after.archived_memories - run.before.archived_memories, 2);
+    assert_eq!(run.after.active_memories, run.before.active_memories - 1);
+    let texts = test.memory_texts("ana").await;
+    assert_eq!(
+        texts.iter().filter(|text| text.contains("Miso")).count(),
+        1,
+        "{texts:?}"
+    );
+
+    // Undo of the consolidation puts back exactly the rows that were there.
+    let operations = store.operation_ids("ana", "consolidate").await.unwrap();
+    assert_eq!(operations.len(), 1);
+    let undone = store
+        .undo_operation("ana", operations[0], memsift_core::Clock::now(&test.clock))
+        .await
+        .unwrap();
+    assert_eq!(undone.restored_memory_ids.len(), 2);
+    assert_eq!(store.user_rows(ana).await.unwrap(), before);
+    test.finish().await;
+}
+
+#[tokio::test]
+async fn a_stage_run_never_changes_more_than_its_share_of_a_users_memories() {
+    // Twenty near-duplicates of one fact: consolidation may change at most 5 % of 20 = 1 memory
+    // per run, which no cluster (2 or more members) fits, so nothing is merged.
+    let test = TestApp::sqlite().await;
+    for index in 0..20 {
+        let text = format!("Ana has a grey cat named Miso{}", "!".repeat(index + 1));
+        test.app.store.insert_test_memory("ana", &text).await.unwrap();
+    }
+    let run = run_stage(&test.app, Stage::Consolidation, Some("ana"), false, true)
+        .await
+        .unwrap();
+    assert_eq!(run.plan.n_requests, 0);
+    assert!(run.plan.n_left_by_cap >= 1, "{run:?}");
+    assert_eq!(run.after.active_memories, 20);
+    test.finish().await;
+}
+
+/// The default configuration with every stage purpose on Anthropic's batch lane at `base_url`.
+fn stages_on_batch(base_url: &str, key_file: &std::path::Path) -> Config {
+    std::fs::write(key_file, "test-key").unwrap();
+    let mut overlay = "[embeddings]\nbackend = \"hashing\"\n\n[batch]\npack_max_wait_secs = 0\n\n".to_owned();
+    for purpose in ["relationship", "consolidation", "consolidation_review"] {
+        overlay.push_str(&format!(
+            "[llm.{purpose}_standard]\nprovider = \"anthropic\"\nendpoint = \"{base_url}\"\nmodel = \"claude-haiku-4-5\"\n\
+             api_key_file = \"{}\"\nlane = \"batch\"\nmax_tokens = 2048\n\n",
+            key_file.display()
+        ));
+    }
+    Config::from_layers(Some(("test overlay", &overlay))).unwrap()
+}
+
+#[tokio::test]
+async fn stage_requests_go_through_the_batch_coordinator_like_extraction() {
+    let db = TestDb::postgres().await;
+    let sim_config = SimConfig::from_cli("heuristic", None).unwrap();
+    let test = TestApp::on_sim(db, sim_config, |sim, key| stages_on_batch(&sim.base_url, key)).await;
+    seed(&test).await;
+    let run = run_stage(&test.app, Stage::Relationships, Some("ana"), false, true)
+        .await
+        .unwrap();
+    assert!(
+        run.after.links_by_kind.get("conflicts").copied().unwrap_or(0) >= 1,
+        "{run:?}"
+    );
+    let requests = test.app.store.list_requests(Some("ana"), None, None).await.unwrap();
+    let relationship: Vec<_> = requests.iter().filter(|r| r.purpose == "relationship").collect();
+    assert!(!relationship.is_empty());
+    assert!(
+        relationship.iter().all(|r| r.lane == "batch" && r.status == "applied"),
+        "{relationship:?}"
+    );
+    // Consolidation's two requests (proposal, then review) both go through batches.
+    let run = run_stage(&test.app, Stage::Consolidation, Some("ana"), false, true)
+        .await
+        .unwrap();
+    assert_eq!(run.n_changes, 1, "{run:?}");
+    let requests = test.app.store.list_requests(Some("ana"), None, None).await.unwrap();
+    for purpose in ["consolidation", "consolidation_review"] {
+        assert_eq!(
+            requests
+                .iter()
+                .filter(|r| r.purpose == purpose && r.lane == "batch" && r.status == "applied")
+                .count(),
+            1,
+            "{purpose}"
+        );
+    }
+    test.finish().await;
+}
+
+#[tokio::test]
+async fn refinement_entity_gc_and_scoring_work_on_the_offline_lane() {
+    // In the reference pipeline refinement never ran, entity merges could not succeed, and scoring saw no
+    // reads and no links. Here each one changes the store, journaled.
+    let test = TestApp::postgres().await;
+    let ana = seed(&test).await;
+    let store = &test.app.store;
+    let now = memsift_core::Clock::now(&test.clock);
+    let long = "Ana basically really likes to cook very spicy Thai curries on Sunday evenings with Tiago.";
+    let (_, wordy) = store.insert_test_memory("ana", long).await.unwrap();
+    store
+        .set_test_memory_reads(wordy, 3, now - chrono::Duration::days(10))
+        .await
+        .unwrap();
+    let run = run_stage(&test.app, Stage::Refinement, Some("ana"), false, true)
+        .await
+        .unwrap();
+    assert_eq!((run.plan.n_requests, run.n_changes), (1, 1), "{run:?}");
+    let texts = test.memory_texts("ana").await;
+    let refined: Vec<&String> = texts.iter().filter(|text| text.contains("Thai curries")).collect();
+    assert_eq!(refined.len(), 1, "{texts:?}");
+    assert!(
+        refined[0].len() < long.len() && !refined[0].contains("basically"),
+        "{refined:?}"
+    );
+    assert_eq!(store.operation_ids("ana", "refine").await.unwrap().len(), 1);
+
+    // Two dormant entities naming one person: one is merged into the other, joins and all.
+    let rows = store.user_rows(ana).await.unwrap();
+    let ids: Vec<memsift_core::MemoryId> = rows
+        .memories
+        .iter()
+        .filter(|m| m["archived_at"].is_null())
+        .take(3)
+        .map(|m| memsift_core::MemoryId::parse(m["id"].as_str().unwrap()).unwrap())
+        .collect();
+    let long_ago = now - chrono::Duration::days(60);
+    let short = store
+        .insert_test_entity(ana, "Tiago", "person", &ids[..2], long_ago)
+        .await
+        .unwrap();
+    let full = store
+        .insert_test_entity(ana, "Tiago Silva", "person", &ids[2..], long_ago)
+        .await
+        .unwrap();
+    let run = run_stage(&test.app, Stage::EntityGc, Some("ana"), false, true)
+        .await
+        .unwrap();
+    assert_eq!(run.plan.n_requests, 2, "{run:?}");
+    assert_eq!(run.after.active_entities, run.before.active_entities - 1, "{run:?}");
+    let rows = store.user_rows(ana).await.unwrap();
+    let survivor = if rows
+        .entities
+        .iter()
+        .any(|e| e["id"] == short && e["archived_at"].is_null())
+    {
+        &short
+    } else {
+        &full
+    };
+    assert_eq!(rows.joins.iter().filter(|(_, entity)| entity == survivor).count(), 3);
+    assert_eq!(store.operation_ids("ana", "entity_merge").await.unwrap().len(), 1);
+
+    // Scoring sees links and reads: after relationships link the Lisbon pair, a linked memory
+    // outranks an unlinked one written at the same moment and read as often.
+    run_stage(&test.app, Stage::Relationships, Some("ana"), false, true)
+        .await
+        .unwrap();
+    memsift_engine::pipeline::score(&test.app).await.unwrap();
+    let rows = store.user_rows(ana).await.unwrap();
+    let importance = |needle: &str| {
+        rows.memories
+            .iter()
+            .find(|m| m["text"].as_str().unwrap().starts_with(needle))
+            .unwrap()["importance"]
+            .as_f64()
+            .unwrap()
+    };
+    assert!(
+        importance("Ana no longer lives in Lisbon") > importance("Ana collects stamps"),
+        "linked {} vs unlinked {}",
+        importance("Ana no longer lives in Lisbon"),
+        importance("Ana collects stamps")
+    );
+    test.finish().await;
+}
+
+#[tokio::test]
+async fn the_extraction_reviewer_reviews_every_new_memory_and_only_narrows() {
+    let mut test = TestApp::sqlite().await;
+    let mut config = test.app.config.clone();
+    config.postprocess.extraction_reviewer = true;
+    test.app = crate::helpers::app_on(&test.app.store, &test.clock, config, "reviewer");
+    let chat = [
+        crate::helpers::line(
+            "ana",
+            "c1",
+            0,
+            "user",
+            "I live in Lisbon and I have a dog named Rex.",
+            false,
+        ),
+        crate::helpers::line("ana", "c1", 1, "assistant", "Lovely.", true),
+        crate::helpers::line(
+            "ana",
+            "c2",
+            200,
+            "user",
+            "I'm allergic to peanuts and I work at Fernwood Labs.",
+            true,
+        ),
+    ]
+    .concat();
+    test.import("chat.jsonl", &chat).await.unwrap();
+    memsift_engine::pipeline::run_until_idle(&test.app).await.unwrap();
+    let store = &test.app.store;
+    let ana = store.user_id("ana").await.unwrap().unwrap();
+    let texts_after = test.memory_texts("ana").await;
+    assert!(!texts_after.is_empty());
+    // One review per memory, all applied.
+    let requests = store.list_requests(Some("ana"), None, None).await.unwrap();
+    let reviews: Vec<_> = requests.iter().filter(|r| r.purpose == "extraction_review").collect();
+    assert_eq!(reviews.len(), texts_after.len(), "{requests:?}");
+    assert!(reviews.iter().all(|r| r.status == "applied"));
+    // The offline reviewer caps confidence at 0.9 and keeps every text: each narrowing journaled
+    // the higher confidence it replaced, and nothing was widened.
+    let rows = store.user_rows(ana).await.unwrap();
+    assert!(
+        rows.memories.iter().all(|m| m["confidence"].as_f64().unwrap() <= 0.9),
+        "{rows:?}"
+    );
+    for operation in store.operation_ids("ana", "review_narrow").await.unwrap() {
+        let undone = store
+            .undo_operation("ana", operation, memsift_core::Clock::now(&test.clock))
+            .await
+            .unwrap();
+        let restored = store.user_rows(ana).await.unwrap();
+        let memory = restored.memories.iter().find(|m| m["id"] == undone.memory_id).unwrap();
+        assert!(memory["confidence"].as_f64().unwrap() > 0.9, "{memory:?}");
+    }
+    // A second step plans no second review.
+    let again = memsift_engine::pipeline::run_until_idle(&test.app).await.unwrap();
+    assert_eq!(again.n_requests_planned, 0);
+    test.finish().await;
+}
+
+#[tokio::test]
+async fn the_extraction_reviewers_narrowed_text_is_applied_for_a_user_with_one_memory() {
+    // The review request carried no run cap, so its cap was 0 and every narrowed text was refused.
+    // Each review is now a run of its own that may change its one memory, however few the user has.
+    use memsift_sim::{ResponderReply, ScriptedResponder};
+    let script = ScriptedResponder::from_fn(|request| {
+        if request.user_text.contains("\"task\":\"extraction_review\"") {
+            return ResponderReply::Text(r#"{"text":"The user lives in Lisbon.","confidence":0.8}"#.to_owned());
+        }
+        let label = request.turns.first().map(|turn| turn.label.clone()).unwrap_or_default();
+        ResponderReply::Text(
+            serde_json::json!([{"text": "The user lives in Lisbon with a cat named Miso.", "evidence_turns": [label]}])
+                .to_string(),
+        )
+    });
+    let db = TestDb::sqlite().await;
+    let sim_config = SimConfig::new(std::sync::Arc::new(script));
+    let test = TestApp::on_sim(db, sim_config, |sim, key_file| {
+        let mut config = crate::helpers::batch_config(&sim.base_url, key_file);
+        let provider = config.llm["extraction_standard"].clone();
+        config.llm.insert("extraction_review_standard".to_owned(), provider);
+        config.postprocess.extraction_reviewer = true;
+        config
+    })
+    .await;
+    let chat = crate::helpers::line("ana", "c1", 0, "user", "I live in Lisbon with my cat Miso.", true);
+    test.import("chat.jsonl", &chat).await.unwrap();
+    memsift_engine::pipeline::run_until_idle(&test.app).await.unwrap();
+
+    assert_eq!(test.memory_texts("ana").await, ["The user lives in Lisbon."]);
+    let requests = test.app.store.list_requests(Some("ana"), None, None).await.unwrap();
+    let reviews: Vec<_> = requests.iter().filter(|r| r.purpose == "extraction_review").collect();
+    assert_eq!(reviews.len(), 1, "{requests:?}");
+    assert_eq!(
+        (reviews[0].lane.as_str(), reviews[0].status.as_str()),
+        ("batch", "applied")
+    );
+    let operations = test.app.store.operation_ids("ana", "review").await.unwrap();
+    assert_eq!(operations.len(), 1, "the narrowing is one journaled change");
+    test.finish().await;
+}

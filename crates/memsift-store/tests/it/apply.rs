@@ -1,0 +1,312 @@
+//! Apply cases: one request's output is written exactly once, with its evidence, entities,
+//! vectors and model; dedupe keeps one memory per fact and passes a duplicate's evidence on.
+
+use memsift_core::MemoryId;
+use memsift_core::status::{Lane, Temporal};
+use memsift_store::{ApplyInput, ApplyOutcome, DuplicateEvidence, DuplicateOf, ItemEmbeddings, NewRequest, Store};
+
+use crate::helpers::{apply_input, closed_claimed_segment, item, request, segment_statuses, t0};
+
+pub async fn apply_writes_a_result_exactly_once(store: &Store) {
+    let (segment_id, user_id, message_ids) = closed_claimed_segment(store, "ana", "c1").await;
+    let request = request(segment_id, user_id, 0);
+    store
+        .plan_segment_requests(segment_id, std::slice::from_ref(&request), t0())
+        .await
+        .unwrap();
+    store
+        .record_output(request.id, "[...]", Some("end_turn"), t0())
+        .await
+        .unwrap();
+    let input = apply_input(
+        &request,
+        vec![
+            item("Ana lives in Lisbon.", vec![message_ids[0]]),
+            item("Ana has a cat named Miso.", vec![]),
+        ],
+    );
+    let first = store.apply(&input).await.unwrap();
+    let ApplyOutcome::Applied {
+        memory_ids,
+        segment_extracted,
+        ..
+    } = first
+    else {
+        panic!("first apply must write")
+    };
+    assert_eq!(memory_ids.len(), 2);
+    assert!(segment_extracted);
+    let after_first = store.counts().await.unwrap();
+    assert_eq!(store.apply(&input).await.unwrap(), ApplyOutcome::AlreadyApplied);
+    assert_eq!(store.counts().await.unwrap(), after_first);
+    assert_eq!(store.count_rows("memory_evidence").await.unwrap(), 1);
+    let memories = store.list_memories("ana", None).await.unwrap();
+    assert_eq!(memories[0].evidence, ["t0"]);
+}
+
+pub async fn a_segment_is_extracted_only_when_every_chunk_is_applied(store: &Store) {
+    let (segment_id, user_id, _) = closed_claimed_segment(store, "ana", "c1").await;
+    let chunks = [request(segment_id, user_id, 0), request(segment_id, user_id, 1)];
+    store.plan_segment_requests(segment_id, &chunks, t0()).await.unwrap();
+    for chunk in &chunks {
+        store.record_output(chunk.id, "[]", None, t0()).await.unwrap();
+    }
+    let ApplyOutcome::Applied { segment_extracted, .. } = store.apply(&apply_input(&chunks[0], vec![])).await.unwrap()
+    else {
+        panic!("chunk 0 applies")
+    };
+    assert!(!segment_extracted);
+    assert_eq!(segment_statuses(store, "ana").await, vec![("extracting".to_owned(), 2)]);
+    let ApplyOutcome::Applied { segment_extracted, .. } = store.apply(&apply_input(&chunks[1], vec![])).await.unwrap()
+    else {
+        panic!("chunk 1 applies")
+    };
+    assert!(segment_extracted);
+    assert_eq!(segment_statuses(store, "ana").await, vec![("extracted".to_owned(), 2)]);
+}
+
+pub async fn the_same_fact_from_two_segments_is_stored_once(store: &Store) {
+    let (first_segment, user_id, _) = closed_claimed_segment(store, "ana", "c1").await;
+    let (second_segment, _, _) = closed_claimed_segment(store, "ana", "c2").await;
+    for segment_id in [first_segment, second_segment] {
+        let request = request(segment_id, user_id, 0);
+        store
+            .plan_segment_requests(segment_id, std::slice::from_ref(&request), t0())
+            .await
+            .unwrap();
+        store.record_output(request.id, "[...]", None, t0()).await.unwrap();
+        store
+            .apply(&apply_input(&request, vec![item("Ana lives in Lisbon.", vec![])]))
+            .await
+            .unwrap();
+    }
+    assert_eq!(store.list_memories("ana", None).await.unwrap().len(), 1);
+    assert!(
+        store
+            .active_dedupe_keys(user_id)
+            .await
+            .unwrap()
+            .contains("ana lives in lisbon")
+    );
+}
+
+pub async fn entities_are_upserted_and_joined(store: &Store) {
+    let (segment_id, user_id, _) = closed_claimed_segment(store, "ana", "c1").await;
+    let request = request(segment_id, user_id, 0);
+    store
+        .plan_segment_requests(segment_id, std::slice::from_ref(&request), t0())
+        .await
+        .unwrap();
+    store.record_output(request.id, "[...]", None, t0()).await.unwrap();
+    let mut lisbon = item("Ana lives in Lisbon.", vec![]);
+    lisbon.entities = vec![("Lisbon".to_owned(), "place".to_owned())];
+    let mut moving = item("Ana is selling her flat in Lisbon.", vec![]);
+    moving.entities = vec![
+        ("lisbon".to_owned(), "place".to_owned()),
+        ("Miso".to_owned(), "pet".to_owned()),
+    ];
+    store.apply(&apply_input(&request, vec![lisbon, moving])).await.unwrap();
+    assert_eq!(store.count_rows("entities").await.unwrap(), 2);
+    assert_eq!(store.count_rows("memory_entities").await.unwrap(), 3);
+    let memories = store.list_memories("ana", None).await.unwrap();
+    assert_eq!(memories[1].entities, ["Lisbon", "Miso"]);
+}
+
+pub async fn apply_stores_each_items_vector_with_its_model(store: &Store) {
+    let (segment_id, user_id, _) = closed_claimed_segment(store, "ana", "c1").await;
+    let request = request(segment_id, user_id, 0);
+    store
+        .plan_segment_requests(segment_id, std::slice::from_ref(&request), t0())
+        .await
+        .unwrap();
+    store
+        .record_output(request.id, "[...]", Some("end_turn"), t0())
+        .await
+        .unwrap();
+    let version_before = store.memory_version(user_id).await.unwrap();
+    let vectors = vec![vec![0.6, 0.8, 0.0], vec![0.0, 0.0, 1.0]];
+    let input = ApplyInput {
+        embeddings: Some(ItemEmbeddings {
+            model_id: "test-model".to_owned(),
+            vectors: vectors.clone(),
+        }),
+        ..apply_input(
+            &request,
+            vec![
+                item("Ana lives in Lisbon.", vec![]),
+                item("Ana has a cat named Miso.", vec![]),
+            ],
+        )
+    };
+    let ApplyOutcome::Applied {
+        memory_ids,
+        item_positions,
+        memory_version,
+        ..
+    } = store.apply(&input).await.unwrap()
+    else {
+        panic!("the first apply writes")
+    };
+    // One bump for the whole write, reported so a cache can follow it without a reload.
+    assert_eq!(memory_version, version_before + 1);
+    assert_eq!(store.memory_version(user_id).await.unwrap(), memory_version);
+    assert_eq!(item_positions, vec![0, 1]);
+    let stored = store.user_memory_vectors(user_id).await.unwrap();
+    for (memory_id, position) in memory_ids.iter().zip(&item_positions) {
+        let row = stored.rows.iter().find(|row| row.memory_id == *memory_id).unwrap();
+        assert_eq!(row.model_id.as_deref(), Some("test-model"));
+        assert_eq!(row.dimension, Some(3));
+        assert_eq!(row.vector.as_ref(), Some(&vectors[*position]));
+    }
+}
+
+pub async fn a_duplicate_passes_its_evidence_to_the_stored_memory(store: &Store) {
+    // Dedupe must not lose what a question needs: the turns that stated a fact again (exactly, by
+    // a dropped near-duplicate, or at write) become evidence of the memory that was kept.
+    let (first_segment, user_id, first_turns) = closed_claimed_segment(store, "ana", "c1").await;
+    let (second_segment, _, second_turns) = closed_claimed_segment(store, "ana", "c2").await;
+    let (third_segment, _, third_turns) = closed_claimed_segment(store, "ana", "c3").await;
+    let (_, bos_memory) = store.insert_test_memory("bo", "Bo lives in Porto.").await.unwrap();
+    let first = request(first_segment, user_id, 0);
+    store
+        .plan_segment_requests(first_segment, std::slice::from_ref(&first), t0())
+        .await
+        .unwrap();
+    store.record_output(first.id, "[...]", None, t0()).await.unwrap();
+    let outcome = store
+        .apply(&apply_input(
+            &first,
+            vec![item("Ana lives in Lisbon.", vec![first_turns[0]])],
+        ))
+        .await
+        .unwrap();
+    let ApplyOutcome::Applied { memory_ids, .. } = outcome else {
+        panic!("first apply")
+    };
+    let kept = memory_ids[0];
+    // Second segment: the same text again (a conflict at write).
+    let second = request(second_segment, user_id, 0);
+    store
+        .plan_segment_requests(second_segment, std::slice::from_ref(&second), t0())
+        .await
+        .unwrap();
+    store.record_output(second.id, "[...]", None, t0()).await.unwrap();
+    store
+        .apply(&apply_input(
+            &second,
+            vec![item("Ana lives in Lisbon.", vec![second_turns[0]])],
+        ))
+        .await
+        .unwrap();
+    // Third segment: a dropped near-duplicate naming the kept memory, and a forged drop naming
+    // another user's memory, which is ignored.
+    let third = request(third_segment, user_id, 0);
+    store
+        .plan_segment_requests(third_segment, std::slice::from_ref(&third), t0())
+        .await
+        .unwrap();
+    store.record_output(third.id, "[...]", None, t0()).await.unwrap();
+    let mut input = apply_input(&third, vec![]);
+    input.duplicate_evidence = vec![
+        DuplicateEvidence {
+            of: DuplicateOf::Memory(kept),
+            evidence: vec![third_turns[0]],
+        },
+        DuplicateEvidence {
+            of: DuplicateOf::Memory(bos_memory),
+            evidence: vec![third_turns[1]],
+        },
+    ];
+    input.n_dropped = 2;
+    store.apply(&input).await.unwrap();
+    let rows = store.user_rows(user_id).await.unwrap();
+    let mut cited: Vec<String> = rows
+        .evidence
+        .iter()
+        .filter(|(memory, _)| *memory == kept.to_string())
+        .map(|(_, message)| message.clone())
+        .collect();
+    cited.sort();
+    let mut want = vec![
+        first_turns[0].to_string(),
+        second_turns[0].to_string(),
+        third_turns[0].to_string(),
+    ];
+    want.sort();
+    assert_eq!(cited, want);
+    let bo = store.user_id("bo").await.unwrap().unwrap();
+    assert!(store.user_rows(bo).await.unwrap().evidence.is_empty());
+}
+
+pub async fn each_memory_records_the_model_that_produced_it(store: &Store) {
+    // A model's extraction records its model, the offline lane `heuristic`, and an operator's
+    // supersede none, on the memory itself; listings, the detail and the metrics show them.
+    let (segment_id, user_id, message_ids) = closed_claimed_segment(store, "ana", "c1").await;
+    let by_model = NewRequest {
+        lane: Lane::Batch,
+        provider: "anthropic".to_owned(),
+        model: Some("claude-haiku-4-5".to_owned()),
+        ..request(segment_id, user_id, 0)
+    };
+    let offline = request(segment_id, user_id, 1);
+    store
+        .plan_segment_requests(segment_id, &[by_model.clone(), offline.clone()], t0())
+        .await
+        .unwrap();
+    for (planned, text) in [
+        (&by_model, "Ana lives in Lisbon."),
+        (&offline, "Ana has a cat named Miso."),
+    ] {
+        store.record_output(planned.id, "[...]", None, t0()).await.unwrap();
+        let mut memory = item(text, vec![message_ids[0]]);
+        if planned.id == offline.id {
+            memory.sensitive = true;
+            memory.temporal = Temporal::Recurring;
+        }
+        store.apply(&apply_input(planned, vec![memory])).await.unwrap();
+    }
+    let models = |rows: Vec<memsift_store::MemoryRow>| -> Vec<(String, Option<String>)> {
+        rows.into_iter().map(|row| (row.text, row.model)).collect()
+    };
+    assert_eq!(
+        models(store.list_memories("ana", None).await.unwrap()),
+        [
+            ("Ana lives in Lisbon.".to_owned(), Some("claude-haiku-4-5".to_owned())),
+            ("Ana has a cat named Miso.".to_owned(), Some("heuristic".to_owned())),
+        ]
+    );
+    let lisbon = store.list_memories("ana", None).await.unwrap()[0]
+        .id
+        .parse::<MemoryId>()
+        .unwrap();
+    let revised = store
+        .revise_memory(
+            "ana",
+            lisbon,
+            &memsift_store::Revision::Supersede {
+                content: "Ana lives in Porto.".to_owned(),
+            },
+            "she moved",
+            t0(),
+        )
+        .await
+        .unwrap();
+    let porto = store
+        .memory_detail(revised.new_memory_id.unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((porto.text.as_str(), porto.model), ("Ana lives in Porto.", None));
+    let archived = store.memory_detail(lisbon).await.unwrap().unwrap();
+    assert!(archived.archived_at.is_some());
+    assert_eq!(archived.model.as_deref(), Some("claude-haiku-4-5"));
+    assert_eq!(archived.source_request_id, Some(by_model.id.to_string()));
+    assert_eq!(store.memory_detail(MemoryId::new_v7()).await.unwrap(), None);
+    // Every memory written is counted by kind, archived ones too.
+    let mut kinds = store.metrics_snapshot().await.unwrap().memories_by_kind;
+    kinds.sort();
+    assert_eq!(
+        kinds,
+        [("durable".to_owned(), false, 2), ("recurring".to_owned(), true, 1)]
+    );
+}

@@ -1,0 +1,242 @@
+//! Segment cases: ingest cuts messages into segments, idle ones close by the injected clock,
+//! workers claim them without overlap, a failing one goes dead, and a segment's referenced
+//! memories are its owner's active ones.
+
+use chrono::Duration;
+use memsift_core::status::Role;
+use memsift_core::{MemoryId, SegmentId};
+use memsift_store::{NewMessage, Store};
+
+use crate::helpers::{closed_claimed_segment, idle, message, no_progress, segment_statuses, t0};
+
+pub async fn ingest_gives_each_message_one_segment_and_closes_on_boundary(store: &Store) {
+    let mut closing = message("ana", "c1", 2, Role::Assistant, "Got it.");
+    closing.boundary_after = true;
+    let messages = vec![
+        message("ana", "c1", 0, Role::User, "Hi, I moved to Porto."),
+        message("ana", "c1", 1, Role::Assistant, "Welcome!"),
+        closing,
+        message("ana", "c1", 3, Role::User, "Another thing."),
+    ];
+    let report = store.ingest(&messages, idle(), t0(), &no_progress).await.unwrap();
+    assert_eq!(
+        (
+            report.n_added,
+            report.n_segments_started,
+            report.n_segments_closed,
+            report.n_users_created
+        ),
+        (4, 2, 1, 1)
+    );
+    assert_eq!(
+        segment_statuses(store, "ana").await,
+        vec![("closed".to_owned(), 3), ("open".to_owned(), 1)]
+    );
+}
+
+pub async fn an_idle_gap_inside_the_input_starts_a_new_segment(store: &Store) {
+    let messages = vec![
+        message("ana", "c1", 0, Role::User, "first"),
+        message("ana", "c1", 59, Role::User, "still the first segment"),
+        message(
+            "ana",
+            "c1",
+            119,
+            Role::User,
+            "a new segment after 60 minutes of silence",
+        ),
+    ];
+    store.ingest(&messages, idle(), t0(), &no_progress).await.unwrap();
+    assert_eq!(
+        segment_statuses(store, "ana").await,
+        vec![("closed".to_owned(), 2), ("open".to_owned(), 1)]
+    );
+    let closed = store.list_segments(Some("ana"), Some("closed"), None).await.unwrap();
+    assert_eq!(closed[0].close_reason.as_deref(), Some("idle"));
+}
+
+pub async fn reimporting_the_same_messages_adds_nothing(store: &Store) {
+    let mut messages = vec![
+        message("ana", "c1", 0, Role::User, "I am vegetarian."),
+        message("bo", "c2", 0, Role::User, "hello"),
+    ];
+    messages[1].external_id = Some("D1:1".to_owned());
+    messages[1].boundary_after = true;
+    let first = store.ingest(&messages, idle(), t0(), &no_progress).await.unwrap();
+    let before = store.counts().await.unwrap();
+    let second = store
+        .ingest(&messages, idle(), t0() + Duration::days(1), &no_progress)
+        .await
+        .unwrap();
+    assert_eq!((first.n_added, second.n_added, second.n_already_stored), (2, 0, 2));
+    assert_eq!(store.counts().await.unwrap(), before);
+}
+
+pub async fn a_failed_ingest_leaves_the_store_as_it_was(store: &Store) {
+    store
+        .ingest(
+            &[message("ana", "c1", 0, Role::User, "kept from before")],
+            idle(),
+            t0(),
+            &no_progress,
+        )
+        .await
+        .unwrap();
+    let before = store.counts().await.unwrap();
+    let messages: Vec<NewMessage> = (0..5)
+        .map(|minute| message("bo", "c9", minute, Role::User, &format!("message {minute}")))
+        .collect();
+    let owned_store = store.clone();
+    // The progress callback panics after the third message has been written inside the
+    // transaction: the task dies, and the transaction must roll back with it.
+    let outcome = tokio::spawn(async move {
+        owned_store
+            .ingest(&messages, idle(), t0(), &|n_done| {
+                assert!(n_done < 3, "simulated crash mid-import")
+            })
+            .await
+    })
+    .await;
+    assert!(outcome.unwrap_err().is_panic());
+    assert_eq!(store.counts().await.unwrap(), before);
+}
+
+pub async fn idle_segments_close_by_the_injected_clock(store: &Store) {
+    store
+        .ingest(
+            &[message("ana", "c1", 0, Role::User, "hello")],
+            idle(),
+            t0(),
+            &no_progress,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .close_idle_segments(t0() + Duration::minutes(59), idle())
+            .await
+            .unwrap(),
+        0
+    );
+    assert_eq!(
+        store
+            .close_idle_segments(t0() + Duration::minutes(60), idle())
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(segment_statuses(store, "ana").await, vec![("closed".to_owned(), 1)]);
+}
+
+pub async fn concurrent_claims_take_disjoint_segments(store: &Store) {
+    let messages: Vec<NewMessage> = (0..6)
+        .map(|conversation_idx| {
+            let mut message = message("ana", &format!("c{conversation_idx}"), 0, Role::User, "hello there");
+            message.boundary_after = true;
+            message
+        })
+        .collect();
+    store.ingest(&messages, idle(), t0(), &no_progress).await.unwrap();
+    let (a, b, c) = tokio::join!(
+        store.claim_segments("a", t0(), Duration::minutes(15), 3),
+        store.claim_segments("b", t0(), Duration::minutes(15), 3),
+        store.claim_segments("c", t0(), Duration::minutes(15), 3),
+    );
+    let mut ids: Vec<SegmentId> = [a.unwrap(), b.unwrap(), c.unwrap()]
+        .concat()
+        .into_iter()
+        .map(|segment| segment.id)
+        .collect();
+    let n_claimed = ids.len();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), n_claimed, "a segment was claimed twice");
+    assert_eq!(n_claimed, 6);
+    assert!(
+        store
+            .claim_segments("d", t0(), Duration::minutes(15), 3)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+pub async fn a_segment_goes_dead_after_max_attempts(store: &Store) {
+    let (segment_id, _, _) = closed_claimed_segment(store, "ana", "c1").await;
+    store
+        .fail_segment(segment_id, "provider said no", 2, Duration::minutes(5), t0())
+        .await
+        .unwrap();
+    assert_eq!(segment_statuses(store, "ana").await[0].0, "failed");
+    // Not due yet, then due: the retry waits for its time.
+    assert!(
+        store
+            .claim_segments("w", t0(), Duration::minutes(15), 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let again = store
+        .claim_segments("w", t0() + Duration::minutes(5), Duration::minutes(15), 10)
+        .await
+        .unwrap();
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].attempt, 2);
+    store
+        .fail_segment(segment_id, "provider said no again", 2, Duration::minutes(5), t0())
+        .await
+        .unwrap();
+    let rows = store.list_segments(Some("ana"), None, None).await.unwrap();
+    assert_eq!(
+        (rows[0].status.as_str(), rows[0].last_error.as_deref()),
+        ("dead", Some("provider said no again"))
+    );
+    assert!(
+        store
+            .claim_segments("w", t0() + Duration::days(1), Duration::minutes(15), 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+pub async fn referenced_memories_are_the_owners_active_ones_in_order(store: &Store) {
+    let (ana, lisbon) = store.insert_test_memory("ana", "Ana lives in Lisbon.").await.unwrap();
+    let (_, miso) = store
+        .insert_test_memory("ana", "Ana has a cat named Miso.")
+        .await
+        .unwrap();
+    let (_, archived) = store
+        .insert_test_memory("ana", "Ana used to live in Porto.")
+        .await
+        .unwrap();
+    store.archive_test_memory(ana, archived).await.unwrap();
+    let (_, bobs) = store.insert_test_memory("bob", "Bob plays chess.").await.unwrap();
+    let unknown = MemoryId::new_v7();
+
+    let mut question = message("ana", "c9", 0, Role::User, "Where should I move?");
+    question.referenced_memory_ids = vec![miso];
+    let mut answer = message("ana", "c9", 1, Role::Assistant, "You like Lisbon.");
+    // Another user's memory, an archived one and an unknown id must never reach Ana's prompt.
+    answer.referenced_memory_ids = vec![bobs, lisbon, archived, miso, unknown];
+    answer.boundary_after = true;
+    store
+        .ingest(&[question, answer], idle(), t0(), &no_progress)
+        .await
+        .unwrap();
+    let segment = store
+        .list_segments(Some("ana"), None, None)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|row| row.n_messages == 2)
+        .unwrap();
+    let referenced = store.referenced_memories(segment.id.parse().unwrap()).await.unwrap();
+    assert_eq!(
+        referenced,
+        vec![
+            (miso, "Ana has a cat named Miso.".to_owned()),
+            (lisbon, "Ana lives in Lisbon.".to_owned()),
+        ]
+    );
+}
