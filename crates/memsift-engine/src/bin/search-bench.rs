@@ -1,0 +1,168 @@
+//! Search latency for one user with 1k, 10k and 100k memories, on SQLite and PostgreSQL, with the
+//! resident memory it takes.
+//!
+//! `cargo run --release -p memsift-engine --features testing --bin search-bench -- [SIZES] [--postgres]`
+//! (SIZES defaults to 1000,10000,100000; PostgreSQL as the store tests find it). Each memory is a
+//! sentence of words drawn from a fixed vocabulary with a random unit vector stored as the
+//! configured MiniLM's: what a search costs does not depend on what the vectors say. Every query
+//! is embedded by the real model, so the figures include query embedding. Prints figures only.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use chrono::Utc;
+use memsift_core::ManualClock;
+use memsift_core::config::Config;
+use memsift_engine::search::{SearchRequest, search};
+use memsift_engine::testing::app_on;
+use memsift_store::testing::TestDb;
+
+const QUERIES: usize = 200;
+
+/// xorshift64: reproducible data without a dependency.
+struct Noise(u64);
+
+impl Noise {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn unit(&mut self) -> f32 {
+        (self.next() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+/// A vocabulary of pronounceable words, a few very common and most rare, like a person's topics.
+fn vocabulary() -> Vec<String> {
+    let onsets = [
+        "b", "c", "d", "f", "g", "l", "m", "n", "p", "r", "s", "t", "v", "br", "st", "tr",
+    ];
+    let vowels = ["a", "e", "i", "o", "u", "ai", "ou"];
+    let codas = ["", "n", "r", "s", "l", "m", "nd", "st"];
+    let mut words = Vec::new();
+    for onset in onsets {
+        for vowel in vowels {
+            for coda in codas {
+                for second in ["lo", "ra", "ven", "mi", ""] {
+                    words.push(format!("{onset}{vowel}{coda}{second}"));
+                }
+            }
+        }
+    }
+    words
+}
+
+/// A Zipf-like pick: low indexes far more often than high ones.
+fn zipf(noise: &mut Noise, n: usize) -> usize {
+    let u = (noise.next() >> 11) as f64 / (1u64 << 53) as f64;
+    ((n as f64).powf(u) as usize).saturating_sub(1).min(n - 1)
+}
+
+fn sentence(noise: &mut Noise, words: &[String], n_words: usize) -> String {
+    let mut text: Vec<&str> = (0..n_words).map(|_| words[zipf(noise, words.len())].as_str()).collect();
+    text.insert(0, "Noor");
+    text.join(" ") + "."
+}
+
+fn resident_mb() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find(|line| line.starts_with("VmRSS:"))
+                .and_then(|line| line.split_whitespace().nth(1)?.parse::<f64>().ok())
+        })
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    let rank = ((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1]
+}
+
+async fn bench(db: &TestDb, backend: &str, size: usize, words: &[String]) -> anyhow::Result<()> {
+    let clock = ManualClock::new(Utc::now());
+    let app = app_on(&db.store, &clock, Config::defaults(), "bench");
+    let embedder = app.vectors.embedder().await?;
+    let (model_id, dimension) = (embedder.model_id().to_owned(), embedder.dimension());
+    let mut noise = Noise(0x9e37_79b9_7f4a_7c15 ^ size as u64);
+    let rows: Vec<(String, Vec<f32>)> = (0..size)
+        .map(|_| {
+            let n_words = 6 + noise.below(10);
+            (
+                sentence(&mut noise, words, n_words),
+                (0..dimension).map(|_| noise.unit()).collect(),
+            )
+        })
+        .collect();
+    let user = format!("bench-{size}");
+    let started = Instant::now();
+    db.store
+        .insert_bench_memories(&user, &model_id, &rows, clock.now())
+        .await?;
+    let load_secs = started.elapsed().as_secs_f64();
+    let before = resident_mb();
+    let mut latencies = Vec::with_capacity(QUERIES);
+    for query in 0..=QUERIES {
+        let text = sentence(&mut noise, words, 4 + noise.below(5)) + &format!(" {query}");
+        let request = SearchRequest {
+            record_access: false,
+            ..SearchRequest::new(user.clone(), text)
+        };
+        let started = Instant::now();
+        let answer = search(&app, &request).await?;
+        // The first query loads the user's index; it is reported apart, not in the percentiles.
+        if query == 0 {
+            println!(
+                "{backend} n={size}: first query (loads the index) {:.1} ms, {} results",
+                started.elapsed().as_secs_f64() * 1000.0,
+                answer.results.len()
+            );
+            continue;
+        }
+        latencies.push(started.elapsed().as_secs_f64() * 1000.0);
+    }
+    latencies.sort_by(f64::total_cmp);
+    println!(
+        "{backend} n={size}: p50 {:.1} ms, p95 {:.1} ms over {QUERIES} queries (query embedding included); \
+         resident {:.0} MB after the queries ({:+.0} MB for the index); insert {:.1} s",
+        percentile(&latencies, 0.50),
+        percentile(&latencies, 0.95),
+        resident_mb(),
+        resident_mb() - before,
+        load_secs,
+    );
+    Ok(())
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let postgres = args.iter().any(|arg| arg == "--postgres");
+    let sizes: Vec<usize> = args
+        .iter()
+        .find(|arg| !arg.starts_with("--"))
+        .map_or("1000,10000,100000", String::as_str)
+        .split(',')
+        .map(|size| size.trim().parse())
+        .collect::<Result<_, _>>()?;
+    let words = Arc::new(vocabulary());
+    for size in sizes {
+        let db = if postgres {
+            TestDb::postgres().await
+        } else {
+            TestDb::sqlite().await
+        };
+        bench(&db, if postgres { "postgres" } else { "sqlite" }, size, &words).await?;
+        db.finish().await;
+    }
+    Ok(())
+}

@@ -1,0 +1,377 @@
+//! Fusing ranked lists into one ranking: weighted reciprocal rank fusion, then priors, then
+//! linked-memory expansion. Pure: the lists, priors and links arrive as arguments.
+//!
+//! Reciprocal rank fusion adds `weight / (k + rank)` for every list an item is in. It needs no
+//! calibration between signals whose scores mean different things (a cosine, a BM25 score, a date
+//! distance), which is why the reference read side uses it too.
+
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+
+/// What a result is: a memory, or a stored turn no active memory cites.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(tag = "kind", content = "id", rename_all = "snake_case")]
+pub enum Key {
+    /// An active memory, by id.
+    Memory(String),
+    /// A stored turn (message), by id.
+    Turn(String),
+}
+
+/// The signals that rank results, each with its own list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Signal {
+    /// Cosine similarity of the query's vector to each memory's.
+    Vector,
+    /// BM25 (SQLite FTS5) or `ts_rank_cd` (PostgreSQL) over memory texts.
+    Lexical,
+    /// Memories whose evidence turns match the query lexically (what was said, not how the
+    /// memory words it).
+    Evidence,
+    /// Memories whose evidence turns' vectors are nearest the query's.
+    EvidenceVector,
+    /// Memories joined to an entity the query names.
+    Entity,
+    /// Memories whose time (when it happens, or when its evidence was said) is in the range the
+    /// query names.
+    Date,
+    /// Turns no active memory cites, by the same lexical match.
+    Turns,
+    /// Turns no active memory cites, by their vectors.
+    TurnVector,
+}
+
+/// How much each signal and prior counts; the defaults are what `memsift eval retrieval`
+/// measured best on annotated conversations (see BENCHMARKS.md).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Weights {
+    /// The `k` of reciprocal rank fusion: larger flattens the difference between ranks.
+    pub rrf_k: f64,
+    /// Per signal.
+    pub vector: f64,
+    /// Per signal.
+    pub lexical: f64,
+    /// Per signal.
+    pub evidence: f64,
+    /// Per signal.
+    pub evidence_vector: f64,
+    /// Per signal.
+    pub entity: f64,
+    /// Per signal.
+    pub date: f64,
+    /// Per signal.
+    pub turns: f64,
+    /// Per signal.
+    pub turn_vector: f64,
+    /// A memory's importance (0–1) scales its fused score by `1 + importance_prior × (importance − 0.5)`.
+    pub importance_prior: f64,
+    /// Recency (1 for today, halving every `recency_half_life_days`) adds `recency_prior × recency`
+    /// to that factor.
+    pub recency_prior: f64,
+    /// The half-life of recency, in days.
+    pub recency_half_life_days: f64,
+    /// A linked memory's score is its parent's × this × the link type's weight × the link's
+    /// confidence × inherited importance.
+    pub link_factor: f64,
+    /// Links below this confidence are not followed.
+    pub link_confidence_floor: f64,
+    /// How many of the top memories have their links followed.
+    pub link_parents: usize,
+    /// Above 0, the query is embedded as a statement (its question framing dropped).
+    pub vector_as_statement: f64,
+}
+
+impl Default for Weights {
+    fn default() -> Self {
+        Weights {
+            rrf_k: 60.0,
+            vector: 1.0,
+            lexical: 1.0,
+            evidence: 0.5,
+            evidence_vector: 1.0,
+            entity: 0.3,
+            date: 0.5,
+            turns: 0.8,
+            turn_vector: 1.0,
+            importance_prior: 0.2,
+            recency_prior: 0.0,
+            recency_half_life_days: 90.0,
+            link_factor: 0.5,
+            link_confidence_floor: 0.6,
+            link_parents: 10,
+            vector_as_statement: 0.0,
+        }
+    }
+}
+
+impl Weights {
+    /// These weights with some replaced, from `name=value,…` (the field names above).
+    pub fn with_overrides(&self, list: &str) -> Result<Weights, String> {
+        let mut fields = serde_json::to_value(self).map_err(|error| error.to_string())?;
+        for pair in list.split(',').map(str::trim).filter(|pair| !pair.is_empty()) {
+            let (name, value) = pair
+                .split_once('=')
+                .ok_or_else(|| format!("`{pair}` is not name=value"))?;
+            let number: f64 = value
+                .trim()
+                .parse()
+                .map_err(|_| format!("`{value}` (for {name}) is not a number"))?;
+            let slot = fields
+                .get_mut(name.trim())
+                .ok_or_else(|| format!("no weight named `{name}`"))?;
+            *slot = if slot.is_u64() {
+                serde_json::json!(number as u64)
+            } else {
+                serde_json::json!(number)
+            };
+        }
+        serde_json::from_value(fields).map_err(|error| error.to_string())
+    }
+
+    /// The weight of one signal's list.
+    pub fn of(&self, signal: Signal) -> f64 {
+        match signal {
+            Signal::Vector => self.vector,
+            Signal::Lexical => self.lexical,
+            Signal::Evidence => self.evidence,
+            Signal::Entity => self.entity,
+            Signal::Date => self.date,
+            Signal::Turns => self.turns,
+            Signal::EvidenceVector => self.evidence_vector,
+            Signal::TurnVector => self.turn_vector,
+        }
+    }
+}
+
+/// How much following a link of each type is worth: contradictions and replacements matter most
+/// to an answer, a shared entity least (the reference's proactive weights).
+pub fn link_type_weight(kind: &str) -> f64 {
+    match kind {
+        "conflicts" | "invalidated_by" => 1.0,
+        "supersedes" => 0.9,
+        "causes" | "motivated_by" => 0.8,
+        "instance_of" => 0.7,
+        _ => 0.4,
+    }
+}
+
+/// One signal's ranked list, best first, each with the score the signal gave it.
+#[derive(Clone, Debug, Default)]
+pub struct RankedList {
+    /// (item, the signal's own score).
+    pub items: Vec<(Key, f64)>,
+}
+
+/// How one item was ranked: its rank and raw score in each list, the priors, the fused score.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct ScoreParts {
+    /// Per signal: (rank from 1, the signal's own score).
+    pub signals: Vec<(Signal, usize, f64)>,
+    /// The factor importance and recency applied.
+    pub prior: f64,
+    /// The part that came from following a link to it.
+    pub from_links: f64,
+    /// The final score.
+    pub fused: f64,
+}
+
+/// A link from a ranked memory to another, as read from the store.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Link {
+    /// The ranked memory.
+    pub from: String,
+    /// The memory it links to (either direction of the stored link).
+    pub to: String,
+    /// The link type.
+    pub kind: String,
+    /// Its confidence.
+    pub confidence: f64,
+}
+
+/// Fuses `lists` by weighted reciprocal rank fusion; returns every item with its parts, best first.
+pub fn fuse(lists: &[(Signal, RankedList)], weights: &Weights) -> Vec<(Key, ScoreParts)> {
+    let mut parts: HashMap<Key, ScoreParts> = HashMap::new();
+    for (signal, list) in lists {
+        let weight = weights.of(*signal);
+        for (rank, (key, raw)) in list.items.iter().enumerate() {
+            let entry = parts.entry(key.clone()).or_default();
+            entry.signals.push((*signal, rank + 1, *raw));
+            entry.fused += weight / (weights.rrf_k + rank as f64 + 1.0);
+        }
+    }
+    sorted(parts)
+}
+
+/// Scales each memory's score by its importance and recency (`priors`: importance, age in days).
+pub fn apply_priors(ranked: &mut [(Key, ScoreParts)], priors: &HashMap<String, (f64, f64)>, weights: &Weights) {
+    for (key, parts) in ranked.iter_mut() {
+        let factor = match key {
+            Key::Memory(id) => priors.get(id).map_or(1.0, |(importance, age_days)| {
+                let recency = 0.5_f64.powf(age_days.max(0.0) / weights.recency_half_life_days.max(1e-9));
+                1.0 + weights.importance_prior * (importance - 0.5) + weights.recency_prior * recency
+            }),
+            Key::Turn(_) => 1.0,
+        };
+        parts.prior = factor;
+        parts.fused *= factor;
+    }
+    ranked.sort_by(|a, b| b.1.fused.total_cmp(&a.1.fused).then_with(|| a.0.cmp(&b.0)));
+}
+
+/// Adds the memories linked from the top `weights.link_parents` memories: each gets its parent's
+/// score × `link_factor` × the type's weight × confidence × inherited importance
+/// (0.7 × its own + 0.3 × the parent's). Returns the links followed, by the memory they reached.
+pub fn expand_links(
+    ranked: &mut Vec<(Key, ScoreParts)>,
+    links: &[Link],
+    importance: &HashMap<String, f64>,
+    weights: &Weights,
+) -> HashMap<String, Vec<Link>> {
+    let parents: Vec<(String, f64)> = ranked
+        .iter()
+        .filter_map(|(key, parts)| match key {
+            Key::Memory(id) => Some((id.clone(), parts.fused)),
+            Key::Turn(_) => None,
+        })
+        .take(weights.link_parents)
+        .collect();
+    let mut followed: HashMap<String, Vec<Link>> = HashMap::new();
+    let mut added: HashMap<Key, f64> = HashMap::new();
+    for (parent, parent_score) in &parents {
+        for link in links.iter().filter(|link| &link.from == parent) {
+            if link.confidence < weights.link_confidence_floor || &link.to == parent {
+                continue;
+            }
+            let inherited = 0.7 * importance.get(&link.to).copied().unwrap_or(0.5)
+                + 0.3 * importance.get(parent).copied().unwrap_or(0.5);
+            let gain = parent_score * weights.link_factor * link_type_weight(&link.kind) * link.confidence * inherited;
+            *added.entry(Key::Memory(link.to.clone())).or_default() += gain;
+            followed.entry(link.to.clone()).or_default().push(link.clone());
+        }
+    }
+    let mut by_key: HashMap<Key, ScoreParts> = ranked.drain(..).collect();
+    for (key, gain) in added {
+        let entry = by_key.entry(key).or_insert_with(|| ScoreParts {
+            prior: 1.0,
+            ..ScoreParts::default()
+        });
+        entry.from_links += gain;
+        entry.fused += gain;
+    }
+    *ranked = sorted(by_key);
+    followed
+}
+
+fn sorted(parts: HashMap<Key, ScoreParts>) -> Vec<(Key, ScoreParts)> {
+    let mut ranked: Vec<(Key, ScoreParts)> = parts.into_iter().collect();
+    ranked.sort_by(|a, b| b.1.fused.total_cmp(&a.1.fused).then_with(|| a.0.cmp(&b.0)));
+    ranked
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn memory(id: &str) -> Key {
+        Key::Memory(id.to_owned())
+    }
+
+    fn list(ids: &[&str]) -> RankedList {
+        RankedList {
+            items: ids
+                .iter()
+                .enumerate()
+                .map(|(rank, id)| (memory(id), 1.0 / (rank as f64 + 1.0)))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn an_item_two_signals_agree_on_beats_one_only_a_single_signal_ranks_first() {
+        let weights = Weights::default();
+        let fused = fuse(
+            &[
+                (Signal::Vector, list(&["a", "b", "c"])),
+                (Signal::Lexical, list(&["b", "d", "c"])),
+            ],
+            &weights,
+        );
+        let order: Vec<Key> = fused.iter().map(|(key, _)| key.clone()).collect();
+        assert_eq!(order[0], memory("b"));
+        assert_eq!(
+            fused[0].1.signals,
+            vec![(Signal::Vector, 2, 0.5), (Signal::Lexical, 1, 1.0)]
+        );
+        // c is in both lists at rank 3 and so beats a, first in one list only: RRF rewards agreement.
+        assert!(order.iter().position(|key| *key == memory("c")) < order.iter().position(|key| *key == memory("a")));
+    }
+
+    #[test]
+    fn a_signal_with_no_weight_changes_nothing() {
+        let weights = Weights {
+            lexical: 0.0,
+            ..Weights::default()
+        };
+        let fused = fuse(
+            &[
+                (Signal::Vector, list(&["a", "b"])),
+                (Signal::Lexical, list(&["b", "a"])),
+            ],
+            &weights,
+        );
+        assert_eq!(fused[0].0, memory("a"));
+    }
+
+    #[test]
+    fn links_below_the_floor_are_not_followed_and_the_type_and_confidence_scale_the_rest() {
+        let weights = Weights::default();
+        let mut ranked = fuse(&[(Signal::Vector, list(&["a"]))], &weights);
+        let link = |to: &str, kind: &str, confidence: f64| Link {
+            from: "a".to_owned(),
+            to: to.to_owned(),
+            kind: kind.to_owned(),
+            confidence,
+        };
+        let links = vec![
+            link("x", "conflicts", 0.9),
+            link("y", "instance_of", 0.9),
+            link("z", "conflicts", 0.5),
+        ];
+        let followed = expand_links(&mut ranked, &links, &HashMap::new(), &weights);
+        let order: Vec<Key> = ranked.iter().map(|(key, _)| key.clone()).collect();
+        assert_eq!(order, vec![memory("a"), memory("x"), memory("y")]);
+        assert!(!followed.contains_key("z"));
+        assert_eq!(followed["x"][0].kind, "conflicts");
+    }
+
+    #[test]
+    fn overrides_replace_the_named_weights_and_refuse_unknown_names_and_non_numbers() {
+        let weights = Weights::default()
+            .with_overrides("rrf_k=10, vector=2,link_parents=3")
+            .unwrap();
+        assert_eq!((weights.rrf_k, weights.vector, weights.link_parents), (10.0, 2.0, 3));
+        assert_eq!(weights.lexical, Weights::default().lexical);
+        assert!(
+            Weights::default()
+                .with_overrides("vectr=1")
+                .unwrap_err()
+                .contains("vectr")
+        );
+        assert!(Weights::default().with_overrides("vector=x").is_err());
+    }
+
+    #[test]
+    fn importance_lifts_a_memory_among_equals() {
+        let weights = Weights::default();
+        let mut ranked = fuse(
+            &[(Signal::Vector, list(&["a"])), (Signal::Lexical, list(&["b"]))],
+            &weights,
+        );
+        let priors = HashMap::from([("a".to_owned(), (0.1, 0.0)), ("b".to_owned(), (0.9, 0.0))]);
+        apply_priors(&mut ranked, &priors, &weights);
+        assert_eq!(ranked[0].0, memory("b"));
+    }
+}

@@ -1,0 +1,650 @@
+//! The read side: what memsift knows about a question, with the evidence behind each answer.
+//!
+//! A search gathers ranked lists from several signals over one user's store (the query's vector
+//! against each memory's, a lexical match over memory texts, entities the query names, the time
+//! range it names, and, with `include_turns`, a lexical match over the turns no active memory
+//! cites), fuses them by weighted reciprocal rank fusion (`fuse`), scales by importance and
+//! recency, follows typed links from the best memories, and answers each result with its evidence
+//! turns, entities, links followed and the score parts that ranked it. `budget_tokens` packs the
+//! best results that fit, never a turn twice.
+//!
+//! Every list is read exactly, per user: a per-user filter after an approximate scan would lose
+//! recall, and one user's store is small enough to read whole.
+
+pub mod fuse;
+pub mod query;
+
+use std::collections::{HashMap, HashSet};
+
+use chrono::{DateTime, Utc};
+use memsift_core::{MemoryId, UserId};
+use memsift_store::{MemoryCard, TurnCard};
+use serde::Serialize;
+
+use crate::app::App;
+pub use fuse::{Key, ScoreParts, Signal, Weights};
+use fuse::{Link, RankedList};
+use query::TimeRange;
+
+/// How many candidates each signal contributes before fusion.
+const CANDIDATES_PER_SIGNAL: usize = 50;
+
+/// The largest `k` a search answers.
+pub const MAX_K: usize = 100;
+
+/// Which signals a search uses; every one by default. `memsift eval retrieval` turns them on one
+/// at a time to measure each alone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Signals {
+    /// The query's vector against each memory's.
+    pub vector: bool,
+    /// BM25 (or `ts_rank_cd`) over memory texts.
+    pub lexical: bool,
+    /// The same over each memory's evidence turns.
+    pub evidence: bool,
+    /// Stored turn vectors (`[embeddings] embed_turns`): memories through their evidence turns'
+    /// vectors and, with `include_turns`, uncited turns by vector.
+    pub turn_vectors: bool,
+    /// Entities the query names.
+    pub entities: bool,
+    /// The time range the query names.
+    pub dates: bool,
+    /// Importance and recency.
+    pub priors: bool,
+    /// Typed links from the best memories.
+    pub links: bool,
+    /// Results whose evidence is already in an earlier result go after the rest.
+    pub diversify: bool,
+}
+
+impl Default for Signals {
+    fn default() -> Self {
+        Signals {
+            vector: true,
+            lexical: true,
+            evidence: true,
+            turn_vectors: true,
+            entities: true,
+            dates: true,
+            priors: true,
+            links: true,
+            diversify: true,
+        }
+    }
+}
+
+impl Signals {
+    /// No signal at all (the starting point for measuring one alone).
+    pub fn none() -> Self {
+        Signals {
+            vector: false,
+            lexical: false,
+            evidence: false,
+            turn_vectors: false,
+            entities: false,
+            dates: false,
+            priors: false,
+            links: false,
+            diversify: false,
+        }
+    }
+}
+
+/// One search.
+#[derive(Clone, Debug)]
+pub struct SearchRequest {
+    /// The user (external id) whose memories are searched; nobody else's are read.
+    pub user: String,
+    /// The question, as the assistant would ask it.
+    pub query: String,
+    /// How many results at most.
+    pub k: usize,
+    /// Pack the best results that fit this many tokens (`o200k_base`), instead of `k` alone.
+    pub budget_tokens: Option<usize>,
+    /// Also search the stored turns that no active memory cites.
+    pub include_turns: bool,
+    /// Only results whose time (when it happens, else when its evidence was said) is at or after.
+    pub since: Option<DateTime<Utc>>,
+    /// Only results whose time is before.
+    pub until: Option<DateTime<Utc>>,
+    /// The signals used.
+    pub signals: Signals,
+    /// How they are weighed.
+    pub weights: Weights,
+    /// Whether returned memories count as read (access counts feed scoring); evaluations say no.
+    pub record_access: bool,
+}
+
+impl SearchRequest {
+    /// A search with every default: k = 10, memories only, every signal.
+    pub fn new(user: impl Into<String>, query: impl Into<String>) -> Self {
+        SearchRequest {
+            user: user.into(),
+            query: query.into(),
+            k: 10,
+            budget_tokens: None,
+            include_turns: false,
+            since: None,
+            until: None,
+            signals: Signals::default(),
+            weights: Weights::default(),
+            record_access: true,
+        }
+    }
+}
+
+/// A turn as evidence: who said what, when.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct EvidenceTurn {
+    /// The message id.
+    pub id: String,
+    /// The turn's label: the source's message id, else `t<seq>`.
+    pub label: String,
+    /// `user`, `assistant`, …
+    pub role: String,
+    /// The speaker's name, when the source gave one.
+    pub speaker: Option<String>,
+    /// When it was said.
+    pub at: DateTime<Utc>,
+    /// What was said.
+    pub text: String,
+}
+
+/// A link followed to reach a result.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LinkFollowed {
+    /// The ranked memory the link starts from.
+    pub from: String,
+    /// The link type.
+    pub kind: String,
+    /// Its confidence.
+    pub confidence: f64,
+}
+
+/// One result.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SearchHit {
+    /// A memory or a turn, by id.
+    #[serde(flatten)]
+    pub key: Key,
+    /// The memory's text, or the turn's.
+    pub text: String,
+    /// The fused score (higher first).
+    pub score: f64,
+    /// How it was ranked.
+    pub parts: ScoreParts,
+    /// When it happens (memories that say so).
+    pub happens_at: Option<DateTime<Utc>>,
+    /// The turns it rests on (a turn result: itself).
+    pub evidence: Vec<EvidenceTurn>,
+    /// The entities it names.
+    pub entities: Vec<String>,
+    /// Links followed to reach it, when that is how it was found.
+    pub links: Vec<LinkFollowed>,
+}
+
+/// A search's answer.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct SearchAnswer {
+    /// Best first.
+    pub results: Vec<SearchHit>,
+    /// Candidates considered before the cut.
+    pub n_candidates: usize,
+    /// Tokens of the returned texts (`o200k_base`).
+    pub n_tokens: usize,
+}
+
+/// Why a search could not be answered.
+#[derive(Debug, thiserror::Error)]
+pub enum SearchError {
+    /// The query has nothing to search for.
+    #[error("the query is empty; give the text to search for")]
+    EmptyQuery,
+    /// `k` out of range.
+    #[error("k = {0} is out of range; use 1 to {MAX_K}")]
+    BadK(usize),
+    /// `since` is not before `until`.
+    #[error("since must be before until")]
+    EmptyRange,
+}
+
+/// Answers `request` from the store, read-only but for access counts.
+pub async fn search(app: &App, request: &SearchRequest) -> anyhow::Result<SearchAnswer> {
+    if request.query.trim().is_empty() {
+        return Err(SearchError::EmptyQuery.into());
+    }
+    if !(1..=MAX_K).contains(&request.k) {
+        return Err(SearchError::BadK(request.k).into());
+    }
+    if let (Some(since), Some(until)) = (request.since, request.until)
+        && since >= until
+    {
+        return Err(SearchError::EmptyRange.into());
+    }
+    let Some(user_id) = app.store.user_id(&request.user).await? else {
+        return Ok(SearchAnswer::default());
+    };
+    let lists = gather(app, user_id, request).await?;
+    let weights = &request.weights;
+    let mut ranked = fuse::fuse(&lists, weights);
+    let memory_ids: Vec<MemoryId> = memory_keys(&ranked);
+    let mut cards: HashMap<String, MemoryCard> = app
+        .store
+        .memory_cards(user_id, &memory_ids)
+        .await?
+        .into_iter()
+        .map(|card| (card.id.to_string(), card))
+        .collect();
+    let now = app.clock.now();
+    if request.signals.priors {
+        let priors = cards
+            .iter()
+            .map(|(id, card)| {
+                (
+                    id.clone(),
+                    (card.importance, (now - card.created_at).num_seconds() as f64 / 86_400.0),
+                )
+            })
+            .collect();
+        fuse::apply_priors(&mut ranked, &priors, weights);
+    }
+    let mut followed = HashMap::new();
+    if request.signals.links {
+        let parents: Vec<MemoryId> = memory_keys(&ranked).into_iter().take(weights.link_parents).collect();
+        let links: Vec<Link> = app
+            .store
+            .memory_links_of(user_id, &parents)
+            .await?
+            .into_iter()
+            .map(|(from, to, kind, confidence)| Link {
+                from: from.to_string(),
+                to: to.to_string(),
+                kind,
+                confidence,
+            })
+            .collect();
+        let reached: Vec<MemoryId> = links
+            .iter()
+            .filter(|link| !cards.contains_key(&link.to))
+            .filter_map(|link| MemoryId::parse(&link.to).ok())
+            .collect();
+        for card in app.store.memory_cards(user_id, &reached).await? {
+            cards.insert(card.id.to_string(), card);
+        }
+        let importance = cards.iter().map(|(id, card)| (id.clone(), card.importance)).collect();
+        followed = fuse::expand_links(&mut ranked, &links, &importance, weights);
+    }
+    let turn_ids: Vec<String> = ranked
+        .iter()
+        .filter_map(|(key, _)| match key {
+            Key::Turn(id) => Some(id.clone()),
+            Key::Memory(_) => None,
+        })
+        .collect();
+    let turns: HashMap<String, TurnCard> = app
+        .store
+        .turn_cards(user_id, &turn_ids)
+        .await?
+        .into_iter()
+        .map(|card| (card.id.clone(), card))
+        .collect();
+    let n_candidates = ranked.len();
+    let hits = ranked
+        .into_iter()
+        .filter_map(|(key, parts)| hit(key, parts, &cards, &turns, &followed))
+        .filter(|hit| in_window(hit, request.since, request.until))
+        .collect::<Vec<_>>();
+    let hits = if request.signals.diversify {
+        diversify(hits)
+    } else {
+        hits
+    };
+    let (results, n_tokens) = pack(hits, request.k, request.budget_tokens);
+    if request.record_access {
+        let returned: Vec<String> = results
+            .iter()
+            .filter_map(|hit| match &hit.key {
+                Key::Memory(id) => Some(id.clone()),
+                Key::Turn(_) => None,
+            })
+            .collect();
+        app.store.record_memory_access(&request.user, &returned, now).await?;
+    }
+    Ok(SearchAnswer {
+        results,
+        n_candidates,
+        n_tokens,
+    })
+}
+
+fn memory_keys(ranked: &[(Key, ScoreParts)]) -> Vec<MemoryId> {
+    ranked
+        .iter()
+        .filter_map(|(key, _)| match key {
+            Key::Memory(id) => MemoryId::parse(id).ok(),
+            Key::Turn(_) => None,
+        })
+        .collect()
+}
+
+/// Each enabled signal's ranked list of candidates.
+async fn gather(app: &App, user_id: UserId, request: &SearchRequest) -> anyhow::Result<Vec<(Signal, RankedList)>> {
+    let signals = request.signals;
+    let terms = query::terms(&request.query);
+    let limit = CANDIDATES_PER_SIGNAL as i64;
+    let mut lists = Vec::new();
+    let query_vector = if signals.vector || signals.turn_vectors {
+        let text = if request.weights.vector_as_statement > 0.0 {
+            query::as_statement(&request.query)
+        } else {
+            request.query.clone()
+        };
+        let vector = app.vectors.embed(vec![text]).await?.pop();
+        Some(vector.ok_or_else(|| anyhow::anyhow!("the embedder returned no vector for the query"))?)
+    } else {
+        None
+    };
+    if let (true, Some(vector)) = (signals.vector, &query_vector) {
+        let index = app.vectors.fresh_index(&app.store, user_id).await?;
+        let items = index
+            .search(vector, CANDIDATES_PER_SIGNAL)?
+            .into_iter()
+            .map(|neighbour| (Key::Memory(neighbour.memory_id.to_string()), f64::from(neighbour.score)))
+            .collect();
+        lists.push((Signal::Vector, RankedList { items }));
+    }
+    if let (true, Some(vector)) = (signals.turn_vectors, &query_vector) {
+        lists.extend(turn_vector_lists(app, user_id, vector, request.include_turns).await?);
+    }
+    if signals.lexical && !terms.is_empty() {
+        let items = app
+            .store
+            .lexical_memories(user_id, &terms, limit)
+            .await?
+            .into_iter()
+            .map(|(id, score)| (Key::Memory(id.to_string()), score))
+            .collect();
+        lists.push((Signal::Lexical, RankedList { items }));
+    }
+    if signals.evidence && !terms.is_empty() {
+        let items = app
+            .store
+            .memories_by_evidence_text(user_id, &terms, limit)
+            .await?
+            .into_iter()
+            .map(|(id, score)| (Key::Memory(id.to_string()), score))
+            .collect();
+        lists.push((Signal::Evidence, RankedList { items }));
+    }
+    if signals.entities && !terms.is_empty() {
+        let items = app
+            .store
+            .entity_memories(user_id, &terms, limit)
+            .await?
+            .into_iter()
+            .map(|(id, n_named)| (Key::Memory(id.to_string()), n_named as f64))
+            .collect();
+        lists.push((Signal::Entity, RankedList { items }));
+    }
+    if signals.dates
+        && let Some(range) = query::time_range(&request.query, app.clock.now())
+    {
+        lists.push((Signal::Date, dated(app, user_id, range, limit).await?));
+    }
+    if request.include_turns && !terms.is_empty() {
+        let items = app
+            .store
+            .lexical_turns(user_id, &terms, limit)
+            .await?
+            .into_iter()
+            .map(|(id, score)| (Key::Turn(id.to_string()), score))
+            .collect();
+        lists.push((Signal::Turns, RankedList { items }));
+    }
+    Ok(lists)
+}
+
+/// How many turns the turn vectors contribute before they are split into memories (through the
+/// memories that cite them) and uncited turns.
+const TURN_CANDIDATES: usize = 2 * CANDIDATES_PER_SIGNAL;
+
+/// From the user's turn vectors: memories ranked by their nearest evidence turn, and (with
+/// `include_turns`) the turns no active memory cites, nearest first.
+async fn turn_vector_lists(
+    app: &App,
+    user_id: UserId,
+    vector: &[f32],
+    include_turns: bool,
+) -> anyhow::Result<Vec<(Signal, RankedList)>> {
+    if !app.config.embeddings.embed_turns {
+        return Ok(Vec::new());
+    }
+    let index = app.vectors.turn_index(&app.store, user_id).await?;
+    let hits = index.search(vector, TURN_CANDIDATES);
+    let ids: Vec<String> = hits.iter().map(|(id, _)| id.clone()).collect();
+    let mut citing: HashMap<String, Vec<MemoryId>> = HashMap::new();
+    for (turn, memory) in app.store.turn_citations(user_id, &ids).await? {
+        citing.entry(turn).or_default().push(memory);
+    }
+    let mut memories = RankedList::default();
+    let mut uncited = RankedList::default();
+    let mut seen: HashSet<MemoryId> = HashSet::new();
+    for (turn, score) in hits {
+        match citing.get(&turn) {
+            Some(cited_by) => {
+                for memory in cited_by {
+                    if seen.insert(*memory) {
+                        memories.items.push((Key::Memory(memory.to_string()), f64::from(score)));
+                    }
+                }
+            }
+            None => uncited.items.push((Key::Turn(turn), f64::from(score))),
+        }
+    }
+    memories.items.truncate(CANDIDATES_PER_SIGNAL);
+    uncited.items.truncate(CANDIDATES_PER_SIGNAL);
+    let mut lists = vec![(Signal::EvidenceVector, memories)];
+    if include_turns {
+        lists.push((Signal::TurnVector, uncited));
+    }
+    Ok(lists)
+}
+
+/// Memories in the range (by when they happen or when their evidence was said), nearest first.
+async fn dated(app: &App, user_id: UserId, range: TimeRange, limit: i64) -> anyhow::Result<RankedList> {
+    let mut found = app
+        .store
+        .memories_in_range(user_id, range.from, range.to, limit)
+        .await?;
+    let middle = range.from + (range.to - range.from) / 2;
+    found.sort_by_key(|(id, at)| ((*at - middle).num_seconds().abs(), id.to_string()));
+    Ok(RankedList {
+        items: found
+            .into_iter()
+            .map(|(id, at)| (Key::Memory(id.to_string()), -range.distance_days(at)))
+            .collect(),
+    })
+}
+
+fn evidence(card: &TurnCard) -> EvidenceTurn {
+    EvidenceTurn {
+        id: card.id.clone(),
+        label: card.label.clone(),
+        role: card.role.clone(),
+        speaker: card.speaker.clone(),
+        at: card.at,
+        text: card.text.clone(),
+    }
+}
+
+/// The result for a ranked key; `None` when it is gone (archived or erased since it was ranked).
+fn hit(
+    key: Key,
+    parts: ScoreParts,
+    cards: &HashMap<String, MemoryCard>,
+    turns: &HashMap<String, TurnCard>,
+    followed: &HashMap<String, Vec<Link>>,
+) -> Option<SearchHit> {
+    let score = parts.fused;
+    match &key {
+        Key::Memory(id) => {
+            let card = cards.get(id)?;
+            let links = followed
+                .get(id)
+                .map(|links| {
+                    links
+                        .iter()
+                        .map(|link| LinkFollowed {
+                            from: link.from.clone(),
+                            kind: link.kind.clone(),
+                            confidence: link.confidence,
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            Some(SearchHit {
+                text: card.text.clone(),
+                score,
+                parts,
+                happens_at: card.happens_at,
+                evidence: card.evidence.iter().map(evidence).collect(),
+                entities: card.entities.clone(),
+                links,
+                key,
+            })
+        }
+        Key::Turn(id) => {
+            let card = turns.get(id)?;
+            Some(SearchHit {
+                text: card.text.clone(),
+                score,
+                parts,
+                happens_at: None,
+                evidence: vec![evidence(card)],
+                entities: Vec::new(),
+                links: Vec::new(),
+                key,
+            })
+        }
+    }
+}
+
+/// When a result is about: when it happens, else when its first evidence was said.
+fn time_of(hit: &SearchHit) -> Option<DateTime<Utc>> {
+    hit.happens_at.or_else(|| hit.evidence.iter().map(|turn| turn.at).min())
+}
+
+fn in_window(hit: &SearchHit, since: Option<DateTime<Utc>>, until: Option<DateTime<Utc>>) -> bool {
+    if since.is_none() && until.is_none() {
+        return true;
+    }
+    let Some(at) = time_of(hit) else { return false };
+    since.is_none_or(|since| at >= since) && until.is_none_or(|until| at < until)
+}
+
+/// Results whose every evidence turn an earlier result already carries go after the others, in
+/// their order: they add a fact, but not a place to look.
+fn diversify(hits: Vec<SearchHit>) -> Vec<SearchHit> {
+    let mut covered: HashSet<String> = HashSet::new();
+    let (mut fresh, mut repeated) = (Vec::new(), Vec::new());
+    for hit in hits {
+        let ids: Vec<&String> = hit.evidence.iter().map(|turn| &turn.id).collect();
+        if !ids.is_empty() && ids.iter().all(|id| covered.contains(*id)) {
+            repeated.push(hit);
+        } else {
+            covered.extend(ids.into_iter().cloned());
+            fresh.push(hit);
+        }
+    }
+    fresh.extend(repeated);
+    fresh
+}
+
+/// The first `k` results, or with a budget the best that fit it: each result costs its text's
+/// tokens, a turn already returned as evidence is not returned again, and a result too large to
+/// fit is skipped for smaller ones after it.
+fn pack(hits: Vec<SearchHit>, k: usize, budget_tokens: Option<usize>) -> (Vec<SearchHit>, usize) {
+    let mut results = Vec::new();
+    let mut seen_turns: HashSet<String> = HashSet::new();
+    let mut used = 0usize;
+    for hit in hits {
+        if results.len() == k {
+            break;
+        }
+        if let Key::Turn(id) = &hit.key
+            && seen_turns.contains(id)
+        {
+            continue;
+        }
+        let cost = memsift_tokens::count_tokens(&hit.text);
+        if budget_tokens.is_some_and(|budget| used + cost > budget) {
+            continue;
+        }
+        used += cost;
+        seen_turns.extend(hit.evidence.iter().map(|turn| turn.id.clone()));
+        results.push(hit);
+    }
+    (results, used)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn turn(id: &str) -> EvidenceTurn {
+        EvidenceTurn {
+            id: id.to_owned(),
+            label: id.to_owned(),
+            role: "user".to_owned(),
+            speaker: None,
+            at: DateTime::parse_from_rfc3339("2026-03-01T10:00:00Z")
+                .unwrap()
+                .with_timezone(&Utc),
+            text: format!("turn {id}"),
+        }
+    }
+
+    fn hit(key: Key, text: &str, evidence: &[&str]) -> SearchHit {
+        SearchHit {
+            key,
+            text: text.to_owned(),
+            score: 0.0,
+            parts: ScoreParts::default(),
+            happens_at: None,
+            evidence: evidence.iter().map(|id| turn(id)).collect(),
+            entities: Vec::new(),
+            links: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_result_whose_evidence_is_already_shown_goes_after_the_rest() {
+        let hits = vec![
+            hit(Key::Memory("a".into()), "a", &["t1"]),
+            hit(Key::Memory("b".into()), "b", &["t1"]),
+            hit(Key::Memory("c".into()), "c", &["t2"]),
+        ];
+        let order: Vec<String> = diversify(hits).into_iter().map(|hit| hit.text).collect();
+        assert_eq!(order, ["a", "c", "b"]);
+    }
+
+    #[test]
+    fn packing_keeps_to_the_budget_skips_what_does_not_fit_and_never_repeats_a_turn() {
+        let long = "word ".repeat(200);
+        let hits = vec![
+            hit(Key::Memory("a".into()), "Caroline went to a support group.", &["t1"]),
+            hit(Key::Memory("big".into()), &long, &["t9"]),
+            hit(Key::Turn("t1".into()), "I went to a support group today.", &["t1"]),
+            hit(Key::Turn("t2".into()), "Melanie painted a sunrise.", &["t2"]),
+        ];
+        let (packed, used) = pack(hits.clone(), 10, Some(50));
+        let texts: Vec<&str> = packed.iter().map(|hit| hit.text.as_str()).collect();
+        assert_eq!(
+            texts,
+            ["Caroline went to a support group.", "Melanie painted a sunrise."]
+        );
+        assert!(used <= 50);
+        let (first_two, _) = pack(hits, 2, None);
+        assert_eq!(first_two.len(), 2);
+    }
+}

@@ -1,0 +1,152 @@
+//! The read side end to end: memories extracted by the pipeline come back with their evidence, a
+//! turn no memory cites is found with `include_turns`, budgets and time windows hold, links are
+//! followed, and nothing of another user is ever read.
+
+use chrono::Duration;
+use memsift_engine::pipeline::run_until_idle;
+use memsift_engine::search::{Key, SearchError, SearchRequest, search};
+
+use crate::helpers::{TestApp, line, t0};
+
+fn conversations() -> String {
+    [
+        line("ana", "c1", 0, "user", "I live in Lisbon and I have a dog named Rex.", false),
+        line("ana", "c1", 1, "assistant", "Rex is a lovely name for a dog.", false),
+        line("ana", "c1", 2, "user", "Do you know any good ramen places near the harbour?", true),
+        line("bo", "c2", 0, "user", "I live in Oslo and I have a cat named Rex.", false),
+        line("bo", "c2", 1, "user", "Where can I eat ramen by the harbour?", true),
+    ]
+    .concat()
+}
+
+fn request(user: &str, query: &str) -> SearchRequest {
+    SearchRequest::new(user, query)
+}
+
+async fn results_are_answered_with_their_evidence_and_stay_with_their_user(test: TestApp) {
+    test.import("chat.jsonl", &conversations()).await.unwrap();
+    run_until_idle(&test.app).await.unwrap();
+    let answer = search(&test.app, &request("ana", "Where does she live?")).await.unwrap();
+    assert!(!answer.results.is_empty());
+    let first = &answer.results[0];
+    assert!(first.text.contains("Lisbon"), "{:?}", answer.results);
+    assert!(matches!(first.key, Key::Memory(_)));
+    let evidence = &first.evidence[0];
+    assert_eq!(
+        (evidence.role.as_str(), evidence.at, evidence.text.as_str()),
+        ("user", t0(), "I live in Lisbon and I have a dog named Rex.")
+    );
+    assert!(!first.parts.signals.is_empty() && first.parts.fused > 0.0);
+    for hit in &answer.results {
+        assert!(!hit.text.contains("Oslo") && !hit.text.contains("cat"), "bo's {hit:?} in ana's answer");
+        assert!(hit.evidence.iter().all(|turn| !turn.text.contains("Oslo")));
+    }
+
+    // The ramen question is no memory; only include_turns finds it, as a turn, and only ana's.
+    let without = search(&test.app, &request("ana", "ramen harbour")).await.unwrap();
+    assert!(without.results.iter().all(|hit| matches!(hit.key, Key::Memory(_))));
+    let with = search(
+        &test.app,
+        &SearchRequest {
+            include_turns: true,
+            ..request("ana", "ramen harbour")
+        },
+    )
+    .await
+    .unwrap();
+    let turns: Vec<&str> = with
+        .results
+        .iter()
+        .filter(|hit| matches!(hit.key, Key::Turn(_)))
+        .map(|hit| hit.text.as_str())
+        .collect();
+    assert_eq!(turns, ["Do you know any good ramen places near the harbour?"]);
+
+    // A budget keeps the answer within it; a time window keeps what is in it.
+    let packed = search(
+        &test.app,
+        &SearchRequest {
+            budget_tokens: Some(12),
+            include_turns: true,
+            ..request("ana", "Lisbon dog ramen")
+        },
+    )
+    .await
+    .unwrap();
+    assert!(packed.n_tokens <= 12 && !packed.results.is_empty(), "{packed:?}");
+    let later = SearchRequest {
+        since: Some(t0() + Duration::days(1)),
+        ..request("ana", "Where does she live?")
+    };
+    assert!(search(&test.app, &later).await.unwrap().results.is_empty());
+    let earlier = SearchRequest {
+        until: Some(t0() + Duration::days(1)),
+        ..request("ana", "Where does she live?")
+    };
+    assert!(!search(&test.app, &earlier).await.unwrap().results.is_empty());
+
+    // Nobody's memories for a user who does not exist; bad requests say what is wrong.
+    assert!(search(&test.app, &request("nobody", "Lisbon")).await.unwrap().results.is_empty());
+    let error = |request: SearchRequest| async move {
+        search(&test.app, &request).await.unwrap_err().downcast::<SearchError>().unwrap()
+    };
+    assert!(matches!(error(request("ana", "  ")).await, SearchError::EmptyQuery));
+    assert!(matches!(
+        error(SearchRequest {
+            k: 0,
+            ..request("ana", "Lisbon")
+        })
+        .await,
+        SearchError::BadK(0)
+    ));
+    assert!(matches!(
+        error(SearchRequest {
+            since: Some(t0()),
+            until: Some(t0()),
+            ..request("ana", "Lisbon")
+        })
+        .await,
+        SearchError::EmptyRange
+    ));
+    test.finish().await;
+}
+
+#[tokio::test]
+async fn results_are_answered_with_their_evidence_and_stay_with_their_user_on_sqlite() {
+    results_are_answered_with_their_evidence_and_stay_with_their_user(TestApp::sqlite().await).await;
+}
+
+#[tokio::test]
+async fn results_are_answered_with_their_evidence_and_stay_with_their_user_on_postgres() {
+    results_are_answered_with_their_evidence_and_stay_with_their_user(TestApp::postgres().await).await;
+}
+
+#[tokio::test]
+async fn a_confident_link_brings_its_memory_along_and_says_so() {
+    let test = TestApp::sqlite().await;
+    let store = &test.app.store;
+    let (ana, moved) = store.insert_test_memory("ana", "Ana moved to Porto in March.").await.unwrap();
+    let (_, job) = store.insert_test_memory("ana", "Ana started a job at a shipyard.").await.unwrap();
+    store.insert_test_link(moved, job, "motivated_by", t0()).await.unwrap();
+    let answer = search(&test.app, &request("ana", "Porto move")).await.unwrap();
+    let reached = answer
+        .results
+        .iter()
+        .find(|hit| hit.key == Key::Memory(job.to_string()))
+        .expect("the linked memory is in the answer");
+    assert_eq!(reached.links[0].kind, "motivated_by");
+    assert_eq!(reached.links[0].from, moved.to_string());
+    assert!(reached.parts.from_links > 0.0);
+    // Without links it carries no link and no score from one.
+    let unlinked = SearchRequest {
+        signals: memsift_engine::search::Signals {
+            links: false,
+            ..Default::default()
+        },
+        ..request("ana", "Porto move")
+    };
+    let answer = search(&test.app, &unlinked).await.unwrap();
+    assert!(answer.results.iter().all(|hit| hit.links.is_empty() && hit.parts.from_links == 0.0));
+    let _ = ana;
+    test.finish().await;
+}

@@ -1,0 +1,434 @@
+//! The read side's queries: lexical matches over memory texts and uncited turns, entities and
+//! times a query names, and each result's card (text, evidence turns, entities, links).
+//!
+//! The lexical index is SQLite FTS5 (external content, so each text is stored once, with the
+//! Porter stemmer; ranked by BM25) or PostgreSQL full text (a generated `tsvector` with a GIN
+//! index, English configuration; ranked by `ts_rank_cd`). Both are kept by the database itself in
+//! the transaction that writes the row (triggers; a generated column), so no write path can
+//! forget them. Every query here is scoped by user in its SQL.
+
+use chrono::{DateTime, Utc};
+use memsift_core::{MemoryId, UserId};
+
+use crate::tx::{Arg, Statement};
+use crate::{BackendKind, Result, Store, corrupt};
+
+/// A memory as a search result shows it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MemoryCard {
+    /// The memory.
+    pub id: MemoryId,
+    /// Its text.
+    pub text: String,
+    /// Importance (0–1).
+    pub importance: f64,
+    /// When it happens, if it says.
+    pub happens_at: Option<DateTime<Utc>>,
+    /// When it was written.
+    pub created_at: DateTime<Utc>,
+    /// The turns it rests on, in the order they were said.
+    pub evidence: Vec<TurnCard>,
+    /// The entities it names.
+    pub entities: Vec<String>,
+}
+
+/// A stored turn as evidence or as a result.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TurnCard {
+    /// The message id.
+    pub id: String,
+    /// The source's message id, else `t<seq>`.
+    pub label: String,
+    /// `user`, `assistant`, …
+    pub role: String,
+    /// The speaker's name, when given.
+    pub speaker: Option<String>,
+    /// When it was said.
+    pub at: DateTime<Utc>,
+    /// What was said.
+    pub text: String,
+}
+
+/// `$first, $first+1, …` for `n` values.
+fn placeholders(first: usize, n: usize) -> String {
+    (first..first + n)
+        .map(|at| format!("${at}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The lexical query for `terms`, any of which may match: FTS5 quoted strings joined by `OR`
+/// (a quoted string is matched as text, never as query syntax), or words joined by `or` for
+/// PostgreSQL's `websearch_to_tsquery`, which reads any text without a syntax error.
+fn lexical_query(kind: BackendKind, terms: &[String]) -> String {
+    match kind {
+        BackendKind::Sqlite => terms
+            .iter()
+            .map(|term| format!("\"{}\"", term.replace('"', "\"\"")))
+            .collect::<Vec<_>>()
+            .join(" OR "),
+        BackendKind::Postgres => terms
+            .iter()
+            .map(|term| term.replace(['"', '-', '\''], " "))
+            .collect::<Vec<_>>()
+            .join(" or "),
+    }
+}
+
+type TurnRow = (
+    String,
+    Option<String>,
+    i64,
+    String,
+    Option<String>,
+    DateTime<Utc>,
+    String,
+);
+
+fn turn_card(row: TurnRow) -> TurnCard {
+    let (id, external_id, seq, role, speaker, at, text) = row;
+    TurnCard {
+        id,
+        label: external_id.unwrap_or_else(|| format!("t{seq}")),
+        role,
+        speaker,
+        at,
+        text,
+    }
+}
+
+impl Store {
+    /// `user_id`'s active memories matching any of `terms`, best first, with a score where higher
+    /// is better (BM25 negated on SQLite, `ts_rank_cd` on PostgreSQL).
+    pub async fn lexical_memories(
+        &self,
+        user_id: UserId,
+        terms: &[String],
+        limit: i64,
+    ) -> Result<Vec<(MemoryId, f64)>> {
+        if terms.is_empty() {
+            return Ok(Vec::new());
+        }
+        let query = lexical_query(self.kind(), terms);
+        let sql = match self.kind() {
+            BackendKind::Sqlite => {
+                "SELECT m.id, -bm25(memories_fts) AS score FROM memories_fts
+                 JOIN memories m ON m.search_rowid = memories_fts.rowid
+                 WHERE memories_fts MATCH $1 AND m.user_id = $2 AND m.archived_at IS NULL
+                 ORDER BY bm25(memories_fts), m.id LIMIT $3"
+            }
+            BackendKind::Postgres => {
+                "SELECT m.id, CAST(ts_rank_cd(m.text_search, q) AS DOUBLE PRECISION) AS score
+                 FROM memories m, websearch_to_tsquery('english', $1) q
+                 WHERE m.text_search @@ q AND m.user_id = $2 AND m.archived_at IS NULL
+                 ORDER BY score DESC, m.id LIMIT $3"
+            }
+        };
+        let rows: Vec<(String, f64)> = self
+            .read_all(Statement {
+                sql,
+                args: vec![Arg::from(query), Arg::from(user_id), Arg::from(limit)],
+            })
+            .await?;
+        rows.into_iter()
+            .map(|(id, score)| Ok((MemoryId::parse(&id).map_err(|error| corrupt("memories", error))?, score)))
+            .collect()
+    }
+
+    /// `user_id`'s turns that no active memory cites, matching any of `terms`, best first.
+    pub async fn lexical_turns(&self, user_id: UserId, terms: &[String], limit: i64) -> Result<Vec<(String, f64)>> {
+        if terms.is_empty() {
+            return Ok(Vec::new());
+        }
+        let query = lexical_query(self.kind(), terms);
+        let uncited = "NOT EXISTS (SELECT 1 FROM memory_evidence e JOIN memories m ON m.id = e.memory_id
+                        WHERE e.message_id = msg.id AND m.archived_at IS NULL)";
+        let sql = match self.kind() {
+            BackendKind::Sqlite => format!(
+                "SELECT msg.id, -bm25(messages_fts) AS score FROM messages_fts
+                 JOIN messages msg ON msg.search_rowid = messages_fts.rowid
+                 WHERE messages_fts MATCH $1 AND msg.user_id = $2 AND {uncited}
+                 ORDER BY bm25(messages_fts), msg.id LIMIT $3"
+            ),
+            BackendKind::Postgres => format!(
+                "SELECT msg.id, CAST(ts_rank_cd(msg.content_search, q) AS DOUBLE PRECISION) AS score
+                 FROM messages msg, websearch_to_tsquery('english', $1) q
+                 WHERE msg.content_search @@ q AND msg.user_id = $2 AND {uncited}
+                 ORDER BY score DESC, msg.id LIMIT $3"
+            ),
+        };
+        self.read_all(Statement {
+            sql: &sql,
+            args: vec![Arg::from(query), Arg::from(user_id), Arg::from(limit)],
+        })
+        .await
+    }
+
+    /// `user_id`'s active memories whose evidence turns match any of `terms`, ranked by their
+    /// best-matching turn: what was said can match a question a memory's wording no longer does.
+    pub async fn memories_by_evidence_text(
+        &self,
+        user_id: UserId,
+        terms: &[String],
+        limit: i64,
+    ) -> Result<Vec<(MemoryId, f64)>> {
+        if terms.is_empty() {
+            return Ok(Vec::new());
+        }
+        let query = lexical_query(self.kind(), terms);
+        let sql = match self.kind() {
+            BackendKind::Sqlite => {
+                // FTS5's bm25() cannot be aggregated: the turns are ranked first, then grouped.
+                "SELECT m.id, MAX(hit.score) AS score FROM (
+                     SELECT msg.id AS message_id, -bm25(messages_fts) AS score FROM messages_fts
+                     JOIN messages msg ON msg.search_rowid = messages_fts.rowid
+                     WHERE messages_fts MATCH $1 AND msg.user_id = $2
+                     ORDER BY bm25(messages_fts) LIMIT $3 * 4
+                 ) hit
+                 JOIN memory_evidence e ON e.message_id = hit.message_id
+                 JOIN memories m ON m.id = e.memory_id
+                 WHERE m.archived_at IS NULL
+                 GROUP BY m.id ORDER BY score DESC, m.id LIMIT $3"
+            }
+            BackendKind::Postgres => {
+                "SELECT m.id, MAX(CAST(ts_rank_cd(msg.content_search, q) AS DOUBLE PRECISION)) AS score
+                 FROM messages msg, websearch_to_tsquery('english', $1) q, memory_evidence e, memories m
+                 WHERE msg.content_search @@ q AND msg.user_id = $2 AND e.message_id = msg.id
+                   AND m.id = e.memory_id AND m.archived_at IS NULL
+                 GROUP BY m.id ORDER BY score DESC, m.id LIMIT $3"
+            }
+        };
+        let rows: Vec<(String, f64)> = self
+            .read_all(Statement {
+                sql,
+                args: vec![Arg::from(query), Arg::from(user_id), Arg::from(limit)],
+            })
+            .await?;
+        rows.into_iter()
+            .map(|(id, score)| Ok((MemoryId::parse(&id).map_err(|error| corrupt("memories", error))?, score)))
+            .collect()
+    }
+
+    /// `user_id`'s active memories joined to an active entity whose every name word is among
+    /// `terms`, with how many such entities each names, most first.
+    pub async fn entity_memories(&self, user_id: UserId, terms: &[String], limit: i64) -> Result<Vec<(MemoryId, i64)>> {
+        let entities: Vec<(String, String)> = self
+            .read_all(crate::tx::sql!(
+                "SELECT id, normalized_name FROM entities WHERE user_id = $1 AND archived_at IS NULL",
+                user_id
+            ))
+            .await?;
+        let named: Vec<String> = entities
+            .into_iter()
+            .filter(|(_, name)| {
+                let words: Vec<&str> = name
+                    .split(|c: char| !c.is_alphanumeric())
+                    .filter(|w| !w.is_empty())
+                    .collect();
+                !words.is_empty() && words.iter().all(|word| terms.iter().any(|term| term == word))
+            })
+            .map(|(id, _)| id)
+            .collect();
+        if named.is_empty() {
+            return Ok(Vec::new());
+        }
+        let sql = format!(
+            "SELECT m.id, COUNT(*) AS n FROM memory_entities me JOIN memories m ON m.id = me.memory_id
+             WHERE m.user_id = $1 AND m.archived_at IS NULL AND me.entity_id IN ({})
+             GROUP BY m.id ORDER BY n DESC, m.importance DESC, m.id LIMIT $2",
+            placeholders(3, named.len())
+        );
+        let mut args = vec![Arg::from(user_id), Arg::from(limit)];
+        args.extend(named.into_iter().map(Arg::from));
+        let rows: Vec<(String, i64)> = self.read_all(Statement { sql: &sql, args }).await?;
+        rows.into_iter()
+            .map(|(id, n)| Ok((MemoryId::parse(&id).map_err(|error| corrupt("memories", error))?, n)))
+            .collect()
+    }
+
+    /// `user_id`'s active memories whose time is in `[from, to)`: when they happen, else when
+    /// their earliest evidence was said; with that time.
+    pub async fn memories_in_range(
+        &self,
+        user_id: UserId,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+        limit: i64,
+    ) -> Result<Vec<(MemoryId, DateTime<Utc>)>> {
+        let rows: Vec<(String, DateTime<Utc>)> = self
+            .read_all(crate::tx::sql!(
+                "SELECT id, at FROM (
+                     SELECT m.id, COALESCE(m.happens_at,
+                         (SELECT MIN(msg.created_at) FROM memory_evidence e JOIN messages msg ON msg.id = e.message_id
+                          WHERE e.memory_id = m.id)) AS at
+                     FROM memories m WHERE m.user_id = $1 AND m.archived_at IS NULL
+                 ) timed
+                 WHERE at >= $2 AND at < $3 ORDER BY at, id LIMIT $4",
+                user_id,
+                from,
+                to,
+                limit
+            ))
+            .await?;
+        rows.into_iter()
+            .map(|(id, at)| Ok((MemoryId::parse(&id).map_err(|error| corrupt("memories", error))?, at)))
+            .collect()
+    }
+
+    /// Which of `turn_ids` (`user_id`'s messages) active memories cite, as (turn id, memory).
+    pub async fn turn_citations(&self, user_id: UserId, turn_ids: &[String]) -> Result<Vec<(String, MemoryId)>> {
+        if turn_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let sql = format!(
+            "SELECT e.message_id, m.id FROM memory_evidence e JOIN memories m ON m.id = e.memory_id
+             WHERE m.user_id = $1 AND m.archived_at IS NULL AND e.message_id IN ({})",
+            placeholders(2, turn_ids.len())
+        );
+        let mut args = vec![Arg::from(user_id)];
+        args.extend(turn_ids.iter().map(Arg::from));
+        let rows: Vec<(String, String)> = self.read_all(Statement { sql: &sql, args }).await?;
+        rows.into_iter()
+            .map(|(turn, id)| Ok((turn, MemoryId::parse(&id).map_err(|error| corrupt("memories", error))?)))
+            .collect()
+    }
+
+    /// The cards of those of `ids` that are `user_id`'s active memories, in no set order.
+    pub async fn memory_cards(&self, user_id: UserId, ids: &[MemoryId]) -> Result<Vec<MemoryCard>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let list = placeholders(2, ids.len());
+        let with_ids = |sql: String| {
+            let mut args = vec![Arg::from(user_id)];
+            args.extend(ids.iter().map(Arg::from));
+            (sql, args)
+        };
+        let (sql, args) = with_ids(format!(
+            "SELECT id, text, importance, happens_at, created_at FROM memories
+             WHERE user_id = $1 AND archived_at IS NULL AND id IN ({list})"
+        ));
+        type CardRow = (String, String, f64, Option<DateTime<Utc>>, DateTime<Utc>);
+        let rows: Vec<CardRow> = self.read_all(Statement { sql: &sql, args }).await?;
+        let (sql, args) = with_ids(format!(
+            "SELECT e.memory_id, msg.id, msg.external_id, msg.seq, msg.role, msg.speaker, msg.created_at, msg.content
+             FROM memory_evidence e JOIN messages msg ON msg.id = e.message_id
+             WHERE msg.user_id = $1 AND e.memory_id IN ({list}) ORDER BY msg.created_at, msg.seq"
+        ));
+        type EvidenceRow = (
+            String,
+            String,
+            Option<String>,
+            i64,
+            String,
+            Option<String>,
+            DateTime<Utc>,
+            String,
+        );
+        let evidence: Vec<EvidenceRow> = self.read_all(Statement { sql: &sql, args }).await?;
+        let (sql, args) = with_ids(format!(
+            "SELECT me.memory_id, en.name FROM memory_entities me JOIN entities en ON en.id = me.entity_id
+             WHERE en.user_id = $1 AND me.memory_id IN ({list}) ORDER BY en.name"
+        ));
+        let entities: Vec<(String, String)> = self.read_all(Statement { sql: &sql, args }).await?;
+        rows.into_iter()
+            .map(|(id, text, importance, happens_at, created_at)| {
+                let memory_id = MemoryId::parse(&id).map_err(|error| corrupt("memories", error))?;
+                Ok(MemoryCard {
+                    id: memory_id,
+                    text,
+                    importance,
+                    happens_at,
+                    created_at,
+                    evidence: evidence
+                        .iter()
+                        .filter(|row| row.0 == id)
+                        .map(|row| {
+                            turn_card((
+                                row.1.clone(),
+                                row.2.clone(),
+                                row.3,
+                                row.4.clone(),
+                                row.5.clone(),
+                                row.6,
+                                row.7.clone(),
+                            ))
+                        })
+                        .collect(),
+                    entities: entities
+                        .iter()
+                        .filter(|row| row.0 == id)
+                        .map(|row| row.1.clone())
+                        .collect(),
+                })
+            })
+            .collect()
+    }
+
+    /// The cards of those of `ids` that are `user_id`'s turns.
+    pub async fn turn_cards(&self, user_id: UserId, ids: &[String]) -> Result<Vec<TurnCard>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let sql = format!(
+            "SELECT id, external_id, seq, role, speaker, created_at, content FROM messages
+             WHERE user_id = $1 AND id IN ({})",
+            placeholders(2, ids.len())
+        );
+        let mut args = vec![Arg::from(user_id)];
+        args.extend(ids.iter().map(Arg::from));
+        let rows: Vec<TurnRow> = self.read_all(Statement { sql: &sql, args }).await?;
+        Ok(rows.into_iter().map(turn_card).collect())
+    }
+
+    /// The links of `ids` to other active memories of `user_id`, in either direction, as
+    /// `(one of ids, the other memory, kind, confidence)`.
+    pub async fn memory_links_of(
+        &self,
+        user_id: UserId,
+        ids: &[MemoryId],
+    ) -> Result<Vec<(MemoryId, MemoryId, String, f64)>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let list = placeholders(2, ids.len());
+        let sql = format!(
+            "SELECT l.source_id, l.target_id, l.kind, l.confidence FROM memory_links l
+             JOIN memories s ON s.id = l.source_id JOIN memories t ON t.id = l.target_id
+             WHERE s.user_id = $1 AND t.user_id = $1 AND s.archived_at IS NULL AND t.archived_at IS NULL
+               AND (l.source_id IN ({list}) OR l.target_id IN ({list}))
+             ORDER BY l.confidence DESC, l.source_id, l.target_id"
+        );
+        let mut args = vec![Arg::from(user_id)];
+        args.extend(ids.iter().map(Arg::from));
+        let rows: Vec<(String, String, String, f64)> = self.read_all(Statement { sql: &sql, args }).await?;
+        let wanted: std::collections::HashSet<String> = ids.iter().map(ToString::to_string).collect();
+        let parse = |id: &str| MemoryId::parse(id).map_err(|error| corrupt("memory_links", error));
+        let mut out = Vec::new();
+        for (source, target, kind, confidence) in rows {
+            if wanted.contains(&source) {
+                out.push((parse(&source)?, parse(&target)?, kind.clone(), confidence));
+            }
+            if wanted.contains(&target) {
+                out.push((parse(&target)?, parse(&source)?, kind, confidence));
+            }
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lexical_queries_quote_every_term_so_no_text_is_query_syntax() {
+        let terms = vec!["caroline".to_owned(), "ne\"ar".to_owned(), "or".to_owned()];
+        assert_eq!(
+            lexical_query(BackendKind::Sqlite, &terms),
+            "\"caroline\" OR \"ne\"\"ar\" OR \"or\""
+        );
+        assert_eq!(lexical_query(BackendKind::Postgres, &terms), "caroline or ne ar or or");
+        assert_eq!(placeholders(3, 2), "$3, $4");
+    }
+}

@@ -1,0 +1,103 @@
+//! The read side's store queries: the lexical index stays exactly the active memories and stored
+//! turns of each user through insert, archive and delete, any query text is safe to match, and
+//! every query is scoped by user.
+
+use memsift_core::UserId;
+use memsift_core::status::Role;
+use memsift_store::Store;
+
+use crate::helpers::{idle, message, no_progress, t0};
+
+fn terms(words: &[&str]) -> Vec<String> {
+    words.iter().map(|word| (*word).to_owned()).collect()
+}
+
+async fn user_id(store: &Store, user: &str) -> UserId {
+    store.user_id(user).await.unwrap().expect("the user exists")
+}
+
+pub async fn the_lexical_index_follows_every_memory_write_and_stays_within_its_user(store: &Store) {
+    let (ana, in_lisbon) = store.insert_test_memory("ana", "Ana moved to Lisbon in spring.").await.unwrap();
+    let (_, painting) = store.insert_test_memory("ana", "Ana paints sunrises on weekends.").await.unwrap();
+    let (bo, bo_lisbon) = store.insert_test_memory("bo", "Bo visited Lisbon twice.").await.unwrap();
+    // Stemmed: "moving" finds "moved", "sunrise" finds "sunrises".
+    let found = store.lexical_memories(ana, &terms(&["lisbon", "moving"]), 10).await.unwrap();
+    assert_eq!(found.iter().map(|(id, _)| *id).collect::<Vec<_>>(), vec![in_lisbon]);
+    let found = store.lexical_memories(ana, &terms(&["sunrise"]), 10).await.unwrap();
+    assert_eq!(found.iter().map(|(id, _)| *id).collect::<Vec<_>>(), vec![painting]);
+    // Bo's memory matches the same words and is never Ana's answer, nor the reverse.
+    let found = store.lexical_memories(bo, &terms(&["lisbon", "sunrise"]), 10).await.unwrap();
+    assert_eq!(found.iter().map(|(id, _)| *id).collect::<Vec<_>>(), vec![bo_lisbon]);
+    // Archived: no longer an answer. Deleted: gone from the index.
+    store.archive_test_memory(ana, in_lisbon).await.unwrap();
+    assert!(store.lexical_memories(ana, &terms(&["lisbon"]), 10).await.unwrap().is_empty());
+    store.delete_test_memory(ana, painting).await.unwrap();
+    assert!(store.lexical_memories(ana, &terms(&["sunrise"]), 10).await.unwrap().is_empty());
+    // A new memory is found at once: the index is written with the row.
+    let (_, porto) = store.insert_test_memory("ana", "Ana now lives in Porto.").await.unwrap();
+    let found = store.lexical_memories(ana, &terms(&["porto"]), 10).await.unwrap();
+    assert_eq!(found.iter().map(|(id, _)| *id).collect::<Vec<_>>(), vec![porto]);
+    let cards = store.memory_cards(ana, &[porto, bo_lisbon]).await.unwrap();
+    assert_eq!(cards.len(), 1, "a card of another user's memory is not shown");
+    assert_eq!(cards[0].text, "Ana now lives in Porto.");
+}
+
+pub async fn uncited_turns_are_found_by_their_words_and_only_the_users_own(store: &Store) {
+    let mut last = message("ana", "c1", 1, Role::User, "We adopted a puppy named Coco from the shelter.");
+    last.boundary_after = true;
+    store
+        .ingest(
+            &[message("ana", "c1", 0, Role::User, "My sister Lia teaches chemistry."), last],
+            idle(),
+            t0(),
+            &no_progress,
+        )
+        .await
+        .unwrap();
+    store
+        .ingest(
+            &[message("bo", "c1", 0, Role::User, "Coco is my favourite singer.")],
+            idle(),
+            t0(),
+            &no_progress,
+        )
+        .await
+        .unwrap();
+    let ana = user_id(store, "ana").await;
+    let found = store.lexical_turns(ana, &terms(&["coco", "adopt"]), 10).await.unwrap();
+    assert_eq!(found.len(), 1);
+    let cards = store.turn_cards(ana, &[found[0].0.clone()]).await.unwrap();
+    assert_eq!(cards[0].text, "We adopted a puppy named Coco from the shelter.");
+    assert_eq!(cards[0].role, "user");
+    let bo = user_id(store, "bo").await;
+    let bo_found = store.lexical_turns(bo, &terms(&["coco"]), 10).await.unwrap();
+    assert_eq!(bo_found.len(), 1);
+    assert!(store.turn_cards(bo, &[found[0].0.clone()]).await.unwrap().is_empty());
+}
+
+pub async fn any_query_text_is_matched_as_words_never_as_query_syntax(store: &Store) {
+    use proptest::strategy::{Strategy, ValueTree};
+    store.insert_test_memory("ana", "Ana said \"NEAR\" AND OR NOT * ^ : - once.").await.unwrap();
+    let ana = user_id(store, "ana").await;
+    let word = proptest::string::string_regex(r#"[a-zA-Z0-9"*^:(){}\-+.'\u{0}\u{FFFD}é漢]{1,12}"#).unwrap();
+    let strategy = proptest::collection::vec(word, 1..8);
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    for case in 0..64 {
+        let words = strategy.new_tree(&mut runner).unwrap().current();
+        let words: Vec<String> = words.into_iter().map(|word| word.to_lowercase()).collect();
+        store
+            .lexical_memories(ana, &words, 10)
+            .await
+            .unwrap_or_else(|error| panic!("case {case}: {words:?} failed to match: {error}"));
+        store
+            .lexical_turns(ana, &words, 10)
+            .await
+            .unwrap_or_else(|error| panic!("case {case}: {words:?} failed on turns: {error}"));
+        store
+            .memories_by_evidence_text(ana, &words, 10)
+            .await
+            .unwrap_or_else(|error| panic!("case {case}: {words:?} failed on evidence: {error}"));
+    }
+    let found = store.lexical_memories(ana, &terms(&["near", "and"]), 10).await.unwrap();
+    assert_eq!(found.len(), 1, "words that are query operators are matched as words");
+}
