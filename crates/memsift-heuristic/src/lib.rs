@@ -1,43 +1,66 @@
-//! The offline heuristic extractor: deterministic rules over a segment's user turns, no provider.
+//! The offline heuristic extractor: deterministic rules over a segment's turns, no provider.
 //!
 //! It returns items in the extraction output contract, serialised as the raw output of a request,
 //! so its results go through the same processor and apply path as a model's.
 //!
-//! The rules follow the extraction prompt: only the user's own first-person statements are
-//! sources, and precision beats recall, so questions, hedges, hypotheticals and fragments that
-//! only make sense inside the conversation ("I love that") are dropped rather than guessed at.
+//! Every speaker who is not the assistant is a source, and each memory is about the speaker who
+//! said it, written in the third person with their name ("The user" when a turn names nobody):
+//! a user talking to an assistant and people talking to each other are read the same way. Two
+//! kinds of rule read a sentence. The rule table (`rules`) knows the fixed shapes of facts told
+//! to an assistant ("I live in …", "my sister Anna …") and says them canonically; the statement
+//! rule (`statement`) keeps any other first-person statement with words of its own, rewritten
+//! about its speaker with its dates resolved. Questions, hedges, hypotheticals, talk to or about
+//! the other person and fragments that only make sense inside the conversation are dropped
+//! rather than guessed at (`chatter`). A shared photo counts as what the speaker showed (`photo`).
 
 #![deny(missing_docs)]
 
+mod chatter;
 mod dates;
+mod entities;
+mod photo;
+pub mod reading;
 mod rules;
+mod speech;
+mod statement;
 mod text;
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 use chrono::NaiveDate;
 use memsift_core::contract::{ExtractedEntity, ExtractedItem, Turn};
 use memsift_core::status::{Role, Temporal};
 use regex::{Captures, Regex};
 
-use crate::dates::DateHit;
+use crate::dates::{DateHit, Direction};
 use crate::rules::{COMPILED, Category, Rule};
+use crate::statement::Speaker;
 
 /// The version of the rule set, recorded on requests like a prompt version.
-pub const RULES_VERSION: &str = "heuristic@1";
+pub const RULES_VERSION: &str = "heuristic@2";
 
 /// Memories shorter than this say nothing useful on their own.
 const MIN_TEXT_CHARS: usize = 10;
 
-/// Extracts durable first-person facts from the user turns of a chunk.
+/// A statement is kept beside the rule-table items of its sentence when it adds this many words.
+const MIN_NEW_WORDS: usize = 3;
+
+/// A statement and the sentences that carry it on stop growing at this many words.
+const MAX_JOINED_WORDS: usize = 60;
+
+/// How sure a photo memory is: the caption is a model's description of the picture.
+const PHOTO_CONFIDENCE: f64 = 0.5;
+
+/// Extracts durable facts from the turns of a chunk, about each speaker who is not the assistant.
 ///
 /// Items come out in turn order, then sentence order, then rule order; an identical text seen
 /// again keeps its first position and gains the later turn as evidence.
 pub fn extract(turns: &[Turn]) -> Vec<ExtractedItem> {
+    let chunk = Chunk::new(turns);
     let mut items: Vec<ExtractedItem> = Vec::new();
     let mut position_by_text: HashMap<String, usize> = HashMap::new();
     for turn in turns.iter().filter(|turn| turn.role == Role::User) {
-        for item in extract_turn(turn) {
+        for item in extract_turn(turn, &chunk, Some(turn.at.date_naive())) {
             match position_by_text.get(&item.text) {
                 Some(&position) => merge_duplicate(&mut items[position], item),
                 None => {
@@ -50,9 +73,71 @@ pub fn extract(turns: &[Turn]) -> Vec<ExtractedItem> {
     items
 }
 
+/// [`extract`] for turns whose time is not known: date phrases stay as said and the rules that
+/// need a resolved date do not fire.
+fn extract_undated(turns: &[Turn]) -> Vec<ExtractedItem> {
+    let chunk = Chunk::new(turns);
+    turns
+        .iter()
+        .filter(|turn| turn.role == Role::User)
+        .flat_map(|turn| extract_turn(turn, &chunk, None))
+        .collect()
+}
+
+/// What the whole chunk tells about each turn: who else speaks, and whom each speaker introduced.
+struct Chunk {
+    participants: Vec<String>,
+    /// Per speaker (as [`Subject::for_turn`] names them), the people they introduced by relation and name.
+    acquaintances: HashMap<String, Vec<(String, String)>>,
+}
+
+impl Chunk {
+    fn new(turns: &[Turn]) -> Self {
+        let mut said_by: HashMap<String, String> = HashMap::new();
+        for turn in turns.iter().filter(|turn| turn.role == Role::User) {
+            let said = said_by.entry(Subject::for_turn(turn).name).or_default();
+            said.push_str(&turn.content);
+            said.push('\n');
+        }
+        let acquaintances = said_by
+            .into_iter()
+            .map(|(speaker, said)| (speaker, speech::acquaintances(&text::normalise(&said))))
+            .collect();
+        Chunk {
+            participants: participants(turns),
+            acquaintances,
+        }
+    }
+}
+
 /// [`extract`], serialised as the JSON array a model would return.
 pub fn extract_json(turns: &[Turn]) -> String {
     serde_json::to_string(&extract(turns)).expect("extracted items always serialise: plain strings and numbers")
+}
+
+/// The names of everyone who speaks in the chunk, assistants included.
+fn participants(turns: &[Turn]) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for turn in turns {
+        if let Some(name) = display_name(turn)
+            && !names.contains(&name)
+        {
+            names.push(name);
+        }
+    }
+    names
+}
+
+/// A turn's speaker name as memories write it: its words joined by single spaces, since every
+/// memory text is; `None` when it names nobody.
+fn display_name(turn: &Turn) -> Option<String> {
+    let name = turn
+        .speaker
+        .as_deref()?
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    (!name.is_empty()).then_some(name)
 }
 
 fn merge_duplicate(existing: &mut ExtractedItem, duplicate: ExtractedItem) {
@@ -69,45 +154,127 @@ fn merge_duplicate(existing: &mut ExtractedItem, duplicate: ExtractedItem) {
 struct Subject {
     name: String,
     possessive: String,
+    /// The name as it reads inside a sentence ("the user" rather than "The user").
+    inline: String,
 }
 
 impl Subject {
     fn for_turn(turn: &Turn) -> Self {
-        match turn.speaker.as_deref().map(str::trim).filter(|name| !name.is_empty()) {
+        match display_name(turn) {
             Some(name) => Subject {
-                name: name.to_owned(),
                 possessive: format!("{name}'s"),
+                inline: name.clone(),
+                name,
             },
             None => Subject {
                 name: "The user".to_owned(),
                 possessive: "The user's".to_owned(),
+                inline: "the user".to_owned(),
             },
         }
     }
 }
 
-fn extract_turn(turn: &Turn) -> Vec<ExtractedItem> {
+/// The memories of one turn; with `today` unknown, date phrases are left as said and rules
+/// that need a date do not fire.
+fn extract_turn(turn: &Turn, chunk: &Chunk, today: Option<NaiveDate>) -> Vec<ExtractedItem> {
     let subject = Subject::for_turn(turn);
-    let today = turn.at.date_naive();
-    let normalised = text::normalise(&turn.content);
-    let mut items = Vec::new();
+    let (spoken, captions) = photo::split_captions(&turn.content);
+    let normalised = text::normalise(&spoken);
+    let others: Vec<String> = chunk
+        .participants
+        .iter()
+        .filter(|name| **name != subject.name)
+        .cloned()
+        .collect();
+    let acquaintances = chunk.acquaintances.get(&subject.name).map_or(&[][..], Vec::as_slice);
+    let mut items: Vec<ExtractedItem> = Vec::new();
+    // The statement the previous sentence made, which the next may carry on.
+    let mut open_statement: Option<usize> = None;
+    // The companion the turn named last, whom a later "we" includes.
+    let mut companion: Option<String> = None;
     for sentence in text::sentences(&normalised) {
+        let previous = open_statement.take();
+        let plural = speech::plural_subject(&subject.inline, companion.as_deref(), &sentence);
+        if let Some(named) = speech::last_companion(&sentence) {
+            companion = Some(named);
+        }
+        let speaker = Speaker {
+            name: &subject.inline,
+            plural: &plural,
+            others: &others,
+            acquaintances,
+        };
         if text::skip_sentence(&sentence) {
             continue;
         }
+        let mut from_table = Vec::new();
         for clause in text::clauses(&sentence) {
-            if text::is_uncertain(&clause) {
+            if text::is_uncertain(&clause) || chatter::names_another_speaker(&clause, &others) {
                 continue;
             }
-            items.extend(apply_rules(&clause, &subject, today, &turn.label));
+            from_table.extend(apply_rules(&clause, &subject, today, &turn.label));
+        }
+        let general = statement::statement(&sentence, &speaker, today, &turn.label)
+            .or_else(|| {
+                // A remark first, then the statement: "That's so cool - I went to a concert too."
+                let tail = text::first_person_tail(&sentence)?;
+                statement::statement(tail, &speaker, today, &turn.label)
+            })
+            .filter(|general| !covered(&general.text, &from_table, &subject.name));
+        if general.is_none()
+            && from_table.is_empty()
+            && let Some(position) = previous
+            && items[position].text.split_whitespace().count() + sentence.split_whitespace().count() <= MAX_JOINED_WORDS
+            && let Some(addition) = statement::elaboration(&sentence, &speaker, today)
+        {
+            // One sentence carries a statement on; a third is a story, and stories match nothing.
+            statement::join(&mut items[position], addition);
+            continue;
+        }
+        items.extend(from_table);
+        if let Some(general) = general {
+            open_statement = Some(items.len());
+            items.push(general);
+        }
+    }
+    for caption in captions {
+        if let Some(text) = photo::shared_photo(&subject.name, &normalised, &caption) {
+            let mut item = ExtractedItem::new(text, Temporal::OneOff, vec![turn.label.clone()]);
+            item.confidence = PHOTO_CONFIDENCE;
+            item.happens_at = today.map(|today| today.format("%Y-%m-%d").to_string());
+            items.push(item);
         }
     }
     items
 }
 
+/// Whether the rule-table items already say what a statement says: it adds fewer than
+/// [`MIN_NEW_WORDS`] words of its own. Words compare by their first four letters, so "name",
+/// "named" and "name's" are one word.
+fn covered(statement: &str, from_table: &[ExtractedItem], speaker: &str) -> bool {
+    if from_table.is_empty() {
+        return false;
+    }
+    let stem = |word: String| -> String { word.chars().take(4).collect() };
+    let said: BTreeSet<String> = from_table
+        .iter()
+        .flat_map(|item| {
+            chatter::content_words(&item.text, speaker)
+                .map(stem)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let new_words: BTreeSet<String> = chatter::content_words(statement, speaker)
+        .map(stem)
+        .filter(|word| !said.contains(word))
+        .collect();
+    new_words.len() < MIN_NEW_WORDS
+}
+
 /// Runs the rule table over one clause; at most one rule per category fires.
-fn apply_rules(clause: &str, subject: &Subject, today: NaiveDate, label: &str) -> Vec<ExtractedItem> {
-    let date = dates::find_date(clause, today);
+fn apply_rules(clause: &str, subject: &Subject, today: Option<NaiveDate>, label: &str) -> Vec<ExtractedItem> {
+    let date = today.and_then(|today| dates::find_date(clause, today));
     let dateless = date.as_ref().map(|hit| without_span(clause, hit));
     let mut fired: Vec<Category> = Vec::new();
     let mut items = Vec::new();
@@ -118,7 +285,7 @@ fn apply_rules(clause: &str, subject: &Subject, today: NaiveDate, label: &str) -
         }
         let (haystack, hit) = match (rule.needs_date, &dateless, &date) {
             (false, _, _) => (clause, None),
-            (true, Some(dateless), Some(hit)) => (dateless.as_str(), Some(hit)),
+            (true, Some(dateless), Some(hit)) if hit.direction != Direction::Past => (dateless.as_str(), Some(hit)),
             (true, _, _) => continue,
         };
         let Some(caps) = compiled.regex.captures(haystack) else {
@@ -260,16 +427,13 @@ fn placeholder(
 
 /// Collapses spaces left by empty groups and makes the sentence start with a capital.
 fn tidy(rendered: &str) -> String {
-    let collapsed = rendered
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
-        .replace(" .", ".");
-    let mut chars = collapsed.chars();
-    match chars.next() {
-        Some(first) => first.to_uppercase().chain(chars).collect(),
-        None => String::new(),
-    }
+    let collapsed = rendered.split_whitespace().collect::<Vec<_>>().join(" ");
+    // An empty group before the full stop leaves a space; a name's own " ." stays as written.
+    let collapsed = match collapsed.strip_suffix(" .") {
+        Some(body) => format!("{body}."),
+        None => collapsed,
+    };
+    speech::capitalise_first(&collapsed)
 }
 
 fn entities(rule: &Rule, values: &HashMap<String, String>) -> Vec<ExtractedEntity> {

@@ -28,7 +28,10 @@ static PREAMBLE: LazyLock<Regex> = LazyLock::new(|| {
             (?:hey|hi|hello)\s+(?-i:\p{Lu}\p{L}+)\s*[,!]+\s*
           | (?:oh\s+yeah|oh|ah|well|yeah|yes|yep|yup|no|nope|so|and|but|also|actually|btw|by\s+the\s+way|honestly
               |anyway|anyways|ok|okay|haha|hah|lol|wow|um|uh|hmm|hey|hi|hello|fun\s+fact|fyi|just\s+so\s+you\s+know
-              |for\s+the\s+record|for\s+context|as\s+you\s+know|sure|right|true|totally|cool|great|awesome|nice)
+              |for\s+the\s+record|for\s+context|as\s+you\s+know|as\s+for\s+me|sure|right|true|totally|cool|great|awesome|nice
+              |thanks|thank\s+you|thx|congrats|congratulations|aw+|omg|yay|oof|ooh|whoa|phew|gosh|sorry|indeed|exactly
+              |absolutely|definitely|agreed|plus|guess\s+what|to\s+be\s+honest|i'll\s+be\s+honest|i\s+must\s+say
+              |i\s+have\s+to\s+say|i\s+gotta\s+say|not\s+gonna\s+lie|i'm\s+not\s+gonna\s+lie)
             \b\s*[,!:\-]*\s+
         )+",
     )
@@ -40,6 +43,14 @@ static PREAMBLE: LazyLock<Regex> = LazyLock::new(|| {
 static CLAUSE_BREAK: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?i)(?:,\s*(?:and|but|so|plus)?|\s+(?:and|but|so|plus))\s+(?P<next>i|i'm|im|i've|i'll|my)\b(?:\s+(?P<verb>are|were|both|together)\b)?")
         .expect("the clause pattern is a fixed literal covered by the clause tests")
+});
+
+/// A first-person clause after a remark in the same sentence ("That's so cool - I went …").
+static FIRST_PERSON_TAIL: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"(?i)(?:,|\s[-–—]+)\s+(?:(?:and|but|so|plus|also)\s+)?(?P<rest>(?:i|i'm|i've|i'll|my|we|we're|we've)\b.*)$",
+    )
+    .expect("the tail pattern is a fixed literal covered by the clause tests")
 });
 
 static FIRST_PERSON_SUBJECT: LazyLock<Regex> = LazyLock::new(|| {
@@ -229,6 +240,14 @@ pub(crate) fn clauses(sentence: &str) -> Vec<String> {
     found
 }
 
+/// The first-person clause that follows a remark in the same sentence, if one does.
+pub(crate) fn first_person_tail(sentence: &str) -> Option<&str> {
+    FIRST_PERSON_TAIL
+        .captures(sentence)
+        .and_then(|caps| caps.name("rest"))
+        .map(|rest| rest.as_str())
+}
+
 /// Cleans a captured fragment into something a memory sentence can embed, or refuses it.
 ///
 /// Asides after a comma or "because" are cut, filler is trimmed, "my"/"me" become
@@ -353,6 +372,19 @@ mod tests {
             clauses("My wife, Ann and I are going"),
             vec!["My wife, Ann and I are going"]
         );
+    }
+
+    #[test]
+    fn a_first_person_clause_is_found_after_a_remark() {
+        assert_eq!(
+            first_person_tail("That's so cool - I went to a concert too"),
+            Some("I went to a concert too")
+        );
+        assert_eq!(
+            first_person_tail("Wow, my kids would love that"),
+            Some("my kids would love that")
+        );
+        assert_eq!(first_person_tail("That is so cool"), None);
     }
 
     #[test]

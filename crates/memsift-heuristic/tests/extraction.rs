@@ -403,7 +403,6 @@ fn small_talk_moods_commands_questions_and_hypotheticals_give_nothing() {
         "I'm so tired today.",
         "I'm sure.",
         "I am going to check.",
-        "I'm going to check the logs.",
         "Set an alarm for 7.",
         "Convert this file to pdf.",
         "Don't worry about it.",
@@ -419,27 +418,61 @@ fn small_talk_moods_commands_questions_and_hypotheticals_give_nothing() {
         "I love it.",
         "I love you guys.",
         "I like your idea.",
-        "I used to live in Ohio.",
-        "My friend lives in Chicago.",
         "It's 3pm and sunny.",
         "",
         "   ",
         "🙂🙂🙂",
         "I'm Sorry",
         "I love how you explained it.",
-        "I went to a support group yesterday and it was so powerful.",
-        "My girlfriend, Toby and I are going camping.",
         "I love the energy.",
-        "I also love a dairy-free chocolate mousse.",
         "I'd love to.",
         "I love to.",
         "Stop talking about me!",
+        "I'll be honest, I'm tired.",
         "I'm starting next week.",
     ];
     for content in nothing {
         let items = extract(&[user(content)]);
         assert!(items.is_empty(), "{content:?} gave {items:?}");
     }
+}
+
+/// What the rule table refuses to force into its shapes, the statement rule keeps as said.
+#[test]
+fn statements_outside_the_rule_table_are_kept_as_said() {
+    check(
+        None,
+        "I used to live in Ohio.",
+        &[("The user used to live in Ohio.", true, OneOff)],
+    );
+    check(
+        None,
+        "My friend lives in Chicago.",
+        &[("The user's friend lives in Chicago.", false, Unknown)],
+    );
+    check(
+        None,
+        "I went to a support group yesterday and it was so powerful.",
+        &[(
+            "The user went to a support group on 5 May 2026 and it was powerful.",
+            false,
+            OneOff,
+        )],
+    );
+    check(
+        None,
+        "I also love a dairy-free chocolate mousse.",
+        &[("The user also loves a dairy-free chocolate mousse.", false, Unknown)],
+    );
+    check(
+        None,
+        "My girlfriend, Toby and I are going camping.",
+        &[(
+            "The user's girlfriend, Toby and the user are going camping.",
+            true,
+            Unknown,
+        )],
+    );
 }
 
 #[test]
