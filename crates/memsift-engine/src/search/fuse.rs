@@ -87,14 +87,14 @@ pub struct Weights {
 impl Default for Weights {
     fn default() -> Self {
         Weights {
-            rrf_k: 60.0,
-            vector: 1.0,
+            rrf_k: 20.0,
+            vector: 1.3,
             lexical: 1.0,
             evidence: 0.5,
             evidence_vector: 1.0,
             entity: 0.3,
             date: 0.5,
-            turns: 0.8,
+            turns: 1.5,
             turn_vector: 1.0,
             importance_prior: 0.2,
             recency_prior: 0.0,
@@ -365,7 +365,8 @@ mod tests {
 
     #[test]
     fn importance_lifts_a_memory_among_equals() {
-        let weights = Weights::default();
+        // Equal weights, so the two memories tie before the priors.
+        let weights = Weights::default().with_overrides("vector=1,lexical=1").unwrap();
         let mut ranked = fuse(
             &[(Signal::Vector, list(&["a"])), (Signal::Lexical, list(&["b"]))],
             &weights,

@@ -74,7 +74,7 @@ pub fn terms(query: &str) -> Vec<String> {
 pub fn as_statement(query: &str) -> String {
     static FRAME: LazyLock<Regex> = LazyLock::new(|| {
         Regex::new(
-            r"(?i)^\s*(?:what|when|where|who|whom|whose|which|why|how(?:\s+(?:many|much|long|often|old|far))?)(?:\s+(?:kind|type|sort)\s+of\s+\w+)?\s+(?:did|does|do|is|was|are|were|has|have|had|will|would|can|could|might|should)\b\s*",
+            r"(?i)^\s*(?:what|when|where|who|whom|whose|which|why|how(?:\s+(?:many|much)(?:\s+\w+)?|\s+(?:long|often|old|far))?)(?:\s+(?:kind|type|sort)\s+of\s+\w+)?\s+(?:did|does|do|is|was|are|were|has|have|had|will|would|can|could|might|should)\b\s*",
         )
         .expect("a fixed pattern")
     });

@@ -172,10 +172,9 @@ async fn a_claim_whose_worker_died_is_taken_over_after_its_lease() {
         .await
         .unwrap();
     assert_eq!(dead_claim.len(), 1);
-    assert!(
-        !run_until_idle(&test.app).await.unwrap().progressed(),
-        "a live lease is respected"
-    );
+    // Embedding the turns for search may progress; extraction may not.
+    run_until_idle(&test.app).await.unwrap();
+    assert_eq!(test.app.store.counts().await.unwrap().memories, 0, "a live lease is respected");
     test.advance(lease + Duration::seconds(1));
     let report = run_until_idle(&test.app).await.unwrap();
     assert_eq!((report.n_segments_extracted, report.n_memories), (1, 1));

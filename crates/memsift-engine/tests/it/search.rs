@@ -60,7 +60,9 @@ async fn results_are_answered_with_their_evidence_and_stay_with_their_user(test:
         .filter(|hit| matches!(hit.key, Key::Turn(_)))
         .map(|hit| hit.text.as_str())
         .collect();
-    assert_eq!(turns, ["Do you know any good ramen places near the harbour?"]);
+    // The turn vectors rank every uncited turn of hers; the one that says it comes first.
+    assert_eq!(turns.first(), Some(&"Do you know any good ramen places near the harbour?"));
+    assert!(turns.iter().all(|turn| !turn.contains("Oslo") && !turn.contains("cat")), "{turns:?}");
 
     // A budget keeps the answer within it; a time window keeps what is in it.
     let packed = search(
@@ -87,8 +89,9 @@ async fn results_are_answered_with_their_evidence_and_stay_with_their_user(test:
 
     // Nobody's memories for a user who does not exist; bad requests say what is wrong.
     assert!(search(&test.app, &request("nobody", "Lisbon")).await.unwrap().results.is_empty());
+    let app = &test.app;
     let error = |request: SearchRequest| async move {
-        search(&test.app, &request).await.unwrap_err().downcast::<SearchError>().unwrap()
+        search(app, &request).await.unwrap_err().downcast::<SearchError>().unwrap()
     };
     assert!(matches!(error(request("ana", "  ")).await, SearchError::EmptyQuery));
     assert!(matches!(
