@@ -1,6 +1,7 @@
 //! Erasing a user end to end: the store's one-transaction erasure, then the provider-side copies
 //! of ingested batches that held the user's text.
 
+use memsift_core::status::Purpose;
 use memsift_store::ErasureReceipt;
 
 use crate::app::App;
@@ -10,7 +11,7 @@ use crate::app::App;
 /// in the receipt's counts and the log, never undone.
 pub async fn erase_user(app: &App, user: &str) -> anyhow::Result<ErasureReceipt> {
     let batches = app.store.batches_of_user(user).await?;
-    let mut receipt = app.store.erase_user(user, app.clock.now()).await?;
+    let mut receipt = app.store.erase_user(user, app.clock.now(), &fact_keys).await?;
     match (&app.coordinator, app.config.erasure.delete_provider_batches) {
         (Some(coordinator), true) => {
             let (deleted, skipped, failures) = coordinator.delete_provider_data(&batches).await;
@@ -28,4 +29,15 @@ pub async fn erase_user(app: &App, user: &str) -> anyhow::Result<ErasureReceipt>
         }
     }
     Ok(receipt)
+}
+
+/// The facts an erasure fingerprints from one stored raw output: every item of an extraction
+/// answer, kept or dropped (`memsift_processor::item_fact_keys`). Stage answers only rework
+/// memories the user already had, which are fingerprinted from the memories themselves.
+pub fn fact_keys(purpose: &str, raw_output: &str) -> Vec<String> {
+    if purpose == Purpose::Extraction.as_str() {
+        memsift_processor::item_fact_keys(raw_output)
+    } else {
+        Vec::new()
+    }
 }

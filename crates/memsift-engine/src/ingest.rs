@@ -17,10 +17,19 @@ pub async fn import_file(
     let messages = read_file(file, format, app.config.ingest.max_message_len())
         .map_err(|error| anyhow::anyhow!("import: {error}; nothing from this file was stored"))?;
     let total = messages.len() as u64;
-    app.store
+    let report = app
+        .store
         .ingest(&messages, app.config.idle_timeout(), app.clock.now(), &|n_done| {
             progress(n_done, total)
         })
         .await
-        .with_context(|| format!("import: {}: nothing from this file was stored", file.display()))
+        .with_context(|| format!("import: {}: nothing from this file was stored", file.display()))?;
+    if report.n_times_clamped > 0 {
+        tracing::warn!(
+            file = %file.display(),
+            n = report.n_times_clamped,
+            "Messages dated more than a day after they arrived were stored at their arrival time."
+        );
+    }
+    Ok(report)
 }

@@ -152,6 +152,8 @@ pub fn parse_jsonl(file: &str, text: &str, max_message_bytes: usize) -> Result<V
                 return Err(bad(format!("field `{field}` is empty; give the host application's id")));
             }
         }
+        let user = memsift_core::message::canonical_user_id(&row.user)
+            .map_err(|error| bad(format!("field `user` `{}`: {error}", row.user.escape_debug())))?;
         if row.content.trim().is_empty() {
             return Err(bad(
                 "field `content` is empty; drop the line or give the message text".to_owned()
@@ -178,7 +180,7 @@ pub fn parse_jsonl(file: &str, text: &str, max_message_bytes: usize) -> Result<V
             })
             .collect::<Result<Vec<_>, _>>()?;
         messages.push(NewMessage {
-            user_external_id: row.user.trim().to_owned(),
+            user_external_id: user,
             conversation_key: row.conversation.trim().to_owned(),
             segment_name: None,
             role,

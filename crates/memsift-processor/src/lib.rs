@@ -213,6 +213,20 @@ impl ProcessOutput {
     }
 }
 
+/// The normalised key (`dedupe_key`) of every item's text in a raw answer, whatever becomes of
+/// the item later (kept, dropped as invalid, a duplicate or a near-duplicate): erasure
+/// fingerprints all of them, so an item the same answer would give after a re-import is refused
+/// whether or not it was stored the first time.
+pub fn item_fact_keys(raw: &str) -> Vec<String> {
+    parse_response(raw)
+        .elements
+        .iter()
+        .filter_map(|element| element.get("text").and_then(LooseValue::as_str))
+        .map(|text| sanitize::AnalyzedText::of(text).exact_key)
+        .filter(|key| !key.is_empty())
+        .collect()
+}
+
 /// Parses, validates and deduplicates one response.
 pub fn process(input: &ProcessInput<'_>) -> ProcessOutput {
     let parse::Document {

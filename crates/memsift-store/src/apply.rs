@@ -137,7 +137,8 @@ impl Store {
     /// Writes one request's processed output, exactly once (invariants 1 and 2).
     pub async fn apply(&self, input: &ApplyInput) -> Result<ApplyOutcome> {
         self.write(async |tx| {
-            if !tx.claim_request(input).await? {
+            // The user's lock first (see `users.rs`): an erased user's answer writes nothing.
+            if !tx.lock_live_user(input.user_id).await? || !tx.claim_request(input).await? {
                 return tx.not_claimed(input).await;
             }
             let written = tx.write_items(input).await?;

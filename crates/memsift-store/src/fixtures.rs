@@ -65,6 +65,64 @@ struct FullEntityRow {
 }
 
 impl Store {
+    /// Test support (migration tests): a closed segment of `user` with `contents` as alternating
+    /// user and assistant turns a minute apart, written with the columns of the first schema only,
+    /// so a database at an older migration can be filled. Returns the segment and the user.
+    pub async fn insert_test_closed_segment(
+        &self,
+        user: &str,
+        conversation: &str,
+        contents: &[&str],
+        at: DateTime<Utc>,
+    ) -> Result<(memsift_core::SegmentId, UserId)> {
+        use crate::tx::Arg;
+        let segment_id = memsift_core::SegmentId::new_v7();
+        let user_id = self
+            .write(async |tx| {
+                tx.execute(sql!(
+                    "INSERT INTO users (id, external_id, created_at) VALUES ($1, $2, $3) ON CONFLICT (external_id) DO NOTHING",
+                    UserId::new_v7(),
+                    user,
+                    at
+                ))
+                .await?;
+                let user_id: String = tx.scalar_one(sql!("SELECT id FROM users WHERE external_id = $1", user)).await?;
+                let last = at + chrono::Duration::minutes(contents.len() as i64);
+                tx.execute(sql!(
+                    "INSERT INTO segments (id, user_id, conversation_key, status, first_message_at, last_message_at,
+                                           n_messages, closed_at, close_reason, created_at)
+                     VALUES ($1, $2, $3, 'closed', $4, $5, $6, $5, 'boundary', $4)",
+                    segment_id,
+                    &user_id,
+                    conversation,
+                    at,
+                    last,
+                    contents.len()
+                ))
+                .await?;
+                for (seq, content) in contents.iter().enumerate() {
+                    let role = if seq % 2 == 0 { "user" } else { "assistant" };
+                    tx.execute(sql!(
+                        "INSERT INTO messages (id, user_id, segment_id, seq, role, content, created_at, dedupe_key, referenced_memory_ids)
+                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                        memsift_core::MessageId::new_v7(),
+                        &user_id,
+                        segment_id,
+                        seq,
+                        role,
+                        *content,
+                        at + chrono::Duration::minutes(seq as i64),
+                        format!("test:{segment_id}:{seq}"),
+                        Arg::json(&Vec::<String>::new())
+                    ))
+                    .await?;
+                }
+                UserId::parse(&user_id).map_err(|error| crate::corrupt("users", error))
+            })
+            .await?;
+        Ok((segment_id, user_id))
+    }
+
     /// Test support: an entity of `user_id` joined to `memory_ids`, last linked at `at`.
     pub async fn insert_test_entity(
         &self,
@@ -362,7 +420,12 @@ impl Store {
         if self.kind() != crate::BackendKind::Sqlite {
             return Ok(Vec::new());
         }
-        let prefix: String = needle.to_lowercase().chars().filter(|c| c.is_alphanumeric()).take(6).collect();
+        let prefix: String = needle
+            .to_lowercase()
+            .chars()
+            .filter(|c| c.is_alphanumeric())
+            .take(6)
+            .collect();
         if prefix.is_empty() {
             return Ok(Vec::new());
         }
@@ -370,7 +433,8 @@ impl Store {
         for index in ["memories_fts", "messages_fts"] {
             // fts5vocab lists the index's own terms; it lives in `temp`, on this transaction's
             // connection, so it is made and read in one transaction.
-            let create = format!("CREATE VIRTUAL TABLE IF NOT EXISTS temp.{index}_vocab USING fts5vocab(main, {index}, row)");
+            let create =
+                format!("CREATE VIRTUAL TABLE IF NOT EXISTS temp.{index}_vocab USING fts5vocab(main, {index}, row)");
             let select = format!("SELECT COUNT(*) FROM temp.{index}_vocab WHERE term LIKE $1");
             let n: i64 = self
                 .write(async |tx| {

@@ -5,15 +5,16 @@
 //! never inferred later. A message whose key is already stored is skipped, so re-importing a
 //! file adds nothing; a failure anywhere rolls the whole call back.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 use chrono::{DateTime, Duration, Utc};
+use memsift_core::message::canonical_user_id;
 use memsift_core::segment::{Placement, place_message};
 use memsift_core::{MessageId, SegmentId, UserId};
 use serde::Serialize;
 
-use crate::tx::{Arg, sql};
-use crate::{Result, Store};
+use crate::tx::{Arg, WriteTx, sql};
+use crate::{Result, Store, StoreError};
 
 pub use memsift_core::message::NewMessage;
 
@@ -32,6 +33,8 @@ pub struct IngestReport {
     pub n_segments_started: u64,
     /// Segments closed (by a boundary or an idle gap inside the input).
     pub n_segments_closed: u64,
+    /// Messages dated more than `MAX_FUTURE_SKEW` after they arrived, stored at their arrival time.
+    pub n_times_clamped: u64,
 }
 
 #[derive(Clone, Copy)]
@@ -41,8 +44,35 @@ struct OpenSegment {
     n_messages: i64,
 }
 
+/// How far after its arrival a message may be dated. A later time is clamped to the arrival
+/// time (and counted in the report): a clock that runs ahead, or a time typed as 2099, would
+/// otherwise keep its segment open until then and every later message of the conversation in it.
+/// Times in the past are kept as given: importing old conversations is what they are for, and an
+/// old time can only make a segment close sooner.
+pub const MAX_FUTURE_SKEW: Duration = Duration::days(1);
+
+/// The time a message is stored with: its own, or its arrival time when it is dated more than
+/// [`MAX_FUTURE_SKEW`] after it arrived.
+pub fn stored_message_time(at: DateTime<Utc>, arrived: DateTime<Utc>) -> DateTime<Utc> {
+    if at > arrived + MAX_FUTURE_SKEW { arrived } else { at }
+}
+
+/// One ingest call's transaction state: the users it holds, the conversations' open segments.
+struct Ingest<'a> {
+    users: HashMap<String, UserId>,
+    open_segments: HashMap<(UserId, &'a str), Option<OpenSegment>>,
+    idle_timeout: Duration,
+    now: DateTime<Utc>,
+}
+
 impl Store {
     /// Stores `messages` in one transaction, assigning each to a segment; `progress` is called after each.
+    ///
+    /// User ids are taken in their canonical form (`canonical_user_id`; one that cannot be stored
+    /// faithfully refuses the call). The transaction first takes every user's row lock, in one
+    /// order, so it runs either wholly before an erasure of one of them (which then erases what it
+    /// stored) or wholly after (as a new user), and two ingests into one conversation number its
+    /// messages one after the other.
     pub async fn ingest(
         &self,
         messages: &[NewMessage],
@@ -54,167 +84,29 @@ impl Store {
             n_offered: messages.len() as u64,
             ..IngestReport::default()
         };
+        let mut canonical = Vec::with_capacity(messages.len());
+        for message in messages {
+            let user = canonical_user_id(&message.user_external_id).map_err(|error| {
+                StoreError::Invalid(format!("user `{}`: {error}", message.user_external_id.escape_debug()))
+            })?;
+            canonical.push(user);
+        }
+        let distinct: BTreeSet<&String> = canonical.iter().collect();
         self.write(async |tx| {
-            let mut users: HashMap<&str, UserId> = HashMap::new();
-            let mut open_segments: HashMap<(UserId, &str), Option<OpenSegment>> = HashMap::new();
-            for (message_idx, message) in messages.iter().enumerate() {
-                let user_id = match users.get(message.user_external_id.as_str()) {
-                    Some(user_id) => *user_id,
-                    None => {
-                        let created: Option<String> = tx
-                            .scalar_optional(sql!(
-                                "INSERT INTO users (id, external_id, created_at) VALUES ($1, $2, $3)
-                                 ON CONFLICT (external_id) DO NOTHING RETURNING id",
-                                UserId::new_v7(),
-                                &message.user_external_id,
-                                now
-                            ))
-                            .await?;
-                        let id_text = match created {
-                            Some(id_text) => {
-                                report.n_users_created += 1;
-                                id_text
-                            }
-                            None => {
-                                tx.scalar_one(sql!(
-                                    "SELECT id FROM users WHERE external_id = $1",
-                                    &message.user_external_id
-                                ))
-                                .await?
-                            }
-                        };
-                        let user_id = UserId::parse(&id_text).map_err(|error| crate::corrupt("users", error))?;
-                        users.insert(message.user_external_id.as_str(), user_id);
-                        user_id
-                    }
-                };
-
-                let dedupe_key = message.dedupe_key();
-                let already: Option<String> = tx
-                    .scalar_optional(sql!(
-                        "SELECT id FROM messages WHERE user_id = $1 AND dedupe_key = $2",
-                        user_id,
-                        &dedupe_key
-                    ))
-                    .await?;
-                if already.is_some() {
-                    report.n_already_stored += 1;
-                    progress(message_idx as u64 + 1);
-                    continue;
-                }
-
-                let conversation_slot = (user_id, message.conversation_key.as_str());
-                let open = match open_segments.get(&conversation_slot) {
-                    Some(known) => *known,
-                    None => {
-                        let row: Option<(String, DateTime<Utc>, i64)> = tx
-                            .fetch_optional(sql!(
-                                "SELECT id, last_message_at, n_messages FROM segments
-                                 WHERE user_id = $1 AND conversation_key = $2 AND status = 'open'",
-                                user_id,
-                                &message.conversation_key
-                            ))
-                            .await?;
-                        let open = match row {
-                            Some((id_text, last_at, n_messages)) => Some(OpenSegment {
-                                id: SegmentId::parse(&id_text).map_err(|error| crate::corrupt("segments", error))?,
-                                last_at,
-                                n_messages,
-                            }),
-                            None => None,
-                        };
-                        open_segments.insert(conversation_slot, open);
-                        open
-                    }
-                };
-                let placement = place_message(open.map(|segment| segment.last_at), message.at, idle_timeout);
-                if let (Placement::CloseAndStart, Some(idle_segment)) = (placement, open) {
-                    tx.execute(sql!(
-                        "UPDATE segments SET status = 'closed', close_reason = 'idle', closed_at = $2 WHERE id = $1",
-                        idle_segment.id,
-                        idle_segment.last_at + idle_timeout
-                    ))
-                    .await?;
-                    report.n_segments_closed += 1;
-                }
-                let mut segment = match (placement, open) {
-                    (Placement::Join, Some(open)) => open,
-                    _ => {
-                        let segment_id = SegmentId::new_v7();
-                        tx.execute(sql!(
-                            "INSERT INTO segments (id, user_id, conversation_key, external_id, status,
-                                                   first_message_at, last_message_at, n_messages, created_at)
-                             VALUES ($1, $2, $3, $4, 'open', $5, $5, 0, $6)",
-                            segment_id,
-                            user_id,
-                            &message.conversation_key,
-                            &message.segment_name,
-                            message.at,
-                            now
-                        ))
-                        .await?;
-                        report.n_segments_started += 1;
-                        OpenSegment {
-                            id: segment_id,
-                            last_at: message.at,
-                            n_messages: 0,
-                        }
-                    }
-                };
-
-                let referenced: Vec<String> = message
-                    .referenced_memory_ids
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect();
-                tx.execute(sql!(
-                    "INSERT INTO messages (id, user_id, segment_id, seq, role, speaker, content, created_at, external_id, dedupe_key,
-                                           referenced_memory_ids)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
-                    MessageId::new_v7(),
-                    user_id,
-                    segment.id,
-                    segment.n_messages,
-                    message.role.as_str(),
-                    &message.speaker,
-                    &message.content,
-                    message.at,
-                    &message.external_id,
-                    &dedupe_key,
-                    Arg::json(&referenced)
-                ))
-                .await?;
-                report.n_added += 1;
-                segment.n_messages += 1;
-                segment.last_at = segment.last_at.max(message.at);
-
-                if message.boundary_after {
-                    tx.execute(sql!(
-                        "UPDATE segments SET last_message_at = $2, n_messages = $3, status = 'closed',
-                                             close_reason = 'boundary', closed_at = $2,
-                                             first_message_at = CASE WHEN first_message_at > $4 THEN $4 ELSE first_message_at END
-                         WHERE id = $1",
-                        segment.id,
-                        segment.last_at,
-                        segment.n_messages,
-                        message.at
-                    ))
-                    .await?;
-                    report.n_segments_closed += 1;
-                    open_segments.insert(conversation_slot, None);
-                } else {
-                    tx.execute(sql!(
-                        "UPDATE segments SET last_message_at = $2, n_messages = $3,
-                                             first_message_at = CASE WHEN first_message_at > $4 THEN $4 ELSE first_message_at END
-                         WHERE id = $1",
-                        segment.id,
-                        segment.last_at,
-                        segment.n_messages,
-                        message.at
-                    ))
-                    .await?;
-                    open_segments.insert(conversation_slot, Some(segment));
-                }
+            let mut state = Ingest {
+                users: HashMap::new(),
+                open_segments: HashMap::new(),
+                idle_timeout,
+                now,
+            };
+            for user in distinct {
+                let (user_id, created) = tx.lock_or_create_user(user, now).await?;
+                report.n_users_created += u64::from(created);
+                state.users.insert(user.clone(), user_id);
+            }
+            for (message_idx, (message, user)) in messages.iter().zip(&canonical).enumerate() {
+                let user_id = state.users[user];
+                tx.ingest_message(&mut state, user_id, message, &mut report).await?;
                 progress(message_idx as u64 + 1);
             }
             Ok(())
@@ -222,15 +114,16 @@ impl Store {
         .await?;
         Ok(report)
     }
-
-    /// Closes every open segment whose last message is at least `idle_timeout` before `now`.
+    /// Closes every open segment whose last message is dated, or arrived, at least
+    /// `idle_timeout` before `now`: arrival time closes a conversation whose messages are dated
+    /// ahead of the clock (stored before times were clamped, or within the allowed skew).
     pub async fn close_idle_segments(&self, now: DateTime<Utc>, idle_timeout: Duration) -> Result<u64> {
         let cutoff = now - idle_timeout;
         let closed = self
             .write(async |tx| {
                 tx.execute(sql!(
                     "UPDATE segments SET status = 'closed', close_reason = 'idle', closed_at = $2
-                 WHERE status = 'open' AND last_message_at <= $1",
+                 WHERE status = 'open' AND (last_message_at <= $1 OR COALESCE(last_arrived_at, created_at) <= $1)",
                     cutoff,
                     now
                 ))
@@ -302,5 +195,153 @@ impl Store {
             .await
         })
         .await
+    }
+}
+
+impl WriteTx {
+    /// Stores one message of an ingest call (its user's lock already held), or skips it when its
+    /// key is stored.
+    async fn ingest_message<'a>(
+        &mut self,
+        state: &mut Ingest<'a>,
+        user_id: UserId,
+        message: &'a NewMessage,
+        report: &mut IngestReport,
+    ) -> Result<()> {
+        // The key is made from the message as sent, so a re-import is recognised whenever it comes.
+        let dedupe_key = message.dedupe_key();
+        let already: Option<String> = self
+            .scalar_optional(sql!(
+                "SELECT id FROM messages WHERE user_id = $1 AND dedupe_key = $2",
+                user_id,
+                &dedupe_key
+            ))
+            .await?;
+        if already.is_some() {
+            report.n_already_stored += 1;
+            return Ok(());
+        }
+        let at = stored_message_time(message.at, state.now);
+        if at != message.at {
+            report.n_times_clamped += 1;
+        }
+        let conversation_slot = (user_id, message.conversation_key.as_str());
+        let open = match state.open_segments.get(&conversation_slot) {
+            Some(known) => *known,
+            None => {
+                let open = self.open_segment(user_id, &message.conversation_key).await?;
+                state.open_segments.insert(conversation_slot, open);
+                open
+            }
+        };
+        let mut segment = self.segment_for(state, user_id, message, at, open, report).await?;
+        let referenced: Vec<String> = message.referenced_memory_ids.iter().map(ToString::to_string).collect();
+        self.execute(sql!(
+            "INSERT INTO messages (id, user_id, segment_id, seq, role, speaker, content, created_at, external_id, dedupe_key,
+                                   referenced_memory_ids)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+            MessageId::new_v7(),
+            user_id,
+            segment.id,
+            segment.n_messages,
+            message.role.as_str(),
+            &message.speaker,
+            &message.content,
+            at,
+            &message.external_id,
+            &dedupe_key,
+            Arg::json(&referenced)
+        ))
+        .await?;
+        report.n_added += 1;
+        segment.n_messages += 1;
+        segment.last_at = segment.last_at.max(at);
+        self.execute(sql!(
+            "UPDATE segments SET last_message_at = $2, n_messages = $3, last_arrived_at = $5,
+                                 status = CASE WHEN $6 THEN 'closed' ELSE status END,
+                                 close_reason = CASE WHEN $6 THEN 'boundary' ELSE close_reason END,
+                                 closed_at = CASE WHEN $6 THEN $2 ELSE closed_at END,
+                                 first_message_at = CASE WHEN first_message_at > $4 THEN $4 ELSE first_message_at END
+             WHERE id = $1",
+            segment.id,
+            segment.last_at,
+            segment.n_messages,
+            at,
+            state.now,
+            message.boundary_after
+        ))
+        .await?;
+        if message.boundary_after {
+            report.n_segments_closed += 1;
+            state.open_segments.insert(conversation_slot, None);
+        } else {
+            state.open_segments.insert(conversation_slot, Some(segment));
+        }
+        Ok(())
+    }
+
+    /// The conversation's open segment, as stored.
+    async fn open_segment(&mut self, user_id: UserId, conversation_key: &str) -> Result<Option<OpenSegment>> {
+        let row: Option<(String, DateTime<Utc>, i64)> = self
+            .fetch_optional(sql!(
+                "SELECT id, last_message_at, n_messages FROM segments
+                 WHERE user_id = $1 AND conversation_key = $2 AND status = 'open'",
+                user_id,
+                conversation_key
+            ))
+            .await?;
+        row.map(|(id_text, last_at, n_messages)| {
+            Ok(OpenSegment {
+                id: SegmentId::parse(&id_text).map_err(|error| crate::corrupt("segments", error))?,
+                last_at,
+                n_messages,
+            })
+        })
+        .transpose()
+    }
+
+    /// The segment a message at `at` joins: the open one, or a new one (closing the open one
+    /// when the gap is the idle timeout or more).
+    async fn segment_for(
+        &mut self,
+        state: &Ingest<'_>,
+        user_id: UserId,
+        message: &NewMessage,
+        at: DateTime<Utc>,
+        open: Option<OpenSegment>,
+        report: &mut IngestReport,
+    ) -> Result<OpenSegment> {
+        let placement = place_message(open.map(|segment| segment.last_at), at, state.idle_timeout);
+        if let (Placement::CloseAndStart, Some(idle_segment)) = (placement, open) {
+            self.execute(sql!(
+                "UPDATE segments SET status = 'closed', close_reason = 'idle', closed_at = $2 WHERE id = $1",
+                idle_segment.id,
+                idle_segment.last_at + state.idle_timeout
+            ))
+            .await?;
+            report.n_segments_closed += 1;
+        }
+        if let (Placement::Join, Some(open)) = (placement, open) {
+            return Ok(open);
+        }
+        let segment_id = SegmentId::new_v7();
+        self.execute(sql!(
+            "INSERT INTO segments (id, user_id, conversation_key, external_id, status,
+                                   first_message_at, last_message_at, n_messages, created_at, last_arrived_at)
+             VALUES ($1, $2, $3, $4, 'open', $5, $5, 0, $6, $6)",
+            segment_id,
+            user_id,
+            &message.conversation_key,
+            &message.segment_name,
+            at,
+            state.now
+        ))
+        .await?;
+        report.n_segments_started += 1;
+        Ok(OpenSegment {
+            id: segment_id,
+            last_at: at,
+            n_messages: 0,
+        })
     }
 }

@@ -163,6 +163,18 @@ impl WriteTx {
         now: DateTime<Utc>,
     ) -> Result<bool> {
         let drops: Vec<DroppedItem> = note.map(DroppedItem::unchanged).into_iter().collect();
+        // The user's lock before the request's (see `users.rs`); an erased user's request is dead.
+        let live = self
+            .execute(sql!(
+                "UPDATE users SET memory_version = memory_version
+                 WHERE id = (SELECT user_id FROM llm_requests WHERE id = $1) AND external_id NOT LIKE $2",
+                request_id,
+                crate::users::erased_pattern()
+            ))
+            .await?;
+        if live == 0 {
+            return Ok(false);
+        }
         let claimed = self
             .execute(sql!(
                 "UPDATE llm_requests SET status = 'applied', applied_at = $2, n_items = $3, n_dropped = $4, drops = $5

@@ -53,12 +53,12 @@ mod vectors;
 
 pub use apply::{ApplyInput, ApplyOutcome, DuplicateEvidence, DuplicateOf, ItemEmbeddings, NewMemory};
 pub use batches::{BatchRow, PackPolicy, PackedBatch, ReconcileMiss};
-pub use erasure::ErasureReceipt;
+pub use erasure::{ErasureReceipt, FactKeys};
 pub use erasure_key::ErasureKey;
 #[cfg(feature = "testing")]
 pub use fixtures::UserRows;
 pub use health::{LaneHealthRow, LaneTransition, Reroute, WaitingRequest};
-pub use ingest::{ClosedSegment, IngestReport, NewMessage};
+pub use ingest::{ClosedSegment, IngestReport, MAX_FUTURE_SKEW, NewMessage, stored_message_time};
 pub use listing::{
     CostRow, Counts, IdKind, MemoryDetail, MemoryRow, MetricsSnapshot, RequestDetail, RequestRow, SegmentRow,
     UsageTotals,

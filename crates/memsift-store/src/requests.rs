@@ -207,8 +207,13 @@ struct DueInputs {
 
 impl WriteTx {
     /// Inserts one `planned` request row. A request with a segment continues that chunk's attempt
-    /// numbers (so re-planning never makes two live twins); one without starts at 1.
-    pub(crate) async fn insert_planned_request(&mut self, request: &NewRequest, now: DateTime<Utc>) -> Result<()> {
+    /// numbers (so re-planning never makes two live twins); one without starts at 1. A request of
+    /// an erased user is not inserted (its body holds their text, read before the erasure): the
+    /// user's lock is taken first, as every write of a user's data does (see `users.rs`).
+    pub(crate) async fn insert_planned_request(&mut self, request: &NewRequest, now: DateTime<Utc>) -> Result<bool> {
+        if !self.lock_live_user(request.user_id).await? {
+            return Ok(false);
+        }
         self.execute(sql!(
             "INSERT INTO llm_requests (id, purpose, user_id, segment_id, chunk_index, attempt, lane, config_key,
                                        provider, model, prompt_version, context, request_body, status, created_at,
@@ -237,7 +242,7 @@ impl WriteTx {
             &request.subject.entity_id
         ))
         .await?;
-        Ok(())
+        Ok(true)
     }
 }
 
@@ -253,7 +258,10 @@ impl Store {
     ) -> Result<()> {
         self.write(async |tx| {
             for request in requests {
-                tx.insert_planned_request(request, now).await?;
+                if !tx.insert_planned_request(request, now).await? {
+                    // The user was erased since the segment was read: its segment is gone too.
+                    return Ok(());
+                }
             }
             tx.execute(sql!(
                 "UPDATE segments SET planned_chunks = $2, claimed_by = NULL, claimed_until = NULL WHERE id = $1",

@@ -368,13 +368,16 @@ fn query<T>(query: Result<Query<T>, QueryRejection>) -> ApiResult<T> {
         .map_err(|rejection| ApiError::BadRequest(rejection.body_text()))
 }
 
-fn check_user(user: &str) -> ApiResult<()> {
-    if user.trim().is_empty() {
-        return Err(ApiError::BadRequest(
-            "path segment `user` is empty; give the host application's user id".to_owned(),
-        ));
-    }
-    Ok(())
+/// The canonical form of a `{user}` path segment (or `user` query value), so every spelling of
+/// one id reaches one user; an id that cannot be stored faithfully is a 400 naming it.
+fn check_user(field: &str, user: &str) -> ApiResult<String> {
+    memsift_core::message::canonical_user_id(user)
+        .map_err(|error| ApiError::BadRequest(format!("{field} `{}`: {error}", user.escape_debug())))
+}
+
+/// [`check_user`] of an optional `user` query value.
+fn check_user_query(user: Option<&str>) -> ApiResult<Option<String>> {
+    user.map(|user| check_user("query `user`", user)).transpose()
 }
 
 async fn ingest_messages(
@@ -382,7 +385,7 @@ async fn ingest_messages(
     Path(user): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Response> {
-    check_user(&user)?;
+    let user = check_user("path segment `user`", &user)?;
     let body = body_bytes(body, state.app.config.api.max_body_bytes)?;
     let messages = crate::import::parse_api_messages(&user, &body, state.app.config.ingest.max_message_len()).map_err(
         |error| match error {
@@ -395,6 +398,13 @@ async fn ingest_messages(
         .store
         .ingest(&messages, app.config.idle_timeout(), app.clock.now(), &|_| {})
         .await?;
+    if report.n_times_clamped > 0 {
+        tracing::warn!(
+            user,
+            n = report.n_times_clamped,
+            "Messages dated more than a day after they arrived were stored at their arrival time."
+        );
+    }
     Ok((StatusCode::OK, Json(json!(report))).into_response())
 }
 
@@ -402,6 +412,7 @@ async fn close_segment(
     State(state): State<ApiState>,
     Path((user, segment_id)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
+    let user = check_user("path segment `user`", &user)?;
     let id = SegmentId::parse(segment_id.trim()).map_err(|_| {
         ApiError::BadRequest(format!(
             "path segment `segment_id`: `{segment_id}` is not a segment id; list them with GET /v1/admin/segments"
@@ -417,7 +428,7 @@ async fn close_segment(
 }
 
 async fn extract(State(state): State<ApiState>, Path(user): Path<String>) -> ApiResult<Json<Value>> {
-    check_user(&user)?;
+    let user = check_user("path segment `user`", &user)?;
     let app = &state.app;
     // Closing is plain store work and scoped to this user; the steps that follow run every
     // user's due work, which is what the daemon's loop would do next anyway.
@@ -445,6 +456,7 @@ async fn list_memories(
     Path(user): Path<String>,
     params: Result<Query<MemoriesQuery>, QueryRejection>,
 ) -> ApiResult<Json<Value>> {
+    let user = check_user("path segment `user`", &user)?;
     let params = query(params)?;
     let limit = params.limit.unwrap_or(DEFAULT_LIMIT);
     if !(1..=MAX_LIMIT).contains(&limit) {
@@ -489,6 +501,7 @@ async fn search_memories(
     Path(user): Path<String>,
     params: Result<Query<SearchQuery>, QueryRejection>,
 ) -> ApiResult<Json<Value>> {
+    let user = check_user("path segment `user`", &user)?;
     let params = query(params)?;
     if params.q.as_deref().is_none_or(|q| q.trim().is_empty()) {
         return Err(ApiError::BadRequest(
@@ -547,7 +560,11 @@ async fn admin_segments(
     let rows = state
         .app
         .store
-        .list_segments(params.user.as_deref(), params.status.as_deref(), params.limit)
+        .list_segments(
+            check_user_query(params.user.as_deref())?.as_deref(),
+            params.status.as_deref(),
+            params.limit,
+        )
         .await?;
     Ok(Json(json!({ "segments": rows })))
 }
@@ -560,7 +577,11 @@ async fn admin_requests(
     let rows = state
         .app
         .store
-        .list_requests(params.user.as_deref(), params.status.as_deref(), params.limit)
+        .list_requests(
+            check_user_query(params.user.as_deref())?.as_deref(),
+            params.status.as_deref(),
+            params.limit,
+        )
         .await?;
     Ok(Json(json!({ "requests": rows })))
 }
@@ -597,7 +618,7 @@ async fn erase_user(
     Path(user): Path<String>,
     Query(query): Query<EraseQuery>,
 ) -> ApiResult<Json<Value>> {
-    check_user(&user)?;
+    let user = check_user("path segment `user`", &user)?;
     if query.confirm.as_deref() != Some("erase") {
         return Err(ApiError::BadRequest(format!(
             "erasing `{user}` removes their memories and conversations for good; add ?confirm=erase to do it"
@@ -624,7 +645,7 @@ async fn undo_operation(
     State(state): State<ApiState>,
     Path((user, id)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
-    check_user(&user)?;
+    let user = check_user("path segment `user`", &user)?;
     let id = memsift_core::OperationId::parse(id.trim())
         .map_err(|_| ApiError::BadRequest(format!("path segment `id`: `{id}` is not an operation id")))?;
     let undone = state.app.store.undo_operation(&user, id, state.app.clock.now()).await?;

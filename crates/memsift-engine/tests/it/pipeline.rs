@@ -289,7 +289,12 @@ async fn after_erasure_a_reimport_of_the_same_conversations_stores_none_of_the_e
     let bo_before = test.app.store.list_memories("bo", None).await.unwrap();
     assert_eq!(test.app.store.list_memories("ana", None).await.unwrap().len(), 2);
 
-    let receipt = test.app.store.erase_user("ana", test.app.clock.now()).await.unwrap();
+    let receipt = test
+        .app
+        .store
+        .erase_user("ana", test.app.clock.now(), &memsift_engine::erase::fact_keys)
+        .await
+        .unwrap();
     assert_eq!(
         (receipt.n_memories, receipt.n_messages, receipt.n_tombstones),
         (2, 3, 2)

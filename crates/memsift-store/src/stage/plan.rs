@@ -27,6 +27,7 @@ impl Store {
     ) -> Result<()> {
         self.write(async |tx| {
             for request in requests {
+                // An erased user's request is not inserted, and their memories are gone.
                 tx.insert_planned_request(request, now).await?;
             }
             for (ids, statement) in [

@@ -10,6 +10,7 @@ pub use crate::lanes::*;
 pub use crate::listings::*;
 pub use crate::migrations::*;
 pub use crate::postprocess::*;
+pub use crate::races::*;
 pub use crate::revisions::*;
 pub use crate::schedules::*;
 pub use crate::search::*;

@@ -15,6 +15,7 @@ mod lanes;
 mod listings;
 mod migrations;
 mod postprocess;
+mod races;
 mod revisions;
 mod schedules;
 mod search;
@@ -121,6 +122,11 @@ store_suite!(cases: [
     the_lexical_index_follows_every_memory_write_and_stays_within_its_user,
     uncited_turns_are_found_by_their_words_and_only_the_users_own,
     any_query_text_is_matched_as_words_never_as_query_syntax,
+    an_erasure_racing_any_write_of_the_user_leaves_nothing_of_them,
+    parallel_appends_to_one_conversation_all_succeed_with_distinct_sequence_numbers,
+    no_message_time_keeps_a_conversation_open_past_its_idle_timeout,
+    erasure_fingerprints_every_item_of_the_users_raw_outputs,
+    every_spelling_of_a_user_id_reaches_one_user_or_is_refused,
 ], at: [
     (6, a_populated_database_keeps_every_row_through_later_migrations),
 ]);

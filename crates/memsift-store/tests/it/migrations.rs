@@ -7,7 +7,7 @@ use memsift_core::status::Purpose;
 use memsift_store::{NewRequest, Store};
 use serde_json::json;
 
-use crate::helpers::{closed_claimed_segment, request, t0};
+use crate::helpers::{request, t0};
 
 pub async fn a_database_migrated_before_the_comments_were_reworded_still_starts(store: &Store) {
     // Migrations 1 and 2 changed only in their comments; sqlx checksums whole files, so without
@@ -67,7 +67,16 @@ pub async fn a_populated_database_keeps_every_row_through_later_migrations(store
     // The store arrives at migration 6, the last schema before `llm_requests` was rebuilt on
     // SQLite (to add the `failed` status). A rebuild drops the old table; with foreign keys on,
     // that drop would null every memory's source request and delete every child request.
-    let (segment_id, user_id, _) = closed_claimed_segment(store, "ana", "c1").await;
+    // Ingest writes columns later migrations added, so the segment goes in as the old schema had it.
+    let (segment_id, user_id) = store
+        .insert_test_closed_segment("ana", "c1", &["I live in Lisbon with my cat Miso.", "Noted."], t0())
+        .await
+        .unwrap();
+    let claimed = store
+        .claim_segments("worker-a", t0(), chrono::Duration::minutes(15), 10)
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 1);
     let extraction = request(segment_id, user_id, 0);
     // Planning writes columns later migrations added, so the rows go in as the old schema had them.
     store

@@ -111,7 +111,7 @@ pub enum Command {
     /// List segments.
     Segments {
         /// Only this user's (external id).
-        #[arg(long)]
+        #[arg(long, value_parser = user_id)]
         user: Option<String>,
         /// Only this status (open, closed, extracting, extracted, failed, dead).
         #[arg(long)]
@@ -123,7 +123,7 @@ pub enum Command {
     /// List a user's active memories with their evidence turns (counted as a read of each).
     Memories {
         /// The user (external id).
-        #[arg(long)]
+        #[arg(long, value_parser = user_id)]
         user: String,
         /// At most this many rows.
         #[arg(long)]
@@ -132,7 +132,7 @@ pub enum Command {
     /// List LLM request attempts, newest first.
     Requests {
         /// Only this user's (external id).
-        #[arg(long)]
+        #[arg(long, value_parser = user_id)]
         user: Option<String>,
         /// Only this status.
         #[arg(long)]
@@ -160,7 +160,7 @@ pub enum Command {
         /// relationships | consolidation | refinement | entity-gc | summaries | all
         stage: StageArg,
         /// Only this user's memories.
-        #[arg(long)]
+        #[arg(long, value_parser = user_id)]
         user: Option<String>,
         /// Print what would be planned; write nothing and spend nothing.
         #[arg(long)]
@@ -187,7 +187,7 @@ pub enum Command {
     /// restoring the exact prior rows, links and entity joins included.
     Undo {
         /// The memory's user (external id).
-        #[arg(long)]
+        #[arg(long, value_parser = user_id)]
         user: String,
         /// The operation id (printed by the revision).
         operation: String,
@@ -212,7 +212,7 @@ pub enum Command {
         #[arg(long = "request", value_name = "ID", required_unless_present = "user")]
         requests: Vec<String>,
         /// Every applied extraction request of this user (external id).
-        #[arg(long)]
+        #[arg(long, value_parser = user_id)]
         user: Option<String>,
         /// Report what would be written; write nothing.
         #[arg(long)]
@@ -235,7 +235,7 @@ pub enum Command {
     /// request bodies, keeping tombstones so the same facts are never extracted again.
     Erase {
         /// The user (external id).
-        #[arg(long)]
+        #[arg(long, value_parser = user_id)]
         user: String,
         /// Confirm: erasure cannot be undone.
         #[arg(long)]
@@ -276,7 +276,7 @@ pub enum Command {
     /// its evidence turns, entities, links followed and the score parts that ranked it.
     Search {
         /// The user (external id); nobody else's memories are read.
-        #[arg(long)]
+        #[arg(long, value_parser = user_id)]
         user: String,
         /// The question.
         query: String,
@@ -374,7 +374,7 @@ pub enum MemoryAction {
 #[derive(Debug, clap::Args)]
 pub struct RevisionArgs {
     /// The memory's user (external id).
-    #[arg(long)]
+    #[arg(long, value_parser = user_id)]
     pub user: String,
     /// The memory id.
     pub memory: String,
@@ -390,4 +390,10 @@ fn import_format_parser() -> impl clap::builder::TypedValueParser<Value = Import
         name.parse::<ImportFormat>()
             .expect("the possible values are the import crate's own names")
     })
+}
+
+/// Parses a `--user` value into its canonical form (`canonical_user_id`), so the command reaches
+/// the user every other spelling of the id reaches; clap prints the reason in one line.
+fn user_id(raw: &str) -> Result<String, memsift_core::message::UserIdError> {
+    memsift_core::message::canonical_user_id(raw)
 }
