@@ -391,17 +391,25 @@ impl Store {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
+        // One lookup per end, each through that end's index: `source_id IN … OR target_id IN …`
+        // in one WHERE made PostgreSQL join every memory pair of the user first (0.6 s at 10k
+        // memories), and a UNION in FROM made SQLite do the same.
         let list = placeholders(2, ids.len());
-        let sql = format!(
-            "SELECT l.source_id, l.target_id, l.kind, l.confidence FROM memory_links l
-             JOIN memories s ON s.id = l.source_id JOIN memories t ON t.id = l.target_id
-             WHERE s.user_id = $1 AND t.user_id = $1 AND s.archived_at IS NULL AND t.archived_at IS NULL
-               AND (l.source_id IN ({list}) OR l.target_id IN ({list}))
-             ORDER BY l.confidence DESC, l.source_id, l.target_id"
-        );
-        let mut args = vec![Arg::from(user_id)];
-        args.extend(ids.iter().map(Arg::from));
-        let rows: Vec<(String, String, String, f64)> = self.read_all(Statement { sql: &sql, args }).await?;
+        let mut rows: Vec<(String, String, String, f64)> = Vec::new();
+        for end in ["source_id", "target_id"] {
+            let sql = format!(
+                "SELECT l.source_id, l.target_id, l.kind, l.confidence FROM memory_links l
+                 JOIN memories s ON s.id = l.source_id JOIN memories t ON t.id = l.target_id
+                 WHERE l.{end} IN ({list})
+                   AND s.user_id = $1 AND t.user_id = $1 AND s.archived_at IS NULL AND t.archived_at IS NULL"
+            );
+            let mut args = vec![Arg::from(user_id)];
+            args.extend(ids.iter().map(Arg::from));
+            rows.extend(self.read_all::<(String, String, String, f64)>(Statement { sql: &sql, args }).await?);
+        }
+        // A link between two wanted memories came back from both lookups.
+        rows.sort_by(|a, b| b.3.total_cmp(&a.3).then_with(|| (&a.0, &a.1, &a.2).cmp(&(&b.0, &b.1, &b.2))));
+        rows.dedup_by(|a, b| (&a.0, &a.1, &a.2) == (&b.0, &b.1, &b.2));
         let wanted: std::collections::HashSet<String> = ids.iter().map(ToString::to_string).collect();
         let parse = |id: &str| MemoryId::parse(id).map_err(|error| corrupt("memory_links", error));
         let mut out = Vec::new();
