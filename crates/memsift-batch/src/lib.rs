@@ -295,6 +295,11 @@ impl BatchCoordinator {
         let signal = match outcome {
             Ok(()) if create => HealthSignal::Success,
             Ok(()) => HealthSignal::Neutral,
+            // Every request of the batch waits on a failed create: the breaker decides at once
+            // whether the route pauses, fails over or moves to the immediate lane.
+            Err(fault) if create && fault.class == memsift_llm::FaultClass::Outage => {
+                HealthSignal::Trip(fault.error.to_string())
+            }
             Err(fault) => HealthSignal::of_fault(fault),
         };
         self.health.record(&Self::lane_key(provider), &signal, self.clock.now());
@@ -384,16 +389,10 @@ impl BatchCoordinator {
             let lane = Self::lane_key(provider.as_ref());
             loop {
                 let now = self.clock.now();
-                // A lane paused by a setting fault waits for its probe; one unwell from outages
-                // still sends (work that could go elsewhere was moved by the pipeline), so
-                // persistent failure spends attempts and ends, instead of waiting forever.
-                let paused = !self.health.usable(&lane, now)
-                    && self
-                        .health
-                        .state(&lane, now)
-                        .cause()
-                        .is_some_and(|cause| cause.setting_fault);
-                if paused {
+                // A lane that is not usable (paused by a setting fault, or open after an outage)
+                // waits for its probe: its work was moved by the pipeline where the route has
+                // another way, and otherwise waits without spending an attempt.
+                if !self.health.usable(&lane, now) {
                     break;
                 }
                 let packed = self

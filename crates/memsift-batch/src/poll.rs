@@ -47,16 +47,28 @@ impl BatchCoordinator {
                     // Two misses a grace period apart: a list that lags behind a create has had
                     // time to catch up, so the batch was never created.
                     if miss.misses >= 2 && miss.create_was_called {
-                        // The provider was called and failed: that was an attempt, and counting
-                        // it is what ends a provider that never creates anything.
+                        // The provider failed the create and made no batch: a fault of the
+                        // provider, never of the requests. The lane's breaker hears it (a failed
+                        // probe keeps it open longer), and the requests wait for its next probe
+                        // unspent, unless the pipeline moves them to the route's other way.
+                        let fault = "a batch create that failed left no batch at the provider";
+                        let lane = Self::lane_key(provider.as_ref());
+                        // Unless a create has succeeded since (the provider is back), the lane
+                        // stays shut, so the work goes the route's other way or waits for a probe.
+                        if !matches!(self.health.state(&lane, now), memsift_llm::BreakerState::Closed { .. }) {
+                            self.health
+                                .record(&lane, &memsift_llm::HealthSignal::Trip(fault.to_owned()), now);
+                        }
+                        let not_before = self.next_probe_at(provider.as_ref());
                         self.store
-                            .mark_batch_rejected(
+                            .replan_batch(
                                 batch_id,
-                                "no provider batch found in two reconcile passes after a create that failed; each request counts a failed attempt",
+                                &format!("{fault} (two reconcile passes found none); requests re-planned without spending an attempt"),
                                 now,
+                                Some(not_before),
                             )
                             .await?;
-                        report.n_batches_rejected += 1;
+                        report.n_batches_replanned += 1;
                     } else if miss.misses >= 2 {
                         // The process died between the intent and the call: nothing was tried.
                         self.store
