@@ -23,19 +23,15 @@
 
 #![deny(missing_docs)]
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use chrono::{DateTime, Duration, Utc};
 use memsift_core::status::{Lane, RequestStatus};
 use memsift_core::{BatchId, Clock};
-use memsift_llm::{
-    BreakerState, Call, FaultClass, HealthBoard, HealthSignal, LaneKey, LlmError, Permit, ProviderFault, ResolvedLlm,
-};
+use memsift_llm::{BreakerState, HealthBoard, HealthSignal, LaneKey, Permit, ProviderFault, ResolvedLlm};
 use memsift_store::{BatchRow, PackPolicy, RequestUsage, Store, StoreError, WorkRequest};
 use serde::Serialize;
-
-mod providers;
 
 pub use providers::{AnthropicBatchProvider, OpenAiBatchProvider};
 
@@ -46,6 +42,12 @@ macro_rules! fail_point {
         fail::fail_point!($name, |_| Err(CoordinatorError::FailPoint($name)));
     };
 }
+
+mod ingest;
+mod poll;
+mod providers;
+
+pub use ingest::MAX_DOWNLOADS;
 
 /// Timing and size settings.
 #[derive(Clone, Debug)]
@@ -222,6 +224,12 @@ pub struct CoordinatorReport {
     /// Batches held back because their lane is paused by a setting fault (requests waiting,
     /// no attempt spent).
     pub n_batches_held: u64,
+    /// Results downloads that could not be used (unreadable, cut short, stalled, repeated lines);
+    /// each is tried again, and no request spends an attempt.
+    pub n_download_failures: u64,
+    /// Batches given up (gone at the provider, past their expiry, or their results unusable
+    /// after every download): their unanswered requests re-planned without spending an attempt.
+    pub n_batches_given_up: u64,
 }
 
 impl CoordinatorReport {
@@ -287,6 +295,11 @@ impl BatchCoordinator {
         let signal = match outcome {
             Ok(()) if create => HealthSignal::Success,
             Ok(()) => HealthSignal::Neutral,
+            // Every request of the batch waits on a failed create: the breaker decides at once
+            // whether the route pauses, fails over or moves to the immediate lane.
+            Err(fault) if create && fault.class == memsift_llm::FaultClass::Outage => {
+                HealthSignal::Trip(fault.error.to_string())
+            }
             Err(fault) => HealthSignal::of_fault(fault),
         };
         self.health.record(&Self::lane_key(provider), &signal, self.clock.now());
@@ -376,16 +389,10 @@ impl BatchCoordinator {
             let lane = Self::lane_key(provider.as_ref());
             loop {
                 let now = self.clock.now();
-                // A lane paused by a setting fault waits for its probe; one unwell from outages
-                // still sends (work that could go elsewhere was moved by the pipeline), so
-                // persistent failure spends attempts and ends, instead of waiting forever.
-                let paused = !self.health.usable(&lane, now)
-                    && self
-                        .health
-                        .state(&lane, now)
-                        .cause()
-                        .is_some_and(|cause| cause.setting_fault);
-                if paused {
+                // A lane that is not usable (paused by a setting fault, or open after an outage)
+                // waits for its probe: its work was moved by the pipeline where the route has
+                // another way, and otherwise waits without spending an attempt.
+                if !self.health.usable(&lane, now) {
                     break;
                 }
                 let packed = self
@@ -472,319 +479,6 @@ impl BatchCoordinator {
                 fail_point!("batch::after_record");
             }
         }
-        Ok(())
-    }
-
-    async fn reconcile(&self, report: &mut CoordinatorReport) -> Result<(), CoordinatorError> {
-        let now = self.clock.now();
-        for batch in self
-            .store
-            .batches_to_reconcile(now, self.settings.reconcile_grace)
-            .await?
-        {
-            let batch_id = parse_batch_id(&batch.id)?;
-            let Some(provider) = self.providers.get(&batch.config_key) else {
-                continue;
-            };
-            let known = self.store.known_provider_batch_ids(&batch.provider).await?;
-            let request_ids: Vec<String> = self
-                .store
-                .batch_requests(batch_id)
-                .await?
-                .into_iter()
-                .map(|request| request.id.to_string())
-                .collect();
-            let found = provider.find(&batch, &request_ids, &known).await;
-            self.record(provider.as_ref(), found.as_ref().map(|_| ()));
-            match found {
-                Ok(Some(provider_batch_id)) => {
-                    let next_poll_at = now + self.settings.poll_initial;
-                    self.store
-                        .mark_batch_submitted(batch_id, &provider_batch_id, None, next_poll_at, now)
-                        .await?;
-                    report.n_batches_adopted += 1;
-                    tracing::info!(%batch_id, provider_batch_id, "Reconciler adopted a batch created before a crash or lost reply.");
-                }
-                Ok(None) => {
-                    let miss = self
-                        .store
-                        .reconcile_miss(batch_id, now, self.settings.reconcile_grace)
-                        .await?;
-                    // Two misses a grace period apart: a list that lags behind a create has had
-                    // time to catch up, so the batch was never created.
-                    if miss.misses >= 2 && miss.create_was_called {
-                        // The provider was called and failed: that was an attempt, and counting
-                        // it is what ends a provider that never creates anything.
-                        self.store
-                            .mark_batch_rejected(
-                                batch_id,
-                                "no provider batch found in two reconcile passes after a create that failed; each request counts a failed attempt",
-                                now,
-                            )
-                            .await?;
-                        report.n_batches_rejected += 1;
-                    } else if miss.misses >= 2 {
-                        // The process died between the intent and the call: nothing was tried.
-                        self.store
-                            .replan_batch(
-                                batch_id,
-                                "no provider batch found in two reconcile passes; requests re-planned",
-                                now,
-                                None,
-                            )
-                            .await?;
-                        report.n_batches_replanned += 1;
-                    }
-                }
-                Err(fault) => {
-                    tracing::warn!(%batch_id, error = %fault, "Reconciler could not list provider batches; will retry.")
-                }
-            }
-        }
-        Ok(())
-    }
-
-    async fn poll(&self, report: &mut CoordinatorReport) -> Result<(), CoordinatorError> {
-        let now = self.clock.now();
-        for batch in self
-            .store
-            .claim_batches_to_poll(now, self.settings.claim_lease, 100)
-            .await?
-        {
-            let batch_id = parse_batch_id(&batch.id)?;
-            let (Some(provider), Some(provider_batch_id)) = (
-                self.providers.get(&batch.config_key),
-                batch.provider_batch_id.as_deref(),
-            ) else {
-                continue;
-            };
-            report.n_polls += 1;
-            fail_point!("batch::before_poll");
-            let polled = provider.retrieve(provider_batch_id).await;
-            self.record(provider.as_ref(), polled.as_ref().map(|_| ()));
-            match polled {
-                Ok(ProviderPoll::Ended(counts)) => {
-                    self.store.mark_batch_ended(batch_id, counts, self.clock.now()).await?;
-                    report.n_batches_ended += 1;
-                }
-                Ok(ProviderPoll::Running) => {
-                    let next = self.clock.now() + self.poll_interval(batch.n_polls + 1);
-                    self.store.snooze_batch(batch_id, next, None).await?;
-                }
-                Err(fault) => {
-                    // A transient failure (or a 404 right after create) is a snooze too.
-                    let next = self.clock.now() + self.poll_interval(batch.n_polls + 1);
-                    self.store
-                        .snooze_batch(batch_id, next, Some(&fault.to_string()))
-                        .await?;
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Growing interval with ±10 % jitter: initial × 1.5^n, capped.
-    fn poll_interval(&self, n_polls: i64) -> Duration {
-        let base = self.settings.poll_initial.num_milliseconds() as f64 * 1.5_f64.powi(n_polls.clamp(0, 30) as i32);
-        let capped = base.min(self.settings.poll_max.num_milliseconds() as f64);
-        let jitter = 0.9 + rand::random::<f64>() * 0.2;
-        Duration::milliseconds((capped * jitter) as i64)
-    }
-
-    async fn ingest(&self, report: &mut CoordinatorReport) -> Result<(), CoordinatorError> {
-        let now = self.clock.now();
-        for batch in self
-            .store
-            .claim_batches_to_ingest(&self.worker_id, now, self.settings.claim_lease, 10)
-            .await?
-        {
-            let batch_id = batch.id.clone();
-            match self.ingest_batch(&batch, report).await {
-                Ok(()) => {}
-                // One batch's trouble stays with it: its claim lapses and a later step resumes it,
-                // while the other batches of this step are ingested.
-                Err(CoordinatorError::Store(error)) => {
-                    report.n_batch_errors += 1;
-                    tracing::warn!(batch_id, error = %error, "Ingesting a batch failed; it is taken up again after its claim lease.");
-                }
-                Err(error) => return Err(error),
-            }
-        }
-        Ok(())
-    }
-
-    /// Downloads one ended batch's results and records each line on its request.
-    async fn ingest_batch(&self, batch: &BatchRow, report: &mut CoordinatorReport) -> Result<(), CoordinatorError> {
-        use futures_util::StreamExt;
-
-        let batch_id = parse_batch_id(&batch.id)?;
-        let (Some(provider), Some(provider_batch_id)) = (
-            self.providers.get(&batch.config_key),
-            batch.provider_batch_id.as_deref(),
-        ) else {
-            return Ok(());
-        };
-        let requests: HashMap<String, WorkRequest> = self
-            .store
-            .batch_requests(batch_id)
-            .await?
-            .into_iter()
-            .map(|request| (request.id.to_string(), request))
-            .collect();
-        let opened = provider.results(provider_batch_id).await;
-        self.record(provider.as_ref(), opened.as_ref().map(|_| ()));
-        let mut lines = match opened {
-            Ok(lines) => lines,
-            Err(fault) => {
-                tracing::warn!(%batch_id, error = %fault, "Could not download batch results; will retry after the claim lease.");
-                return Ok(());
-            }
-        };
-        // An earlier pass that stopped (a crash, a lost database) recorded every line up to the
-        // cursor; the provider serves the same file again, and those lines are not recorded
-        // twice (they still count towards telling a refused batch).
-        let resume_after = batch.ingest_cursor.max(0);
-        let mut cursor = 0_i64;
-        let mut broken = false;
-        // Lines read in this pass, and the first refusal among them: a batch whose every line
-        // was refused as invalid was refused for its settings, not its contents.
-        let (mut n_read, mut n_refused, mut first_refusal) = (0_u64, 0_u64, None::<String>);
-        while let Some(line) = lines.next().await {
-            cursor += 1;
-            let line = match line {
-                Ok(line) => line,
-                Err(fault) => {
-                    tracing::warn!(%batch_id, cursor, error = %fault, "Unreadable result line.");
-                    if fault.error.is_transient() {
-                        broken = true;
-                        break;
-                    }
-                    continue;
-                }
-            };
-            n_read += 1;
-            if let ResultLine::Failed {
-                refused: true, error, ..
-            } = &line
-            {
-                n_refused += 1;
-                first_refusal.get_or_insert_with(|| error.clone());
-            }
-            if cursor <= resume_after {
-                report.n_lines_skipped += 1;
-                continue;
-            }
-            let (custom_id, answered) = match &line {
-                ResultLine::Answer { custom_id, .. } => (custom_id.clone(), true),
-                ResultLine::Failed { custom_id, .. } => (custom_id.clone(), false),
-            };
-            let Some(request) = requests.get(&custom_id) else {
-                tracing::warn!(%batch_id, custom_id, "Result line names a request that is not in this batch; ignored.");
-                continue;
-            };
-            let now = self.clock.now();
-            let recorded = match line {
-                ResultLine::Answer {
-                    raw_output,
-                    stop_reason,
-                    usage,
-                    ..
-                } => {
-                    self.store
-                        .record_answer(request.id, &raw_output, stop_reason.as_deref(), &usage, now)
-                        .await
-                }
-                ResultLine::Failed { status, error, .. } => {
-                    self.store.record_failure(request.id, status, &error, now).await
-                }
-            };
-            match recorded {
-                Ok(true) if answered => report.n_answers += 1,
-                Ok(true) => report.n_failures += 1,
-                Ok(false) => {}
-                // The database is unwell: stop this batch where it is; the claim lapses and a
-                // later step resumes from the cursor.
-                Err(error) if error.is_transient() => {
-                    tracing::warn!(%batch_id, cursor, error = %error, "Recording a result failed; ingest resumes later.");
-                    broken = true;
-                    break;
-                }
-                // This line cannot be stored: record why on its request and go on with the
-                // rest. The request is re-planned like any failed attempt.
-                Err(error) => {
-                    report.n_lines_refused += 1;
-                    tracing::warn!(%batch_id, request_id = %request.id, error = %error, "A result line could not be stored; its request is marked errored.");
-                    let reason = format!("the result line could not be stored: {error}");
-                    if let Err(error) = self
-                        .store
-                        .record_failure(request.id, RequestStatus::Errored, &reason, now)
-                        .await
-                    {
-                        tracing::warn!(request_id = %request.id, error = %error, "Could not mark the request errored either; finishing the ingest will.");
-                    }
-                }
-            }
-            fail_point!("batch::mid_ingest");
-            if cursor % 100 == 0 {
-                self.store.advance_ingest_cursor(batch_id, cursor).await?;
-            }
-        }
-        if broken {
-            return Ok(());
-        }
-        self.store.advance_ingest_cursor(batch_id, cursor).await?;
-        let n_missing = self.store.finish_ingest(batch_id, self.clock.now()).await?;
-        if n_missing > 0 {
-            tracing::warn!(%batch_id, n_missing, "Requests without a result line were marked errored and will be re-planned.");
-        }
-        report.n_batches_ingested += 1;
-        // A user of this batch was erased while it was in flight: what the provider keeps of it
-        // (requests, results, files) goes now that nothing more is needed from it.
-        if self.settings.delete_erased_batches && self.store.provider_deletion_pending(batch_id).await? {
-            let mut ingested = batch.clone();
-            ingested.status = "ingested".to_owned();
-            match provider.delete(&ingested).await {
-                Ok(()) => {
-                    self.store.clear_provider_deletion(batch_id).await?;
-                    report.n_provider_deletes += 1;
-                    tracing::info!(%batch_id, "Deleted the provider's copies of a batch that held an erased user's text.");
-                }
-                Err(error) => {
-                    tracing::warn!(%batch_id, error = %error, "Could not delete the provider's copies of a batch that held an erased user's text; delete it by hand.");
-                }
-            }
-        }
-        if let Some(refusal) = first_refusal.filter(|_| n_refused == n_read && n_read as i64 == batch.n_requests) {
-            self.hold_refused_batch(provider.as_ref(), batch_id, &refusal, report)
-                .await?;
-        }
-        Ok(())
-    }
-
-    /// Every request of the batch was refused as invalid: a setting fault of the lane. The
-    /// refusals are taken back (no attempt spent) and the requests wait for the lane's probe.
-    async fn hold_refused_batch(
-        &self,
-        provider: &dyn BatchProvider,
-        batch_id: BatchId,
-        refusal: &str,
-        report: &mut CoordinatorReport,
-    ) -> Result<(), CoordinatorError> {
-        let detail = format!("the provider refused every request of the batch, e.g. {refusal}");
-        let error = LlmError::InvalidRequest {
-            provider: provider.kind(),
-            status: 400,
-            detail: detail.into(),
-        };
-        let fault = ProviderFault::classify(error, Call::Create, provider.llm());
-        debug_assert_eq!(fault.class, FaultClass::Setting);
-        self.record_create(provider, Err(&fault));
-        let lane = Self::lane_key(provider);
-        let reason = format!("lane {} paused: {fault}", lane.name());
-        let not_before = self.next_probe_at(provider);
-        let n_held = self.store.hold_refused_batch(batch_id, &reason, not_before).await?;
-        report.n_batches_held += 1;
-        tracing::warn!(%batch_id, n_held, %reason, "Every request of a batch was refused; they wait without spending attempts.");
         Ok(())
     }
 }

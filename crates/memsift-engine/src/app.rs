@@ -183,6 +183,15 @@ fn shared_limiter(config: &Config) -> RateLimiter {
     limiter
 }
 
+/// The bounds on every read from a provider, from `[batch]`.
+pub fn read_limits(config: &Config) -> memsift_llm::ReadLimits {
+    memsift_llm::ReadLimits {
+        max_line_bytes: usize::try_from(config.batch.max_result_line_bytes).unwrap_or(usize::MAX),
+        idle_timeout: std::time::Duration::from_secs(config.batch.download_idle_secs),
+        ..memsift_llm::ReadLimits::default()
+    }
+}
+
 /// One batch provider per config key whose provider has a batch API and whose lane can be batch.
 fn build_coordinator(
     config: &Config,
@@ -218,6 +227,7 @@ fn build_coordinator(
         let api_key = memsift_llm::load_api_key(key, llm_config)?;
         let mut options = ClientOptions::new(llm_config.endpoint.clone(), api_key, llm.model.clone());
         options.limiter = limiter.clone();
+        options.read_limits = read_limits(config);
         match llm_config.provider {
             ProviderKind::Anthropic => {
                 let client = AnthropicClient::new(options)?;

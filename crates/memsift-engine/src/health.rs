@@ -129,36 +129,44 @@ fn log_transition(transition: &Transition) {
     }
 }
 
-/// Fails with one line per lane paused by a setting fault that still has work waiting, naming
-/// the lane, the provider's answer and the likely fix. Nothing was spent on that work.
+/// Fails with one line per lane that is not usable (a setting fault, or an outage whose route has
+/// no other way) and still has work waiting, naming the lane, the provider's answer and the likely
+/// fix. Nothing was spent on that work.
 pub async fn stop_if_paused(app: &App) -> anyhow::Result<()> {
     let now = app.clock.now();
     let mut lines = Vec::new();
+    let mut setting = false;
     for (lane_key, state) in app.health.unhealthy(now) {
-        let Some(cause) = state.cause().filter(|cause| cause.setting_fault) else {
+        // A lane open after an outage pauses too once the route has no other way for its work:
+        // what is still waiting on it was left there by `reroute_waiting`.
+        let Some(cause) = state.cause() else {
             continue;
         };
         let sections = app.router.sections_on(&lane_key);
         let waiting = app.store.waiting_requests(lane_key.lane, &sections, 1).await?;
         if !waiting.is_empty() {
+            setting |= cause.setting_fault;
             lines.push(paused_line(&lane_key, cause));
         }
     }
     if lines.is_empty() {
         return Ok(());
     }
-    anyhow::bail!(
-        "{}; no attempt was spent: fix the setting and run again (the daemon probes by itself)",
-        lines.join("; ")
-    )
+    let fix = if setting {
+        "fix the setting and run again (the daemon probes by itself)"
+    } else {
+        "run again once the provider answers, or add a fallback to the route (the daemon probes by itself)"
+    };
+    anyhow::bail!("{}; no attempt was spent: {fix}", lines.join("; "))
 }
 
 fn paused_line(lane_key: &LaneKey, cause: &OpenCause) -> String {
-    format!(
-        "lane {} is paused by a setting fault: {}",
-        lane_key.name(),
-        cause.describe()
-    )
+    let why = if cause.setting_fault {
+        "is paused by a setting fault"
+    } else {
+        "is paused by an outage and its route has no other way"
+    };
+    format!("lane {} {why}: {}", lane_key.name(), cause.describe())
 }
 
 /// The lines `memsift batches` and `memsift segments` print under their tables: every lane that

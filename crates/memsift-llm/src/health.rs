@@ -96,6 +96,9 @@ pub enum HealthSignal {
         /// The likely fix.
         fix: Option<String>,
     },
+    /// An outage that opens the breaker at once: a failed batch create, where every request of
+    /// the batch waits on the lane, so the route decides at the first failure.
+    Trip(String),
     /// Nothing about health (429, one bad request).
     Neutral,
 }
@@ -311,6 +314,19 @@ impl Breaker {
             opened_at: previous.opened_at,
             cool_down: (previous.cool_down * 2).min(policy.max_cool_down),
         };
+        if let (HealthSignal::Trip(reason), BreakerState::Closed { .. }) = (signal, &state) {
+            self.state = open(fresh_cause(false, reason, &None));
+            return;
+        }
+        // Anywhere else a trip is an outage like any other.
+        let outage;
+        let signal = match signal {
+            HealthSignal::Trip(reason) => {
+                outage = HealthSignal::Outage(reason.clone());
+                &outage
+            }
+            signal => signal,
+        };
         self.state = match (signal, state) {
             // Any answer proves the lane works.
             (HealthSignal::Success, _) => BreakerState::Closed {
@@ -349,6 +365,8 @@ impl Breaker {
                 },
             },
             (HealthSignal::Outage(_), state @ BreakerState::Open { .. }) => state,
+            // Turned into an outage above.
+            (HealthSignal::Trip(_), state) => state,
         };
     }
 }

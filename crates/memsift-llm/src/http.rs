@@ -11,7 +11,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::error::LlmError;
-use crate::jsonl::{JsonLines, decode_lines};
+use crate::jsonl::{JsonLines, ReadLimits, decode_lines};
 use crate::ratelimit::{LimitKey, RateLimiter};
 use crate::retry::{RetryMode, RetryPolicy};
 
@@ -29,6 +29,8 @@ pub struct ClientOptions {
     pub request_timeout: Duration,
     /// Limit on a results or file download, which can be hundreds of megabytes.
     pub download_timeout: Duration,
+    /// Bounds on every body read: line length, body size, the pause between bytes.
+    pub read_limits: ReadLimits,
     /// Retry policy for reads and immediate calls.
     pub retry: RetryPolicy,
     /// The process-wide limiter.
@@ -44,6 +46,7 @@ impl ClientOptions {
             model: model.into(),
             request_timeout: Duration::from_secs(600),
             download_timeout: Duration::from_secs(3600),
+            read_limits: ReadLimits::default(),
             retry: RetryPolicy::default(),
             limiter: RateLimiter::default(),
         }
@@ -105,6 +108,7 @@ pub(crate) struct HttpCore {
     pub(crate) retry: RetryPolicy,
     request_timeout: Duration,
     download_timeout: Duration,
+    read_limits: ReadLimits,
 }
 
 impl HttpCore {
@@ -154,6 +158,7 @@ impl HttpCore {
             retry: options.retry,
             request_timeout: options.request_timeout,
             download_timeout: options.download_timeout,
+            read_limits: options.read_limits,
         })
     }
 
@@ -238,16 +243,41 @@ impl HttpCore {
     }
 
     pub(crate) async fn read_json<T: DeserializeOwned>(&self, response: Response) -> Result<T, ReadError> {
-        let body = response
-            .bytes()
-            .await
-            .map_err(|error| ReadError::Body(LlmError::from_transport(self.provider, &error)))?;
+        let body = self.read_bounded(response).await?;
         serde_json::from_slice(&body).map_err(|error| {
             ReadError::Decode(LlmError::Protocol {
                 provider: self.provider,
                 detail: format!("response body is not the expected JSON: {error}").into(),
             })
         })
+    }
+
+    /// A whole body, read under the same bounds as a stream's line (one JSON object is one line's
+    /// worth) and its idle limit: a proxy's endless or stalled answer costs bounded memory and time.
+    async fn read_bounded(&self, mut response: Response) -> Result<Vec<u8>, ReadError> {
+        let limits = self.read_limits;
+        let mut body = Vec::new();
+        loop {
+            let chunk = match tokio::time::timeout(limits.idle_timeout, response.chunk()).await {
+                Ok(Ok(Some(chunk))) => chunk,
+                Ok(Ok(None)) => return Ok(body),
+                Ok(Err(error)) => return Err(ReadError::Body(LlmError::from_transport(self.provider, &error))),
+                Err(_) => {
+                    return Err(ReadError::Body(LlmError::Transient {
+                        provider: self.provider,
+                        status: None,
+                        detail: format!("the body stopped sending for {} s", limits.idle_timeout.as_secs_f64()).into(),
+                    }));
+                }
+            };
+            if body.len() + chunk.len() > limits.max_line_bytes {
+                return Err(ReadError::Decode(LlmError::Protocol {
+                    provider: self.provider,
+                    detail: format!("the response body is larger than {} bytes", limits.max_line_bytes).into(),
+                }));
+            }
+            body.extend_from_slice(&chunk);
+        }
     }
 
     /// A call with retries whose answer is one JSON object.
@@ -281,7 +311,11 @@ impl HttpCore {
                 self.send_once(make()).await.map_err(SendError::into_error)
             })
             .await?;
-        Ok(decode_lines(self.provider, Box::pin(response.bytes_stream())))
+        Ok(decode_lines(
+            self.provider,
+            Box::pin(response.bytes_stream()),
+            self.read_limits,
+        ))
     }
 
     /// A create or upload: exactly one attempt, with the outcome classified for reconciliation.

@@ -26,7 +26,7 @@ pub use error::{Detail, LlmError, MAX_DETAIL_CHARS};
 pub use fault::{Call, FaultClass, ProviderFault};
 pub use health::{BreakerPolicy, BreakerState, HealthBoard, HealthSignal, LaneKey, OpenCause, Permit, Transition};
 pub use http::{ClientOptions, CreateOutcome};
-pub use jsonl::{JsonLines, LineSplitter};
+pub use jsonl::{JsonLines, LineSplitter, LineTooLong, ReadLimits};
 pub use openai::OpenAiClient;
 pub use params::{
     LlmConfigError, PrefixReuse, ResolvedLlm, build_batch_params, build_chat_request, cache_pays, cache_warnings,

@@ -244,6 +244,8 @@ fn advance(shared: &SharedState, state: &mut SimState, index: usize, now: DateTi
     let batch = &state.anthropic_batches[index];
     let cause = match batch.status {
         ProcessingStatus::Ended => return,
+        // A provider stuck in processing: not even its own expiry ends the batch.
+        _ if shared.config.faults.never_end => return,
         _ if now >= batch.expires_at => EndCause::Expired,
         ProcessingStatus::Canceling => EndCause::Canceled,
         ProcessingStatus::InProgress if now >= batch.ready_at => EndCause::Finished,
@@ -475,8 +477,15 @@ pub(crate) async fn batch_results(
                 &format!("Batch {id} has not ended; results are not available yet"),
             );
         }
+        if shared.config.faults.results_purged {
+            state.count_fault("results_purged");
+            return not_found(Provider::Anthropic, &id);
+        }
         state.counters.result_downloads += 1;
-        state.anthropic_batches[index].results.clone()
+        (
+            state.anthropic_batches[index].results.clone(),
+            state.counters.result_downloads,
+        )
     };
-    shared.content_body(shared.jsonl_text(&lines))
+    shared.results_body(lines.0, lines.1)
 }

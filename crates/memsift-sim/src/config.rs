@@ -189,6 +189,33 @@ impl MalformedKind {
     ];
 }
 
+/// How a results download is broken, as a proxy or a failing provider breaks it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ResultsFaultKind {
+    /// The results, then one line that never ends (bytes without a newline, forever).
+    EndlessLine,
+    /// An HTML error page with status 200, as a proxy answers.
+    Html,
+    /// The first half of the body, then a clean end of the body.
+    CutHalfway,
+    /// The first half of the body, then nothing, with the connection held open.
+    Stall,
+    /// The first line sent twice.
+    DuplicateLine,
+}
+
+/// A broken results download.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResultsFault {
+    /// How it is broken.
+    pub kind: ResultsFaultKind,
+    /// Only the first N downloads are broken; 0: every one.
+    #[serde(default)]
+    pub first: u32,
+}
+
 /// The seeded fault plan. All shares are probabilities from 0 to 1; the same seed and the same
 /// sequence of calls give the same faults.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -238,6 +265,14 @@ pub struct FaultConfig {
     pub results_chunk_bytes: Option<usize>,
     /// Request bodies over this many bytes get 413.
     pub max_request_bytes: Option<usize>,
+    /// Results downloads (Anthropic results, OpenAI output and error files) are broken this way.
+    pub results_fault: Option<ResultsFault>,
+    /// This many lines naming requests that are not in the batch are added to its results.
+    pub foreign_lines: u32,
+    /// Results of an ended batch answer 404, as once the provider has purged them.
+    pub results_purged: bool,
+    /// Batches never end, not even past their expiry (a provider stuck in processing).
+    pub never_end: bool,
 }
 
 impl FaultConfig {

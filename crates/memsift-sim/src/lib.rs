@@ -11,6 +11,7 @@
 #![allow(clippy::result_large_err)]
 
 mod anthropic;
+mod bodies;
 pub mod config;
 mod error;
 mod models;
@@ -30,7 +31,10 @@ use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-pub use config::{FaultConfig, HttpFault, LostCreateFault, LostCreateMode, MalformedKind, SimConfig, SimConfigError};
+pub use config::{
+    FaultConfig, HttpFault, LostCreateFault, LostCreateMode, MalformedKind, ResultsFault, ResultsFaultKind, SimConfig,
+    SimConfigError,
+};
 pub use openai::DEFAULT_EMBEDDING_DIMENSIONS;
 pub use responder::{
     HeuristicResponder, LocomoResponder, Responder, ResponderReply, ResponderRequest, ScriptedResponder,

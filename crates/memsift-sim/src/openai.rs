@@ -314,10 +314,27 @@ pub(crate) async fn file_content(
         let Some(index) = find_file(&state, &id) else {
             return not_found(Provider::OpenAi, &id);
         };
+        let file = &state.files[index];
+        let results = file.purpose == "batch_output";
+        if results && shared.config.faults.results_purged {
+            state.count_fault("results_purged");
+            return not_found(Provider::OpenAi, &id);
+        }
+        let content = file.content.clone();
         state.counters.result_downloads += 1;
-        state.files[index].content.clone()
+        (content, results.then_some(state.counters.result_downloads))
     };
-    shared.content_body(content)
+    match content {
+        (content, Some(download)) => {
+            let lines = String::from_utf8_lossy(&content)
+                .lines()
+                .filter(|line| !line.trim().is_empty())
+                .map(str::to_owned)
+                .collect();
+            shared.results_body(lines, download)
+        }
+        (content, None) => shared.content_body(content),
+    }
 }
 
 /// Query of the list endpoints.
@@ -571,6 +588,9 @@ fn advance(shared: &SharedState, state: &mut SimState, index: usize, now: DateTi
     let at = now.timestamp();
     let batch = &state.openai_batches[index];
     let expired = now >= batch.created_at + chrono::Duration::hours(24);
+    if shared.config.faults.never_end && batch.status == Status::InProgress {
+        return;
+    }
     match batch.status {
         Status::Validating => {
             let input_file_id = batch.input_file_id.clone();

@@ -92,12 +92,16 @@ pub struct BatchRow {
     pub reconcile_misses: i64,
     /// Last problem.
     pub last_error: Option<String>,
+    /// Results downloads that could not be read as the provider's format or were incomplete.
+    pub download_failures: i64,
+    /// Since when the provider answers 404 for this batch or its results (none: it answers).
+    pub missing_since: Option<DateTime<Utc>>,
 }
 
 pub(crate) const BATCH_COLUMNS: &str =
     "id, provider, provider_batch_id, purpose, config_key, status, n_requests, n_succeeded, n_errored,
     n_expired, n_canceled, created_at, submit_started_at, submitted_at, ended_at, provider_expires_at, next_poll_at,
-    n_polls, ingest_cursor, reconcile_misses, last_error";
+    n_polls, ingest_cursor, reconcile_misses, last_error, download_failures, missing_since";
 
 /// What the reconciler's miss found out about a `submitting` batch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -410,7 +414,8 @@ impl Store {
     pub async fn snooze_batch(&self, batch_id: BatchId, next_poll_at: DateTime<Utc>, note: Option<&str>) -> Result<()> {
         self.write(async |tx| {
             tx.execute(sql!(
-                "UPDATE batches SET n_polls = n_polls + 1, next_poll_at = $2, last_error = $3 WHERE id = $1",
+                "UPDATE batches SET n_polls = n_polls + 1, next_poll_at = $2, last_error = $3, missing_since = NULL
+                 WHERE id = $1",
                 batch_id,
                 next_poll_at,
                 note
@@ -426,7 +431,8 @@ impl Store {
         self.write(async |tx| {
             tx.execute(sql!(
                 "UPDATE batches SET status = 'ended', n_polls = n_polls + 1, ended_at = $2, n_succeeded = $3,
-                        n_errored = $4, n_expired = $5, n_canceled = $6, next_poll_at = NULL, last_error = NULL
+                        n_errored = $4, n_expired = $5, n_canceled = $6, next_poll_at = NULL, last_error = NULL,
+                        missing_since = NULL
                  WHERE id = $1 AND status = 'submitted'",
                 batch_id,
                 now,
@@ -492,6 +498,62 @@ impl Store {
             ))
             .await?;
             Ok(missing)
+        })
+        .await
+    }
+
+    /// A results download could not be used (unreadable, cut short, stalled, more or fewer lines
+    /// than the provider counts): counted against the batch, never its requests, and the batch is
+    /// left alone until `retry_at`. Returns the failures so far, this one included.
+    pub async fn note_download_failure(&self, batch_id: BatchId, reason: &str, retry_at: DateTime<Utc>) -> Result<i64> {
+        self.write(async |tx| {
+            tx.scalar_one(sql!(
+                "UPDATE batches SET download_failures = download_failures + 1, last_error = $2, claimed_by = NULL,
+                        claimed_until = $3
+                 WHERE id = $1 RETURNING download_failures",
+                batch_id,
+                reason,
+                retry_at
+            ))
+            .await
+        })
+        .await
+    }
+
+    /// The provider answered 404 for the batch (a poll) or its results (a download): remembers
+    /// since when, notes why, and looks again at `next_at`. Returns since when it is missing.
+    pub async fn note_batch_missing(
+        &self,
+        batch_id: BatchId,
+        reason: &str,
+        now: DateTime<Utc>,
+        next_at: DateTime<Utc>,
+    ) -> Result<DateTime<Utc>> {
+        self.write(async |tx| {
+            tx.scalar_one(sql!(
+                "UPDATE batches SET missing_since = COALESCE(missing_since, $2), last_error = $3,
+                        n_polls = CASE WHEN status = 'submitted' THEN n_polls + 1 ELSE n_polls END,
+                        next_poll_at = CASE WHEN status = 'submitted' THEN $4 ELSE next_poll_at END,
+                        claimed_by = NULL,
+                        claimed_until = CASE WHEN status = 'ended' THEN $4 ELSE claimed_until END
+                 WHERE id = $1 RETURNING missing_since",
+                batch_id,
+                now,
+                reason,
+                next_at
+            ))
+            .await
+        })
+        .await
+    }
+
+    /// The batch will not give more: it ends `failed` with `reason`, the answers already recorded
+    /// stay, and every request still waiting on it goes back to `planned` under its id with no
+    /// attempt spent (its segment is not at fault). Returns how many were re-planned.
+    pub async fn give_up_batch(&self, batch_id: BatchId, reason: &str, now: DateTime<Utc>) -> Result<u64> {
+        self.write(async |tx| {
+            fail_batch(tx, batch_id, reason, now).await?;
+            submitted_back_to_planned(tx, batch_id, None).await
         })
         .await
     }

@@ -194,8 +194,14 @@ pub struct BatchConfig {
     pub poll_initial_secs: u64,
     /// Longest gap between polls.
     pub poll_max_secs: u64,
-    /// How long a batch whose create outcome is unknown waits before the reconciler looks for it.
+    /// How long a batch whose create outcome is unknown waits before the reconciler looks for it;
+    /// also how long a batch may be missing at the provider (404) or outlive its expiry before it
+    /// is given up.
     pub reconcile_grace_secs: u64,
+    /// The longest pause between bytes of a provider's answer before the read is abandoned.
+    pub download_idle_secs: u64,
+    /// The longest line of a results file (and the largest single JSON answer) read, in bytes.
+    pub max_result_line_bytes: u64,
     /// Chunk size for extraction payloads, in tokens.
     pub chunk_budget_tokens: u32,
     /// Known memories shown to the model per chunk.

@@ -229,6 +229,20 @@ fn validate_batch(batch: &BatchConfig) -> Result<(), ConfigError> {
             "use 1 to 50000 (OpenAI's per-file limit; Anthropic allows 100000)",
         ));
     }
+    if batch.download_idle_secs == 0 || batch.download_idle_secs > 86_400 {
+        return Err(invalid(
+            "batch.download_idle_secs",
+            batch.download_idle_secs,
+            "use 1 to 86400 seconds (default 120)",
+        ));
+    }
+    if !(1024..=(1 << 32)).contains(&batch.max_result_line_bytes) {
+        return Err(invalid(
+            "batch.max_result_line_bytes",
+            batch.max_result_line_bytes,
+            "use 1024 to 4294967296 bytes (default 67108864)",
+        ));
+    }
     if batch.chunk_budget_tokens < 256 {
         return Err(invalid(
             "batch.chunk_budget_tokens",

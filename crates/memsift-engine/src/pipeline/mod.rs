@@ -128,6 +128,8 @@ impl StepReport {
         batch.n_batch_errors += more.n_batch_errors;
         batch.n_provider_deletes += more.n_provider_deletes;
         batch.n_batches_held += more.n_batches_held;
+        batch.n_download_failures += more.n_download_failures;
+        batch.n_batches_given_up += more.n_batches_given_up;
     }
 
     fn add_applied(&mut self, applied: &Applied) {

@@ -1,6 +1,7 @@
 //! End-to-end tests of the engine: import, pipeline, lanes, apply, post-processing and erasure, on
 //! real stores and the provider simulator.
 
+mod batch_endings;
 mod batch_lane;
 mod budgets;
 mod crash;

@@ -63,6 +63,7 @@ impl Harness {
             model: model.to_owned(),
             request_timeout: Duration::from_secs(10),
             download_timeout: Duration::from_secs(10),
+            read_limits: memsift_llm::ReadLimits::default(),
             retry: RetryPolicy {
                 max_retries: 3,
                 jitter: false,

@@ -1,0 +1,179 @@
+//! Reconciling batches whose create outcome is unknown, and polling submitted batches until they
+//! end, are found gone (404 past a grace) or outlive their expiry (past a grace): every batch ends.
+
+use chrono::{DateTime, Duration, Utc};
+use memsift_core::BatchId;
+use memsift_llm::LlmError;
+use memsift_store::BatchRow;
+
+use crate::{BatchCoordinator, CoordinatorError, CoordinatorReport, ProviderPoll, parse_batch_id};
+
+impl BatchCoordinator {
+    pub(crate) async fn reconcile(&self, report: &mut CoordinatorReport) -> Result<(), CoordinatorError> {
+        let now = self.clock.now();
+        for batch in self
+            .store
+            .batches_to_reconcile(now, self.settings.reconcile_grace)
+            .await?
+        {
+            let batch_id = parse_batch_id(&batch.id)?;
+            let Some(provider) = self.providers.get(&batch.config_key) else {
+                continue;
+            };
+            let known = self.store.known_provider_batch_ids(&batch.provider).await?;
+            let request_ids: Vec<String> = self
+                .store
+                .batch_requests(batch_id)
+                .await?
+                .into_iter()
+                .map(|request| request.id.to_string())
+                .collect();
+            let found = provider.find(&batch, &request_ids, &known).await;
+            self.record(provider.as_ref(), found.as_ref().map(|_| ()));
+            match found {
+                Ok(Some(provider_batch_id)) => {
+                    let next_poll_at = now + self.settings.poll_initial;
+                    self.store
+                        .mark_batch_submitted(batch_id, &provider_batch_id, None, next_poll_at, now)
+                        .await?;
+                    report.n_batches_adopted += 1;
+                    tracing::info!(%batch_id, provider_batch_id, "Reconciler adopted a batch created before a crash or lost reply.");
+                }
+                Ok(None) => {
+                    let miss = self
+                        .store
+                        .reconcile_miss(batch_id, now, self.settings.reconcile_grace)
+                        .await?;
+                    // Two misses a grace period apart: a list that lags behind a create has had
+                    // time to catch up, so the batch was never created.
+                    if miss.misses >= 2 && miss.create_was_called {
+                        // The provider failed the create and made no batch: a fault of the
+                        // provider, never of the requests. The lane's breaker hears it (a failed
+                        // probe keeps it open longer), and the requests wait for its next probe
+                        // unspent, unless the pipeline moves them to the route's other way.
+                        let fault = "a batch create that failed left no batch at the provider";
+                        let lane = Self::lane_key(provider.as_ref());
+                        // Unless a create has succeeded since (the provider is back), the lane
+                        // stays shut, so the work goes the route's other way or waits for a probe.
+                        if !matches!(self.health.state(&lane, now), memsift_llm::BreakerState::Closed { .. }) {
+                            self.health
+                                .record(&lane, &memsift_llm::HealthSignal::Trip(fault.to_owned()), now);
+                        }
+                        let not_before = self.next_probe_at(provider.as_ref());
+                        self.store
+                            .replan_batch(
+                                batch_id,
+                                &format!("{fault} (two reconcile passes found none); requests re-planned without spending an attempt"),
+                                now,
+                                Some(not_before),
+                            )
+                            .await?;
+                        report.n_batches_replanned += 1;
+                    } else if miss.misses >= 2 {
+                        // The process died between the intent and the call: nothing was tried.
+                        self.store
+                            .replan_batch(
+                                batch_id,
+                                "no provider batch found in two reconcile passes; requests re-planned",
+                                now,
+                                None,
+                            )
+                            .await?;
+                        report.n_batches_replanned += 1;
+                    }
+                }
+                Err(fault) => {
+                    tracing::warn!(%batch_id, error = %fault, "Reconciler could not list provider batches; will retry.")
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) async fn poll(&self, report: &mut CoordinatorReport) -> Result<(), CoordinatorError> {
+        let now = self.clock.now();
+        for batch in self
+            .store
+            .claim_batches_to_poll(now, self.settings.claim_lease, 100)
+            .await?
+        {
+            let batch_id = parse_batch_id(&batch.id)?;
+            let (Some(provider), Some(provider_batch_id)) = (
+                self.providers.get(&batch.config_key),
+                batch.provider_batch_id.as_deref(),
+            ) else {
+                continue;
+            };
+            report.n_polls += 1;
+            fail_point!("batch::before_poll");
+            let polled = provider.retrieve(provider_batch_id).await;
+            self.record(provider.as_ref(), polled.as_ref().map(|_| ()));
+            let now = self.clock.now();
+            let next = now + self.poll_interval(batch.n_polls + 1);
+            match polled {
+                Ok(ProviderPoll::Ended(counts)) => {
+                    self.store.mark_batch_ended(batch_id, counts, now).await?;
+                    report.n_batches_ended += 1;
+                }
+                Ok(ProviderPoll::Running) => match overdue(&batch, now, self.settings.reconcile_grace) {
+                    // Past its expiry and a grace: the provider will not end it. What it may still
+                    // hold is not waited for; its requests go again elsewhere.
+                    Some(expired_at) => {
+                        if let Err(fault) = provider.cancel(provider_batch_id).await {
+                            tracing::warn!(%batch_id, error = %fault, "Could not cancel a batch past its expiry; it is given up all the same.");
+                        }
+                        let reason = format!(
+                            "the provider still reports the batch in progress after its expiry at {expired_at}; canceled and given up"
+                        );
+                        self.give_up(batch_id, &reason, report).await?;
+                    }
+                    None => self.store.snooze_batch(batch_id, next, None).await?,
+                },
+                Err(fault) if matches!(fault.error, LlmError::NotFound { .. }) => {
+                    // A 404 right after create is the provider catching up; one that lasts past a
+                    // grace is a batch the provider no longer has.
+                    let reason = format!("the provider does not find this batch: {fault}");
+                    let since = self.store.note_batch_missing(batch_id, &reason, now, next).await?;
+                    if now - since >= self.settings.reconcile_grace {
+                        let reason = format!("{reason} (since {since}); given up");
+                        self.give_up(batch_id, &reason, report).await?;
+                    }
+                }
+                Err(fault) => {
+                    // A transient failure is a snooze too.
+                    self.store
+                        .snooze_batch(batch_id, next, Some(&fault.to_string()))
+                        .await?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A batch that will give nothing more: what it recorded stays, its other requests are
+    /// re-planned under their ids without spending an attempt (no fault of their content).
+    pub(crate) async fn give_up(
+        &self,
+        batch_id: BatchId,
+        reason: &str,
+        report: &mut CoordinatorReport,
+    ) -> Result<(), CoordinatorError> {
+        let n_replanned = self.store.give_up_batch(batch_id, reason, self.clock.now()).await?;
+        report.n_batches_given_up += 1;
+        tracing::warn!(%batch_id, n_replanned, reason, "A batch was given up; its unanswered requests go again without spending an attempt.");
+        Ok(())
+    }
+
+    /// Growing interval with ±10 % jitter: initial × 1.5^n, capped.
+    pub(crate) fn poll_interval(&self, n_polls: i64) -> Duration {
+        let base = self.settings.poll_initial.num_milliseconds() as f64 * 1.5_f64.powi(n_polls.clamp(0, 30) as i32);
+        let capped = base.min(self.settings.poll_max.num_milliseconds() as f64);
+        let jitter = 0.9 + rand::random::<f64>() * 0.2;
+        Duration::milliseconds((capped * jitter) as i64)
+    }
+}
+
+/// When a batch still running is past its provider's expiry by more than `grace`: that expiry.
+fn overdue(batch: &BatchRow, now: DateTime<Utc>, grace: Duration) -> Option<DateTime<Utc>> {
+    batch.provider_expires_at.filter(|expires| now >= *expires + grace)
+}

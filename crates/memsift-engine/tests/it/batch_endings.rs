@@ -1,0 +1,231 @@
+//! Whatever a provider or a proxy sends back, reads are bounded and batches end: broken results
+//! downloads (a line without end, an HTML page, a clean end halfway, a stalled stream, a repeated
+//! line, foreign lines), batches the provider no longer finds, and batches that outlive their
+//! expiry, each driven by a fault mode of `memsift-sim` over HTTP.
+
+use chrono::Duration;
+use memsift_engine::pipeline::{run_once, run_until_idle};
+use memsift_engine::testing::batch_config;
+use memsift_sim::{FaultConfig, ResultsFault, ResultsFaultKind, SimConfig};
+use memsift_store::testing::TestDb;
+
+use crate::helpers::{TestApp, line};
+
+/// Four users, one closed segment each, each with a fact the heuristic responder extracts.
+fn four_segments() -> String {
+    [
+        line("ana", "c1", 0, "user", "I live in Lisbon.", true),
+        line("bo", "c2", 0, "user", "I work at Fernwood Labs.", true),
+        line("cy", "c3", 0, "user", "I have a dog named Rex.", true),
+        line("di", "c4", 0, "user", "I'm allergic to peanuts.", true),
+    ]
+    .concat()
+}
+
+/// A batch-lane app on a simulator with `faults`, reading with small bounds so a stalled or
+/// endless body ends within a second.
+async fn app_with(db: TestDb, faults: FaultConfig) -> TestApp {
+    let sim_config = SimConfig::from_cli("heuristic", None).unwrap().with_faults(faults);
+    TestApp::on_sim(db, sim_config, |sim, key_file| {
+        let mut config = batch_config(&sim.base_url, key_file);
+        config.batch.download_idle_secs = 1;
+        config.batch.max_result_line_bytes = 1 << 20;
+        config
+    })
+    .await
+}
+
+async fn statuses(test: &TestApp) -> Vec<String> {
+    let mut statuses: Vec<String> = test
+        .app
+        .store
+        .list_segments(None, None, None)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|row| row.status)
+        .collect();
+    statuses.sort();
+    statuses
+}
+
+/// Every request's attempt number: a fault of the provider spends none.
+async fn attempts(test: &TestApp) -> Vec<i64> {
+    let requests = test.app.store.list_requests(None, None, None).await.unwrap();
+    requests.iter().map(|request| request.attempt).collect()
+}
+
+const BROKEN_BODIES: [ResultsFaultKind; 5] = [
+    ResultsFaultKind::EndlessLine,
+    ResultsFaultKind::Html,
+    ResultsFaultKind::CutHalfway,
+    ResultsFaultKind::Stall,
+    ResultsFaultKind::DuplicateLine,
+];
+
+#[tokio::test]
+async fn a_broken_results_download_is_the_batchs_fault_and_is_downloaded_again() {
+    let cases = BROKEN_BODIES
+        .iter()
+        .map(|kind| (*kind, false))
+        .chain([(ResultsFaultKind::CutHalfway, true)]);
+    for (kind, postgres) in cases {
+        let faults = FaultConfig {
+            results_fault: Some(ResultsFault { kind, first: 1 }),
+            ..FaultConfig::default()
+        };
+        let db = if postgres {
+            TestDb::postgres().await
+        } else {
+            TestDb::sqlite().await
+        };
+        let test = app_with(db, faults).await;
+        test.import("chat.jsonl", &four_segments()).await.unwrap();
+        let total = run_until_idle(&test.app).await.unwrap();
+        assert_eq!(statuses(&test).await, vec!["extracted"; 4], "{kind:?}");
+        assert_eq!(
+            attempts(&test).await,
+            vec![1; 4],
+            "{kind:?}: no request spent an attempt"
+        );
+        assert_eq!(total.batch.n_download_failures, 1, "{kind:?}");
+        let batch = test.app.store.list_batches(None, None).await.unwrap().remove(0);
+        assert_eq!(
+            (batch.status.as_str(), batch.download_failures, batch.ingest_cursor),
+            ("ingested", 1, 4),
+            "{kind:?}"
+        );
+        assert_eq!(test.sim().counters().result_downloads, 2, "{kind:?}");
+        test.finish().await;
+    }
+}
+
+#[tokio::test]
+async fn results_that_stay_broken_are_given_up_and_their_requests_go_again_unspent() {
+    for kind in [ResultsFaultKind::Html, ResultsFaultKind::CutHalfway] {
+        // Every download of the first batch is broken; the second batch's are not.
+        let faults = FaultConfig {
+            results_fault: Some(ResultsFault {
+                kind,
+                first: memsift_batch::MAX_DOWNLOADS as u32,
+            }),
+            ..FaultConfig::default()
+        };
+        let test = app_with(TestDb::sqlite().await, faults).await;
+        test.import("chat.jsonl", &four_segments()).await.unwrap();
+        let total = run_until_idle(&test.app).await.unwrap();
+        assert_eq!(statuses(&test).await, vec!["extracted"; 4], "{kind:?}");
+        assert_eq!(attempts(&test).await, vec![1; 4], "{kind:?}");
+        assert_eq!(
+            (total.batch.n_batches_given_up, total.batch.n_batches_created),
+            (1, 2),
+            "{kind:?}"
+        );
+        let mut batches = test.app.store.list_batches(None, None).await.unwrap();
+        batches.sort_by_key(|batch| batch.created_at);
+        assert_eq!(batches[0].status, "failed");
+        assert!(
+            batches[0].last_error.as_deref().unwrap().contains("3 downloads failed"),
+            "{:?}",
+            batches[0].last_error
+        );
+        test.finish().await;
+    }
+}
+
+#[tokio::test]
+async fn foreign_lines_are_ignored_not_counted_and_logged_once() {
+    let faults = FaultConfig {
+        foreign_lines: 3,
+        ..FaultConfig::default()
+    };
+    let test = app_with(TestDb::sqlite().await, faults).await;
+    test.import("chat.jsonl", &four_segments()).await.unwrap();
+    run_until_idle(&test.app).await.unwrap();
+    let batch = test.app.store.list_batches(None, None).await.unwrap().remove(0);
+    assert_eq!((batch.status.as_str(), batch.ingest_cursor), ("ingested", 4));
+    assert_eq!(statuses(&test).await, vec!["extracted"; 4]);
+    test.finish().await;
+}
+
+#[tokio::test]
+async fn a_batch_the_provider_no_longer_finds_is_given_up_after_the_grace() {
+    // 404 on every poll: the provider lost the batch.
+    let faults = FaultConfig {
+        not_found_after_create: u32::MAX,
+        ..FaultConfig::default()
+    };
+    let test = app_with(TestDb::sqlite().await, faults).await;
+    test.import("chat.jsonl", &four_segments()).await.unwrap();
+    run_once(&test.app).await.unwrap();
+    // The next batch is the same requests on a provider that finds it; the sim's 404s are per
+    // batch, so the second create would 404 too: give the run a bounded number of steps.
+    let mut given_up = 0;
+    for _ in 0..40 {
+        let step = run_once(&test.app).await.unwrap();
+        given_up += step.batch.n_batches_given_up;
+        if given_up > 0 {
+            break;
+        }
+        let due = test
+            .app
+            .store
+            .next_due_work(Duration::zero(), Duration::minutes(5))
+            .await
+            .unwrap()
+            .unwrap();
+        test.clock.set(due);
+    }
+    assert_eq!(given_up, 1);
+    let batch = test
+        .app
+        .store
+        .list_batches(Some("failed"), None)
+        .await
+        .unwrap()
+        .remove(0);
+    let reason = batch.last_error.unwrap();
+    assert!(reason.contains("does not find this batch"), "{reason}");
+    let gone_for = batch.ended_at.unwrap() - batch.missing_since.unwrap();
+    assert!(gone_for >= Duration::seconds(300), "{gone_for}");
+    assert_eq!(attempts(&test).await, vec![1; 4]);
+    test.finish().await;
+}
+
+#[tokio::test]
+async fn purged_results_and_a_batch_past_its_expiry_end_and_run_until_idle_returns() {
+    for faults in [
+        FaultConfig {
+            results_purged: true,
+            ..FaultConfig::default()
+        },
+        FaultConfig {
+            never_end: true,
+            ..FaultConfig::default()
+        },
+    ] {
+        let test = app_with(TestDb::sqlite().await, faults.clone()).await;
+        test.import("chat.jsonl", &four_segments()).await.unwrap();
+        run_once(&test.app).await.unwrap();
+        // Whatever the provider does, each batch ends and its requests go again unspent; the
+        // requests wait in a new batch that fails the same way, so step until the first ends.
+        let mut given_up = 0;
+        for _ in 0..200 {
+            given_up += run_once(&test.app).await.unwrap().batch.n_batches_given_up;
+            if given_up > 0 {
+                break;
+            }
+            let due = test
+                .app
+                .store
+                .next_due_work(Duration::zero(), Duration::minutes(5))
+                .await
+                .unwrap()
+                .unwrap();
+            test.clock.set(due);
+        }
+        assert_eq!(given_up, 1, "{faults:?}");
+        assert_eq!(attempts(&test).await, vec![1; 4], "{faults:?}");
+        test.finish().await;
+    }
+}
