@@ -362,7 +362,12 @@ impl Store {
         if self.kind() != crate::BackendKind::Sqlite {
             return Ok(Vec::new());
         }
-        let prefix: String = needle.to_lowercase().chars().filter(|c| c.is_alphanumeric()).take(6).collect();
+        let prefix: String = needle
+            .to_lowercase()
+            .chars()
+            .filter(|c| c.is_alphanumeric())
+            .take(6)
+            .collect();
         if prefix.is_empty() {
             return Ok(Vec::new());
         }
@@ -370,7 +375,8 @@ impl Store {
         for index in ["memories_fts", "messages_fts"] {
             // fts5vocab lists the index's own terms; it lives in `temp`, on this transaction's
             // connection, so it is made and read in one transaction.
-            let create = format!("CREATE VIRTUAL TABLE IF NOT EXISTS temp.{index}_vocab USING fts5vocab(main, {index}, row)");
+            let create =
+                format!("CREATE VIRTUAL TABLE IF NOT EXISTS temp.{index}_vocab USING fts5vocab(main, {index}, row)");
             let select = format!("SELECT COUNT(*) FROM temp.{index}_vocab WHERE term LIKE $1");
             let n: i64 = self
                 .write(async |tx| {

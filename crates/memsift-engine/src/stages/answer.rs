@@ -5,7 +5,7 @@ use anyhow::Context;
 use memsift_core::MemoryId;
 use memsift_core::status::Purpose;
 use memsift_postprocess::{consolidation, entity_gc, refinement, relationship, reviewer, summary};
-use memsift_store::{EntityDecision, NewLink, Replacement, RunCap, StageOutcome, StoredOutput};
+use memsift_store::{EntityDecision, LinkEnd, NewLink, Replacement, RunCap, StageOutcome, StoredOutput};
 
 use super::REVIEW_CAP;
 use super::request::texts_of;
@@ -94,7 +94,10 @@ async fn apply_relationship(ctx: &ApplyContext, stored: &StoredOutput, raw: &str
                     kind: verdict.kind.as_str().to_owned(),
                     confidence: verdict.confidence,
                     reasoning: verdict.reasoning.clone(),
-                    supersedes_older: verdict.kind.marks_older_superseded(),
+                    superseded: verdict.kind.superseded_end().map(|end| match end {
+                        relationship::SupersededEnd::Memory => LinkEnd::Source,
+                        relationship::SupersededEnd::Candidate => LinkEnd::Target,
+                    }),
                 })
                 .collect();
             Ok(ctx

@@ -35,8 +35,10 @@ const REPLACING_PURPOSES: &[Purpose] = &[
 const SUMMARY_BATCH: i64 = 500;
 
 /// Relationship classification: for each new memory, its link hints, then up to 20 memories at
-/// cosine ≥ 0.75; one request classifies all of one memory's candidates (the shared instructions
-/// are the cached system prompt). Duplicate and mirrored pairs are dropped across the run.
+/// cosine ≥ 0.75. Each pair is judged newer against older (by when each memory was said,
+/// `Store::memory_said_at`), so one request classifies all the older candidates of one memory
+/// (the shared instructions are the cached system prompt); the classified memory can be an
+/// older one found by a new memory said earlier. Duplicate and mirrored pairs are dropped.
 pub(super) async fn plan_relationships(app: &App, unit: &UserRun<'_>, plan: &mut StagePlan) -> anyhow::Result<Planned> {
     let limit = i64::from(app.config.postprocess.max_relate_per_run);
     let new_memories = app.store.memories_to_relate(unit.user_id, limit).await?;
@@ -58,16 +60,37 @@ pub(super) async fn plan_relationships(app: &App, unit: &UserRun<'_>, plan: &mut
         }
         pairs.extend(candidates.into_iter().map(|candidate| (memory.id, candidate)));
     }
+    let pairs = relationship::unique_pairs(pairs);
+    let ends: Vec<MemoryId> = pairs.iter().flat_map(|(a, b)| [*a, *b]).collect();
+    let said = app.store.memory_said_at(unit.user_id, &ends).await?;
+    // Which new memory each pair was found for, so it is marked related only once every request
+    // carrying one of its pairs is planned.
+    let mut owners: HashMap<MemoryId, Vec<MemoryId>> = HashMap::new();
     let mut by_memory: BTreeMap<MemoryId, Vec<MemoryId>> = BTreeMap::new();
-    for (memory, candidate) in relationship::unique_pairs(pairs) {
+    for ((found_by, _), (memory, candidate)) in
+        pairs.iter().zip(relationship::newer_first(pairs.iter().copied(), |id| {
+            said.get(&id).copied()
+        }))
+    {
         let list = by_memory.entry(memory).or_default();
         if list.len() < relationship::MAX_CANDIDATES {
             list.push(candidate);
+            owners.entry(*found_by).or_default().push(memory);
         }
     }
-    for memory in &new_memories {
-        let Some(candidate_ids) = by_memory.get(&memory.id) else {
-            planned.related.push(memory.id);
+    let mut texts_by_id: HashMap<MemoryId, String> = new_memories
+        .iter()
+        .map(|memory| (memory.id, memory.text.clone()))
+        .collect();
+    let outside: Vec<MemoryId> = by_memory
+        .keys()
+        .filter(|id| !texts_by_id.contains_key(id))
+        .copied()
+        .collect();
+    texts_by_id.extend(texts_of(&app.store, unit.user_id, &outside).await?);
+    let mut done: HashSet<MemoryId> = HashSet::new();
+    for (memory_id, candidate_ids) in &by_memory {
+        let Some(memory_text) = texts_by_id.get(memory_id) else {
             continue;
         };
         // Hints can name archived memories; only active ones are compared.
@@ -81,44 +104,60 @@ pub(super) async fn plan_relationships(app: &App, unit: &UserRun<'_>, plan: &mut
                 })
             })
             .collect();
+        let memory_text = MemoryText {
+            id: *memory_id,
+            text: memory_text.clone(),
+        };
         if candidates.is_empty() {
-            planned.related.push(memory.id);
+            done.insert(*memory_id);
             continue;
         }
-        let prompt = app.prompts.get(Purpose::Relationship.as_str())?;
-        let memory_text = MemoryText {
-            id: memory.id,
-            text: memory.text.clone(),
-        };
-        let request = relationship::relationship_request(prompt, &memory_text, &candidates);
-        let tokens = plan.pair_tokens.get_or_insert_with(PairTokens::default);
-        tokens.n_pairs += candidates.len() as u64;
-        tokens.n_requests += 1;
-        tokens.ours_uncached += count_tokens(&request.user_message) as u64;
-        tokens.ours_cacheable += count_tokens(&request.system) as u64;
-        for candidate in &candidates {
-            let pair = relationship::relationship_pair_request(prompt, &memory_text, candidate);
-            tokens.reference_uncached += (count_tokens(&pair.system) + count_tokens(&pair.user_message)) as u64;
-        }
-        plan.planned.push(format!(
-            "{}: classify {} against {} candidate(s)",
-            unit.external,
-            memory.id,
-            candidates.len()
-        ));
-        let subject = RequestSubject {
-            memory_id: Some(memory.id),
-            candidates: candidates.iter().map(|c| c.id).collect(),
-            ..unit.cap.subject()
-        };
-        if let Some(request) =
-            stage_request(app, Purpose::Relationship, unit.user_id, request, subject, unit.pending).await?
-        {
+        if let Some(request) = relationship_request(app, unit, plan, &memory_text, &candidates).await? {
             planned.requests.push(request);
+            done.insert(*memory_id);
+        }
+    }
+    for memory in &new_memories {
+        let sources = owners.get(&memory.id).map(Vec::as_slice).unwrap_or_default();
+        if sources.iter().all(|source| done.contains(source)) {
             planned.related.push(memory.id);
         }
     }
     Ok(planned)
+}
+
+/// One relationship request: `memory` against its older `candidates`, counted against the
+/// reference's one request per pair.
+async fn relationship_request(
+    app: &App,
+    unit: &UserRun<'_>,
+    plan: &mut StagePlan,
+    memory_text: &MemoryText,
+    candidates: &[MemoryText],
+) -> anyhow::Result<Option<memsift_store::NewRequest>> {
+    let prompt = app.prompts.get(Purpose::Relationship.as_str())?;
+    let request = relationship::relationship_request(prompt, memory_text, candidates);
+    let tokens = plan.pair_tokens.get_or_insert_with(PairTokens::default);
+    tokens.n_pairs += candidates.len() as u64;
+    tokens.n_requests += 1;
+    tokens.ours_uncached += count_tokens(&request.user_message) as u64;
+    tokens.ours_cacheable += count_tokens(&request.system) as u64;
+    for candidate in candidates {
+        let pair = relationship::relationship_pair_request(prompt, memory_text, candidate);
+        tokens.reference_uncached += (count_tokens(&pair.system) + count_tokens(&pair.user_message)) as u64;
+    }
+    plan.planned.push(format!(
+        "{}: classify {} against {} candidate(s)",
+        unit.external,
+        memory_text.id,
+        candidates.len()
+    ));
+    let subject = RequestSubject {
+        memory_id: Some(memory_text.id),
+        candidates: candidates.iter().map(|c| c.id).collect(),
+        ..unit.cap.subject()
+    };
+    stage_request(app, Purpose::Relationship, unit.user_id, request, subject, unit.pending).await
 }
 
 /// Consolidation: hubs first, non-overlapping clusters of 2–5 at cosine ≥ 0.88, as many as fit

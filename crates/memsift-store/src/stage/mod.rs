@@ -56,8 +56,21 @@ pub struct NewLink {
     pub confidence: f64,
     /// Why.
     pub reasoning: String,
-    /// Whether the older of the two memories becomes superseded by the newer.
-    pub supersedes_older: bool,
+    /// The end the link's kind says is no longer current (`supersedes` marks the target,
+    /// `invalidated_by` the source), archived with `superseded_by` pointing at the other end;
+    /// `None` for kinds that archive nothing. The kind decides, not the memories' ages: a
+    /// memory said later can be the stale one ("Noah now lives in Porto" said before "Noah
+    /// moved back to Lisbon").
+    pub superseded: Option<LinkEnd>,
+}
+
+/// One end of a link.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LinkEnd {
+    /// The classified memory.
+    Source,
+    /// The candidate it was compared with.
+    Target,
 }
 
 /// The most memories of a user's `active` that one run may change when it may change `share` of

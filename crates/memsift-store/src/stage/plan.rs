@@ -111,6 +111,45 @@ impl Store {
             .collect()
     }
 
+    /// When each of `ids` (`user_id`'s memories) was said: the latest time of the turns it cites
+    /// as evidence, or when it was written when it cites none. Relationship pairs are judged
+    /// newer against older by this, not by when a memory row happened to be written (an import
+    /// of old conversations writes old facts last). Ids of other users' memories are skipped.
+    pub async fn memory_said_at(
+        &self,
+        user_id: UserId,
+        ids: &[MemoryId],
+    ) -> Result<std::collections::HashMap<MemoryId, DateTime<Utc>>> {
+        let mut said = std::collections::HashMap::with_capacity(ids.len());
+        for &id in ids {
+            let evidence: Option<Option<DateTime<Utc>>> = self
+                .read_scalar_optional(sql!(
+                    "SELECT MAX(g.created_at) FROM memories m
+                     JOIN memory_evidence e ON e.memory_id = m.id
+                     JOIN messages g ON g.id = e.message_id
+                     WHERE m.id = $1 AND m.user_id = $2",
+                    id,
+                    user_id
+                ))
+                .await?;
+            let at = match evidence.flatten() {
+                Some(at) => Some(at),
+                None => {
+                    self.read_scalar_optional(sql!(
+                        "SELECT created_at FROM memories WHERE id = $1 AND user_id = $2",
+                        id,
+                        user_id
+                    ))
+                    .await?
+                }
+            };
+            if let Some(at) = at {
+                said.insert(id, at);
+            }
+        }
+        Ok(said)
+    }
+
     /// A user's active memories in hub order: most important, then most linked, then oldest.
     pub async fn memory_hubs(&self, user_id: UserId) -> Result<Vec<MemoryId>> {
         let ids: Vec<String> = self

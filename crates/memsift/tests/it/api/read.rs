@@ -78,8 +78,14 @@ async fn search_returns_the_matching_memory_first_and_counts_the_access() {
         // Every result says what it rests on and what ranked it.
         assert_eq!(results[0]["kind"], json!("memory"));
         assert_eq!(results[0]["evidence"][0]["role"], json!("user"));
-        assert!(results[0]["evidence"][0]["text"].as_str().unwrap().contains("Rex"), "{found}");
-        assert!(!results[0]["parts"]["signals"].as_array().unwrap().is_empty(), "{found}");
+        assert!(
+            results[0]["evidence"][0]["text"].as_str().unwrap().contains("Rex"),
+            "{found}"
+        );
+        assert!(
+            !results[0]["parts"]["signals"].as_array().unwrap().is_empty(),
+            "{found}"
+        );
 
         let (access_count, last_accessed_at) = store.memory_access(&rex).await.unwrap().unwrap();
         assert_eq!(access_count, before + 1);
