@@ -8,7 +8,7 @@ use memsift_core::{MemoryId, UserId};
 use memsift_payload::count_tokens;
 use memsift_postprocess::MemoryText;
 use memsift_postprocess::{consolidation, entity_gc, refinement, relationship, summary};
-use memsift_store::{Covered, RefinementRules};
+use memsift_store::{Covered, RefinementRules, RunCap};
 
 use super::request::{Planned, UserRun, stage_request, texts_of, user_vectors};
 use super::{PairTokens, StagePlan};
@@ -160,8 +160,18 @@ async fn relationship_request(
     stage_request(app, Purpose::Relationship, unit.user_id, request, subject, unit.pending).await
 }
 
-/// Consolidation: hubs first, non-overlapping clusters of 2–5 at cosine ≥ 0.88, as many as fit
-/// in the run's cap (a cluster archives all of its members).
+/// The clusters one consolidation run may propose, and how many are left for a later run: the
+/// run's cap (`share_cap` of the user's active memories, at least one) counts clusters, not
+/// memories. Counted in memories, a cap of one never let the smallest cluster (two) through, so
+/// a user with 20 or fewer memories was never consolidated.
+pub(super) fn within_cluster_cap<T>(clusters: Vec<T>, cap: i64) -> (Vec<T>, usize) {
+    let room = usize::try_from(cap).unwrap_or(0);
+    let n_left = clusters.len().saturating_sub(room);
+    (clusters.into_iter().take(room).collect(), n_left)
+}
+
+/// Consolidation: hubs first, non-overlapping clusters of 2–5 at cosine ≥ 0.88, as many
+/// clusters as the run's cap (in clusters) allows; each archives all of its members.
 pub(super) async fn plan_consolidation(app: &App, unit: &UserRun<'_>, plan: &mut StagePlan) -> anyhow::Result<Planned> {
     let mut planned = Planned::default();
     let hubs = app.store.memory_hubs(unit.user_id).await?;
@@ -194,12 +204,8 @@ pub(super) async fn plan_consolidation(app: &App, unit: &UserRun<'_>, plan: &mut
             .collect();
         neighbours.insert(*id, near);
     }
-    let mut budget = unit.cap.cap;
+    let mut chosen = Vec::new();
     for cluster in consolidation::pick_clusters(&seeds, &neighbours) {
-        if cluster.len() as i64 > budget {
-            plan.n_left_by_cap += 1;
-            continue;
-        }
         let texts = texts_of(&app.store, unit.user_id, &cluster).await?;
         let members: Vec<MemoryText> = cluster
             .iter()
@@ -210,10 +216,19 @@ pub(super) async fn plan_consolidation(app: &App, unit: &UserRun<'_>, plan: &mut
                 })
             })
             .collect();
-        if members.len() != cluster.len() {
-            continue;
+        if members.len() == cluster.len() {
+            chosen.push((cluster, members));
         }
-        budget -= cluster.len() as i64;
+    }
+    let (chosen, n_left) = within_cluster_cap(chosen, unit.cap.cap);
+    plan.n_left_by_cap += n_left as u64;
+    // The store counts a run's changes in memories: the run may change exactly the members of the
+    // clusters it planned.
+    let cap = RunCap {
+        run: unit.cap.run.clone(),
+        cap: chosen.iter().map(|(cluster, _)| cluster.len() as i64).sum(),
+    };
+    for (cluster, members) in chosen {
         let prompt = app.prompts.get(Purpose::Consolidation.as_str())?;
         let request = consolidation::consolidation_request(prompt, &members);
         plan.planned.push(format!(
@@ -227,7 +242,7 @@ pub(super) async fn plan_consolidation(app: &App, unit: &UserRun<'_>, plan: &mut
         ));
         let subject = RequestSubject {
             members: cluster.clone(),
-            ..unit.cap.subject()
+            ..cap.subject()
         };
         if let Some(request) = stage_request(
             app,
@@ -377,4 +392,29 @@ pub(super) async fn plan_summaries(
             .await?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::within_cluster_cap;
+
+    proptest! {
+        /// Any user with a duplicate pair gets one cluster per run, whatever their number of
+        /// memories and the configured share; no run proposes more clusters than its cap.
+        #[test]
+        fn a_user_with_a_duplicate_pair_gets_a_cluster_every_run(
+            active in 2usize..2_000,
+            share in 0.001f64..0.5,
+            n_clusters in 1usize..40,
+        ) {
+            let cap = memsift_store::share_cap(share, active) as i64;
+            let clusters: Vec<Vec<usize>> = (0..n_clusters).map(|n| vec![2 * n, 2 * n + 1]).collect();
+            let (chosen, n_left) = within_cluster_cap(clusters, cap);
+            prop_assert!(!chosen.is_empty(), "active {active}, share {share}: cap {cap}");
+            prop_assert!(chosen.len() as i64 <= cap);
+            prop_assert_eq!(chosen.len() + n_left, n_clusters);
+        }
+    }
 }
