@@ -11,8 +11,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use chrono::Utc;
-use memsift_core::ManualClock;
 use memsift_core::config::Config;
+use memsift_core::{Clock, ManualClock};
 use memsift_engine::search::{SearchRequest, search};
 use memsift_engine::testing::app_on;
 use memsift_store::testing::TestDb;
@@ -112,7 +112,8 @@ async fn bench(db: &TestDb, backend: &str, size: usize, words: &[String]) -> any
     let before = resident_mb();
     let mut latencies = Vec::with_capacity(QUERIES);
     for query in 0..=QUERIES {
-        let text = sentence(&mut noise, words, 4 + noise.below(5)) + &format!(" {query}");
+        let n_words = 4 + noise.below(5);
+        let text = sentence(&mut noise, words, n_words) + &format!(" {query}");
         let request = SearchRequest {
             record_access: false,
             ..SearchRequest::new(user.clone(), text)

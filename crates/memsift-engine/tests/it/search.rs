@@ -119,8 +119,9 @@ async fn results_are_answered_with_their_evidence_and_stay_with_their_user(test:
             .results
             .is_empty()
     );
+    let app = &test.app;
     let error = |request: SearchRequest| async move {
-        search(&test.app, &request)
+        search(app, &request)
             .await
             .unwrap_err()
             .downcast::<SearchError>()
