@@ -360,7 +360,10 @@ async fn the_extraction_reviewers_narrowed_text_is_applied_for_a_user_with_one_m
     use memsift_sim::{ResponderReply, ScriptedResponder};
     let script = ScriptedResponder::from_fn(|request| {
         if request.user_text.contains("\"task\":\"extraction_review\"") {
-            return ResponderReply::Text(r#"{"text":"The user lives in Lisbon.","confidence":0.8}"#.to_owned());
+            return ResponderReply::Text(
+                r#"{"text":"The user lives in Lisbon.","confidence":0.4,"expires_at":"2026-06-01T00:00:00Z"}"#
+                    .to_owned(),
+            );
         }
         let label = request.turns.first().map(|turn| turn.label.clone()).unwrap_or_default();
         ResponderReply::Text(
@@ -392,5 +395,17 @@ async fn the_extraction_reviewers_narrowed_text_is_applied_for_a_user_with_one_m
     );
     let operations = test.app.store.operation_ids("ana", "review").await.unwrap();
     assert_eq!(operations.len(), 1, "the narrowing is one journaled change");
+    // The shorter text carries the reviewer's lower confidence and earlier expiry, not the
+    // original's (0.9 and none): a narrowing is applied whole.
+    let ana = test.app.store.user_id("ana").await.unwrap().unwrap();
+    let rows = test.app.store.user_rows(ana).await.unwrap();
+    let current = rows.memories.iter().find(|m| m["archived_at"].is_null()).unwrap();
+    assert_eq!(current["confidence"].as_f64(), Some(0.4), "{current:?}");
+    assert!(
+        current["expires_at"]
+            .as_str()
+            .is_some_and(|at| at.starts_with("2026-06-01")),
+        "{current:?}"
+    );
     test.finish().await;
 }

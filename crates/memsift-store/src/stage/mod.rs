@@ -127,6 +127,19 @@ pub struct Replacement {
     pub cap: RunCap,
     /// The clock reading.
     pub now: DateTime<Utc>,
+    /// The extraction reviewer's narrowing: the new memory takes this confidence and expiry
+    /// rather than the originals' (a review that shortens a text and lowers its confidence or
+    /// brings its expiry forward means all three). `None` for consolidation and refinement.
+    pub narrowed: Option<Narrowed>,
+}
+
+/// The confidence and expiry a reviewer's narrowing gives a memory.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Narrowed {
+    /// The lower of the original's and the reviewer's.
+    pub confidence: f64,
+    /// The earlier of the two (the reviewer's when the original had none).
+    pub expires_at: Option<DateTime<Utc>>,
 }
 
 /// Memories a batch of planned stage requests covers.
