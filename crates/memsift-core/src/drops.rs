@@ -35,11 +35,15 @@ pub enum DropReason {
     DuplicateByVector,
     /// A post-processing answer that changed nothing (its `detail` says why).
     Unchanged,
+    /// No valid citation of a non-assistant turn of the chunk: `evidence_turns` empty or missing,
+    /// naming only labels the chunk does not have, or only assistant turns (which the prompt
+    /// forbids as sources). A memory must rest on something its person said.
+    MissingEvidence,
 }
 
 impl DropReason {
     /// Every reason, in declaration order (for reports that list zero counts too).
-    pub const ALL: [DropReason; 11] = [
+    pub const ALL: [DropReason; 12] = [
         DropReason::WrongType,
         DropReason::MissingText,
         DropReason::TooShort,
@@ -51,6 +55,7 @@ impl DropReason {
         DropReason::NearDuplicateOfKnown,
         DropReason::DuplicateByVector,
         DropReason::Unchanged,
+        DropReason::MissingEvidence,
     ];
 
     /// The snake_case name used in metrics and reports.
@@ -67,6 +72,7 @@ impl DropReason {
             DropReason::NearDuplicateOfKnown => "near_duplicate_of_known",
             DropReason::DuplicateByVector => "duplicate_by_vector",
             DropReason::Unchanged => "unchanged",
+            DropReason::MissingEvidence => "missing_evidence",
         }
     }
 }

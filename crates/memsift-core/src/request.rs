@@ -7,7 +7,7 @@
 //! Empty fields are left out of the stored JSON, so rows written before a field existed read back
 //! the same, and rows written now stay as small as the old ones.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -83,6 +83,10 @@ pub struct RequestContext {
     /// Extraction: each turn label shown to the model → its message.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub turns: BTreeMap<String, MessageId>,
+    /// Extraction: the labels among `turns` that are the assistant's, which evidence may not cite
+    /// alone. Empty on rows planned before it was recorded.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub assistant_turns: BTreeSet<String>,
     /// Extraction: each short id shown → the known memory and its text at the time.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub memories: BTreeMap<String, (MemoryId, String)>,

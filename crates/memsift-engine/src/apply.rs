@@ -125,6 +125,7 @@ async fn process_stored(
     for (label, message_id) in &stored.context.turns {
         input.turns.insert(label.clone(), *message_id);
     }
+    input.assistant_turns = stored.context.assistant_turns.clone();
     for (short, (id, text)) in &stored.context.memories {
         input.known_texts.push((*id, text.clone()));
         input.context.insert(short.clone(), (*id, text.clone()));

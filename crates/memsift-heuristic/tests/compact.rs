@@ -99,6 +99,7 @@ fn processed(raw_text: &str) -> ProcessOutput {
         stop_reason: None,
         context,
         turns,
+        assistant_turns: Default::default(),
         existing_keys: HashSet::new(),
         timezone_offset_minutes: 0,
         known_texts: Vec::new(),

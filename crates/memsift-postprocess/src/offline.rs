@@ -124,9 +124,16 @@ fn classify(memory: &str, candidate: &str) -> (Option<LinkKind>, f64, String) {
         let reason = format!("conflict rule: same topic (overlap {overlap:.2}) and only one side is negated");
         return (Some(LinkKind::Conflicts), 0.8, reason);
     }
-    if overlap >= SAME_TOPIC_OVERLAP && has_any(memory, CHANGE_MARKERS) && !has_any(candidate, CHANGE_MARKERS) {
+    // The change rule fires on whichever side marks the change, so a pair reads the same in
+    // either order: the marked side is the current one.
+    let changed = (has_any(memory, CHANGE_MARKERS), has_any(candidate, CHANGE_MARKERS));
+    if overlap >= SAME_TOPIC_OVERLAP && changed == (true, false) {
         let reason = format!("supersede rule: same topic (overlap {overlap:.2}) and only the memory marks a change");
         return (Some(LinkKind::Supersedes), 0.8, reason);
+    }
+    if overlap >= SAME_TOPIC_OVERLAP && changed == (false, true) {
+        let reason = format!("supersede rule: same topic (overlap {overlap:.2}) and only the candidate marks a change");
+        return (Some(LinkKind::InvalidatedBy), 0.8, reason);
     }
     let candidate_words = content_set(candidate);
     let memory_words = content_set(memory);
@@ -507,6 +514,11 @@ mod tests {
                 "Caroline switched to a vegan diet",
                 "Caroline follows a vegan diet",
                 Some(LinkKind::Supersedes),
+            ),
+            (
+                "Caroline follows a vegan diet",
+                "Caroline switched to a vegan diet",
+                Some(LinkKind::InvalidatedBy),
             ),
             (
                 "Caroline ran the Berlin marathon in 2023",

@@ -74,11 +74,24 @@ impl LinkKind {
         LinkKind::ALL.iter().copied().find(|kind| kind.as_str() == normalised)
     }
 
-    /// Whether a link of this kind marks one of the two memories as superseded: `supersedes` marks the
-    /// candidate (the target), `invalidated_by` marks the memory (the source).
-    pub fn marks_older_superseded(self) -> bool {
-        matches!(self, LinkKind::Supersedes | LinkKind::InvalidatedBy)
+    /// Which memory a link of this kind marks as superseded: `supersedes` marks the candidate (the
+    /// target), `invalidated_by` marks the memory (the source); other kinds mark none.
+    pub fn superseded_end(self) -> Option<SupersededEnd> {
+        match self {
+            LinkKind::Supersedes => Some(SupersededEnd::Candidate),
+            LinkKind::InvalidatedBy => Some(SupersededEnd::Memory),
+            _ => None,
+        }
     }
+}
+
+/// The side of "<memory> <kind> <candidate>" a superseding kind marks as no longer current.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SupersededEnd {
+    /// The classified memory (the link's source).
+    Memory,
+    /// The candidate (the link's target).
+    Candidate,
 }
 
 impl std::fmt::Display for LinkKind {
@@ -189,13 +202,32 @@ pub fn unique_pairs(pairs: impl IntoIterator<Item = (MemoryId, MemoryId)>) -> Ve
         .collect()
 }
 
+/// The pairs oriented newer against older: each comes out as (the memory said later, the one said
+/// earlier), by `said_at` and then by id, so the classified memory is the newer one whichever
+/// memory found the other. A judge reads "<memory> <kind> <candidate>" with the memory the
+/// latest word; first-seen order put the older memory first whenever it was the one being
+/// related, and the change ("now lives in Porto") sat on the candidate's side. A pair with an end
+/// of unknown time keeps its order.
+pub fn newer_first<K: Ord>(
+    pairs: impl IntoIterator<Item = (MemoryId, MemoryId)>,
+    said_at: impl Fn(MemoryId) -> Option<K>,
+) -> Vec<(MemoryId, MemoryId)> {
+    pairs
+        .into_iter()
+        .map(|(a, b)| match (said_at(a), said_at(b)) {
+            (Some(at_a), Some(at_b)) if (&at_a, a) < (&at_b, b) => (b, a),
+            _ => (a, b),
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::testing::{memories, prompt};
 
     #[test]
-    fn kinds_round_trip_and_only_supersedes_and_invalidated_by_mark_an_older_memory() {
+    fn kinds_round_trip_and_only_supersedes_and_invalidated_by_mark_an_end_superseded() {
         for kind in LinkKind::ALL {
             assert_eq!(LinkKind::parse(kind.as_str()), Some(*kind));
         }
@@ -203,9 +235,15 @@ mod tests {
         assert_eq!(LinkKind::parse("none"), None);
         let marking: Vec<_> = LinkKind::ALL
             .iter()
-            .filter(|kind| kind.marks_older_superseded())
+            .filter_map(|kind| Some((*kind, kind.superseded_end()?)))
             .collect();
-        assert_eq!(marking, [&LinkKind::Supersedes, &LinkKind::InvalidatedBy]);
+        assert_eq!(
+            marking,
+            [
+                (LinkKind::Supersedes, SupersededEnd::Candidate),
+                (LinkKind::InvalidatedBy, SupersededEnd::Memory)
+            ]
+        );
     }
 
     #[test]
@@ -288,6 +326,18 @@ mod tests {
             "one request: {one} tokens; {} pair requests: {per_pair}",
             candidates.len()
         );
+    }
+
+    #[test]
+    fn newer_first_puts_the_later_said_memory_first() {
+        let ids: Vec<MemoryId> = (0..3).map(|_| MemoryId::new_v7()).collect();
+        let at = |id: MemoryId| match ids.iter().position(|known| *known == id) {
+            Some(0) => Some(30),
+            Some(1) => Some(10),
+            _ => None,
+        };
+        let oriented = newer_first([(ids[1], ids[0]), (ids[0], ids[1]), (ids[2], ids[0])], at);
+        assert_eq!(oriented, [(ids[0], ids[1]), (ids[0], ids[1]), (ids[2], ids[0])]);
     }
 
     #[test]

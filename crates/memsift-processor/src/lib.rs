@@ -34,7 +34,7 @@ mod sanitize;
 mod validate;
 
 use std::cell::OnceCell;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use chrono::{DateTime, FixedOffset, Utc};
 use memsift_core::status::Temporal;
@@ -85,8 +85,13 @@ pub struct ProcessInput<'a> {
     pub stop_reason: Option<StopReason>,
     /// Known memories shown in the request: short id → (full id, text).
     pub context: BTreeMap<String, (MemoryId, String)>,
-    /// Turn labels of the chunk → message ids; evidence outside this map is dropped.
+    /// Turn labels of the chunk → message ids; evidence outside this map is dropped. When it is
+    /// not empty, an item must cite at least one of these that is not in `assistant_turns`, or it
+    /// is dropped as `missing_evidence`; an input without turns (a parse-only bench or test) has
+    /// nothing to check citations against.
     pub turns: BTreeMap<String, MessageId>,
+    /// The labels among `turns` that are the assistant's: never evidence (the prompt forbids it).
+    pub assistant_turns: BTreeSet<String>,
     /// The user's active memories' dedupe keys, for the exact stage against the store.
     pub existing_keys: HashSet<String>,
     /// The user's UTC offset in minutes (east positive); naive dates in the output are read in it. Default 0 (UTC);

@@ -176,7 +176,7 @@ pub(crate) fn validate_item(
     let consolidates_memory_ids = map_memory_ids(object.consolidates_memory_ids.as_ref(), context.input, repairs);
     let response_hints = linking_hints(object.linking_hints.as_ref(), index, context.n_elements, repairs);
     let entities = entities(object.entities.as_ref(), repairs);
-    let evidence = evidence(object.evidence_turns.as_ref(), context.input, repairs);
+    let evidence = evidence(object.evidence_turns.as_ref(), context.input, repairs)?;
 
     Ok(Candidate {
         item: ValidItem {
@@ -298,17 +298,48 @@ fn entities(value: Option<&LooseValue<'_>>, repairs: &mut FieldRepairs) -> Vec<(
     kept
 }
 
-/// Evidence must cite turns of this chunk: a label the chunk does not have is a hallucinated citation.
-fn evidence(value: Option<&LooseValue<'_>>, input: &ProcessInput<'_>, repairs: &mut FieldRepairs) -> Vec<MessageId> {
+/// Evidence must cite turns of this chunk that are not the assistant's: a label the chunk does not
+/// have is a hallucinated citation, and an assistant turn is not something the person said. An
+/// item left with no such citation is dropped (when the input names its chunk's turns at all).
+fn evidence(
+    value: Option<&LooseValue<'_>>,
+    input: &ProcessInput<'_>,
+    repairs: &mut FieldRepairs,
+) -> Result<Vec<MessageId>, Rejection> {
     let mut messages = Vec::new();
-    for label in as_list(value) {
-        match label.as_str().and_then(|label| input.turns.get(label.trim())) {
-            Some(message) if !messages.contains(message) => messages.push(*message),
+    let (mut unknown, mut assistant) = (Vec::new(), Vec::new());
+    let cited = as_list(value);
+    for label in cited {
+        let written = label.as_str().map(str::trim);
+        match written.and_then(|label| Some((label, input.turns.get(label)?))) {
+            Some((label, _)) if input.assistant_turns.contains(label) => assistant.push(label.to_owned()),
+            Some((_, message)) if !messages.contains(message) => messages.push(*message),
             Some(_) => {}
-            None => repairs.evidence_outside_chunk += 1,
+            None => {
+                repairs.evidence_outside_chunk += 1;
+                unknown.push(written.map_or_else(|| label.type_name().to_owned(), str::to_owned));
+            }
         }
     }
-    messages
+    if !messages.is_empty() || input.turns.is_empty() {
+        return Ok(messages);
+    }
+    let detail = if cited.is_empty() {
+        "no `evidence_turns`".to_owned()
+    } else if !assistant.is_empty() {
+        format!("cites only assistant turns ({})", assistant.join(", "))
+    } else {
+        format!("cites no turn of this chunk ({})", cut(&unknown.join(", "), 80))
+    };
+    Err(Rejection::new(DropReason::MissingEvidence, detail))
+}
+
+/// At most `max` characters of `text`, so a detail never carries a model's whole invention.
+fn cut(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_owned(),
+    }
 }
 
 /// Case-insensitive equality without allocating in the common ASCII case.

@@ -700,7 +700,7 @@ proptest! {
 /// previous parser read all of it as unparseable).
 #[test]
 fn a_response_cut_inside_an_element_and_followed_by_a_note_keeps_the_elements_before() {
-    let raw = "[{\"text\": \"Caroline moved to Boston in May.\", \"confidence\": 0.9}, \
+    let raw = "[{\"text\": \"Caroline moved to Boston in May.\", \"confidence\": 0.9, \"evidence_turns\": [\"t1\"]}, \
                {\"text\": \"Caroline adopted a second dog named Max.\", \"confide\n\n(output truncated)";
     let output = run(raw);
     let kept: Vec<&str> = output.items.iter().map(|item| item.text.as_str()).collect();

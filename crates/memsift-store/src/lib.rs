@@ -70,8 +70,8 @@ pub use scoring::{ScoringPolicy, ScoringReport, importance};
 pub use search::{MemoryCard, TurnCard};
 pub use segments::{ClaimedSegment, SegmentTurn};
 pub use stage::{
-    Covered, EntityDecision, EntityRow, NewLink, ProposalToReview, RefinementRules, Replacement, ReviewMemory, RunCap,
-    StageApplied, StageMemory, StageOutcome, share_cap,
+    Covered, EntityDecision, EntityRow, LinkEnd, Narrowed, NewLink, ProposalToReview, RefinementRules, Replacement,
+    ReviewMemory, RunCap, StageApplied, StageMemory, StageOutcome, share_cap,
 };
 pub use turn_vectors::{TurnToEmbed, UserTurnVectors};
 pub use tx::{storable_json, storable_text};

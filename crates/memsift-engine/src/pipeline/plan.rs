@@ -90,6 +90,13 @@ pub async fn plan_segment(app: &App, segment: &ClaimedSegment) -> anyhow::Result
         .map(|turn| (turn.message_id, turn.turn.clone()))
         .collect();
     let known = memory_context(app, segment, &segment_turns).await?;
+    // The assistant's turns are shown for context but are never evidence; the processor checks
+    // each item's citations against these.
+    let assistant_labels: std::collections::HashSet<&str> = segment_turns
+        .iter()
+        .filter(|turn| turn.turn.role == memsift_core::status::Role::Assistant)
+        .map(|turn| turn.turn.label.as_str())
+        .collect();
     let prompt = app.prompts.get("extraction")?.clone();
     let extraction_prompt_version = prompt.version.clone();
     let options = PayloadOptions {
@@ -167,6 +174,12 @@ pub async fn plan_segment(app: &App, segment: &ClaimedSegment) -> anyhow::Result
                 prompt_version: prompt_version.clone(),
                 context: RequestContext {
                     turns: chunk.turns.clone(),
+                    assistant_turns: chunk
+                        .turns
+                        .keys()
+                        .filter(|label| assistant_labels.contains(label.as_str()))
+                        .cloned()
+                        .collect(),
                     memories,
                     ..RequestContext::default()
                 },

@@ -5,7 +5,7 @@ use anyhow::Context;
 use memsift_core::MemoryId;
 use memsift_core::status::Purpose;
 use memsift_postprocess::{consolidation, entity_gc, refinement, relationship, reviewer, summary};
-use memsift_store::{EntityDecision, NewLink, Replacement, RunCap, StageOutcome, StoredOutput};
+use memsift_store::{EntityDecision, LinkEnd, Narrowed, NewLink, Replacement, RunCap, StageOutcome, StoredOutput};
 
 use super::REVIEW_CAP;
 use super::request::texts_of;
@@ -94,7 +94,10 @@ async fn apply_relationship(ctx: &ApplyContext, stored: &StoredOutput, raw: &str
                     kind: verdict.kind.as_str().to_owned(),
                     confidence: verdict.confidence,
                     reasoning: verdict.reasoning.clone(),
-                    supersedes_older: verdict.kind.marks_older_superseded(),
+                    superseded: verdict.kind.superseded_end().map(|end| match end {
+                        relationship::SupersededEnd::Memory => LinkEnd::Source,
+                        relationship::SupersededEnd::Candidate => LinkEnd::Target,
+                    }),
                 })
                 .collect();
             Ok(ctx
@@ -132,6 +135,7 @@ async fn apply_consolidation_review(
                 reason: review.reasoning.clone(),
                 cap: run_cap(stored),
                 now: ctx.clock.now(),
+                narrowed: None,
             };
             Ok(ctx.store.apply_replacement(&replacement).await?)
         }
@@ -216,15 +220,26 @@ async fn apply_extraction_review(ctx: &ApplyContext, stored: &StoredOutput, raw:
         .map(|at| at.with_timezone(&chrono::Utc))
         .or(row.expires_at);
     if narrowed.text != original.text {
-        replace(
-            ctx,
-            stored,
-            vec![memory_id],
-            vec![narrowed.text.clone()],
-            "review",
-            "narrowed by the extraction reviewer",
-        )
-        .await
+        // The shorter text comes with the reviewer's confidence and expiry, never the original's:
+        // a narrowing is all of what the reviewer narrowed.
+        let narrowing = Narrowed {
+            confidence: narrowed.confidence.min(row.confidence),
+            expires_at,
+        };
+        let embeddings = embed_texts(ctx, std::slice::from_ref(&narrowed.text)).await?;
+        let replacement = Replacement {
+            request_id: stored.request_id,
+            user_id: stored.user_id,
+            originals: vec![memory_id],
+            new_texts: vec![narrowed.text.clone()],
+            embeddings,
+            kind: "review",
+            reason: "narrowed by the extraction reviewer".to_owned(),
+            cap: run_cap(stored),
+            now: ctx.clock.now(),
+            narrowed: Some(narrowing),
+        };
+        Ok(ctx.store.apply_replacement(&replacement).await?)
     } else if narrowed.confidence < row.confidence || expires_at != row.expires_at {
         Ok(ctx
             .store
@@ -272,6 +287,7 @@ async fn replace(
         reason: reason.to_owned(),
         cap: run_cap(stored),
         now: ctx.clock.now(),
+        narrowed: None,
     };
     Ok(ctx.store.apply_replacement(&replacement).await?)
 }

@@ -24,7 +24,7 @@ use crate::app::App;
 use crate::budget::Pending;
 
 pub use answer::apply_stage_answer;
-pub use reviews::{plan_extraction_reviews, plan_reviews};
+pub use reviews::{BacklogPlan, plan_extraction_reviews, plan_reviews, review_backlog};
 pub use shape::{StageRun, StoreShape, store_shape};
 
 /// A post-processing stage, as the CLI and the daemon name it.

@@ -8,7 +8,7 @@ use memsift_core::{MemoryId, UserId};
 use memsift_payload::count_tokens;
 use memsift_postprocess::MemoryText;
 use memsift_postprocess::{consolidation, entity_gc, refinement, relationship, summary};
-use memsift_store::{Covered, RefinementRules};
+use memsift_store::{Covered, RefinementRules, RunCap};
 
 use super::request::{Planned, UserRun, stage_request, texts_of, user_vectors};
 use super::{PairTokens, StagePlan};
@@ -35,8 +35,10 @@ const REPLACING_PURPOSES: &[Purpose] = &[
 const SUMMARY_BATCH: i64 = 500;
 
 /// Relationship classification: for each new memory, its link hints, then up to 20 memories at
-/// cosine ≥ 0.75; one request classifies all of one memory's candidates (the shared instructions
-/// are the cached system prompt). Duplicate and mirrored pairs are dropped across the run.
+/// cosine ≥ 0.75. Each pair is judged newer against older (by when each memory was said,
+/// `Store::memory_said_at`), so one request classifies all the older candidates of one memory
+/// (the shared instructions are the cached system prompt); the classified memory can be an
+/// older one found by a new memory said earlier. Duplicate and mirrored pairs are dropped.
 pub(super) async fn plan_relationships(app: &App, unit: &UserRun<'_>, plan: &mut StagePlan) -> anyhow::Result<Planned> {
     let limit = i64::from(app.config.postprocess.max_relate_per_run);
     let new_memories = app.store.memories_to_relate(unit.user_id, limit).await?;
@@ -58,16 +60,37 @@ pub(super) async fn plan_relationships(app: &App, unit: &UserRun<'_>, plan: &mut
         }
         pairs.extend(candidates.into_iter().map(|candidate| (memory.id, candidate)));
     }
+    let pairs = relationship::unique_pairs(pairs);
+    let ends: Vec<MemoryId> = pairs.iter().flat_map(|(a, b)| [*a, *b]).collect();
+    let said = app.store.memory_said_at(unit.user_id, &ends).await?;
+    // Which new memory each pair was found for, so it is marked related only once every request
+    // carrying one of its pairs is planned.
+    let mut owners: HashMap<MemoryId, Vec<MemoryId>> = HashMap::new();
     let mut by_memory: BTreeMap<MemoryId, Vec<MemoryId>> = BTreeMap::new();
-    for (memory, candidate) in relationship::unique_pairs(pairs) {
+    for ((found_by, _), (memory, candidate)) in
+        pairs.iter().zip(relationship::newer_first(pairs.iter().copied(), |id| {
+            said.get(&id).copied()
+        }))
+    {
         let list = by_memory.entry(memory).or_default();
         if list.len() < relationship::MAX_CANDIDATES {
             list.push(candidate);
+            owners.entry(*found_by).or_default().push(memory);
         }
     }
-    for memory in &new_memories {
-        let Some(candidate_ids) = by_memory.get(&memory.id) else {
-            planned.related.push(memory.id);
+    let mut texts_by_id: HashMap<MemoryId, String> = new_memories
+        .iter()
+        .map(|memory| (memory.id, memory.text.clone()))
+        .collect();
+    let outside: Vec<MemoryId> = by_memory
+        .keys()
+        .filter(|id| !texts_by_id.contains_key(id))
+        .copied()
+        .collect();
+    texts_by_id.extend(texts_of(&app.store, unit.user_id, &outside).await?);
+    let mut done: HashSet<MemoryId> = HashSet::new();
+    for (memory_id, candidate_ids) in &by_memory {
+        let Some(memory_text) = texts_by_id.get(memory_id) else {
             continue;
         };
         // Hints can name archived memories; only active ones are compared.
@@ -81,48 +104,74 @@ pub(super) async fn plan_relationships(app: &App, unit: &UserRun<'_>, plan: &mut
                 })
             })
             .collect();
+        let memory_text = MemoryText {
+            id: *memory_id,
+            text: memory_text.clone(),
+        };
         if candidates.is_empty() {
-            planned.related.push(memory.id);
+            done.insert(*memory_id);
             continue;
         }
-        let prompt = app.prompts.get(Purpose::Relationship.as_str())?;
-        let memory_text = MemoryText {
-            id: memory.id,
-            text: memory.text.clone(),
-        };
-        let request = relationship::relationship_request(prompt, &memory_text, &candidates);
-        let tokens = plan.pair_tokens.get_or_insert_with(PairTokens::default);
-        tokens.n_pairs += candidates.len() as u64;
-        tokens.n_requests += 1;
-        tokens.ours_uncached += count_tokens(&request.user_message) as u64;
-        tokens.ours_cacheable += count_tokens(&request.system) as u64;
-        for candidate in &candidates {
-            let pair = relationship::relationship_pair_request(prompt, &memory_text, candidate);
-            tokens.reference_uncached += (count_tokens(&pair.system) + count_tokens(&pair.user_message)) as u64;
-        }
-        plan.planned.push(format!(
-            "{}: classify {} against {} candidate(s)",
-            unit.external,
-            memory.id,
-            candidates.len()
-        ));
-        let subject = RequestSubject {
-            memory_id: Some(memory.id),
-            candidates: candidates.iter().map(|c| c.id).collect(),
-            ..unit.cap.subject()
-        };
-        if let Some(request) =
-            stage_request(app, Purpose::Relationship, unit.user_id, request, subject, unit.pending).await?
-        {
+        if let Some(request) = relationship_request(app, unit, plan, &memory_text, &candidates).await? {
             planned.requests.push(request);
+            done.insert(*memory_id);
+        }
+    }
+    for memory in &new_memories {
+        let sources = owners.get(&memory.id).map(Vec::as_slice).unwrap_or_default();
+        if sources.iter().all(|source| done.contains(source)) {
             planned.related.push(memory.id);
         }
     }
     Ok(planned)
 }
 
-/// Consolidation: hubs first, non-overlapping clusters of 2–5 at cosine ≥ 0.88, as many as fit
-/// in the run's cap (a cluster archives all of its members).
+/// One relationship request: `memory` against its older `candidates`, counted against the
+/// reference's one request per pair.
+async fn relationship_request(
+    app: &App,
+    unit: &UserRun<'_>,
+    plan: &mut StagePlan,
+    memory_text: &MemoryText,
+    candidates: &[MemoryText],
+) -> anyhow::Result<Option<memsift_store::NewRequest>> {
+    let prompt = app.prompts.get(Purpose::Relationship.as_str())?;
+    let request = relationship::relationship_request(prompt, memory_text, candidates);
+    let tokens = plan.pair_tokens.get_or_insert_with(PairTokens::default);
+    tokens.n_pairs += candidates.len() as u64;
+    tokens.n_requests += 1;
+    tokens.ours_uncached += count_tokens(&request.user_message) as u64;
+    tokens.ours_cacheable += count_tokens(&request.system) as u64;
+    for candidate in candidates {
+        let pair = relationship::relationship_pair_request(prompt, memory_text, candidate);
+        tokens.reference_uncached += (count_tokens(&pair.system) + count_tokens(&pair.user_message)) as u64;
+    }
+    plan.planned.push(format!(
+        "{}: classify {} against {} candidate(s)",
+        unit.external,
+        memory_text.id,
+        candidates.len()
+    ));
+    let subject = RequestSubject {
+        memory_id: Some(memory_text.id),
+        candidates: candidates.iter().map(|c| c.id).collect(),
+        ..unit.cap.subject()
+    };
+    stage_request(app, Purpose::Relationship, unit.user_id, request, subject, unit.pending).await
+}
+
+/// The clusters one consolidation run may propose, and how many are left for a later run: the
+/// run's cap (`share_cap` of the user's active memories, at least one) counts clusters, not
+/// memories. Counted in memories, a cap of one never let the smallest cluster (two) through, so
+/// a user with 20 or fewer memories was never consolidated.
+pub(super) fn within_cluster_cap<T>(clusters: Vec<T>, cap: i64) -> (Vec<T>, usize) {
+    let room = usize::try_from(cap).unwrap_or(0);
+    let n_left = clusters.len().saturating_sub(room);
+    (clusters.into_iter().take(room).collect(), n_left)
+}
+
+/// Consolidation: hubs first, non-overlapping clusters of 2–5 at cosine ≥ 0.88, as many
+/// clusters as the run's cap (in clusters) allows; each archives all of its members.
 pub(super) async fn plan_consolidation(app: &App, unit: &UserRun<'_>, plan: &mut StagePlan) -> anyhow::Result<Planned> {
     let mut planned = Planned::default();
     let hubs = app.store.memory_hubs(unit.user_id).await?;
@@ -155,12 +204,8 @@ pub(super) async fn plan_consolidation(app: &App, unit: &UserRun<'_>, plan: &mut
             .collect();
         neighbours.insert(*id, near);
     }
-    let mut budget = unit.cap.cap;
+    let mut chosen = Vec::new();
     for cluster in consolidation::pick_clusters(&seeds, &neighbours) {
-        if cluster.len() as i64 > budget {
-            plan.n_left_by_cap += 1;
-            continue;
-        }
         let texts = texts_of(&app.store, unit.user_id, &cluster).await?;
         let members: Vec<MemoryText> = cluster
             .iter()
@@ -171,10 +216,19 @@ pub(super) async fn plan_consolidation(app: &App, unit: &UserRun<'_>, plan: &mut
                 })
             })
             .collect();
-        if members.len() != cluster.len() {
-            continue;
+        if members.len() == cluster.len() {
+            chosen.push((cluster, members));
         }
-        budget -= cluster.len() as i64;
+    }
+    let (chosen, n_left) = within_cluster_cap(chosen, unit.cap.cap);
+    plan.n_left_by_cap += n_left as u64;
+    // The store counts a run's changes in memories: the run may change exactly the members of the
+    // clusters it planned.
+    let cap = RunCap {
+        run: unit.cap.run.clone(),
+        cap: chosen.iter().map(|(cluster, _)| cluster.len() as i64).sum(),
+    };
+    for (cluster, members) in chosen {
         let prompt = app.prompts.get(Purpose::Consolidation.as_str())?;
         let request = consolidation::consolidation_request(prompt, &members);
         plan.planned.push(format!(
@@ -188,7 +242,7 @@ pub(super) async fn plan_consolidation(app: &App, unit: &UserRun<'_>, plan: &mut
         ));
         let subject = RequestSubject {
             members: cluster.clone(),
-            ..unit.cap.subject()
+            ..cap.subject()
         };
         if let Some(request) = stage_request(
             app,
@@ -338,4 +392,29 @@ pub(super) async fn plan_summaries(
             .await?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::within_cluster_cap;
+
+    proptest! {
+        /// Any user with a duplicate pair gets one cluster per run, whatever their number of
+        /// memories and the configured share; no run proposes more clusters than its cap.
+        #[test]
+        fn a_user_with_a_duplicate_pair_gets_a_cluster_every_run(
+            active in 2usize..2_000,
+            share in 0.001f64..0.5,
+            n_clusters in 1usize..40,
+        ) {
+            let cap = memsift_store::share_cap(share, active) as i64;
+            let clusters: Vec<Vec<usize>> = (0..n_clusters).map(|n| vec![2 * n, 2 * n + 1]).collect();
+            let (chosen, n_left) = within_cluster_cap(clusters, cap);
+            prop_assert!(!chosen.is_empty(), "active {active}, share {share}: cap {cap}");
+            prop_assert!(chosen.len() as i64 <= cap);
+            prop_assert_eq!(chosen.len() + n_left, n_clusters);
+        }
+    }
 }

@@ -71,17 +71,75 @@ pub async fn plan_reviews(app: &App) -> anyhow::Result<u64> {
     Ok(n)
 }
 
+/// The switch the extraction reviewer's start is recorded under (`switches`).
+const REVIEWER_SWITCH: &str = "extraction_reviewer";
+
 /// With `[postprocess] extraction_reviewer` on, plans one review of every memory extraction
-/// wrote that has none yet; returns how many. Runs on every pipeline step, like the
-/// consolidation reviews. The reviewer may only narrow a memory (`memsift_postprocess::reviewer`).
+/// wrote since the reviewer was switched on that has none yet; returns how many. Runs on every
+/// pipeline step, like the consolidation reviews. Memories older than the switch are the
+/// backlog, reviewed only by [`review_backlog`] (turning the reviewer on once sent a paid review
+/// of every old memory at once). The reviewer may only narrow (`memsift_postprocess::reviewer`).
 pub async fn plan_extraction_reviews(app: &App) -> anyhow::Result<u64> {
-    if !(app.config.postprocess.enabled && app.config.postprocess.extraction_reviewer) {
+    let on = app.config.postprocess.enabled && app.config.postprocess.extraction_reviewer;
+    let Some(since) = app.store.switch_on_since(REVIEWER_SWITCH, on, app.clock.now()).await? else {
         return Ok(0);
+    };
+    let memories = app.store.memories_to_review(since, 256).await?;
+    let planned = review_requests(app, memories).await?;
+    write_reviews(app, &planned).await?;
+    Ok(planned.requests.len() as u64)
+}
+
+/// What `memsift postprocess review-backlog` plans (or, with `plan_only`, would plan).
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct BacklogPlan {
+    /// Memories without a review.
+    pub n_memories: u64,
+    /// Review requests planned (or that would be).
+    pub n_requests: u64,
+    /// Their estimated cost, reserved against the users' budgets when planned.
+    pub estimated_usd: f64,
+    /// Nothing was written.
+    pub plan_only: bool,
+}
+
+/// Plans a review of every memory extraction wrote that has none (`user`'s only, when given),
+/// whenever it was written: the backlog the reviewer leaves alone when switched on. With
+/// `plan_only` it counts the requests and their estimated cost and writes nothing.
+pub async fn review_backlog(app: &App, user: Option<&str>, plan_only: bool) -> anyhow::Result<BacklogPlan> {
+    let user_id = match user {
+        Some(external) => match app.store.user_id(external).await? {
+            Some(id) => Some(id),
+            None => anyhow::bail!("no user `{external}`; `memsift users` lists them"),
+        },
+        None => None,
+    };
+    let memories = app.store.review_backlog(user_id, i64::MAX).await?;
+    let n_memories = memories.len() as u64;
+    let planned = review_requests(app, memories).await?;
+    if !plan_only {
+        write_reviews(app, &planned).await?;
     }
-    let memories = app.store.memories_to_review(256).await?;
-    let mut requests = Vec::new();
+    Ok(BacklogPlan {
+        n_memories,
+        n_requests: planned.requests.len() as u64,
+        estimated_usd: planned.requests.iter().map(|request| request.reserved_usd).sum(),
+        plan_only,
+    })
+}
+
+/// Review requests for `memories`, and the memories they cover.
+struct PlannedReviews {
+    requests: Vec<memsift_store::NewRequest>,
+    reviewed: Vec<MemoryId>,
+}
+
+async fn review_requests(app: &App, memories: Vec<memsift_store::ReviewMemory>) -> anyhow::Result<PlannedReviews> {
+    let mut planned = PlannedReviews {
+        requests: Vec::new(),
+        reviewed: Vec::new(),
+    };
     let pending = Pending::default();
-    let mut reviewed = Vec::new();
     for memory in memories {
         let (Ok(memory_id), Ok(user_id)) = (MemoryId::parse(&memory.id), UserId::parse(&memory.user_id)) else {
             continue;
@@ -101,21 +159,25 @@ pub async fn plan_extraction_reviews(app: &App) -> anyhow::Result<u64> {
         if let Some(request) =
             stage_request(app, Purpose::ExtractionReview, user_id, request, subject, &pending).await?
         {
-            requests.push(request);
-            reviewed.push(memory_id);
+            planned.requests.push(request);
+            planned.reviewed.push(memory_id);
         }
     }
-    let n = requests.len() as u64;
-    if !reviewed.is_empty() {
-        let covered = Covered {
-            reviewed: &reviewed,
-            ..Covered::default()
-        };
-        app.store
-            .plan_stage_requests(&requests, &covered, app.clock.now())
-            .await?;
+    Ok(planned)
+}
+
+async fn write_reviews(app: &App, planned: &PlannedReviews) -> anyhow::Result<()> {
+    if planned.reviewed.is_empty() {
+        return Ok(());
     }
-    Ok(n)
+    let covered = Covered {
+        reviewed: &planned.reviewed,
+        ..Covered::default()
+    };
+    app.store
+        .plan_stage_requests(&planned.requests, &covered, app.clock.now())
+        .await?;
+    Ok(())
 }
 
 /// A stored memory in the output contract's shape, as the reviewer is shown it.

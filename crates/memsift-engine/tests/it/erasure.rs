@@ -175,6 +175,7 @@ async fn store_the_words_on_every_other_write_path(store: &Store, zed: memsift_c
                 cap: 5,
             },
             now: t0(),
+            narrowed: None,
         })
         .await
         .unwrap();
@@ -253,6 +254,7 @@ async fn stage_writes_and_revisions_refuse_the_erased_facts(store: &Store, zed_a
                 cap: 5,
             },
             now: t0(),
+            narrowed: None,
         })
         .await
         .unwrap();

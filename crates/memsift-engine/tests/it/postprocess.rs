@@ -360,7 +360,10 @@ async fn the_extraction_reviewers_narrowed_text_is_applied_for_a_user_with_one_m
     use memsift_sim::{ResponderReply, ScriptedResponder};
     let script = ScriptedResponder::from_fn(|request| {
         if request.user_text.contains("\"task\":\"extraction_review\"") {
-            return ResponderReply::Text(r#"{"text":"The user lives in Lisbon.","confidence":0.8}"#.to_owned());
+            return ResponderReply::Text(
+                r#"{"text":"The user lives in Lisbon.","confidence":0.4,"expires_at":"2026-06-01T00:00:00Z"}"#
+                    .to_owned(),
+            );
         }
         let label = request.turns.first().map(|turn| turn.label.clone()).unwrap_or_default();
         ResponderReply::Text(
@@ -392,5 +395,74 @@ async fn the_extraction_reviewers_narrowed_text_is_applied_for_a_user_with_one_m
     );
     let operations = test.app.store.operation_ids("ana", "review").await.unwrap();
     assert_eq!(operations.len(), 1, "the narrowing is one journaled change");
+    // The shorter text carries the reviewer's lower confidence and earlier expiry, not the
+    // original's (0.9 and none): a narrowing is applied whole.
+    let ana = test.app.store.user_id("ana").await.unwrap().unwrap();
+    let rows = test.app.store.user_rows(ana).await.unwrap();
+    let current = rows.memories.iter().find(|m| m["archived_at"].is_null()).unwrap();
+    assert_eq!(current["confidence"].as_f64(), Some(0.4), "{current:?}");
+    assert!(
+        current["expires_at"]
+            .as_str()
+            .is_some_and(|at| at.starts_with("2026-06-01")),
+        "{current:?}"
+    );
+    test.finish().await;
+}
+
+#[tokio::test]
+async fn switching_the_reviewer_on_reviews_new_memories_only_and_the_backlog_on_request() {
+    // Turning the reviewer on once sent a paid review of every old memory at once. It now reviews
+    // what extraction writes after it was switched on; the backlog waits for an explicit command,
+    // which counts and prices it first and plans only when told to.
+    let mut test = TestApp::sqlite().await;
+    let line = |conversation: &str, text: &str| crate::helpers::line("ana", conversation, 0, "user", text, true);
+    test.import("old.jsonl", &line("c1", "I live in Lisbon and I have a dog named Rex."))
+        .await
+        .unwrap();
+    memsift_engine::pipeline::run_until_idle(&test.app).await.unwrap();
+    let old = test.memory_texts("ana").await;
+    assert!(!old.is_empty());
+
+    let mut config = test.app.config.clone();
+    config.postprocess.extraction_reviewer = true;
+    test.app = crate::helpers::app_on(&test.app.store, &test.clock, config, "reviewer");
+    test.clock.advance(chrono::Duration::minutes(5));
+    memsift_engine::pipeline::run_until_idle(&test.app).await.unwrap();
+    let reviews =
+        |requests: &[memsift_store::RequestRow]| requests.iter().filter(|r| r.purpose == "extraction_review").count();
+    let requests = test.app.store.list_requests(Some("ana"), None, None).await.unwrap();
+    assert_eq!(reviews(&requests), 0, "switching on reviews nothing already stored");
+
+    test.clock.advance(chrono::Duration::minutes(5));
+    test.import(
+        "new.jsonl",
+        &line("c2", "I'm allergic to peanuts and I work at Fernwood Labs."),
+    )
+    .await
+    .unwrap();
+    memsift_engine::pipeline::run_until_idle(&test.app).await.unwrap();
+    let requests = test.app.store.list_requests(Some("ana"), None, None).await.unwrap();
+    let n_new = test.memory_texts("ana").await.len() - old.len();
+    assert!(n_new > 0);
+    assert_eq!(
+        reviews(&requests),
+        n_new,
+        "each memory written after the switch is reviewed"
+    );
+
+    let plan = memsift_engine::stages::review_backlog(&test.app, Some("ana"), true)
+        .await
+        .unwrap();
+    assert_eq!((plan.n_memories, plan.n_requests), (old.len() as u64, old.len() as u64));
+    let requests = test.app.store.list_requests(Some("ana"), None, None).await.unwrap();
+    assert_eq!(reviews(&requests), n_new, "a plan-only backlog writes nothing");
+    let plan = memsift_engine::stages::review_backlog(&test.app, Some("ana"), false)
+        .await
+        .unwrap();
+    assert_eq!(plan.n_requests, old.len() as u64);
+    memsift_engine::pipeline::run_until_idle(&test.app).await.unwrap();
+    let requests = test.app.store.list_requests(Some("ana"), None, None).await.unwrap();
+    assert_eq!(reviews(&requests), n_new + old.len());
     test.finish().await;
 }

@@ -1,18 +1,18 @@
 //! Relationship classification's write: links between memories, and the supersedes that come with
-//! confident `supersedes` / `invalidated_by` links.
+//! confident `supersedes` / `invalidated_by` links (the end the kind names is archived).
 
 use chrono::{DateTime, Utc};
 use memsift_core::{RequestId, UserId};
 use serde_json::json;
 
-use super::{NewLink, RunCap, StageApplied, StageOutcome};
+use super::{LinkEnd, NewLink, RunCap, StageApplied, StageOutcome};
 use crate::journal::{JournalEntry, LinkRow, OrderedF64, RowsAfter, RowsBefore, STATE_SELECT, StageMemoryState};
 use crate::tx::sql;
 use crate::{Result, Store};
 
 impl Store {
-    /// Writes the links of one relationship answer, and supersedes the older memory of each
-    /// confident `supersedes` / `invalidated_by` pair within the run's cap; journaled as `link`.
+    /// Writes the links of one relationship answer, and archives the end each link names as
+    /// superseded (`NewLink::superseded`) within the run's cap; journaled as `link`.
     pub async fn apply_links(
         &self,
         request_id: RequestId,
@@ -33,17 +33,17 @@ impl Store {
             let mut notes = Vec::new();
             for link in links {
                 // Both ends must be this user's and still active (an answer can arrive late).
-                type End = (String, DateTime<Utc>, Option<DateTime<Utc>>);
+                type End = (String, Option<DateTime<Utc>>);
                 let mut ends = Vec::with_capacity(2);
                 for id in [link.source, link.target] {
                     let end: Option<End> = tx
                         .fetch_optional(sql!(
-                            "SELECT id, created_at, archived_at FROM memories WHERE id = $1 AND user_id = $2",
+                            "SELECT id, archived_at FROM memories WHERE id = $1 AND user_id = $2",
                             id,
                             user_id
                         ))
                         .await?;
-                    ends.extend(end.filter(|(_, _, archived)| archived.is_none()));
+                    ends.extend(end.filter(|(_, archived)| archived.is_none()));
                 }
                 if ends.len() != 2 || link.source == link.target {
                     notes.push(format!(
@@ -65,23 +65,21 @@ impl Store {
                     applied.n_links += 1;
                     after.created_links.push(row);
                 }
-                if !link.supersedes_older {
-                    continue;
-                }
-                // The older memory is superseded by the newer, whichever side of the link it is.
-                let (older, newer) = if (ends[0].1, &ends[0].0) <= (ends[1].1, &ends[1].0) {
-                    (&ends[0].0, &ends[1].0)
-                } else {
-                    (&ends[1].0, &ends[0].0)
+                // The link's kind says which end is no longer current; that one is archived and
+                // points at the other, whichever is older.
+                let (stale, current) = match link.superseded {
+                    None => continue,
+                    Some(LinkEnd::Target) => (&ends[1].0, &ends[0].0),
+                    Some(LinkEnd::Source) => (&ends[0].0, &ends[1].0),
                 };
                 if used + 1 > cap.cap {
                     notes.push(format!(
-                        "{older} not superseded: the run's cap of {} is reached",
+                        "{stale} not superseded: the run's cap of {} is reached",
                         cap.cap
                     ));
                     continue;
                 }
-                let state: Option<StageMemoryState> = tx.fetch_optional(sql!(STATE_SELECT, older)).await?;
+                let state: Option<StageMemoryState> = tx.fetch_optional(sql!(STATE_SELECT, stale)).await?;
                 let Some(state) = state.filter(|state| state.archived_at.is_none()) else {
                     continue;
                 };
@@ -89,10 +87,10 @@ impl Store {
                 tx.execute(sql!(
                     "UPDATE memories SET archived_at = $2, archive_reason = $3, superseded_by = $4, updated_at = $2
                      WHERE id = $1",
-                    older,
+                    stale,
                     now,
                     format!("superseded ({}): {}", link.kind, link.reasoning),
-                    newer
+                    current
                 ))
                 .await?;
                 used += 1;

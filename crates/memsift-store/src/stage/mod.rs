@@ -56,8 +56,21 @@ pub struct NewLink {
     pub confidence: f64,
     /// Why.
     pub reasoning: String,
-    /// Whether the older of the two memories becomes superseded by the newer.
-    pub supersedes_older: bool,
+    /// The end the link's kind says is no longer current (`supersedes` marks the target,
+    /// `invalidated_by` the source), archived with `superseded_by` pointing at the other end;
+    /// `None` for kinds that archive nothing. The kind decides, not the memories' ages: a
+    /// memory said later can be the stale one ("Noah now lives in Porto" said before "Noah
+    /// moved back to Lisbon").
+    pub superseded: Option<LinkEnd>,
+}
+
+/// One end of a link.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LinkEnd {
+    /// The classified memory.
+    Source,
+    /// The candidate it was compared with.
+    Target,
 }
 
 /// The most memories of a user's `active` that one run may change when it may change `share` of
@@ -114,6 +127,19 @@ pub struct Replacement {
     pub cap: RunCap,
     /// The clock reading.
     pub now: DateTime<Utc>,
+    /// The extraction reviewer's narrowing: the new memory takes this confidence and expiry
+    /// rather than the originals' (a review that shortens a text and lowers its confidence or
+    /// brings its expiry forward means all three). `None` for consolidation and refinement.
+    pub narrowed: Option<Narrowed>,
+}
+
+/// The confidence and expiry a reviewer's narrowing gives a memory.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Narrowed {
+    /// The lower of the original's and the reviewer's.
+    pub confidence: f64,
+    /// The earlier of the two (the reviewer's when the original had none).
+    pub expires_at: Option<DateTime<Utc>>,
 }
 
 /// Memories a batch of planned stage requests covers.

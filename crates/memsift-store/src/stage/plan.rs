@@ -43,16 +43,85 @@ impl Store {
         .await
     }
 
-    /// Active memories written by extraction that the reviewer has not looked at, oldest first.
-    pub async fn memories_to_review(&self, limit: i64) -> Result<Vec<ReviewMemory>> {
+    /// Active memories written by extraction at or after `since` that the reviewer has not looked
+    /// at, oldest first.
+    pub async fn memories_to_review(&self, since: DateTime<Utc>, limit: i64) -> Result<Vec<ReviewMemory>> {
         self.read_all(sql!(
             "SELECT m.id, m.user_id, m.text, m.confidence, m.happens_at, m.expires_at, m.temporal FROM memories m
                  JOIN llm_requests r ON r.id = m.source_request_id
                  WHERE m.archived_at IS NULL AND m.reviewed_at IS NULL AND r.purpose = 'extraction'
-                 ORDER BY m.created_at, m.id LIMIT $1",
+                   AND m.created_at >= $1
+                 ORDER BY m.created_at, m.id LIMIT $2",
+            since,
             limit
         ))
         .await
+    }
+
+    /// The reviewer's backlog: active memories written by extraction, whenever, that it has not
+    /// looked at, oldest first; `user_id` only, when given.
+    pub async fn review_backlog(&self, user_id: Option<UserId>, limit: i64) -> Result<Vec<ReviewMemory>> {
+        match user_id {
+            Some(user_id) => {
+                self.read_all(sql!(
+                    "SELECT m.id, m.user_id, m.text, m.confidence, m.happens_at, m.expires_at, m.temporal
+                     FROM memories m JOIN llm_requests r ON r.id = m.source_request_id
+                     WHERE m.user_id = $1 AND m.archived_at IS NULL AND m.reviewed_at IS NULL
+                       AND r.purpose = 'extraction'
+                     ORDER BY m.created_at, m.id LIMIT $2",
+                    user_id,
+                    limit
+                ))
+                .await
+            }
+            None => {
+                self.read_all(sql!(
+                    "SELECT m.id, m.user_id, m.text, m.confidence, m.happens_at, m.expires_at, m.temporal
+                     FROM memories m JOIN llm_requests r ON r.id = m.source_request_id
+                     WHERE m.archived_at IS NULL AND m.reviewed_at IS NULL AND r.purpose = 'extraction'
+                     ORDER BY m.created_at, m.id LIMIT $1",
+                    limit
+                ))
+                .await
+            }
+        }
+    }
+
+    /// Records whether the switch `name` is on and returns since when (`None` when off): the
+    /// first call that finds it on records `now`, a call that finds it off forgets it, so
+    /// switching off and on again starts afresh. Writes only when the state changes.
+    pub async fn switch_on_since(&self, name: &str, on: bool, now: DateTime<Utc>) -> Result<Option<DateTime<Utc>>> {
+        let since: Option<DateTime<Utc>> = self
+            .read_scalar_optional(sql!("SELECT on_since FROM switches WHERE name = $1", name))
+            .await?;
+        match (on, since) {
+            (true, Some(since)) => Ok(Some(since)),
+            (false, None) => Ok(None),
+            (true, None) => {
+                self.write(async |tx| {
+                    tx.execute(sql!(
+                        "INSERT INTO switches (name, on_since) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
+                        name,
+                        now
+                    ))
+                    .await?;
+                    Ok(())
+                })
+                .await?;
+                let since: Option<DateTime<Utc>> = self
+                    .read_scalar_optional(sql!("SELECT on_since FROM switches WHERE name = $1", name))
+                    .await?;
+                Ok(since.or(Some(now)))
+            }
+            (false, Some(_)) => {
+                self.write(async |tx| {
+                    tx.execute(sql!("DELETE FROM switches WHERE name = $1", name)).await?;
+                    Ok(())
+                })
+                .await?;
+                Ok(None)
+            }
+        }
     }
 
     /// One active memory as the reviewer sees it.
@@ -110,6 +179,45 @@ impl Store {
                 })
             })
             .collect()
+    }
+
+    /// When each of `ids` (`user_id`'s memories) was said: the latest time of the turns it cites
+    /// as evidence, or when it was written when it cites none. Relationship pairs are judged
+    /// newer against older by this, not by when a memory row happened to be written (an import
+    /// of old conversations writes old facts last). Ids of other users' memories are skipped.
+    pub async fn memory_said_at(
+        &self,
+        user_id: UserId,
+        ids: &[MemoryId],
+    ) -> Result<std::collections::HashMap<MemoryId, DateTime<Utc>>> {
+        let mut said = std::collections::HashMap::with_capacity(ids.len());
+        for &id in ids {
+            let evidence: Option<Option<DateTime<Utc>>> = self
+                .read_scalar_optional(sql!(
+                    "SELECT MAX(g.created_at) FROM memories m
+                     JOIN memory_evidence e ON e.memory_id = m.id
+                     JOIN messages g ON g.id = e.message_id
+                     WHERE m.id = $1 AND m.user_id = $2",
+                    id,
+                    user_id
+                ))
+                .await?;
+            let at = match evidence.flatten() {
+                Some(at) => Some(at),
+                None => {
+                    self.read_scalar_optional(sql!(
+                        "SELECT created_at FROM memories WHERE id = $1 AND user_id = $2",
+                        id,
+                        user_id
+                    ))
+                    .await?
+                }
+            };
+            if let Some(at) = at {
+                said.insert(id, at);
+            }
+        }
+        Ok(said)
     }
 
     /// A user's active memories in hub order: most important, then most linked, then oldest.

@@ -68,6 +68,15 @@ impl Store {
                     .insert_replacement(input, &original_ids[0], position, text, key)
                     .await?;
                 tx.inherit_from_originals(&id, &original_ids).await?;
+                if let Some(narrowed) = input.narrowed {
+                    tx.execute(sql!(
+                        "UPDATE memories SET confidence = $2, expires_at = $3 WHERE id = $1",
+                        &id,
+                        narrowed.confidence,
+                        narrowed.expires_at
+                    ))
+                    .await?;
+                }
                 created.push(id);
             }
             tx.point_originals_at(&original_ids, &created[0]).await?;

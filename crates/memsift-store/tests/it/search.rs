@@ -17,24 +17,54 @@ async fn user_id(store: &Store, user: &str) -> UserId {
 }
 
 pub async fn the_lexical_index_follows_every_memory_write_and_stays_within_its_user(store: &Store) {
-    let (ana, in_lisbon) = store.insert_test_memory("ana", "Ana moved to Lisbon in spring.").await.unwrap();
-    let (_, painting) = store.insert_test_memory("ana", "Ana paints sunrises on weekends.").await.unwrap();
-    let (bo, bo_lisbon) = store.insert_test_memory("bo", "Bo visited Lisbon twice.").await.unwrap();
+    let (ana, in_lisbon) = store
+        .insert_test_memory("ana", "Ana moved to Lisbon in spring.")
+        .await
+        .unwrap();
+    let (_, painting) = store
+        .insert_test_memory("ana", "Ana paints sunrises on weekends.")
+        .await
+        .unwrap();
+    let (bo, bo_lisbon) = store
+        .insert_test_memory("bo", "Bo visited Lisbon twice.")
+        .await
+        .unwrap();
     // Stemmed: "moving" finds "moved", "sunrise" finds "sunrises".
-    let found = store.lexical_memories(ana, &terms(&["lisbon", "moving"]), 10).await.unwrap();
+    let found = store
+        .lexical_memories(ana, &terms(&["lisbon", "moving"]), 10)
+        .await
+        .unwrap();
     assert_eq!(found.iter().map(|(id, _)| *id).collect::<Vec<_>>(), vec![in_lisbon]);
     let found = store.lexical_memories(ana, &terms(&["sunrise"]), 10).await.unwrap();
     assert_eq!(found.iter().map(|(id, _)| *id).collect::<Vec<_>>(), vec![painting]);
     // Bo's memory matches the same words and is never Ana's answer, nor the reverse.
-    let found = store.lexical_memories(bo, &terms(&["lisbon", "sunrise"]), 10).await.unwrap();
+    let found = store
+        .lexical_memories(bo, &terms(&["lisbon", "sunrise"]), 10)
+        .await
+        .unwrap();
     assert_eq!(found.iter().map(|(id, _)| *id).collect::<Vec<_>>(), vec![bo_lisbon]);
     // Archived: no longer an answer. Deleted: gone from the index.
     store.archive_test_memory(ana, in_lisbon).await.unwrap();
-    assert!(store.lexical_memories(ana, &terms(&["lisbon"]), 10).await.unwrap().is_empty());
+    assert!(
+        store
+            .lexical_memories(ana, &terms(&["lisbon"]), 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     store.delete_test_memory(ana, painting).await.unwrap();
-    assert!(store.lexical_memories(ana, &terms(&["sunrise"]), 10).await.unwrap().is_empty());
+    assert!(
+        store
+            .lexical_memories(ana, &terms(&["sunrise"]), 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     // A new memory is found at once: the index is written with the row.
-    let (_, porto) = store.insert_test_memory("ana", "Ana now lives in Porto.").await.unwrap();
+    let (_, porto) = store
+        .insert_test_memory("ana", "Ana now lives in Porto.")
+        .await
+        .unwrap();
     let found = store.lexical_memories(ana, &terms(&["porto"]), 10).await.unwrap();
     assert_eq!(found.iter().map(|(id, _)| *id).collect::<Vec<_>>(), vec![porto]);
     let cards = store.memory_cards(ana, &[porto, bo_lisbon]).await.unwrap();
@@ -43,11 +73,20 @@ pub async fn the_lexical_index_follows_every_memory_write_and_stays_within_its_u
 }
 
 pub async fn uncited_turns_are_found_by_their_words_and_only_the_users_own(store: &Store) {
-    let mut last = message("ana", "c1", 1, Role::User, "We adopted a puppy named Coco from the shelter.");
+    let mut last = message(
+        "ana",
+        "c1",
+        1,
+        Role::User,
+        "We adopted a puppy named Coco from the shelter.",
+    );
     last.boundary_after = true;
     store
         .ingest(
-            &[message("ana", "c1", 0, Role::User, "My sister Lia teaches chemistry."), last],
+            &[
+                message("ana", "c1", 0, Role::User, "My sister Lia teaches chemistry."),
+                last,
+            ],
             idle(),
             t0(),
             &no_progress,
@@ -77,7 +116,10 @@ pub async fn uncited_turns_are_found_by_their_words_and_only_the_users_own(store
 
 pub async fn any_query_text_is_matched_as_words_never_as_query_syntax(store: &Store) {
     use proptest::strategy::{Strategy, ValueTree};
-    store.insert_test_memory("ana", "Ana said \"NEAR\" AND OR NOT * ^ : - once.").await.unwrap();
+    store
+        .insert_test_memory("ana", "Ana said \"NEAR\" AND OR NOT * ^ : - once.")
+        .await
+        .unwrap();
     let ana = user_id(store, "ana").await;
     let word = proptest::string::string_regex(r#"[a-zA-Z0-9"*^:(){}\-+.'\u{0}\u{FFFD}é漢]{1,12}"#).unwrap();
     let strategy = proptest::collection::vec(word, 1..8);

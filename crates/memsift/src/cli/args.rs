@@ -48,6 +48,9 @@ pub enum StageArg {
     Summaries,
     /// Every stage, in that order.
     All,
+    /// Review every memory the extraction reviewer has not (those written before it was switched
+    /// on): prints the number of requests and their estimated cost, and spends only with `--yes`.
+    ReviewBacklog,
 }
 
 impl StageArg {
@@ -59,6 +62,7 @@ impl StageArg {
             StageArg::EntityGc => vec![Stage::EntityGc],
             StageArg::Summaries => vec![Stage::Summaries],
             StageArg::All => Stage::ALL.to_vec(),
+            StageArg::ReviewBacklog => Vec::new(),
         }
     }
 }
@@ -157,7 +161,7 @@ pub enum Command {
     /// Run a post-processing stage now (the daemon runs each on its schedule): plan its requests,
     /// run them through their lanes and apply the answers, each change journaled (`memsift undo`).
     Postprocess {
-        /// relationships | consolidation | refinement | entity-gc | summaries | all
+        /// relationships | consolidation | refinement | entity-gc | summaries | all | review-backlog
         stage: StageArg,
         /// Only this user's memories.
         #[arg(long, value_parser = user_id)]
@@ -168,6 +172,10 @@ pub enum Command {
         /// Plan only; `memsift run` or the daemon executes and applies the requests.
         #[arg(long)]
         plan_only: bool,
+        /// review-backlog: plan the paid reviews it printed the cost of (without it, nothing is
+        /// written or spent).
+        #[arg(long)]
+        yes: bool,
     },
     /// Ask the provider to cancel a submitted batch; the next poll ingests what finished and
     /// re-plans the rest.

@@ -121,7 +121,11 @@ async fn dispatch(app: &App, command: Command, json: bool) -> anyhow::Result<()>
             user,
             dry_run,
             plan_only,
-        } => work::postprocess(app, stage, user, dry_run, plan_only, json).await?,
+            yes,
+        } => match stage {
+            StageArg::ReviewBacklog => work::review_backlog(app, user, plan_only, yes, json).await?,
+            _ => work::postprocess(app, stage, user, dry_run, plan_only, json).await?,
+        },
         Command::Segments { user, status, limit } => listings::segments(app, user, status, limit, json).await?,
         Command::Memories { user, limit } => listings::memories(app, &user, limit, json).await?,
         Command::Requests { user, status, limit } => listings::requests(app, user, status, limit, json).await?,

@@ -238,6 +238,34 @@ pub(super) async fn postprocess(
     Ok(())
 }
 
+/// `memsift postprocess review-backlog`: prints how many review requests the backlog needs and
+/// their estimated cost; only `--yes` plans them (and, without `--plan-only`, runs them).
+pub(super) async fn review_backlog(
+    app: &App,
+    user: Option<String>,
+    plan_only: bool,
+    yes: bool,
+    json: bool,
+) -> anyhow::Result<()> {
+    let plan = memsift_engine::stages::review_backlog(app, user.as_deref(), !yes).await?;
+    if json {
+        render::print_json(&plan)?;
+    } else {
+        println!(
+            "review backlog: {} memories without a review, {} review request(s), estimated ${:.4}",
+            plan.n_memories, plan.n_requests, plan.estimated_usd
+        );
+        if !yes {
+            println!("nothing planned or spent; run again with --yes to plan them");
+        }
+    }
+    if yes && !plan_only {
+        let report = pipeline::run_until_idle(app).await?;
+        print_step("review backlog", &report, json)?;
+    }
+    Ok(())
+}
+
 pub(super) fn print_step(verb: &str, report: &pipeline::StepReport, json: bool) -> anyhow::Result<()> {
     if json {
         return render::print_json(report);

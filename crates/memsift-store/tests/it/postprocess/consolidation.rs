@@ -57,6 +57,7 @@ pub async fn consolidation_moves_links_both_ways_and_undo_restores_the_exact_row
         reason: "same cat".to_owned(),
         cap: cap(2),
         now: t0() + Duration::hours(1),
+        narrowed: None,
     };
     let done = applied(store.apply_replacement(&replacement).await.unwrap());
     assert_eq!((done.n_memories_created, done.n_memories_archived), (1, 2));
@@ -132,6 +133,7 @@ pub async fn consolidation_refuses_archived_members_duplicates_and_a_full_cap(st
         reason: "test".to_owned(),
         cap: cap(cap_n),
         now: t0(),
+        narrowed: None,
     };
     for (originals, text, cap_n, why) in [
         (vec![a, b], "Ana has a cat.", 5, "no longer active"),

@@ -1,5 +1,5 @@
 //! Relationship cases: each candidate gets its own link, and a confident supersedes archives the
-//! older memory within the run's cap, never across users, undone exactly.
+//! end its kind names within the run's cap, never across users, undone exactly.
 
 use memsift_core::status::Purpose;
 use memsift_store::{StageOutcome, Store};
@@ -49,7 +49,7 @@ pub async fn several_candidates_of_one_memory_each_get_their_own_link(store: &St
     );
 }
 
-pub async fn a_confident_supersedes_archives_the_older_within_the_cap_and_undo_restores_it(store: &Store) {
+pub async fn a_confident_supersedes_archives_the_end_its_kind_names_within_the_cap_and_undo_restores_it(store: &Store) {
     let (ana, lisbon) = store.insert_test_memory("ana", "Ana lives in Lisbon.").await.unwrap();
     let (_, porto) = store
         .insert_test_memory("ana", "Ana lives in Porto now.")
@@ -75,8 +75,30 @@ pub async fn a_confident_supersedes_archives_the_older_within_the_cap_and_undo_r
         .unwrap();
     assert_eq!(store.user_rows(ana).await.unwrap(), before);
 
-    // Within the cap the older memory is archived, kept, and points at the newer one; it does not
-    // matter which side of the link the older one is on.
+    // The kind names the stale end, whatever the ages: "Lisbon supersedes Porto" archives Porto,
+    // the memory written later (the old rule archived the older end, Lisbon, whichever it was).
+    let request = answered(store, ana, Purpose::Relationship, json!({}), json!({}), "[]").await;
+    let done = applied(
+        store
+            .apply_links(request, ana, &[link(lisbon, porto, "supersedes", true)], &cap(1), t0())
+            .await
+            .unwrap(),
+    );
+    assert_eq!(done.n_memories_archived, 1);
+    assert_eq!(
+        active_texts(store, "ana").await,
+        vec!["Ana lives in Lisbon.".to_owned()]
+    );
+    let rows = store.user_rows(ana).await.unwrap();
+    let stale = rows.memories.iter().find(|m| m["id"] == porto.to_string()).unwrap();
+    assert_eq!(stale["superseded_by"], lisbon.to_string());
+    store
+        .undo_operation("ana", done.operation_id.unwrap(), t0())
+        .await
+        .unwrap();
+    assert_eq!(store.user_rows(ana).await.unwrap(), before);
+
+    // `invalidated_by` names the source: the memory is archived, kept, and points at the other.
     let request = answered(store, ana, Purpose::Relationship, json!({}), json!({}), "[]").await;
     let done = applied(
         store
@@ -117,4 +139,17 @@ pub async fn a_confident_supersedes_archives_the_older_within_the_cap_and_undo_r
         .await
         .unwrap();
     assert_eq!(store.user_rows(ana).await.unwrap(), before);
+}
+
+pub async fn memory_said_at_reads_the_latest_evidence_turn_or_the_write_time(store: &Store) {
+    // Memories citing no turns were said when they were written; another user's memory is
+    // skipped, never read (invariant 9).
+    let (ana, lisbon) = store.insert_test_memory("ana", "Ana lives in Lisbon.").await.unwrap();
+    let (_, bos) = store.insert_test_memory("bo", "Bo lives in Lisbon.").await.unwrap();
+    let said = store.memory_said_at(ana, &[lisbon, bos]).await.unwrap();
+    assert_eq!(said.len(), 1, "{said:?}");
+    assert_eq!(
+        said[&lisbon],
+        chrono::DateTime::parse_from_rfc3339("2026-03-01T10:00:00Z").unwrap()
+    );
 }

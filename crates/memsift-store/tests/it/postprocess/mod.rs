@@ -5,7 +5,7 @@
 
 use memsift_core::status::{Lane, Purpose};
 use memsift_core::{MemoryId, RequestId, SegmentId, UserId};
-use memsift_store::{NewLink, NewRequest, RequestUsage, RunCap, StageApplied, StageOutcome, Store};
+use memsift_store::{LinkEnd, NewLink, NewRequest, RequestUsage, RunCap, StageApplied, StageOutcome, Store};
 use serde_json::Value;
 
 use crate::helpers::t0;
@@ -83,14 +83,21 @@ fn applied(outcome: StageOutcome) -> StageApplied {
     }
 }
 
-fn link(source: MemoryId, target: MemoryId, kind: &str, supersedes_older: bool) -> NewLink {
+/// A link of `kind`; with `archives`, the end the kind names (`supersedes`: the target,
+/// `invalidated_by`: the source) is marked superseded, as the relationship stage does.
+fn link(source: MemoryId, target: MemoryId, kind: &str, archives: bool) -> NewLink {
+    let superseded = match kind {
+        "supersedes" if archives => Some(LinkEnd::Target),
+        "invalidated_by" if archives => Some(LinkEnd::Source),
+        _ => None,
+    };
     NewLink {
         source,
         target,
         kind: kind.to_owned(),
         confidence: 0.9,
         reasoning: format!("{kind} by test"),
-        supersedes_older,
+        superseded,
     }
 }
 

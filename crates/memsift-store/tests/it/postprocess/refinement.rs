@@ -90,6 +90,7 @@ pub async fn a_split_refinement_replaces_one_memory_with_several_and_undo_restor
                 reason: "split".to_owned(),
                 cap: cap(1),
                 now: t0(),
+                narrowed: None,
             })
             .await
             .unwrap(),

@@ -115,6 +115,7 @@ pub async fn every_stage_verdict_ends_its_request_applied(store: &Store) {
         reason: "test".to_owned(),
         cap: cap(cap_of),
         now: t0(),
+        narrowed: None,
     };
     let merge = |target: &str, candidates: &[&String]| EntityDecision::Merge {
         target: target.to_owned(),
