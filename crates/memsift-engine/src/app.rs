@@ -195,11 +195,11 @@ fn build_coordinator(
 ) -> anyhow::Result<Option<Arc<BatchCoordinator>>> {
     let settings = BatchSettings {
         max_requests_per_batch: config.batch.max_requests_per_batch as i64,
-        pack_max_wait: chrono::Duration::seconds(config.batch.pack_max_wait_secs as i64),
-        poll_initial: chrono::Duration::seconds(config.batch.poll_initial_secs as i64),
-        poll_max: chrono::Duration::seconds(config.batch.poll_max_secs as i64),
-        reconcile_grace: chrono::Duration::seconds(config.batch.reconcile_grace_secs as i64),
-        claim_lease: chrono::Duration::seconds(config.extraction.claim_lease_secs as i64),
+        pack_max_wait: config.pack_max_wait(),
+        poll_initial: config.poll_initial(),
+        poll_max: config.poll_max(),
+        reconcile_grace: config.reconcile_grace(),
+        claim_lease: config.claim_lease(),
         delete_erased_batches: config.erasure.delete_provider_batches,
     };
     let mut coordinator = BatchCoordinator::new(store.clone(), Arc::clone(clock), worker_id.to_owned(), settings)

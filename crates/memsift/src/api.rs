@@ -301,9 +301,13 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let (router, worker) = router(app, token);
     let server = std::pin::pin!(
-        axum::serve(listener, router)
-            .with_graceful_shutdown(shutdown)
-            .into_future()
+        // The peer address reaches handlers, so sign-in is throttled per client.
+        axum::serve(
+            listener,
+            router.into_make_service_with_connect_info::<std::net::SocketAddr>(),
+        )
+        .with_graceful_shutdown(shutdown)
+        .into_future()
     );
     let worker = std::pin::pin!(worker.run());
     // The worker only ends when the router's sender is dropped, i.e. after the server stopped.

@@ -267,8 +267,8 @@ pub async fn run_until_idle(app: &App) -> anyhow::Result<StepReport> {
             continue;
         }
         crate::health::stop_if_paused(app).await?;
-        let pack_max_wait = Duration::seconds(app.config.batch.pack_max_wait_secs as i64);
-        let reconcile_grace = Duration::seconds(app.config.batch.reconcile_grace_secs as i64);
+        let pack_max_wait = app.config.pack_max_wait();
+        let reconcile_grace = app.config.reconcile_grace();
         match app.store.next_due_work(pack_max_wait, reconcile_grace).await? {
             // Work that was already due when the step ran and still did not move would only
             // spin: report it instead (it is a bug, or a provider this build cannot reach).
@@ -313,8 +313,8 @@ pub async fn run_segment_until_done(app: &App, segment_id: SegmentId) -> anyhow:
             return Ok(total);
         }
         crate::health::stop_if_paused(app).await?;
-        let pack_max_wait = Duration::seconds(app.config.batch.pack_max_wait_secs as i64);
-        let reconcile_grace = Duration::seconds(app.config.batch.reconcile_grace_secs as i64);
+        let pack_max_wait = app.config.pack_max_wait();
+        let reconcile_grace = app.config.reconcile_grace();
         match app.store.next_due_work(pack_max_wait, reconcile_grace).await? {
             Some(due) if due > step_started => app.waiter.wait_until(due).await,
             Some(due) => {
