@@ -65,6 +65,18 @@ struct FullEntityRow {
 }
 
 impl Store {
+    /// Holds a write transaction (on SQLite, the database's write lock: `BEGIN IMMEDIATE`) until
+    /// `until` completes, as a long writer would; tests check who waits behind it.
+    pub async fn hold_write_lock_until(&self, until: impl Future<Output = ()>) -> Result<()> {
+        self.write(async |tx| {
+            tx.execute(sql!("UPDATE users SET billing_tier = billing_tier WHERE 1 = 0"))
+                .await?;
+            until.await;
+            Ok(())
+        })
+        .await
+    }
+
     /// Test support: an entity of `user_id` joined to `memory_ids`, last linked at `at`.
     pub async fn insert_test_entity(
         &self,
@@ -362,7 +374,12 @@ impl Store {
         if self.kind() != crate::BackendKind::Sqlite {
             return Ok(Vec::new());
         }
-        let prefix: String = needle.to_lowercase().chars().filter(|c| c.is_alphanumeric()).take(6).collect();
+        let prefix: String = needle
+            .to_lowercase()
+            .chars()
+            .filter(|c| c.is_alphanumeric())
+            .take(6)
+            .collect();
         if prefix.is_empty() {
             return Ok(Vec::new());
         }
@@ -370,7 +387,8 @@ impl Store {
         for index in ["memories_fts", "messages_fts"] {
             // fts5vocab lists the index's own terms; it lives in `temp`, on this transaction's
             // connection, so it is made and read in one transaction.
-            let create = format!("CREATE VIRTUAL TABLE IF NOT EXISTS temp.{index}_vocab USING fts5vocab(main, {index}, row)");
+            let create =
+                format!("CREATE VIRTUAL TABLE IF NOT EXISTS temp.{index}_vocab USING fts5vocab(main, {index}, row)");
             let select = format!("SELECT COUNT(*) FROM temp.{index}_vocab WHERE term LIKE $1");
             let n: i64 = self
                 .write(async |tx| {
