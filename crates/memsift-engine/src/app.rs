@@ -53,6 +53,9 @@ pub struct App {
     pub health: Arc<HealthBoard>,
     /// One rate limiter per provider and model, shared by every lane and route of the process.
     pub limiter: RateLimiter,
+    /// Set once this process is recorded as a worker (before its first claim; a read-only
+    /// command never writes it).
+    registered: Arc<tokio::sync::OnceCell<()>>,
 }
 
 impl App {
@@ -78,8 +81,21 @@ impl App {
             .adopt_erasure_key(clock.now())
             .await
             .context("cannot use the erasure key")?;
-        let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".to_owned());
-        App::assemble(config, store, clock, waiter, format!("{host}:{}", std::process::id()))
+        let worker_id = format!("{}:{}", crate::pipeline::host_name(), std::process::id());
+        App::assemble(config, store, clock, waiter, worker_id)
+    }
+
+    /// Records this process as the worker its claims name (host, PID, boot id), once, before the
+    /// first claim: a later run tells a gone process's claims from a running one's by it.
+    pub async fn register_worker(&self) -> anyhow::Result<()> {
+        self.registered
+            .get_or_try_init(|| async {
+                let identity = crate::pipeline::this_process(&self.worker_id);
+                self.store.register_worker(&identity, self.clock.now()).await
+            })
+            .await
+            .context("cannot record this process as a worker")?;
+        Ok(())
     }
 
     /// Opens with the wall clock.
@@ -127,6 +143,7 @@ impl App {
             vectors,
             health,
             limiter,
+            registered: Arc::default(),
         })
     }
 

@@ -50,6 +50,7 @@ mod tx;
 mod undo;
 mod users;
 mod vectors;
+mod workers;
 
 pub use apply::{ApplyInput, ApplyOutcome, DuplicateEvidence, DuplicateOf, ItemEmbeddings, NewMemory};
 pub use batches::{BatchRow, PackPolicy, PackedBatch, ReconcileMiss};
@@ -76,6 +77,7 @@ pub use stage::{
 pub use turn_vectors::{TurnToEmbed, UserTurnVectors};
 pub use tx::{storable_json, storable_text};
 pub use undo::Undone;
+pub use workers::{HeldClaims, WorkerIdentity};
 pub use vectors::{
     LoadedIndex, MemoryToEmbed, MemoryVector, Neighbour, UserVectors, VectorCache, VectorIndex, VectorIndexError, dot,
     vector_from_le_bytes, vector_to_le_bytes,

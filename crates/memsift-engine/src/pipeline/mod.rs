@@ -15,6 +15,7 @@
 //! ends the step with the error, and the work waits.
 
 mod drain;
+mod held;
 mod lanes;
 mod plan;
 
@@ -29,6 +30,7 @@ use crate::context::Applied;
 use crate::timings::{Phase, timed};
 
 pub use drain::drain_answers;
+pub use held::{host_name, is_gone, this_process};
 pub use plan::plan_segment;
 
 /// How many segments or requests one step claims per stage.
@@ -140,6 +142,7 @@ impl StepReport {
 
 /// One step of every stage.
 pub async fn run_once(app: &App) -> anyhow::Result<StepReport> {
+    app.register_worker().await?;
     let _step = timed(Phase::Step);
     let now = app.clock.now();
     let bookkeeping = timed(Phase::Bookkeeping);
@@ -267,6 +270,11 @@ pub async fn run_until_idle(app: &App) -> anyhow::Result<StepReport> {
             continue;
         }
         crate::health::stop_if_paused(app).await?;
+        // Claims of a process that is gone are taken over now; any other holder ends the run
+        // with its name, as "idle" would be untrue.
+        if let held::Held::Released = held::settle(app, app.clock.now()).await? {
+            continue;
+        }
         let pack_max_wait = app.config.pack_max_wait();
         let reconcile_grace = app.config.reconcile_grace();
         match app.store.next_due_work(pack_max_wait, reconcile_grace).await? {
