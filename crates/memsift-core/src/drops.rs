@@ -58,6 +58,11 @@ impl DropReason {
         DropReason::MissingEvidence,
     ];
 
+    /// The reason named `name` (its [`DropReason::as_str`]); `None` for any other text.
+    pub fn parse(name: &str) -> Option<DropReason> {
+        DropReason::ALL.into_iter().find(|reason| reason.as_str() == name)
+    }
+
     /// The snake_case name used in metrics and reports.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -53,6 +53,9 @@ pub struct App {
     pub health: Arc<HealthBoard>,
     /// One rate limiter per provider and model, shared by every lane and route of the process.
     pub limiter: RateLimiter,
+    /// Set once this process is recorded as a worker (before its first claim; a read-only
+    /// command never writes it).
+    registered: Arc<tokio::sync::OnceCell<()>>,
 }
 
 impl App {
@@ -78,8 +81,21 @@ impl App {
             .adopt_erasure_key(clock.now())
             .await
             .context("cannot use the erasure key")?;
-        let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".to_owned());
-        App::assemble(config, store, clock, waiter, format!("{host}:{}", std::process::id()))
+        let worker_id = format!("{}:{}", crate::pipeline::host_name(), std::process::id());
+        App::assemble(config, store, clock, waiter, worker_id)
+    }
+
+    /// Records this process as the worker its claims name (host, PID, boot id), once, before the
+    /// first claim: a later run tells a gone process's claims from a running one's by it.
+    pub async fn register_worker(&self) -> anyhow::Result<()> {
+        self.registered
+            .get_or_try_init(|| async {
+                let identity = crate::pipeline::this_process(&self.worker_id);
+                self.store.register_worker(&identity, self.clock.now()).await
+            })
+            .await
+            .context("cannot record this process as a worker")?;
+        Ok(())
     }
 
     /// Opens with the wall clock.
@@ -127,6 +143,7 @@ impl App {
             vectors,
             health,
             limiter,
+            registered: Arc::default(),
         })
     }
 
@@ -204,11 +221,11 @@ fn build_coordinator(
 ) -> anyhow::Result<Option<Arc<BatchCoordinator>>> {
     let settings = BatchSettings {
         max_requests_per_batch: config.batch.max_requests_per_batch as i64,
-        pack_max_wait: chrono::Duration::seconds(config.batch.pack_max_wait_secs as i64),
-        poll_initial: chrono::Duration::seconds(config.batch.poll_initial_secs as i64),
-        poll_max: chrono::Duration::seconds(config.batch.poll_max_secs as i64),
-        reconcile_grace: chrono::Duration::seconds(config.batch.reconcile_grace_secs as i64),
-        claim_lease: chrono::Duration::seconds(config.extraction.claim_lease_secs as i64),
+        pack_max_wait: config.pack_max_wait(),
+        poll_initial: config.poll_initial(),
+        poll_max: config.poll_max(),
+        reconcile_grace: config.reconcile_grace(),
+        claim_lease: config.claim_lease(),
         delete_erased_batches: config.erasure.delete_provider_batches,
     };
     let mut coordinator = BatchCoordinator::new(store.clone(), Arc::clone(clock), worker_id.to_owned(), settings)

@@ -6,9 +6,20 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use memsift_core::config::{Config, default_data_dir};
 
-/// Where the database is, as the operator asked for it.
+/// The variable naming the database (clap reads it into `--database`).
+pub const DATABASE_URL_ENV: &str = "MEMSIFT_DATABASE_URL";
+
+/// Where the database is, as the operator asked for it. A blank `--database` or
+/// `MEMSIFT_DATABASE_URL` is an error: it once meant the default file, silently, so a variable
+/// meant to name a PostgreSQL database that came out empty wrote to a local file instead.
 pub fn database_url(config: &Config, flag: Option<&str>) -> anyhow::Result<String> {
-    if let Some(url) = flag.filter(|url| !url.is_empty()) {
+    let from_env = std::env::var_os(DATABASE_URL_ENV);
+    if flag.is_some_and(|url| url.trim().is_empty()) || (flag.is_none() && from_env.is_some_and(|url| url.is_empty())) {
+        anyhow::bail!(
+            "the database URL (--database or {DATABASE_URL_ENV}) is empty; name sqlite://PATH or postgres://USER@HOST/DB, or unset it for the default file"
+        );
+    }
+    if let Some(url) = flag {
         return Ok(url.to_owned());
     }
     if let Some(url) = config.database.url.as_deref() {
@@ -80,7 +91,8 @@ pub fn sqlite_url(path: &Path) -> String {
     format!("sqlite://{}", path.display())
 }
 
-/// Loads the configuration: built-in defaults overlaid by `path`, then checked.
+/// Loads the configuration: built-in defaults overlaid by `path` (read at most
+/// `MAX_CONFIG_BYTES`), then checked with the same rules `check-config` applies.
 pub fn load_config(path: Option<&Path>) -> anyhow::Result<Config> {
     Ok(match path {
         Some(path) => Config::load(path)?,

@@ -123,6 +123,18 @@ impl Store {
         Ok((segment_id, user_id))
     }
 
+    /// Holds a write transaction (on SQLite, the database's write lock: `BEGIN IMMEDIATE`) until
+    /// `until` completes, as a long writer would; tests check who waits behind it.
+    pub async fn hold_write_lock_until(&self, until: impl Future<Output = ()>) -> Result<()> {
+        self.write(async |tx| {
+            tx.execute(sql!("UPDATE users SET billing_tier = billing_tier WHERE 1 = 0"))
+                .await?;
+            until.await;
+            Ok(())
+        })
+        .await
+    }
+
     /// Test support: an entity of `user_id` joined to `memory_ids`, last linked at `at`.
     pub async fn insert_test_entity(
         &self,

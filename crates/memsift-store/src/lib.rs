@@ -50,6 +50,7 @@ mod tx;
 mod undo;
 mod users;
 mod vectors;
+mod workers;
 
 pub use apply::{ApplyInput, ApplyOutcome, DuplicateEvidence, DuplicateOf, ItemEmbeddings, NewMemory};
 pub use batches::{BatchRow, PackPolicy, PackedBatch, ReconcileMiss};
@@ -76,6 +77,7 @@ pub use stage::{
 pub use turn_vectors::{TurnToEmbed, UserTurnVectors};
 pub use tx::{storable_json, storable_text};
 pub use undo::Undone;
+pub use workers::{HeldClaims, WorkerIdentity};
 pub use vectors::{
     LoadedIndex, MemoryToEmbed, MemoryVector, Neighbour, UserVectors, VectorCache, VectorIndex, VectorIndexError, dot,
     vector_from_le_bytes, vector_to_le_bytes,
@@ -104,6 +106,15 @@ pub enum StoreError {
         backend: &'static str,
         /// The driver's error.
         cause: sqlx::Error,
+    },
+    /// The SQLite file, or the directory its journal files go in, cannot be written (SQLite only
+    /// says "unable to open database file").
+    #[error(
+        "the SQLite database cannot be written: {part} is read-only; memsift writes the file and, beside it, its -wal and -shm journal files: make both writable by this user (chmod u+w, or chown), or copy the database somewhere writable"
+    )]
+    ReadOnly {
+        /// The file or directory, and which it is.
+        part: String,
     },
     /// Applying migrations failed.
     #[error("database migration failed: {0}")]
@@ -270,13 +281,17 @@ impl Store {
             } else {
                 SqliteSynchronous::Normal
             });
+        let path = connect_options.get_filename().to_owned();
         let pool = SqlitePoolOptions::new()
             .max_connections(options.max_connections.max(1))
             .connect_with(connect_options)
             .await
-            .map_err(|cause| StoreError::Connect {
-                backend: "sqlite",
-                cause,
+            .map_err(|cause| match read_only_part(&path) {
+                Some(part) => StoreError::ReadOnly { part },
+                None => StoreError::Connect {
+                    backend: "sqlite",
+                    cause,
+                },
             })?;
         Ok(Store {
             backend: Backend::Sqlite(pool),
@@ -300,9 +315,46 @@ impl Store {
         })
     }
 
-    /// Applies every pending migration of this backend.
+    /// Applies every pending migration of this backend. When every migration is already applied
+    /// (what nearly every command finds), this only reads: a read-only command behind a long
+    /// writer once waited for SQLite's write lock here and failed with "database is locked".
     pub async fn migrate(&self) -> Result<()> {
+        if self.migrations_current().await? {
+            return Ok(());
+        }
         self.migrate_up_to(None).await
+    }
+
+    /// Whether every migration of this build is recorded as applied with its current checksum,
+    /// read without a write transaction.
+    pub async fn migrations_current(&self) -> Result<bool> {
+        let migrator = match self.kind() {
+            BackendKind::Sqlite => &SQLITE_MIGRATOR,
+            BackendKind::Postgres => &POSTGRES_MIGRATOR,
+        };
+        let probe = match self.kind() {
+            BackendKind::Sqlite => "SELECT name FROM sqlite_master WHERE type = 'table' AND name = '_sqlx_migrations'",
+            BackendKind::Postgres => "SELECT CAST(to_regclass('_sqlx_migrations') AS TEXT)",
+        };
+        let exists: Option<String> = self
+            .read_scalar_optional::<Option<String>>(sql!(probe))
+            .await?
+            .flatten();
+        if exists.is_none() {
+            return Ok(false);
+        }
+        let applied: Vec<(i64, Vec<u8>, bool)> = self
+            .read_all(sql!("SELECT version, checksum, success FROM _sqlx_migrations"))
+            .await?;
+        let applied: std::collections::HashMap<i64, (Vec<u8>, bool)> = applied
+            .into_iter()
+            .map(|(version, checksum, success)| (version, (checksum, success)))
+            .collect();
+        Ok(migrator.iter().all(|migration| {
+            applied
+                .get(&migration.version)
+                .is_some_and(|(checksum, success)| *success && checksum.as_slice() == &*migration.checksum)
+        }))
     }
 
     /// Applies the pending migrations up to `version` (all when `None`); tests use a version to
@@ -408,6 +460,18 @@ impl Store {
     }
 }
 
+/// Which part of a SQLite database at `path` is read-only (the file, or its directory), if any:
+/// the mode bits say so whoever runs, and the directory matters because WAL mode creates files
+/// beside the database.
+pub(crate) fn read_only_part(path: &std::path::Path) -> Option<String> {
+    let read_only = |path: &std::path::Path| std::fs::metadata(path).is_ok_and(|meta| meta.permissions().readonly());
+    if read_only(path) {
+        return Some(format!("the file {}", path.display()));
+    }
+    let dir = path.parent().filter(|dir| !dir.as_os_str().is_empty())?;
+    read_only(dir).then(|| format!("the directory {}", dir.display()))
+}
+
 /// SHA-384 of the text migrations 1 and 2 first shipped with (see `accept_reworded_migrations`).
 pub(crate) const REWORDED_SQLITE_MIGRATIONS: &[(i64, &str)] = &[
     (
@@ -459,6 +523,23 @@ pub(crate) fn corrupt(table: &'static str, detail: impl ToString) -> StoreError 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_read_only_file_or_directory_is_named() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("memsift-ro-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("memsift.db");
+        std::fs::write(&file, b"").unwrap();
+        assert_eq!(read_only_part(&file), None);
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o444)).unwrap();
+        assert_eq!(read_only_part(&file), Some(format!("the file {}", file.display())));
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o555)).unwrap();
+        assert_eq!(read_only_part(&file), Some(format!("the directory {}", dir.display())));
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn passwords_never_reach_an_error_message() {

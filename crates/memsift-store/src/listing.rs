@@ -533,7 +533,8 @@ pub struct MetricsSnapshot {
     pub requests: Vec<(String, String, String, i64)>,
     /// Token and cost totals per purpose.
     pub usage_by_purpose: Vec<UsageTotals>,
-    /// Items dropped by the processor or at write, over every request.
+    /// Items dropped by the processor or at write, over every request held (not the
+    /// `unchanged` records of stage answers).
     pub items_dropped: i64,
     /// Active memories.
     pub memories_active: i64,
@@ -589,9 +590,11 @@ impl Store {
                  FROM llm_requests GROUP BY purpose ORDER BY purpose"
                 ))
                 .await?;
+            // Items, counted from the per-reason records: a stage answer that changed nothing
+            // (`unchanged`) is a record, not an item (498 of them once read as 511 items dropped).
             let items_dropped: i64 = self
                 .read_scalar_one(sql!(
-                    "SELECT CAST(COALESCE(SUM(n_dropped), 0) AS BIGINT) FROM llm_requests"
+                    "SELECT CAST(COALESCE(SUM(n), 0) AS BIGINT) FROM request_drops WHERE reason <> 'unchanged'"
                 ))
                 .await?;
             let memories_active: i64 = self

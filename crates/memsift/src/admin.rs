@@ -54,6 +54,7 @@ static CONTENT_SECURITY_POLICY: LazyLock<HeaderValue> = LazyLock::new(|| {
 struct AdminState {
     app: App,
     access: Option<Access>,
+    throttle: crate::throttle::LoginThrottle,
 }
 
 /// What a request must show when a token is configured.
@@ -90,7 +91,11 @@ pub fn router(app: App, token: Option<ApiToken>) -> Router {
         sessions: SessionKeys::new(&token),
         token,
     });
-    let state = AdminState { app, access };
+    let state = AdminState {
+        app,
+        access,
+        throttle: crate::throttle::LoginThrottle::default(),
+    };
     let pages = pages()
         .into_iter()
         .fold(Router::new(), |router, (path, page)| router.route(path, page))
@@ -171,8 +176,34 @@ fn page_after_sign_in(requested: Option<&str>) -> &'static str {
 }
 
 /// `POST /admin/login` with `token=…&next=…` (form-encoded): a session cookie and a redirect to
-/// the page, or the form again with one line saying the token was wrong.
-async fn sign_in(State(state): State<AdminState>, headers: HeaderMap, body: Bytes) -> Response {
+/// the page, or the form again with one line saying the token was wrong. A client (by address,
+/// as the listener saw it) that sent too many wrong tokens gets 429 with `Retry-After` instead,
+/// whatever it sends, until its bucket refills (`crate::throttle`).
+async fn sign_in(
+    State(state): State<AdminState>,
+    extensions: axum::http::Extensions,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let client = extensions
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|info| info.0.ip());
+    let now = state.app.clock.now();
+    if state.access.is_some()
+        && let Err(wait_secs) = state.throttle.check(client, now)
+    {
+        let mut response = sign_in_page(
+            StatusCode::TOO_MANY_REQUESTS,
+            "/admin",
+            Some(&format!(
+                "Too many wrong tokens from this address; try again in {wait_secs} s."
+            )),
+        );
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(wait_secs));
+        return response;
+    }
     let mut offered = None;
     let mut requested = None;
     for (name, value) in url::form_urlencoded::parse(&body) {
@@ -187,6 +218,8 @@ async fn sign_in(State(state): State<AdminState>, headers: HeaderMap, body: Byte
         return Redirect::to(next).into_response();
     };
     if !offered.is_some_and(|offered| access.token.matches(offered.trim())) {
+        state.throttle.failed(client, now);
+        tracing::warn!(client = ?client, "Admin sign-in with a wrong token.");
         return sign_in_page(
             StatusCode::UNAUTHORIZED,
             next,
@@ -196,7 +229,7 @@ async fn sign_in(State(state): State<AdminState>, headers: HeaderMap, body: Byte
     let over_https = headers
         .get("x-forwarded-proto")
         .is_some_and(|proto| proto.as_bytes().eq_ignore_ascii_case(b"https"));
-    let cookie = start_cookie(&access.sessions.issue(state.app.clock.now()), over_https);
+    let cookie = start_cookie(&access.sessions.issue(now), over_https);
     let mut response = Redirect::to(next).into_response();
     response.headers_mut().insert(
         header::SET_COOKIE,

@@ -222,7 +222,8 @@ fn routes() -> Vec<(&'static str, &'static str, Access, MethodRouter<ApiState>)>
     use Access::{Public, Token};
     vec![
         ("GET", "/healthz", Public, get(healthz)),
-        ("GET", "/metrics", Public, get(metrics)),
+        // Public only with `[api] metrics_public = true`: see `router`.
+        ("GET", "/metrics", Token, get(metrics)),
         ("GET", "/openapi.json", Token, get(openapi)),
         ("POST", "/v1/users/{user}/messages", Token, post(ingest_messages)),
         (
@@ -276,6 +277,13 @@ pub fn router(app: App, token: ApiToken) -> (axum::Router, PipelineWorker) {
     let mut public = axum::Router::new();
     let mut protected = axum::Router::new();
     for (_, path, access, handler) in routes() {
+        // A scraper without the token is the operator's choice, never the default: the totals
+        // say how much each stage costs and drops.
+        let access = if path == "/metrics" && app.config.api.metrics_public {
+            Access::Public
+        } else {
+            access
+        };
         match access {
             Access::Public => public = public.route(path, handler),
             Access::Token => protected = protected.route(path, handler),
@@ -301,9 +309,13 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let (router, worker) = router(app, token);
     let server = std::pin::pin!(
-        axum::serve(listener, router)
-            .with_graceful_shutdown(shutdown)
-            .into_future()
+        // The peer address reaches handlers, so sign-in is throttled per client.
+        axum::serve(
+            listener,
+            router.into_make_service_with_connect_info::<std::net::SocketAddr>(),
+        )
+        .with_graceful_shutdown(shutdown)
+        .into_future()
     );
     let worker = std::pin::pin!(worker.run());
     // The worker only ends when the router's sender is dropped, i.e. after the server stopped.

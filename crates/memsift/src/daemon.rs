@@ -103,10 +103,10 @@ impl JobName {
     }
 }
 
-/// A configured cron expression that does not parse.
+/// A configured cron expression that does not parse, or never fires.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "config: schedules.{job} = {expression:?} is not a cron expression: {reason}; use six fields `sec min hour day-of-month month day-of-week` in UTC, e.g. \"0 */5 * * * *\""
+    "config: schedules.{job} = {expression:?} is not a usable cron expression: {reason}; use six fields `sec min hour day-of-month month day-of-week` in UTC, e.g. \"0 */5 * * * *\""
 )]
 pub struct ScheduleError {
     /// The job.
@@ -158,11 +158,16 @@ pub fn parse_schedules(config: &SchedulesConfig) -> Result<Vec<Schedule>, Schedu
                 JobName::Refinement => &config.refinement,
                 JobName::EntityGc => &config.entity_gc,
             };
-            let cron = parser.parse(expression).map_err(|error| ScheduleError {
+            let refused = |reason: String| ScheduleError {
                 job: job.as_str(),
                 expression: expression.clone(),
-                reason: error.to_string(),
-            })?;
+                reason,
+            };
+            let cron = parser.parse(expression).map_err(|error| refused(error.to_string()))?;
+            // An expression can parse and never fire (`0 0 0 30 2 *`: 30 February): the job
+            // would silently never run. It must fire within the parser's search from now.
+            cron.find_next_occurrence(&Utc::now(), false)
+                .map_err(|_| refused("it never fires (no date matches all its fields)".to_owned()))?;
             Ok(Schedule {
                 job,
                 expression: expression.clone(),
@@ -260,7 +265,7 @@ impl Daemon {
     /// A daemon over `app`; fails if a configured cron expression does not parse.
     pub fn new(app: App, runner: Arc<dyn JobRunner>) -> Result<Daemon, ScheduleError> {
         let schedules = parse_schedules(&app.config.schedules)?;
-        let lease = Duration::seconds(app.config.schedules.lease_secs as i64);
+        let lease = app.config.schedule_lease();
         Ok(Daemon {
             app,
             schedules,
@@ -526,7 +531,7 @@ pub async fn serve(daemon: &Daemon, signals: &mut Signals) -> anyhow::Result<()>
         tracing::warn!(error = %error, "Cannot stop the cron scheduler; stopping anyway.");
     }
     wake_rx.close();
-    let drain = std::time::Duration::from_secs(app.config.daemon.drain_timeout_secs);
+    let drain = app.config.drain_timeout();
     let deadline = tokio::time::sleep(drain);
     tokio::pin!(deadline);
     let abandoned = step.is_some()

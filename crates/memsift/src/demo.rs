@@ -62,7 +62,7 @@ pub async fn run(config: Config, lane: DemoLane) -> anyhow::Result<()> {
                 handle.base_url
             );
             let overlay = format!(
-                "[batch]\npack_max_wait_secs = 0\npoll_initial_secs = 0\n\n\
+                "[batch]\npack_max_wait_secs = 0\npoll_initial_secs = 1\n\n\
                  [llm.extraction_standard]\nprovider = \"anthropic\"\nendpoint = \"{}\"\nmodel = \"claude-haiku-4-5\"\n\
                  api_key_file = \"{}\"\nlane = \"batch\"\nmax_tokens = 4096\n",
                 handle.base_url,

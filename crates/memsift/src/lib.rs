@@ -18,4 +18,5 @@ pub mod probe;
 pub mod render;
 pub mod session;
 pub mod signals;
+pub mod throttle;
 pub mod token;

@@ -4,13 +4,17 @@
 //! report the same numbers and nothing is lost on restart; only the embedder's two metrics are
 //! the serving process's own (whether it holds the model, how often it loaded it). The names are
 //! documented in docs/metrics.md; the API test checks each is present.
+//!
+//! Every label value comes from a closed set (a status, purpose, lane, temporal kind, drop reason,
+//! breaker state), read back through its type, so no id, memory text or stage note can become a
+//! label and the number of series is bounded; a stored value outside its set is left out (it is a
+//! corrupt row, which the listings report). The lane gauge's `model` and `endpoint` are the
+//! operator's configuration (the endpoint without its credentials).
 
-use memsift_core::status::Temporal;
+use memsift_core::drops::DropReason;
+use memsift_core::status::{Lane, Purpose, RequestStatus, SegmentStatus, Temporal};
 use memsift_store::{LaneHealthRow, MetricsSnapshot};
 use prometheus::{Encoder, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder};
-
-/// Segment statuses, so a status with no segment is reported as 0 rather than missing.
-const SEGMENT_STATUSES: [&str; 6] = ["open", "closed", "extracting", "extracted", "failed", "dead"];
 
 /// Every metric name this endpoint serves (the README and test list the same).
 pub const METRIC_NAMES: [&str; 15] = [
@@ -86,13 +90,16 @@ pub fn render(
 /// Segments by status (every status present, 0 when none) and the dead ones again as dead letters.
 fn register_segments(registry: &Registry, snapshot: &MetricsSnapshot) -> prometheus::Result<()> {
     let segments = IntGaugeVec::new(Opts::new("memsift_segments", "Segments by status."), &["status"])?;
-    for status in SEGMENT_STATUSES {
-        segments.with_label_values(&[status]).set(0);
+    for status in SegmentStatus::ALL {
+        segments.with_label_values(&[status.as_str()]).set(0);
     }
     let mut dead = 0;
     for (status, count) in &snapshot.segments_by_status {
+        let Ok(status) = SegmentStatus::parse(status) else {
+            continue;
+        };
         segments.with_label_values(&[status.as_str()]).set(*count);
-        if status == "dead" {
+        if status == SegmentStatus::Dead {
             dead = *count;
         }
     }
@@ -114,6 +121,11 @@ fn register_requests(registry: &Registry, snapshot: &MetricsSnapshot) -> prometh
         &["status", "purpose", "lane"],
     )?;
     for (status, purpose, lane, count) in &snapshot.requests {
+        let (Ok(status), Ok(purpose), Ok(lane)) =
+            (RequestStatus::parse(status), Purpose::parse(purpose), Lane::parse(lane))
+        else {
+            continue;
+        };
         requests
             .with_label_values(&[status.as_str(), purpose.as_str(), lane.as_str()])
             .set(*count);
@@ -136,7 +148,10 @@ fn register_requests(registry: &Registry, snapshot: &MetricsSnapshot) -> prometh
         &["purpose"],
     )?;
     for usage in &snapshot.usage_by_purpose {
-        let purpose = usage.purpose.as_str();
+        let Ok(purpose) = Purpose::parse(&usage.purpose) else {
+            continue;
+        };
+        let purpose = purpose.as_str();
         for (kind, value) in [
             ("input", usage.input_tokens),
             ("output", usage.output_tokens),
@@ -181,6 +196,9 @@ fn register_items_and_memories(registry: &Registry, snapshot: &MetricsSnapshot) 
         }
     }
     for (temporal, sensitive, count) in &snapshot.memories_by_kind {
+        let Ok(temporal) = Temporal::parse(temporal) else {
+            continue;
+        };
         let sensitive = if *sensitive { "true" } else { "false" };
         written.with_label_values(&[temporal.as_str(), sensitive]).set(*count);
     }
@@ -194,10 +212,13 @@ fn register_items_and_memories(registry: &Registry, snapshot: &MetricsSnapshot) 
         ),
         &["reason"],
     )?;
-    for reason in memsift_processor::DropReason::ALL {
+    for reason in DropReason::ALL {
         drops.with_label_values(&[reason.as_str()]).set(0);
     }
     for (reason, count) in &snapshot.drops_by_reason {
+        let Some(reason) = DropReason::parse(reason) else {
+            continue;
+        };
         drops.with_label_values(&[reason.as_str()]).set(*count);
     }
     registry.register(Box::new(drops))?;
@@ -249,17 +270,14 @@ fn register_lanes(registry: &Registry, lanes: &[LaneHealthRow]) -> prometheus::R
     )?;
     let (mut unhealthy, mut paused) = (0, 0);
     for row in lanes {
+        let (Ok(lane), Some(provider)) = (Lane::parse(&row.lane), provider_name(&row.provider)) else {
+            continue;
+        };
+        let endpoint = memsift_core::redact::redact_url(&row.endpoint);
         let setting_fault = if row.setting_fault { "true" } else { "false" };
         for name in BREAKER_STATES {
             state
-                .with_label_values(&[
-                    row.lane.as_str(),
-                    &row.provider,
-                    &row.model,
-                    &row.endpoint,
-                    name,
-                    setting_fault,
-                ])
+                .with_label_values(&[lane.as_str(), provider, &row.model, &endpoint, name, setting_fault])
                 .set(i64::from(row.state == name));
         }
         unhealthy += i64::from(row.state != "closed");
@@ -279,4 +297,17 @@ fn register_lanes(registry: &Registry, lanes: &[LaneHealthRow]) -> prometheus::R
     held.set(paused);
     registry.register(Box::new(held))?;
     Ok(())
+}
+
+/// The provider's name from the closed set of kinds that have lanes.
+fn provider_name(stored: &str) -> Option<&'static str> {
+    use memsift_core::config::ProviderKind;
+    [
+        ProviderKind::Anthropic,
+        ProviderKind::Openai,
+        ProviderKind::OpenaiCompatible,
+    ]
+    .into_iter()
+    .map(ProviderKind::as_str)
+    .find(|name| *name == stored)
 }

@@ -34,17 +34,58 @@ pub enum TokenError {
         /// Its length in characters.
         length: usize,
     },
+    /// The token is long enough but made of too few, too repetitive characters.
+    #[error(
+        "the API token from {source_name} is too predictable: {distinct} distinct characters, about {bits} bits by their mix; use at least {MIN_DISTINCT_CHARS} distinct characters and {MIN_TOKEN_BITS} bits, e.g. `openssl rand -hex 32`"
+    )]
+    TooPredictable {
+        /// Where it came from: the variable or the file.
+        source_name: String,
+        /// How many different characters it has.
+        distinct: usize,
+        /// Its estimated entropy in bits, rounded down.
+        bits: u32,
+    },
 }
 
 /// The shortest API token accepted: 32 random characters are beyond guessing over HTTP.
 pub const MIN_TOKEN_CHARS: usize = 32;
+
+/// The least estimated entropy accepted. 32 random hex digits carry 128 bits and estimate at about
+/// 117 by the count below (a short sample under-counts its alphabet; none of 200,000 random ones
+/// fell under 90); 32 copies of one character estimate 0.
+pub const MIN_TOKEN_BITS: u32 = 80;
+
+/// The fewest different characters accepted: a word repeated to length (`password` × 4: 7) is
+/// refused, while 32 random hex digits show fewer than 8 about once in a million.
+pub const MIN_DISTINCT_CHARS: usize = 8;
+
+/// A token's entropy estimated from its characters: length × the Shannon entropy of how often each
+/// character occurs. It cannot see a pattern (`abcd` repeated scores high), but it refuses what
+/// length alone let through: one character repeated, or a few repeated over and over.
+pub fn estimated_entropy_bits(token: &str) -> f64 {
+    let mut counts = std::collections::HashMap::<char, usize>::new();
+    for character in token.chars() {
+        *counts.entry(character).or_default() += 1;
+    }
+    let length = token.chars().count() as f64;
+    let per_char: f64 = counts
+        .values()
+        .map(|count| {
+            let share = *count as f64 / length;
+            -share * share.log2()
+        })
+        .sum();
+    per_char * length
+}
 
 /// The bearer token every protected route checks, held as a secret.
 #[derive(Clone)]
 pub struct ApiToken(std::sync::Arc<SecretString>);
 
 impl ApiToken {
-    /// A token given directly (tests, embedding callers); at least [`MIN_TOKEN_CHARS`] long.
+    /// A token given directly (tests, embedding callers); at least [`MIN_TOKEN_CHARS`] long, of
+    /// [`MIN_DISTINCT_CHARS`] different characters and [`MIN_TOKEN_BITS`] of estimated entropy.
     pub fn new(token: &str) -> Result<ApiToken, TokenError> {
         ApiToken::from_source(token, "the caller")
     }
@@ -55,6 +96,15 @@ impl ApiToken {
             return Err(TokenError::TooShort {
                 source_name: source_name.to_owned(),
                 length,
+            });
+        }
+        let bits = estimated_entropy_bits(token);
+        let distinct = token.chars().collect::<std::collections::HashSet<_>>().len();
+        if bits < f64::from(MIN_TOKEN_BITS) || distinct < MIN_DISTINCT_CHARS {
+            return Err(TokenError::TooPredictable {
+                source_name: source_name.to_owned(),
+                distinct,
+                bits: bits.max(0.0) as u32,
             });
         }
         Ok(ApiToken(std::sync::Arc::new(SecretString::from(token.to_owned()))))
@@ -93,5 +143,39 @@ impl ApiToken {
             .expect("HMAC takes a key of any length");
         mac.update(label);
         mac.finalize().into_bytes().into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn thirty_two_identical_characters_are_refused_with_the_fix() {
+        let error = ApiToken::new(&"a".repeat(32)).err().unwrap().to_string();
+        assert_eq!(
+            error,
+            "the API token from the caller is too predictable: 1 distinct characters, about 0 bits by their mix; use at least 8 distinct characters and 80 bits, e.g. `openssl rand -hex 32`"
+        );
+        assert!(ApiToken::new(&"password".repeat(4)).is_err());
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 512, failure_persistence: None, ..ProptestConfig::default() })]
+
+        /// Random tokens as the docs make them (hex, base64url) of the minimum length or more
+        /// are accepted.
+        #[test]
+        fn random_tokens_are_accepted(token in "[0-9a-f]{32,80}|[A-Za-z0-9_-]{32,80}") {
+            prop_assert!(ApiToken::new(&token).is_ok(), "{token}: {} bits", estimated_entropy_bits(&token));
+        }
+
+        /// A long token over a small alphabet (up to 7 characters, like a word repeated) is
+        /// refused, whatever its length.
+        #[test]
+        fn tokens_of_a_few_repeated_characters_are_refused(token in "[a-g]{32,200}|[ab01]{32,48}") {
+            prop_assert!(matches!(ApiToken::new(&token), Err(TokenError::TooPredictable { .. })), "{token}");
+        }
     }
 }

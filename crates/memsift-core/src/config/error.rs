@@ -13,6 +13,16 @@ pub enum ConfigError {
         /// Why.
         source: std::io::Error,
     },
+    /// The file is larger than any configuration file (a device, a log, a wrong path).
+    #[error(
+        "config file {path} is larger than {limit} bytes; name the memsift TOML file (the documented one is about 20 KiB)"
+    )]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// The cap.
+        limit: u64,
+    },
     /// The file is not valid TOML or has a wrong or unknown key.
     #[error("config file {origin} is invalid: {message}")]
     Parse {

@@ -17,36 +17,93 @@ impl Config {
 
     /// The defaults overlaid by an operator's TOML text (`origin` names it in errors).
     pub fn from_layers(overlay: Option<(&str, &str)>) -> Result<Config, ConfigError> {
-        let mut merged: toml::Table = toml::from_str(DEFAULT_CONFIG_TOML).map_err(|error| ConfigError::Parse {
-            origin: "built-in defaults".to_owned(),
-            message: error.to_string(),
-        })?;
+        let mut merged: toml::Table = parse_table("built-in defaults", DEFAULT_CONFIG_TOML)?;
         if let Some((origin, text)) = overlay {
-            let user: toml::Table = toml::from_str(text).map_err(|error| ConfigError::Parse {
-                origin: origin.to_owned(),
-                message: error.to_string(),
-            })?;
-            merge_tables(&mut merged, user);
+            merge_tables(&mut merged, parse_table(origin, text)?);
         }
         let origin = overlay.map(|(origin, _)| origin).unwrap_or("built-in defaults");
-        let config: Config = toml::Value::Table(merged)
-            .try_into()
-            .map_err(|error: toml::de::Error| ConfigError::Parse {
+        // The merged table has no spans, so the path is tracked on the way down: a value of the
+        // wrong type (`claim_lease_secs = -1`, `= nan`) is named by its dotted key.
+        let config: Config = serde_path_to_error::deserialize(toml::Value::Table(merged)).map_err(|error| {
+            let path = error.path().to_string();
+            let message = one_line(&error.inner().to_string());
+            ConfigError::Parse {
                 origin: origin.to_owned(),
-                message: error.to_string(),
-            })?;
+                message: if path == "." {
+                    message
+                } else {
+                    format!("{path}: {message}")
+                },
+            }
+        })?;
         config.validate()?;
         Ok(config)
     }
 
-    /// Reads the defaults overlaid by the file at `path`.
+    /// Reads the defaults overlaid by the file at `path`, read through [`read_config_text`].
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.to_owned(),
-            source,
-        })?;
+        let text = read_config_text(path)?;
         Config::from_layers(Some((&path.display().to_string(), &text)))
     }
+}
+
+/// The largest configuration file read: the documented file is about 20 KiB, so anything past
+/// 1 MiB is a wrong path (`/dev/zero`, a log, a database), refused before it fills memory.
+pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
+/// The text of a configuration file, read at most [`MAX_CONFIG_BYTES`] (+1 to tell a file of
+/// exactly that size from a longer one), so a device or a huge file is one error, not a stall.
+pub fn read_config_text(path: &Path) -> Result<String, ConfigError> {
+    use std::io::Read;
+    let read_error = |source| ConfigError::Read {
+        path: path.to_owned(),
+        source,
+    };
+    let file = std::fs::File::open(path).map_err(read_error)?;
+    let mut bytes = Vec::new();
+    file.take(MAX_CONFIG_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(read_error)?;
+    if bytes.len() as u64 > MAX_CONFIG_BYTES {
+        return Err(ConfigError::TooLarge {
+            path: path.to_owned(),
+            limit: MAX_CONFIG_BYTES,
+        });
+    }
+    String::from_utf8(bytes).map_err(|error| ConfigError::Parse {
+        origin: path.display().to_string(),
+        message: format!(
+            "not UTF-8 text (invalid byte at offset {}); name the TOML configuration file",
+            error.utf8_error().valid_up_to()
+        ),
+    })
+}
+
+/// Parses one layer; the error is one line naming the line and column (the parser's own text
+/// draws the line over several).
+fn parse_table(origin: &str, text: &str) -> Result<toml::Table, ConfigError> {
+    toml::from_str(text).map_err(|error: toml::de::Error| {
+        let at = error.span().map(|span| {
+            let before = &text[..span.start.min(text.len())];
+            let line = before.matches('\n').count() + 1;
+            let column = before.rsplit('\n').next().map_or(0, |tail| tail.chars().count()) + 1;
+            format!("line {line}, column {column}: ")
+        });
+        ConfigError::Parse {
+            origin: origin.to_owned(),
+            message: format!("{}{}", at.unwrap_or_default(), one_line(error.message())),
+        }
+    })
+}
+
+/// A message on one line: its lines joined with "; ", blank ones left out.
+fn one_line(message: &str) -> String {
+    message
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty())
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// Overlays `over` on `base`: tables merge key by key, anything else replaces.

@@ -20,14 +20,16 @@ mod llm;
 mod load;
 mod paths;
 mod prices;
+mod ranges;
 mod sections;
 mod validate;
 
 pub use error::ConfigError;
 pub use llm::{LanePolicy, LlmConfig, ProviderKind, declared_llm_sections};
-pub use load::DEFAULT_CONFIG_TOML;
+pub use load::{DEFAULT_CONFIG_TOML, MAX_CONFIG_BYTES, read_config_text};
 pub use paths::default_data_dir;
 pub use prices::{ModelPrice, price_for};
+pub use ranges::{MAX_DAYS, MAX_SECS};
 pub use sections::{
     ApiConfig, BatchConfig, BillingConfig, DaemonConfig, DatabaseConfig, EmbeddingBackend, EmbeddingsConfig,
     ErasureConfig, ExtractionConfig, HealthConfig, IngestConfig, OverBudget, PostprocessConfig, PromptsConfig,
@@ -81,14 +83,14 @@ pub struct Config {
 impl Config {
     /// The idle timeout as a duration.
     pub fn idle_timeout(&self) -> Duration {
-        Duration::seconds(self.segments.idle_timeout_secs as i64)
+        ranges::seconds(self.segments.idle_timeout_secs)
     }
 
     /// The health settings as durations.
     pub fn breaker_cool_downs(&self) -> (Duration, Duration) {
         (
-            Duration::seconds(self.health.cool_down_secs as i64),
-            Duration::seconds(self.health.max_cool_down_secs as i64),
+            ranges::seconds(self.health.cool_down_secs),
+            ranges::seconds(self.health.max_cool_down_secs),
         )
     }
 }

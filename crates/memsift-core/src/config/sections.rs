@@ -156,6 +156,9 @@ pub struct ApiConfig {
     pub token_file: Option<PathBuf>,
     /// Largest request body accepted; larger ones get 413.
     pub max_body_bytes: u64,
+    /// Whether `GET /metrics` is served without the token (for a scraper on a private network).
+    #[serde(default)]
+    pub metrics_public: bool,
 }
 
 /// Embedding settings.

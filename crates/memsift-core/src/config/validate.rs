@@ -9,22 +9,13 @@ use std::collections::BTreeMap;
 use super::Config;
 use super::error::{ConfigError, invalid};
 use super::prices::ModelPrice;
-use super::sections::{
-    BatchConfig, DatabaseConfig, EmbeddingBackend, EmbeddingsConfig, ExtractionConfig, HealthConfig, QuotaConfig,
-};
+use super::sections::{BatchConfig, DatabaseConfig, EmbeddingBackend, EmbeddingsConfig, QuotaConfig};
 
 impl Config {
     /// Checks every value and every reachable `{purpose}_{tier}` key (invariant 15).
     pub fn validate(&self) -> Result<(), ConfigError> {
+        self.validate_ranges()?;
         self.validate_segments_ingest_and_api()?;
-        if self.schedules.lease_secs == 0 {
-            return Err(invalid(
-                "schedules.lease_secs",
-                0,
-                "use a positive number of seconds, longer than the slowest run (default 900)",
-            ));
-        }
-        validate_extraction(&self.extraction)?;
         validate_database(&self.database)?;
         validate_batch(&self.batch)?;
         self.validate_billing()?;
@@ -33,28 +24,12 @@ impl Config {
         self.validate_shares()?;
         validate_embeddings(&self.embeddings)?;
         self.validate_fallbacks()?;
-        validate_health(&self.health)?;
         validate_quotas(&self.quotas)?;
         self.validate_llm_sections()
     }
 
-    /// The idle timeout and message size are positive, and a request body can carry the largest
-    /// message with its JSON around it.
+    /// A request body can carry the largest message with its JSON around it.
     fn validate_segments_ingest_and_api(&self) -> Result<(), ConfigError> {
-        if self.segments.idle_timeout_secs == 0 {
-            return Err(invalid(
-                "segments.idle_timeout_secs",
-                0,
-                "use a positive number of seconds, e.g. 3600",
-            ));
-        }
-        if self.ingest.max_message_bytes == 0 {
-            return Err(invalid(
-                "ingest.max_message_bytes",
-                0,
-                "use a positive size in bytes (default 1048576)",
-            ));
-        }
         if self.api.max_body_bytes <= self.ingest.max_message_bytes {
             return Err(invalid(
                 "api.max_body_bytes",
@@ -93,11 +68,11 @@ impl Config {
                     &format!("name one of billing.tiers {:?}", self.billing.tiers),
                 ));
             }
-            if !budget.is_finite() || *budget < 0.0 {
+            if !budget.is_finite() || !(0.0..=1e9).contains(budget) {
                 return Err(invalid(
                     &format!("billing.daily_budget_usd.{tier}"),
                     budget,
-                    "use USD per user per day, >= 0",
+                    "use USD per user per day, >= 0 and at most 1000000000",
                 ));
             }
         }
@@ -175,7 +150,7 @@ impl Config {
         Ok(())
     }
 
-    /// Each section's prompt-cache TTL is one the providers offer and its output cap is positive.
+    /// Each section's prompt-cache TTL is one the providers offer.
     fn validate_llm_sections(&self) -> Result<(), ConfigError> {
         for (key, llm) in &self.llm {
             if !matches!(llm.cache_ttl.as_str(), "5m" | "1h") {
@@ -185,31 +160,22 @@ impl Config {
                     "use \"5m\" or \"1h\"",
                 ));
             }
-            if llm.max_tokens == 0 {
-                return Err(invalid(&format!("llm.{key}.max_tokens"), 0, "use at least 1"));
-            }
         }
         Ok(())
     }
 }
 
-/// A segment gets at least one attempt and a recorded answer at least one apply.
-fn validate_extraction(extraction: &ExtractionConfig) -> Result<(), ConfigError> {
-    if extraction.max_attempts == 0 {
-        return Err(invalid("extraction.max_attempts", 0, "use at least 1 (default 3)"));
-    }
-    if extraction.max_apply_attempts == 0 {
+/// The URL, when given, is not blank, and SQLite's `synchronous` is one of the two levels that
+/// keep a committed intent.
+fn validate_database(database: &DatabaseConfig) -> Result<(), ConfigError> {
+    // An empty URL once meant the default file silently; a blank is a mistake, not a wish.
+    if database.url.as_deref().is_some_and(|url| url.trim().is_empty()) {
         return Err(invalid(
-            "extraction.max_apply_attempts",
-            0,
-            "use at least 1 (default 3)",
+            "database.url",
+            "\"\"",
+            "name sqlite://PATH or postgres://USER@HOST/DB, or leave the key out for the default file",
         ));
     }
-    Ok(())
-}
-
-/// SQLite's `synchronous` is one of the two levels that keep a committed intent.
-fn validate_database(database: &DatabaseConfig) -> Result<(), ConfigError> {
     if !matches!(database.sqlite_synchronous.as_str(), "full" | "normal") {
         return Err(invalid(
             "database.sqlite_synchronous",
@@ -258,27 +224,41 @@ fn validate_batch(batch: &BatchConfig) -> Result<(), ConfigError> {
 fn validate_prices(prices: &BTreeMap<String, ModelPrice>) -> Result<(), ConfigError> {
     for (model, price) in prices {
         let fields = [
-            price.input_per_mtok,
-            price.output_per_mtok,
-            price.cache_write_5m_multiplier,
-            price.cache_write_1h_multiplier,
-            price.cache_read_multiplier,
+            ("input_per_mtok", price.input_per_mtok, f64::MAX),
+            ("output_per_mtok", price.output_per_mtok, f64::MAX),
+            ("cache_write_5m_multiplier", price.cache_write_5m_multiplier, f64::MAX),
+            ("cache_write_1h_multiplier", price.cache_write_1h_multiplier, f64::MAX),
+            ("cache_read_multiplier", price.cache_read_multiplier, f64::MAX),
+            ("batch_cache_hit_share", price.batch_cache_hit_share, 1.0),
         ];
-        if fields.iter().any(|value| !value.is_finite() || *value < 0.0)
-            || !(0.0..1.0).contains(&price.batch_discount)
-            || !(0.0..=1.0).contains(&price.batch_cache_hit_share)
-        {
+        for (field, value, max) in fields {
+            if !value.is_finite() || !(0.0..=max).contains(&value) {
+                return Err(invalid(
+                    &format!("prices.\"{model}\".{field}"),
+                    value,
+                    "use USD per million tokens or a multiplier, a finite number >= 0 (a share: 0 to 1)",
+                ));
+            }
+        }
+        if !(0.0..1.0).contains(&price.batch_discount) {
             return Err(invalid(
-                &format!("prices.\"{model}\""),
-                "a negative or non-finite price",
-                "use USD per million tokens and multipliers, each >= 0, batch_discount in [0, 1) and batch_cache_hit_share in [0, 1]",
+                &format!("prices.\"{model}\".batch_discount"),
+                price.batch_discount,
+                "use a fraction in [0, 1), e.g. 0.5",
             ));
         }
-        if price.cache_step_tokens == 0 {
+        if price.min_cacheable_tokens > 10_000_000 {
+            return Err(invalid(
+                &format!("prices.\"{model}\".min_cacheable_tokens"),
+                price.min_cacheable_tokens,
+                "use 0 to 10000000 tokens",
+            ));
+        }
+        if !(1..=1_000_000).contains(&price.cache_step_tokens) {
             return Err(invalid(
                 &format!("prices.\"{model}\".cache_step_tokens"),
-                0,
-                "use at least 1 (Anthropic counts hits per token: 1; OpenAI in steps of 128)",
+                price.cache_step_tokens,
+                "use at least 1 and at most 1000000 (Anthropic counts hits per token: 1; OpenAI in steps of 128)",
             ));
         }
     }
@@ -316,21 +296,6 @@ fn validate_embeddings(embeddings: &EmbeddingsConfig) -> Result<(), ConfigError>
     Ok(())
 }
 
-/// A breaker opens after at least one outage and waits a positive time, no longer than its cap.
-fn validate_health(health: &HealthConfig) -> Result<(), ConfigError> {
-    if health.failure_threshold == 0 {
-        return Err(invalid("health.failure_threshold", 0, "use at least 1 (default 5)"));
-    }
-    if health.cool_down_secs == 0 || health.max_cool_down_secs < health.cool_down_secs {
-        return Err(invalid(
-            "health.cool_down_secs",
-            health.cool_down_secs,
-            "use a positive number of seconds, at most health.max_cool_down_secs (defaults 60 and 1800)",
-        ));
-    }
-    Ok(())
-}
-
 /// Every quota names a provider memsift calls and limits it to a positive rate.
 fn validate_quotas(quotas: &BTreeMap<String, QuotaConfig>) -> Result<(), ConfigError> {
     const PROVIDERS: [&str; 3] = ["anthropic", "openai", "openai_compatible"];
@@ -343,12 +308,17 @@ fn validate_quotas(quotas: &BTreeMap<String, QuotaConfig>) -> Result<(), ConfigE
                 "name it \"PROVIDER/MODEL\" with PROVIDER one of anthropic, openai, openai_compatible, e.g. \"anthropic/claude-haiku-4-5\"",
             ));
         }
-        if quota.requests_per_minute == Some(0) || quota.tokens_per_minute == Some(0) {
-            return Err(invalid(
-                &format!("quotas.\"{name}\""),
-                "0",
-                "use a positive number per minute, or leave the field out for no limit",
-            ));
+        for (field, rate) in [
+            ("requests_per_minute", quota.requests_per_minute),
+            ("tokens_per_minute", quota.tokens_per_minute),
+        ] {
+            if rate == Some(0) {
+                return Err(invalid(
+                    &format!("quotas.\"{name}\".{field}"),
+                    0,
+                    "use a positive number per minute, or leave the field out for no limit",
+                ));
+            }
         }
     }
     Ok(())

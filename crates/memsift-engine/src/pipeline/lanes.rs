@@ -24,7 +24,7 @@ pub(super) async fn execute_lane(
     segment: Option<SegmentId>,
     report: &mut StepReport,
 ) -> anyhow::Result<()> {
-    let lease = Duration::seconds(app.config.extraction.claim_lease_secs as i64);
+    let lease = app.config.claim_lease();
     let claimed = app
         .store
         .claim_requests_of(segment, lane, &app.worker_id, app.clock.now(), lease, CLAIM_BATCH)

@@ -15,6 +15,7 @@
 //! ends the step with the error, and the work waits.
 
 mod drain;
+mod held;
 mod lanes;
 mod plan;
 
@@ -29,6 +30,7 @@ use crate::context::Applied;
 use crate::timings::{Phase, timed};
 
 pub use drain::drain_answers;
+pub use held::{host_name, is_gone, this_process};
 pub use plan::plan_segment;
 
 /// How many segments or requests one step claims per stage.
@@ -142,6 +144,7 @@ impl StepReport {
 
 /// One step of every stage.
 pub async fn run_once(app: &App) -> anyhow::Result<StepReport> {
+    app.register_worker().await?;
     let _step = timed(Phase::Step);
     let now = app.clock.now();
     let bookkeeping = timed(Phase::Bookkeeping);
@@ -269,8 +272,13 @@ pub async fn run_until_idle(app: &App) -> anyhow::Result<StepReport> {
             continue;
         }
         crate::health::stop_if_paused(app).await?;
-        let pack_max_wait = Duration::seconds(app.config.batch.pack_max_wait_secs as i64);
-        let reconcile_grace = Duration::seconds(app.config.batch.reconcile_grace_secs as i64);
+        // Claims of a process that is gone are taken over now; any other holder ends the run
+        // with its name, as "idle" would be untrue.
+        if let held::Held::Released = held::settle(app, app.clock.now()).await? {
+            continue;
+        }
+        let pack_max_wait = app.config.pack_max_wait();
+        let reconcile_grace = app.config.reconcile_grace();
         match app.store.next_due_work(pack_max_wait, reconcile_grace).await? {
             // Work that was already due when the step ran and still did not move would only
             // spin: report it instead (it is a bug, or a provider this build cannot reach).
@@ -315,8 +323,8 @@ pub async fn run_segment_until_done(app: &App, segment_id: SegmentId) -> anyhow:
             return Ok(total);
         }
         crate::health::stop_if_paused(app).await?;
-        let pack_max_wait = Duration::seconds(app.config.batch.pack_max_wait_secs as i64);
-        let reconcile_grace = Duration::seconds(app.config.batch.reconcile_grace_secs as i64);
+        let pack_max_wait = app.config.pack_max_wait();
+        let reconcile_grace = app.config.reconcile_grace();
         match app.store.next_due_work(pack_max_wait, reconcile_grace).await? {
             Some(due) if due > step_started => app.waiter.wait_until(due).await,
             Some(due) => {

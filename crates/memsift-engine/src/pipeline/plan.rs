@@ -24,7 +24,7 @@ use super::{CLAIM_BATCH, StepReport};
 
 /// Claims closed segments and plans one request per chunk through the route of its user's tier.
 pub(super) async fn plan_closed_segments(app: &App, report: &mut StepReport) -> anyhow::Result<()> {
-    let lease = Duration::seconds(app.config.extraction.claim_lease_secs as i64);
+    let lease = app.config.claim_lease();
     let claimed = app
         .store
         .claim_segments(&app.worker_id, app.clock.now(), lease, CLAIM_BATCH)

@@ -158,13 +158,13 @@ async fn replaying_an_applied_output_writes_nothing() {
 }
 
 #[tokio::test]
-async fn a_claim_whose_worker_died_is_taken_over_after_its_lease() {
+async fn a_claim_of_an_unrecorded_worker_stops_the_run_with_its_name_until_its_lease_ends() {
     let test = TestApp::sqlite().await;
     test.import("chat.jsonl", &line("ana", "c1", 0, "user", "I live in Lisbon.", true))
         .await
         .unwrap();
-    // A worker claims the segment and dies before doing anything.
-    let lease = Duration::seconds(test.app.config.extraction.claim_lease_secs as i64);
+    // A worker that never recorded itself claims the segment and dies before doing anything.
+    let lease = test.app.config.claim_lease();
     let dead_claim = test
         .app
         .store
@@ -172,9 +172,12 @@ async fn a_claim_whose_worker_died_is_taken_over_after_its_lease() {
         .await
         .unwrap();
     assert_eq!(dead_claim.len(), 1);
-    // Embedding the turns for search may progress; extraction may not.
-    run_until_idle(&test.app).await.unwrap();
-    assert_eq!(test.app.store.counts().await.unwrap().memories, 0, "a live lease is respected");
+    // Its liveness is unknown: the run says who holds what instead of claiming to be idle.
+    let error = run_until_idle(&test.app).await.unwrap_err().to_string();
+    assert!(
+        error.starts_with("not idle: worker dead-worker (not recorded) holds 1 segments and 0 requests until"),
+        "{error}"
+    );
     test.advance(lease + Duration::seconds(1));
     let report = run_until_idle(&test.app).await.unwrap();
     assert_eq!((report.n_segments_extracted, report.n_memories), (1, 1));
@@ -187,6 +190,68 @@ async fn a_claim_whose_worker_died_is_taken_over_after_its_lease() {
         .remove(0);
     assert_eq!((segment.status.as_str(), segment.attempts), ("extracted", 2));
     test.finish().await;
+}
+
+/// A worker recorded as a process of this boot with `pid`, holding every closed segment.
+async fn claim_as_process(test: &TestApp, worker: &str, pid: u32) -> usize {
+    let mut identity = memsift_engine::pipeline::this_process(worker);
+    identity.pid = i64::from(pid);
+    test.app.store.register_worker(&identity, test.clock_now()).await.unwrap();
+    test.app
+        .store
+        .claim_segments(worker, test.clock_now(), test.app.config.claim_lease(), 10)
+        .await
+        .unwrap()
+        .len()
+}
+
+#[tokio::test]
+async fn the_claims_of_a_killed_process_on_this_host_are_taken_over_at_once() {
+    for backend in ["sqlite", "postgres"] {
+        let test = if backend == "sqlite" { TestApp::sqlite().await } else { TestApp::postgres().await };
+        test.import("chat.jsonl", &line("ana", "c1", 0, "user", "I live in Lisbon.", true))
+            .await
+            .unwrap();
+        // A process of this boot that ran and is gone (as after `kill -9`).
+        let mut gone = std::process::Command::new("true").spawn().unwrap();
+        let pid = gone.id();
+        gone.wait().unwrap();
+        assert_eq!(claim_as_process(&test, "killed-run", pid).await, 1);
+        // No clock moves: the claim's 900 s lease is not waited out.
+        let before = test.clock_now();
+        let report = run_until_idle(&test.app).await.unwrap();
+        assert_eq!((report.n_segments_extracted, report.n_memories), (1, 1), "{backend}");
+        assert_eq!(test.clock_now(), before, "{backend}");
+        test.finish().await;
+    }
+}
+
+#[tokio::test]
+async fn the_claims_of_a_running_process_are_not_taken_and_the_run_names_it() {
+    for backend in ["sqlite", "postgres"] {
+        let test = if backend == "sqlite" { TestApp::sqlite().await } else { TestApp::postgres().await };
+        test.import("chat.jsonl", &line("ana", "c1", 0, "user", "I live in Lisbon.", true))
+            .await
+            .unwrap();
+        let mut running = std::process::Command::new("sleep").arg("60").spawn().unwrap();
+        assert_eq!(claim_as_process(&test, "other-run", running.id()).await, 1);
+        let error = run_until_idle(&test.app).await.unwrap_err().to_string();
+        running.kill().unwrap();
+        running.wait().unwrap();
+        assert!(
+            error.starts_with(&format!(
+                "not idle: worker other-run (pid {} on this host, running) holds 1 segments and 0 requests until",
+                running.id()
+            )),
+            "{backend}: {error}"
+        );
+        let segment = test.app.store.list_segments(Some("ana"), None, None).await.unwrap().remove(0);
+        assert_eq!(segment.status, "extracting", "{backend}");
+        // Once it is gone, the next run takes its claim over at once.
+        let report = run_until_idle(&test.app).await.unwrap();
+        assert_eq!(report.n_segments_extracted, 1, "{backend}");
+        test.finish().await;
+    }
 }
 
 #[tokio::test]

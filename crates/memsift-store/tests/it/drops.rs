@@ -34,7 +34,10 @@ pub async fn drops_are_counted_by_reason_once_and_read_back_typed(store: &Store)
         .await
         .unwrap();
 
-    let by_reason = store.metrics_snapshot().await.unwrap().drops_by_reason;
+    let snapshot = store.metrics_snapshot().await.unwrap();
+    // Three items were dropped; the stage answer that changed nothing is a record, not an item.
+    assert_eq!(snapshot.items_dropped, 3);
+    let by_reason = snapshot.drops_by_reason;
     assert_eq!(
         by_reason,
         vec![

@@ -4,7 +4,7 @@
 use memsift_core::RequestId;
 use memsift_core::drops::{DropReason, DroppedItem};
 use memsift_core::status::Purpose;
-use memsift_store::{NewRequest, Store};
+use memsift_store::{NewRequest, Store, StoreOptions};
 use serde_json::json;
 
 use crate::helpers::{request, t0};
@@ -196,4 +196,37 @@ pub async fn a_populated_database_keeps_every_row_through_later_migrations(store
     let quarantined = store.record_apply_failure(child.id, "corrupt", 1, t0()).await.unwrap();
     assert_eq!(quarantined, memsift_store::ApplyFailure::Quarantined { attempts: 1 });
     assert_eq!(store.request_detail(child.id).await.unwrap().status, "failed");
+}
+
+/// A store already migrated checks its migrations by reading: behind a writer that holds SQLite's
+/// write lock, opening it again (as every read-only command does) neither waits nor fails.
+#[tokio::test]
+async fn a_migrated_sqlite_database_is_checked_without_the_write_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("memsift.db").display());
+    let quick = StoreOptions {
+        sqlite_busy_timeout: std::time::Duration::from_millis(200),
+        ..StoreOptions::default()
+    };
+    let writer = Store::connect(&url, &quick).await.unwrap();
+    writer.migrate().await.unwrap();
+    let (holding_tx, holding) = tokio::sync::oneshot::channel::<()>();
+    let (release_tx, release) = tokio::sync::oneshot::channel::<()>();
+    let long_writer = tokio::spawn(async move {
+        writer
+            .hold_write_lock_until(async move {
+                let _ = holding_tx.send(());
+                let _ = release.await;
+            })
+            .await
+            .unwrap();
+        writer.close().await;
+    });
+    holding.await.unwrap();
+    let reader = Store::connect(&url, &quick).await.unwrap();
+    assert!(reader.migrations_current().await.unwrap());
+    reader.migrate().await.unwrap();
+    reader.close().await;
+    release_tx.send(()).unwrap();
+    long_writer.await.unwrap();
 }

@@ -20,8 +20,7 @@ pub(super) async fn check_config(config: &memsift_core::config::Config, cli: &Cl
     // operator asks whether the file means what they think. Only the file's own sections
     // count; the built-in defaults' are there for the default tier.
     if let Some(path) = &cli.config {
-        let text =
-            std::fs::read_to_string(path).with_context(|| format!("check-config: cannot read {}", path.display()))?;
+        let text = memsift_core::config::read_config_text(path).context("check-config")?;
         let declared = memsift_core::config::declared_llm_sections(&text);
         problems.extend(
             config

@@ -87,8 +87,13 @@ pub(super) async fn serve_api(app: &App, listen: Option<&str>) -> anyhow::Result
         .with_context(|| format!("serve: cannot listen on {listen}; pass --listen or set [api] listen"))?;
     println!("listening on http://{}", listener.local_addr()?);
     std::io::stdout().flush()?;
-    crate::api::serve(app.clone(), token, listener, async {
-        let _ = tokio::signal::ctrl_c().await;
+    let mut signals = crate::signals::Signals::os()?;
+    crate::api::serve(app.clone(), token, listener, async move {
+        let signal = signals.next().await;
+        tracing::info!(
+            signal,
+            "Stopping: no new connections; finishing the requests in flight."
+        );
     })
     .await
     .context("serve: the HTTP server failed")

@@ -167,13 +167,17 @@ pub(super) async fn run(
     json: bool,
 ) -> anyhow::Result<()> {
     if !until_idle {
+        let mut signals = crate::signals::Signals::os()?;
         loop {
             let step = pipeline::run_once(app).await?;
             if step.progressed() {
                 print_step("run", &step, json)?;
             }
             tokio::select! {
-                _ = tokio::signal::ctrl_c() => return Ok(()),
+                signal = signals.next() => {
+                    tracing::info!(signal, "Stopping between steps.");
+                    return Ok(());
+                }
                 _ = tokio::time::sleep(std::time::Duration::from_secs(interval_secs)) => {}
             }
         }

@@ -347,3 +347,54 @@ async fn a_session_holds_on_every_daemon_with_the_token_until_it_expires_and_not
     }
     test.finish().await;
 }
+
+#[tokio::test]
+async fn wrong_tokens_from_one_client_are_throttled_with_retry_after_and_the_clock_lets_it_back() {
+    let test = TestApp::sqlite().await;
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let router = memsift::admin::router(test.app.clone(), Some(memsift::api::ApiToken::new(TOKEN).unwrap()));
+    // As `memsift serve` and the daemon serve it: with the peer's address.
+    let server = tokio::spawn(async move {
+        axum::serve(
+            listener,
+            router.into_make_service_with_connect_info::<std::net::SocketAddr>(),
+        )
+        .await
+    });
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let sign_in = |token: &'static str| {
+        let http = http.clone();
+        let base = base.clone();
+        async move {
+            http.post(format!("{base}/admin/login"))
+                .header("content-type", "application/x-www-form-urlencoded")
+                .body(form(&[("token", token)]))
+                .send()
+                .await
+                .unwrap()
+        }
+    };
+    let burst = memsift::throttle::BURST as usize;
+    for _ in 0..burst {
+        assert_eq!(sign_in("wrong").await.status(), StatusCode::UNAUTHORIZED);
+    }
+    // Out of tries: 429 with the wait, for a wrong token and for the right one alike.
+    for token in ["wrong", TOKEN] {
+        let throttled = sign_in(token).await;
+        assert_eq!(throttled.status(), StatusCode::TOO_MANY_REQUESTS, "{token}");
+        assert_eq!(throttled.headers()["retry-after"], "12");
+        assert!(throttled.headers().get(SET_COOKIE).is_none());
+    }
+    // One try comes back every 12 s of the application's clock; no sleep.
+    test.clock.advance(chrono::Duration::seconds(12));
+    let signed_in = sign_in(TOKEN).await;
+    assert_eq!(signed_in.status(), StatusCode::SEE_OTHER);
+    assert!(session_cookie(signed_in.headers()).starts_with("memsift_admin="));
+    server.abort();
+    test.finish().await;
+}

@@ -449,10 +449,31 @@ async fn a_cron_expression_that_does_not_parse_stops_start_up() {
     let app = app_on(&test.app.store, &test.clock, config, "daemon-x");
     let error = Daemon::new(app, Arc::new(PipelineRunner)).err().unwrap().to_string();
     assert!(
-        error.starts_with("config: schedules.sweep = \"every six hours\" is not a cron expression"),
+        error.starts_with("config: schedules.sweep = \"every six hours\" is not a usable cron expression"),
         "{error}"
     );
     test.finish().await;
+}
+
+#[test]
+fn a_cron_expression_that_never_fires_is_refused() {
+    // 30 February and 31 April parse, and never come.
+    for never in ["0 0 0 30 2 *", "0 0 12 31 4 *"] {
+        let overlay = format!("[schedules]\nentity_gc = \"{never}\"\n");
+        let config = Config::from_layers(Some(("test.toml", &overlay))).unwrap();
+        let error = memsift::daemon::parse_schedules(&config.schedules)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.starts_with(&format!(
+                "config: schedules.entity_gc = \"{never}\" is not a usable cron expression: it never fires"
+            )),
+            "{error}"
+        );
+    }
+    // Once every four years still fires.
+    let leap = Config::from_layers(Some(("test.toml", "[schedules]\nentity_gc = \"0 0 0 29 2 *\"\n"))).unwrap();
+    assert!(memsift::daemon::parse_schedules(&leap.schedules).is_ok());
 }
 
 /// Receives notify messages until one contains `want`; the socket's read timeout bounds the wait.
@@ -473,6 +494,18 @@ fn await_notify(socket: &std::os::unix::net::UnixDatagram, want: &str, seen: &mu
 
 #[test]
 fn the_daemon_speaks_systemds_notify_protocol_and_drains_on_sigterm() {
+    drains_on_signal("TERM");
+}
+
+#[test]
+fn sighup_drains_like_sigterm_with_a_log_line() {
+    // SIGHUP once ended the daemon at once: no drain, no STOPPING=1, no log line.
+    drains_on_signal("HUP");
+}
+
+/// Starts the binary's daemon under a fake systemd, sends `SIG{signal}` once it is ready, and
+/// checks it drains: STOPPING=1, a log line naming the signal, "Daemon stopped." last, exit 0.
+fn drains_on_signal(signal: &str) {
     use std::os::unix::net::UnixDatagram;
 
     let home = tempfile::tempdir().unwrap();
@@ -502,7 +535,7 @@ fn the_daemon_speaks_systemds_notify_protocol_and_drains_on_sigterm() {
     await_notify(&socket, "WATCHDOG=1", &mut seen);
     let term_sent = std::time::Instant::now();
     let kill = std::process::Command::new("kill")
-        .args(["-TERM", &daemon.id().to_string()])
+        .args([&format!("-{signal}"), &daemon.id().to_string()])
         .status()
         .unwrap();
     assert!(kill.success());
@@ -523,6 +556,15 @@ fn the_daemon_speaks_systemds_notify_protocol_and_drains_on_sigterm() {
         .collect();
     assert!(messages.contains(&"Daemon ready."), "{messages:?}");
     assert_eq!(messages.last(), Some(&"Daemon stopped."), "{messages:?}");
+    let stopping = lines
+        .iter()
+        .find(|line| {
+            line["fields"]["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("Stopping"))
+        })
+        .unwrap_or_else(|| panic!("no Stopping line: {messages:?}"));
+    assert_eq!(stopping["fields"]["signal"], format!("SIG{signal}"), "{stopping}");
 }
 
 /// The `/metrics` lines of the daemon's embedder, as its API would serve them.

@@ -6,4 +6,5 @@ mod cli;
 mod daemon;
 mod health;
 mod helpers;
+mod metrics;
 mod secrets;

@@ -1,4 +1,5 @@
-//! Who may call what: every route but the health check and metrics needs the bearer token, every
+//! Who may call what: every route but the health check (and metrics, when the operator makes them
+//! public) needs the bearer token, every
 //! answer carries the security headers, a user's routes never reach another user's ids, and the
 //! server will not start on a missing or short token.
 
@@ -10,7 +11,7 @@ use super::client::{TOKEN, ingest_extract_list, message, with_api};
 use crate::helpers::TestApp;
 
 #[tokio::test]
-async fn every_route_but_health_and_metrics_needs_the_bearer_token() {
+async fn every_route_but_health_needs_the_bearer_token() {
     let test = TestApp::sqlite().await;
     with_api(&test.app, |api| async move {
         for (method, path) in route_list() {
@@ -28,7 +29,8 @@ async fn every_route_but_health_and_metrics_needs_the_bearer_token() {
                 // Signing in and out take no session by design; the admin tests cover both.
                 continue;
             }
-            let public = path == "/healthz" || path == "/metrics";
+            // `/metrics` too: it was public and its totals say what each stage costs and drops.
+            let public = path == "/healthz";
             if public {
                 assert_eq!(anonymous.status(), StatusCode::OK, "{method} {path}");
                 continue;
@@ -53,6 +55,33 @@ async fn every_route_but_health_and_metrics_needs_the_bearer_token() {
         }
         // With the token, a protected route answers.
         assert_eq!(api.get("/v1/admin/segments").await.0, StatusCode::OK);
+    })
+    .await;
+    test.finish().await;
+}
+
+#[tokio::test]
+async fn metrics_need_the_token_unless_metrics_public_is_set() {
+    let test = TestApp::sqlite().await;
+    let mut open = test.second_daemon("scraped");
+    open.config.api.metrics_public = true;
+    with_api(&open, |api| async move {
+        let anonymous = api.http.get(format!("{}/metrics", api.base)).send().await.unwrap();
+        assert_eq!(anonymous.status(), StatusCode::OK);
+        assert!(anonymous.text().await.unwrap().contains("memsift_up 1"));
+    })
+    .await;
+    with_api(&test.app, |api| async move {
+        let anonymous = api.http.get(format!("{}/metrics", api.base)).send().await.unwrap();
+        assert_eq!(anonymous.status(), StatusCode::UNAUTHORIZED);
+        let scraped = api
+            .http
+            .get(format!("{}/metrics", api.base))
+            .bearer_auth(TOKEN)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(scraped.status(), StatusCode::OK);
     })
     .await;
     test.finish().await;

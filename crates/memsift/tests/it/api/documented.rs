@@ -13,7 +13,13 @@ async fn metrics_serve_every_documented_name_with_store_values() {
     let test = TestApp::sqlite().await;
     with_api(&test.app, |api| async move {
         ingest_extract_list(&api).await;
-        let response = api.http.get(format!("{}/metrics", api.base)).send().await.unwrap();
+        let response = api
+            .http
+            .get(format!("{}/metrics", api.base))
+            .bearer_auth(super::client::TOKEN)
+            .send()
+            .await
+            .unwrap();
         assert_eq!(response.status(), StatusCode::OK);
         assert!(
             response.headers()["content-type"]

@@ -35,6 +35,7 @@ async fn ingest_extract_and_list_memories_on_postgres() {
         let text = api
             .http
             .get(format!("{}/metrics", api.base))
+            .bearer_auth(super::client::TOKEN)
             .send()
             .await
             .unwrap()
