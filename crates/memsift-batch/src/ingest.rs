@@ -46,6 +46,7 @@ impl BatchCoordinator {
         let now = self.clock.now();
         for batch in self
             .store
+            .batches()
             .claim_batches_to_ingest(&self.worker_id, now, self.settings.claim_lease, 10)
             .await?
         {
@@ -75,6 +76,7 @@ impl BatchCoordinator {
         };
         let requests: HashMap<String, WorkRequest> = self
             .store
+            .batches()
             .batch_requests(batch_id)
             .await?
             .into_iter()
@@ -96,7 +98,7 @@ impl BatchCoordinator {
         if pass.store_broken {
             return Ok(());
         }
-        self.store.advance_ingest_cursor(batch_id, pass.n_own).await?;
+        self.store.batches().advance_ingest_cursor(batch_id, pass.n_own).await?;
         if pass.n_foreign > 0 {
             // One line for the lot: a proxy that mixes files can send thousands.
             tracing::warn!(%batch_id, n_foreign = pass.n_foreign, "Result lines named requests that are not in this batch; ignored.");
@@ -104,7 +106,7 @@ impl BatchCoordinator {
         if let Some(problem) = final_problem(batch, &pass) {
             return self.download_failed(batch, &problem, report).await;
         }
-        let n_missing = self.store.finish_ingest(batch_id, self.clock.now()).await?;
+        let n_missing = self.store.batches().finish_ingest(batch_id, self.clock.now()).await?;
         if n_missing > 0 {
             tracing::warn!(%batch_id, n_missing, "Requests without a result line were marked errored and will be re-planned.");
         }
@@ -178,11 +180,15 @@ impl BatchCoordinator {
                     ..
                 } => {
                     self.store
+                        .requests()
                         .record_answer(request.id, &raw_output, stop_reason.as_deref(), &usage, now)
                         .await
                 }
                 ResultLine::Failed { status, error, .. } => {
-                    self.store.record_failure(request.id, status, &error, now).await
+                    self.store
+                        .requests()
+                        .record_failure(request.id, status, &error, now)
+                        .await
                 }
             };
             match recorded {
@@ -204,6 +210,7 @@ impl BatchCoordinator {
                     let reason = format!("the result line could not be stored: {error}");
                     if let Err(error) = self
                         .store
+                        .requests()
                         .record_failure(request.id, RequestStatus::Errored, &reason, now)
                         .await
                     {
@@ -213,7 +220,7 @@ impl BatchCoordinator {
             }
             fail_point!("batch::mid_ingest");
             if pass.n_own % 100 == 0 {
-                self.store.advance_ingest_cursor(batch_id, pass.n_own).await?;
+                self.store.batches().advance_ingest_cursor(batch_id, pass.n_own).await?;
             }
         }
         Ok(pass)
@@ -230,7 +237,11 @@ impl BatchCoordinator {
         let batch_id = parse_batch_id(&batch.id)?;
         let now = self.clock.now();
         let retry_at = now + self.download_backoff(batch.download_failures);
-        let n_failures = self.store.note_download_failure(batch_id, reason, retry_at).await?;
+        let n_failures = self
+            .store
+            .batches()
+            .note_download_failure(batch_id, reason, retry_at)
+            .await?;
         report.n_download_failures += 1;
         if n_failures >= MAX_DOWNLOADS {
             let reason = format!("{reason}; {n_failures} downloads failed, so the requests without an answer go again");
@@ -252,7 +263,11 @@ impl BatchCoordinator {
         let now = self.clock.now();
         let reason = format!("the provider does not find this batch's results: {fault}");
         let next_at = now + self.download_backoff(0);
-        let since = self.store.note_batch_missing(batch_id, &reason, now, next_at).await?;
+        let since = self
+            .store
+            .batches()
+            .note_batch_missing(batch_id, &reason, now, next_at)
+            .await?;
         if now - since >= self.settings.reconcile_grace {
             let reason = format!("{reason} (since {since}); given up");
             return self.give_up(batch_id, &reason, report).await;
@@ -276,14 +291,14 @@ impl BatchCoordinator {
         report: &mut CoordinatorReport,
     ) -> Result<(), CoordinatorError> {
         let batch_id = parse_batch_id(&batch.id)?;
-        if !self.settings.delete_erased_batches || !self.store.provider_deletion_pending(batch_id).await? {
+        if !self.settings.delete_erased_batches || !self.store.batches().provider_deletion_pending(batch_id).await? {
             return Ok(());
         }
         let mut ingested = batch.clone();
         ingested.status = "ingested".to_owned();
         match provider.delete(&ingested).await {
             Ok(()) => {
-                self.store.clear_provider_deletion(batch_id).await?;
+                self.store.batches().clear_provider_deletion(batch_id).await?;
                 report.n_provider_deletes += 1;
                 tracing::info!(%batch_id, "Deleted the provider's copies of a batch that held an erased user's text.");
             }
@@ -315,7 +330,11 @@ impl BatchCoordinator {
         let lane = Self::lane_key(provider);
         let reason = format!("lane {} paused: {fault}", lane.name());
         let not_before = self.next_probe_at(provider);
-        let n_held = self.store.hold_refused_batch(batch_id, &reason, not_before).await?;
+        let n_held = self
+            .store
+            .batches()
+            .hold_refused_batch(batch_id, &reason, not_before)
+            .await?;
         report.n_batches_held += 1;
         tracing::warn!(%batch_id, n_held, %reason, "Every request of a batch was refused; they wait without spending attempts.");
         Ok(())

@@ -377,7 +377,7 @@ impl BatchCoordinator {
     }
 
     async fn pack_and_submit(&self, report: &mut CoordinatorReport) -> Result<(), CoordinatorError> {
-        for (provider_kind, config_key) in self.store.planned_batch_groups().await? {
+        for (provider_kind, config_key) in self.store.batches().planned_batch_groups().await? {
             let Some(provider) = self.providers.get(&config_key) else {
                 tracing::warn!(
                     config_key,
@@ -397,6 +397,7 @@ impl BatchCoordinator {
                 }
                 let packed = self
                     .store
+                    .batches()
                     .pack_batch(
                         &provider_kind,
                         &config_key,
@@ -426,6 +427,7 @@ impl BatchCoordinator {
                         self.record_create(provider.as_ref(), Ok(()));
                         let next_poll_at = now + self.settings.poll_initial;
                         self.store
+                            .batches()
                             .mark_batch_submitted(packed.id, &provider_batch_id, expires_at, next_poll_at, now)
                             .await?;
                         report.n_batches_created += 1;
@@ -435,7 +437,10 @@ impl BatchCoordinator {
                         self.record_create(provider.as_ref(), Err(&fault));
                         let reason = format!("lane {} paused: {fault}", lane.name());
                         let not_before = self.next_probe_at(provider.as_ref());
-                        self.store.hold_batch(packed.id, &reason, not_before, now).await?;
+                        self.store
+                            .batches()
+                            .hold_batch(packed.id, &reason, not_before, now)
+                            .await?;
                         report.n_batches_held += 1;
                         tracing::warn!(batch_id = %packed.id, %reason, %not_before, "A setting fault refused the batch; its requests wait without spending attempts.");
                         break;
@@ -446,6 +451,7 @@ impl BatchCoordinator {
                     } => {
                         self.record_create(provider.as_ref(), Err(&fault));
                         self.store
+                            .batches()
                             .replan_batch(
                                 packed.id,
                                 &format!("create refused for now: {fault}"),
@@ -464,14 +470,14 @@ impl BatchCoordinator {
                     } => {
                         self.record_create(provider.as_ref(), Err(&fault));
                         let error = fault.to_string();
-                        self.store.mark_batch_rejected(packed.id, &error, now).await?;
+                        self.store.batches().mark_batch_rejected(packed.id, &error, now).await?;
                         report.n_batches_rejected += 1;
                         tracing::warn!(batch_id = %packed.id, error, "Provider refused the batch; its requests count a failed attempt.");
                     }
                     ProviderCreate::Unknown(fault) => {
                         self.record_create(provider.as_ref(), Err(&fault));
                         let error = fault.to_string();
-                        self.store.note_create_unknown(packed.id, &error).await?;
+                        self.store.batches().note_create_unknown(packed.id, &error).await?;
                         report.n_creates_unknown += 1;
                         tracing::warn!(batch_id = %packed.id, error, "Batch create outcome unknown; the reconciler will look for it.");
                     }

@@ -13,6 +13,7 @@ impl BatchCoordinator {
         let now = self.clock.now();
         for batch in self
             .store
+            .batches()
             .batches_to_reconcile(now, self.settings.reconcile_grace)
             .await?
         {
@@ -20,9 +21,10 @@ impl BatchCoordinator {
             let Some(provider) = self.providers.get(&batch.config_key) else {
                 continue;
             };
-            let known = self.store.known_provider_batch_ids(&batch.provider).await?;
+            let known = self.store.batches().known_provider_batch_ids(&batch.provider).await?;
             let request_ids: Vec<String> = self
                 .store
+                .batches()
                 .batch_requests(batch_id)
                 .await?
                 .into_iter()
@@ -34,6 +36,7 @@ impl BatchCoordinator {
                 Ok(Some(provider_batch_id)) => {
                     let next_poll_at = now + self.settings.poll_initial;
                     self.store
+                        .batches()
                         .mark_batch_submitted(batch_id, &provider_batch_id, None, next_poll_at, now)
                         .await?;
                     report.n_batches_adopted += 1;
@@ -42,6 +45,7 @@ impl BatchCoordinator {
                 Ok(None) => {
                     let miss = self
                         .store
+                        .batches()
                         .reconcile_miss(batch_id, now, self.settings.reconcile_grace)
                         .await?;
                     // Two misses a grace period apart: a list that lags behind a create has had
@@ -61,7 +65,7 @@ impl BatchCoordinator {
                         }
                         let not_before = self.next_probe_at(provider.as_ref());
                         self.store
-                            .replan_batch(
+                            .batches().replan_batch(
                                 batch_id,
                                 &format!("{fault} (two reconcile passes found none); requests re-planned without spending an attempt"),
                                 now,
@@ -72,6 +76,7 @@ impl BatchCoordinator {
                     } else if miss.misses >= 2 {
                         // The process died between the intent and the call: nothing was tried.
                         self.store
+                            .batches()
                             .replan_batch(
                                 batch_id,
                                 "no provider batch found in two reconcile passes; requests re-planned",
@@ -94,6 +99,7 @@ impl BatchCoordinator {
         let now = self.clock.now();
         for batch in self
             .store
+            .batches()
             .claim_batches_to_poll(now, self.settings.claim_lease, 100)
             .await?
         {
@@ -112,7 +118,7 @@ impl BatchCoordinator {
             let next = now + self.poll_interval(batch.n_polls + 1);
             match polled {
                 Ok(ProviderPoll::Ended(counts)) => {
-                    self.store.mark_batch_ended(batch_id, counts, now).await?;
+                    self.store.batches().mark_batch_ended(batch_id, counts, now).await?;
                     report.n_batches_ended += 1;
                 }
                 Ok(ProviderPoll::Running) => match overdue(&batch, now, self.settings.reconcile_grace) {
@@ -127,13 +133,17 @@ impl BatchCoordinator {
                         );
                         self.give_up(batch_id, &reason, report).await?;
                     }
-                    None => self.store.snooze_batch(batch_id, next, None).await?,
+                    None => self.store.batches().snooze_batch(batch_id, next, None).await?,
                 },
                 Err(fault) if matches!(fault.error, LlmError::NotFound { .. }) => {
                     // A 404 right after create is the provider catching up; one that lasts past a
                     // grace is a batch the provider no longer has.
                     let reason = format!("the provider does not find this batch: {fault}");
-                    let since = self.store.note_batch_missing(batch_id, &reason, now, next).await?;
+                    let since = self
+                        .store
+                        .batches()
+                        .note_batch_missing(batch_id, &reason, now, next)
+                        .await?;
                     if now - since >= self.settings.reconcile_grace {
                         let reason = format!("{reason} (since {since}); given up");
                         self.give_up(batch_id, &reason, report).await?;
@@ -142,6 +152,7 @@ impl BatchCoordinator {
                 Err(fault) => {
                     // A transient failure is a snooze too.
                     self.store
+                        .batches()
                         .snooze_batch(batch_id, next, Some(&fault.to_string()))
                         .await?;
                 }
@@ -158,7 +169,11 @@ impl BatchCoordinator {
         reason: &str,
         report: &mut CoordinatorReport,
     ) -> Result<(), CoordinatorError> {
-        let n_replanned = self.store.give_up_batch(batch_id, reason, self.clock.now()).await?;
+        let n_replanned = self
+            .store
+            .batches()
+            .give_up_batch(batch_id, reason, self.clock.now())
+            .await?;
         report.n_batches_given_up += 1;
         tracing::warn!(%batch_id, n_replanned, reason, "A batch was given up; its unanswered requests go again without spending an attempt.");
         Ok(())

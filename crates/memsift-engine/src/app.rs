@@ -78,6 +78,7 @@ impl App {
         store.migrate().await.context("cannot migrate the database")?;
         let store = store.with_erasure_key(load_erasure_key(&config)?);
         store
+            .erasure()
             .adopt_erasure_key(clock.now())
             .await
             .context("cannot use the erasure key")?;

@@ -34,7 +34,7 @@ const VECTOR_NEIGHBOURS: usize = 5;
 pub async fn apply_request_output(ctx: &ApplyContext, request_id: RequestId) -> anyhow::Result<Applied> {
     let stored = {
         let _reads = timed(Phase::Reads);
-        ctx.store.stored_output(request_id).await?
+        ctx.store.requests().stored_output(request_id).await?
     };
     apply_stored_output(ctx, stored).await
 }
@@ -85,9 +85,9 @@ async fn prepare_output(ctx: &ApplyContext, stored: StoredOutput, replay: bool) 
     let existing_keys = {
         let _reads = timed(Phase::Reads);
         if replay {
-            store.all_dedupe_keys(stored.user_id).await?
+            store.memories().all_dedupe_keys(stored.user_id).await?
         } else {
-            store.active_dedupe_keys(stored.user_id).await?
+            store.memories().active_dedupe_keys(stored.user_id).await?
         }
     };
     let mut output = process_stored(&stored, existing_keys).await?;
@@ -153,7 +153,7 @@ pub async fn embed_ahead(ctx: &ApplyContext, request_ids: &[RequestId]) -> HashM
     for &request_id in request_ids {
         let stored = {
             let _reads = timed(Phase::Reads);
-            ctx.store.stored_output(request_id).await
+            ctx.store.requests().stored_output(request_id).await
         };
         let Ok(stored) = stored else { continue };
         if stored.purpose == Purpose::Extraction && stored.raw_output.is_some() {
@@ -240,7 +240,7 @@ async fn write_output(
     };
     let outcome = {
         let _writes = timed(Phase::Writes);
-        ctx.store.apply(&apply).await?
+        ctx.store.memories().apply(&apply).await?
     };
     if let (
         ApplyOutcome::Applied {
@@ -281,7 +281,7 @@ pub struct ReplayReport {
 /// provider call, writes only what today's rules accept and the store does not hold yet, and
 /// journals it in `operations`. A dry run reports the same without writing.
 pub async fn replay_request(ctx: &ApplyContext, request_id: RequestId, dry_run: bool) -> anyhow::Result<ReplayReport> {
-    let stored = ctx.store.stored_output(request_id).await?;
+    let stored = ctx.store.requests().stored_output(request_id).await?;
     let prepared = prepare_output(ctx, stored, true).await?;
     if prepared.stored.status != RequestStatus::Applied {
         anyhow::bail!(

@@ -78,7 +78,7 @@ pub(crate) async fn within_budget(
         .and_hms_opt(0, 0, 0)
         .expect("midnight exists")
         .and_utc();
-    let spend = app.store.user_spend_since(user_id, day_start).await?;
+    let spend = app.store.requests().user_spend_since(user_id, day_start).await?;
     let reserved = spend.reserved_usd + pending.of(user_id);
     if spend.settled_usd + reserved + estimate_usd > budget {
         return Ok(Some(format!(

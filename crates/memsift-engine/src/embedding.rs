@@ -313,12 +313,15 @@ impl Vectors {
         if missing.is_empty() {
             return Ok(index);
         }
-        let memories = store.active_memory_texts(user_id, &missing).await?;
+        let memories = store.segments().active_memory_texts(user_id, &missing).await?;
         let vectors = self
             .embed(memories.iter().map(|(_, text)| text.clone()).collect())
             .await?;
         let written: Vec<_> = memories.into_iter().map(|(id, _)| id).zip(vectors).collect();
-        store.set_memory_embeddings(user_id, cache.model_id(), &written).await?;
+        store
+            .vectors()
+            .set_memory_embeddings(user_id, cache.model_id(), &written)
+            .await?;
         tracing::info!(%user_id, n_memories = written.len(), model = cache.model_id(), "Embedded memories that had no vector of this model.");
         // A memory archived or written meanwhile is picked up by the next call; one reload is enough.
         Ok(cache.fresh(store, user_id).await?.0)
@@ -340,12 +343,15 @@ impl Vectors {
     /// `user_id`'s turn index, read again when the database's turn version has moved.
     pub async fn turn_index(&self, store: &Store, user_id: UserId) -> anyhow::Result<Arc<TurnIndex>> {
         let loaded = self.loaded().await?;
-        let version = store.turn_version(user_id).await?;
+        let version = store.vectors().turn_version(user_id).await?;
         let cached = loaded.turns().get(&user_id).cloned();
         if let Some(index) = cached.filter(|index| index.version == version) {
             return Ok(index);
         }
-        let read = store.user_turn_vectors(user_id, loaded.embedder.model_id()).await?;
+        let read = store
+            .vectors()
+            .user_turn_vectors(user_id, loaded.embedder.model_id())
+            .await?;
         let index = Arc::new(TurnIndex::new(read.version, loaded.embedder.dimension(), read.rows));
         loaded.turns().insert(user_id, Arc::clone(&index));
         Ok(index)
@@ -357,7 +363,7 @@ impl Vectors {
         if !self.config.embed_turns {
             return Ok(0);
         }
-        let turns = store.turns_needing_embedding(TURN_PAGE).await?;
+        let turns = store.vectors().turns_needing_embedding(TURN_PAGE).await?;
         if turns.is_empty() {
             return Ok(0);
         }
@@ -370,7 +376,7 @@ impl Vectors {
         let model_id = self.loaded().await?.embedder.model_id().to_owned();
         let mut written: Vec<_> = said.into_iter().zip(vectors).collect();
         written.extend(blank.into_iter().map(|turn| (turn, Vec::new())));
-        store.set_turn_embeddings(&model_id, &written).await?;
+        store.vectors().set_turn_embeddings(&model_id, &written).await?;
         Ok(written.len() as u64)
     }
 }
@@ -527,6 +533,7 @@ pub async fn reembed(
     let mut after = None;
     loop {
         let batch = store
+            .vectors()
             .memories_needing_embedding(embedder.model_id(), embedder.dimension(), after, page.max(1))
             .await?;
         let Some(last) = batch.last() else { break };
@@ -544,6 +551,7 @@ pub async fn reembed(
         }
         for (user_id, written) in by_user {
             store
+                .vectors()
                 .set_memory_embeddings(user_id, embedder.model_id(), &written)
                 .await?;
             cache.forget(user_id);

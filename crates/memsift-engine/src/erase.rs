@@ -10,8 +10,12 @@ use crate::app::App;
 /// their text. The store part commits first: a provider failure leaves it erased and is reported
 /// in the receipt's counts and the log, never undone.
 pub async fn erase_user(app: &App, user: &str) -> anyhow::Result<ErasureReceipt> {
-    let batches = app.store.batches_of_user(user).await?;
-    let mut receipt = app.store.erase_user(user, app.clock.now(), &fact_keys).await?;
+    let batches = app.store.batches().batches_of_user(user).await?;
+    let mut receipt = app
+        .store
+        .erasure()
+        .erase_user(user, app.clock.now(), &fact_keys)
+        .await?;
     match (&app.coordinator, app.config.erasure.delete_provider_batches) {
         (Some(coordinator), true) => {
             let (deleted, skipped, failures) = coordinator.delete_provider_data(&batches).await;

@@ -30,6 +30,7 @@ pub async fn reroute_waiting(app: &App) -> anyhow::Result<u64> {
         let sections = app.router.sections_on(&lane_key);
         for waiting in app
             .store
+            .lanes()
             .waiting_requests(lane_key.lane, &sections, REROUTE_PAGE)
             .await?
         {
@@ -38,7 +39,7 @@ pub async fn reroute_waiting(app: &App) -> anyhow::Result<u64> {
                 None => {
                     let tier = app
                         .billing
-                        .tier_of(app.store.user_billing_tier(waiting.user_id).await?.as_deref());
+                        .tier_of(app.store.users().user_billing_tier(waiting.user_id).await?.as_deref());
                     tiers.insert(waiting.user_id, tier.clone());
                     tier
                 }
@@ -59,7 +60,7 @@ pub async fn reroute_waiting(app: &App) -> anyhow::Result<u64> {
                 provider: route.llm.provider.as_str(),
                 model: Some(route.llm.model.as_str()).filter(|model| !model.is_empty()),
             };
-            if app.store.reroute_request(waiting.id, &to).await? {
+            if app.store.lanes().reroute_request(waiting.id, &to).await? {
                 moved += 1;
             }
         }
@@ -83,6 +84,7 @@ pub async fn persist_transitions(app: &App) -> anyhow::Result<()> {
             ..
         } = &transition;
         app.store
+            .lanes()
             .record_lane_transition(
                 &LaneTransition {
                     lane: key.lane,
@@ -143,7 +145,7 @@ pub async fn stop_if_paused(app: &App) -> anyhow::Result<()> {
             continue;
         };
         let sections = app.router.sections_on(&lane_key);
-        let waiting = app.store.waiting_requests(lane_key.lane, &sections, 1).await?;
+        let waiting = app.store.lanes().waiting_requests(lane_key.lane, &sections, 1).await?;
         if !waiting.is_empty() {
             setting |= cause.setting_fault;
             lines.push(paused_line(&lane_key, cause));

@@ -19,6 +19,7 @@ pub async fn import_file(
     let total = messages.len() as u64;
     let report = app
         .store
+        .messages()
         .ingest(&messages, app.config.idle_timeout(), app.clock.now(), &|n_done| {
             progress(n_done, total)
         })

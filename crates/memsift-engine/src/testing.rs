@@ -148,6 +148,7 @@ impl TestApp {
     pub async fn memory_texts(&self, user: &str) -> Vec<String> {
         self.app
             .store
+            .listing()
             .list_memories(user, None)
             .await
             .unwrap()

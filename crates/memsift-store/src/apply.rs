@@ -15,10 +15,11 @@ use memsift_core::text::collapse_whitespace;
 use memsift_core::{EntityId, MemoryId, MessageId, OperationId, RequestId, SegmentId, UserId};
 use serde_json::Value;
 
+use crate::handles::Memories;
 use crate::memory_insert::{DEFAULT_IMPORTANCE, Inserted, MemoryInsert};
 use crate::tx::{Arg, WriteTx, sql};
 use crate::vectors::vector_to_le_bytes;
-use crate::{Result, Store, StoreError, corrupt};
+use crate::{Result, StoreError, corrupt};
 
 /// What the apply path writes for one request.
 #[derive(Clone, Debug)]
@@ -133,9 +134,9 @@ pub enum ApplyOutcome {
     AlreadyApplied,
 }
 
-impl Store {
+impl Memories<'_> {
     /// Writes one request's processed output, exactly once (invariants 1 and 2).
-    pub async fn apply(&self, input: &ApplyInput) -> Result<ApplyOutcome> {
+    pub async fn apply(self, input: &ApplyInput) -> Result<ApplyOutcome> {
         self.write(async |tx| {
             // The user's lock first (see `users.rs`): an erased user's answer writes nothing.
             if !tx.lock_live_user(input.user_id).await? || !tx.claim_request(input).await? {
@@ -169,7 +170,7 @@ impl Store {
 
     /// The normalised keys of all a user's memories, archived ones included: a replay must not
     /// bring back a fact that consolidation or an admin retired.
-    pub async fn all_dedupe_keys(&self, user_id: UserId) -> Result<HashSet<String>> {
+    pub async fn all_dedupe_keys(self, user_id: UserId) -> Result<HashSet<String>> {
         let keys: Vec<String> = self
             .read_scalar_all(sql!("SELECT dedupe_key FROM memories WHERE user_id = $1", user_id))
             .await?;
@@ -177,7 +178,7 @@ impl Store {
     }
 
     /// The normalised keys of a user's active memories (the exact dedupe stage against the store).
-    pub async fn active_dedupe_keys(&self, user_id: UserId) -> Result<HashSet<String>> {
+    pub async fn active_dedupe_keys(self, user_id: UserId) -> Result<HashSet<String>> {
         let keys: Vec<String> = self
             .read_scalar_all(sql!(
                 "SELECT dedupe_key FROM memories WHERE user_id = $1 AND archived_at IS NULL",

@@ -8,10 +8,11 @@ use chrono::{DateTime, Duration, Utc};
 use memsift_core::BatchId;
 use serde::Serialize;
 
+use crate::Result;
+use crate::handles::Batches;
 use crate::health::note_waiting_segments;
 use crate::requests::{WORK_COLUMNS, WorkRequest, WorkRow};
 use crate::tx::{WriteTx, sql};
-use crate::{Result, Store};
 
 /// How batches are packed: when a group is due and how big a batch may be.
 #[derive(Clone, Copy, Debug)]
@@ -117,9 +118,9 @@ pub struct ReconcileMiss {
 /// the last miss knows whether the create was ever called.
 const CREATE_UNKNOWN: &str = "create outcome unknown: ";
 
-impl Store {
+impl Batches<'_> {
     /// The (provider, config key) groups that have planned batch-lane requests.
-    pub async fn planned_batch_groups(&self) -> Result<Vec<(String, String)>> {
+    pub async fn planned_batch_groups(self) -> Result<Vec<(String, String)>> {
         self.read_all(sql!(
             "SELECT DISTINCT provider, config_key FROM llm_requests
                  WHERE lane = 'batch' AND status = 'planned' AND batch_id IS NULL ORDER BY provider, config_key"
@@ -131,7 +132,7 @@ impl Store {
     /// (the write-ahead intent), when there are `max_requests` of them or the oldest has waited
     /// `max_wait`. Returns `None` when it is not time yet.
     pub async fn pack_batch(
-        &self,
+        self,
         provider: &str,
         config_key: &str,
         worker: &str,
@@ -204,7 +205,7 @@ impl Store {
     }
 
     /// The requests assigned to a batch.
-    pub async fn batch_requests(&self, batch_id: BatchId) -> Result<Vec<WorkRequest>> {
+    pub async fn batch_requests(self, batch_id: BatchId) -> Result<Vec<WorkRequest>> {
         let sql = format!("SELECT {WORK_COLUMNS} FROM llm_requests WHERE batch_id = $1 ORDER BY created_at, id");
         let rows: Vec<WorkRow> = self.read_all(sql!(&sql, batch_id)).await?;
         rows.into_iter().map(WorkRequest::try_from).collect()
@@ -212,7 +213,7 @@ impl Store {
 
     /// The provider accepted the batch: record its id and schedule the first poll.
     pub async fn mark_batch_submitted(
-        &self,
+        self,
         batch_id: BatchId,
         provider_batch_id: &str,
         provider_expires_at: Option<DateTime<Utc>>,
@@ -239,7 +240,7 @@ impl Store {
 
     /// The provider definitely refused the batch: it failed, and its requests are `errored` so
     /// re-planning counts their attempts.
-    pub async fn mark_batch_rejected(&self, batch_id: BatchId, error: &str, now: DateTime<Utc>) -> Result<()> {
+    pub async fn mark_batch_rejected(self, batch_id: BatchId, error: &str, now: DateTime<Utc>) -> Result<()> {
         self.write(async |tx| {
             fail_batch(tx, batch_id, error, now).await?;
             tx.execute(sql!(
@@ -258,7 +259,7 @@ impl Store {
     /// Proven never created (or refused for now): the batch fails and its requests go back to
     /// `planned` (same ids, no attempt used), packable again from `not_before` when given.
     pub async fn replan_batch(
-        &self,
+        self,
         batch_id: BatchId,
         reason: &str,
         now: DateTime<Utc>,
@@ -275,7 +276,7 @@ impl Store {
     /// A lane is paused by a setting fault: like [`Store::replan_batch`] with a not-before time,
     /// and the requests' segments say what they wait for.
     pub async fn hold_batch(
-        &self,
+        self,
         batch_id: BatchId,
         reason: &str,
         not_before: DateTime<Utc>,
@@ -299,7 +300,7 @@ impl Store {
     /// Every request of an ingested batch failed validation, which only the configuration can
     /// cause: their failures are taken back (same ids, no attempt spent), they wait as `planned`
     /// until `not_before`, and the batch and their segments say why. Returns how many.
-    pub async fn hold_refused_batch(&self, batch_id: BatchId, reason: &str, not_before: DateTime<Utc>) -> Result<u64> {
+    pub async fn hold_refused_batch(self, batch_id: BatchId, reason: &str, not_before: DateTime<Utc>) -> Result<u64> {
         self.write(async |tx| {
             tx.execute(sql!(
                 "UPDATE batches SET last_error = $2 WHERE id = $1",
@@ -323,7 +324,7 @@ impl Store {
 
     /// A create call was made for a `submitting` batch and answered without a verdict: the row
     /// stays `submitting` for the reconciler, with a note that the create was called.
-    pub async fn note_create_unknown(&self, batch_id: BatchId, error: &str) -> Result<()> {
+    pub async fn note_create_unknown(self, batch_id: BatchId, error: &str) -> Result<()> {
         self.write(async |tx| {
             tx.execute(sql!(
                 "UPDATE batches SET last_error = $2, claimed_by = NULL, claimed_until = NULL WHERE id = $1",
@@ -337,7 +338,7 @@ impl Store {
     }
 
     /// Batches left in `submitting` for longer than `grace` (a crash or an unknown create outcome).
-    pub async fn batches_to_reconcile(&self, now: DateTime<Utc>, grace: Duration) -> Result<Vec<BatchRow>> {
+    pub async fn batches_to_reconcile(self, now: DateTime<Utc>, grace: Duration) -> Result<Vec<BatchRow>> {
         let sql = format!(
             "SELECT {BATCH_COLUMNS} FROM batches
              WHERE status = 'submitting' AND submit_started_at <= $1 AND (claimed_until IS NULL OR claimed_until <= $2)
@@ -348,12 +349,7 @@ impl Store {
 
     /// The reconciler found no provider batch this pass: counts the miss, keeps the note of an
     /// unknown create outcome, and holds the batch one more grace period.
-    pub async fn reconcile_miss(
-        &self,
-        batch_id: BatchId,
-        now: DateTime<Utc>,
-        grace: Duration,
-    ) -> Result<ReconcileMiss> {
+    pub async fn reconcile_miss(self, batch_id: BatchId, now: DateTime<Utc>, grace: Duration) -> Result<ReconcileMiss> {
         self.write(async |tx| {
             let note: Option<String> = tx
                 .scalar_optional(sql!("SELECT last_error FROM batches WHERE id = $1", batch_id))
@@ -383,7 +379,7 @@ impl Store {
     }
 
     /// Provider batch ids we already track (so the reconciler never adopts one twice).
-    pub async fn known_provider_batch_ids(&self, provider: &str) -> Result<Vec<String>> {
+    pub async fn known_provider_batch_ids(self, provider: &str) -> Result<Vec<String>> {
         self.read_scalar_all(sql!(
             "SELECT provider_batch_id FROM batches WHERE provider = $1 AND provider_batch_id IS NOT NULL",
             provider
@@ -393,12 +389,7 @@ impl Store {
 
     /// Claims submitted batches whose poll is due; the claim pushes `next_poll_at` out by `lease`
     /// so another daemon does not poll the same batch meanwhile.
-    pub async fn claim_batches_to_poll(
-        &self,
-        now: DateTime<Utc>,
-        lease: Duration,
-        limit: i64,
-    ) -> Result<Vec<BatchRow>> {
+    pub async fn claim_batches_to_poll(self, now: DateTime<Utc>, lease: Duration, limit: i64) -> Result<Vec<BatchRow>> {
         let lock = self.skip_locked();
         let sql = format!(
             "UPDATE batches SET next_poll_at = $2
@@ -411,7 +402,7 @@ impl Store {
     }
 
     /// Not finished yet: count the poll and sleep until `next_poll_at` (a snooze, never an attempt).
-    pub async fn snooze_batch(&self, batch_id: BatchId, next_poll_at: DateTime<Utc>, note: Option<&str>) -> Result<()> {
+    pub async fn snooze_batch(self, batch_id: BatchId, next_poll_at: DateTime<Utc>, note: Option<&str>) -> Result<()> {
         self.write(async |tx| {
             tx.execute(sql!(
                 "UPDATE batches SET n_polls = n_polls + 1, next_poll_at = $2, last_error = $3, missing_since = NULL
@@ -427,7 +418,7 @@ impl Store {
     }
 
     /// The provider finished the batch; results can be fetched.
-    pub async fn mark_batch_ended(&self, batch_id: BatchId, counts: [i64; 4], now: DateTime<Utc>) -> Result<()> {
+    pub async fn mark_batch_ended(self, batch_id: BatchId, counts: [i64; 4], now: DateTime<Utc>) -> Result<()> {
         self.write(async |tx| {
             tx.execute(sql!(
                 "UPDATE batches SET status = 'ended', n_polls = n_polls + 1, ended_at = $2, n_succeeded = $3,
@@ -449,7 +440,7 @@ impl Store {
 
     /// Claims ended batches for result ingestion (a claim whose lease ran out is taken over).
     pub async fn claim_batches_to_ingest(
-        &self,
+        self,
         worker: &str,
         now: DateTime<Utc>,
         lease: Duration,
@@ -467,7 +458,7 @@ impl Store {
     }
 
     /// Records ingestion progress: result lines fanned out so far.
-    pub async fn advance_ingest_cursor(&self, batch_id: BatchId, cursor: i64) -> Result<()> {
+    pub async fn advance_ingest_cursor(self, batch_id: BatchId, cursor: i64) -> Result<()> {
         self.write(async |tx| {
             tx.execute(sql!(
                 "UPDATE batches SET ingest_cursor = $2 WHERE id = $1",
@@ -482,7 +473,7 @@ impl Store {
 
     /// Every line was read: requests that had no result line are `errored` (so they are
     /// re-planned), and the batch is `ingested`. Returns how many had no line.
-    pub async fn finish_ingest(&self, batch_id: BatchId, now: DateTime<Utc>) -> Result<u64> {
+    pub async fn finish_ingest(self, batch_id: BatchId, now: DateTime<Utc>) -> Result<u64> {
         self.write(async |tx| {
             let missing = tx
                 .execute(sql!(
@@ -505,7 +496,7 @@ impl Store {
     /// A results download could not be used (unreadable, cut short, stalled, more or fewer lines
     /// than the provider counts): counted against the batch, never its requests, and the batch is
     /// left alone until `retry_at`. Returns the failures so far, this one included.
-    pub async fn note_download_failure(&self, batch_id: BatchId, reason: &str, retry_at: DateTime<Utc>) -> Result<i64> {
+    pub async fn note_download_failure(self, batch_id: BatchId, reason: &str, retry_at: DateTime<Utc>) -> Result<i64> {
         self.write(async |tx| {
             tx.scalar_one(sql!(
                 "UPDATE batches SET download_failures = download_failures + 1, last_error = $2, claimed_by = NULL,
@@ -523,7 +514,7 @@ impl Store {
     /// The provider answered 404 for the batch (a poll) or its results (a download): remembers
     /// since when, notes why, and looks again at `next_at`. Returns since when it is missing.
     pub async fn note_batch_missing(
-        &self,
+        self,
         batch_id: BatchId,
         reason: &str,
         now: DateTime<Utc>,
@@ -550,7 +541,7 @@ impl Store {
     /// The batch will not give more: it ends `failed` with `reason`, the answers already recorded
     /// stay, and every request still waiting on it goes back to `planned` under its id with no
     /// attempt spent (its segment is not at fault). Returns how many were re-planned.
-    pub async fn give_up_batch(&self, batch_id: BatchId, reason: &str, now: DateTime<Utc>) -> Result<u64> {
+    pub async fn give_up_batch(self, batch_id: BatchId, reason: &str, now: DateTime<Utc>) -> Result<u64> {
         self.write(async |tx| {
             fail_batch(tx, batch_id, reason, now).await?;
             submitted_back_to_planned(tx, batch_id, None).await
@@ -559,7 +550,7 @@ impl Store {
     }
 
     /// Batches, newest first (admin listing).
-    pub async fn list_batches(&self, status: Option<&str>, limit: Option<i64>) -> Result<Vec<BatchRow>> {
+    pub async fn list_batches(self, status: Option<&str>, limit: Option<i64>) -> Result<Vec<BatchRow>> {
         let sql = format!(
             "SELECT {BATCH_COLUMNS} FROM batches WHERE ($1 IS NULL OR status = $1) ORDER BY created_at DESC, id DESC LIMIT $2"
         );
@@ -568,7 +559,7 @@ impl Store {
 
     /// The batches that carried any request of a user (external id), oldest first: what an
     /// erasure must clean up at the provider.
-    pub async fn batches_of_user(&self, user_external_id: &str) -> Result<Vec<BatchRow>> {
+    pub async fn batches_of_user(self, user_external_id: &str) -> Result<Vec<BatchRow>> {
         let sql = format!(
             "SELECT {BATCH_COLUMNS} FROM batches WHERE id IN (
                  SELECT r.batch_id FROM llm_requests r JOIN users u ON u.id = r.user_id
@@ -579,14 +570,14 @@ impl Store {
     }
 
     /// One batch by our id.
-    pub async fn batch(&self, batch_id: BatchId) -> Result<Option<BatchRow>> {
+    pub async fn batch(self, batch_id: BatchId) -> Result<Option<BatchRow>> {
         let sql = format!("SELECT {BATCH_COLUMNS} FROM batches WHERE id = $1");
         self.read_optional(sql!(&sql, batch_id)).await
     }
 
     /// Whether what the provider keeps of this batch is to be deleted now that it is ingested (one
     /// of its users was erased while it was in flight).
-    pub async fn provider_deletion_pending(&self, batch_id: BatchId) -> Result<bool> {
+    pub async fn provider_deletion_pending(self, batch_id: BatchId) -> Result<bool> {
         let pending: Option<bool> = self
             .read_scalar_optional(sql!("SELECT delete_when_ingested FROM batches WHERE id = $1", batch_id))
             .await?;
@@ -594,7 +585,7 @@ impl Store {
     }
 
     /// The provider's copies of this batch were deleted.
-    pub async fn clear_provider_deletion(&self, batch_id: BatchId) -> Result<()> {
+    pub async fn clear_provider_deletion(self, batch_id: BatchId) -> Result<()> {
         self.write(async |tx| {
             tx.execute(sql!(
                 "UPDATE batches SET delete_when_ingested = FALSE WHERE id = $1",

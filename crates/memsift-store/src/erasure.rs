@@ -21,6 +21,7 @@ use serde::Serialize;
 
 use memsift_core::message::{ERASED_USER_PREFIX, canonical_user_id};
 
+use crate::handles::Erasure;
 use crate::tx::{WriteTx, sql};
 use crate::{BackendKind, ErasureKey, Result, Store, StoreError};
 
@@ -67,7 +68,7 @@ pub struct ErasureReceipt {
 /// purpose, kept or dropped; the engine gives the processor's reading, the store knows no format.
 pub type FactKeys = dyn Fn(&str, &str) -> Vec<String> + Sync;
 
-impl Store {
+impl Erasure<'_> {
     /// Erases `user_external_id`'s memories, vectors, links, entities, segments, messages, raw
     /// outputs and request bodies in one transaction and records a tombstone per erased fact:
     /// every memory the user had, and every item of their stored raw outputs as `fact_keys` reads
@@ -79,7 +80,7 @@ impl Store {
     /// user that began before it ends first and is erased with the rest, and one that comes after
     /// finds the user erased.
     pub async fn erase_user(
-        &self,
+        self,
         user_external_id: &str,
         now: DateTime<Utc>,
         fact_keys: &FactKeys,
@@ -144,16 +145,10 @@ impl Store {
         })
     }
 
-    /// Uses `key` for the fingerprints of erased users and facts.
-    pub fn with_erasure_key(mut self, key: ErasureKey) -> Store {
-        self.erasure = Some(std::sync::Arc::new(key));
-        self
-    }
-
     /// Checks the erasure key against the one this database was first used with (recording it on
     /// first use) and moves any plain-text tombstones left by older versions to keyed fingerprints,
     /// giving the users they belong to opaque external ids. Returns how many were moved.
-    pub async fn adopt_erasure_key(&self, now: DateTime<Utc>) -> Result<u64> {
+    pub async fn adopt_erasure_key(self, now: DateTime<Utc>) -> Result<u64> {
         let key = self.erasure_key()?;
         let check = key.check_value();
         self.write(async |tx| {
@@ -210,7 +205,7 @@ impl Store {
     /// Makes deleted rows unreadable in the database files: on SQLite a `TRUNCATE` checkpoint of
     /// the write-ahead log (with `secure_delete` on, the freed pages were zeroed; the log still
     /// held the old pages until now); on PostgreSQL a `VACUUM` of the tables an erasure touches.
-    async fn wipe_deleted_text(&self) -> Result<()> {
+    async fn wipe_deleted_text(self) -> Result<()> {
         match self.kind() {
             BackendKind::Sqlite => {
                 // A reader in another connection can hold the log open; try a few times. A log
@@ -234,6 +229,14 @@ impl Store {
             }
         }
         Ok(())
+    }
+}
+
+impl Store {
+    /// Uses `key` for the fingerprints of erased users and facts.
+    pub fn with_erasure_key(mut self, key: ErasureKey) -> Store {
+        self.erasure = Some(std::sync::Arc::new(key));
+        self
     }
 }
 

@@ -634,6 +634,7 @@ impl Store {
     ) -> Result<()> {
         let usage = crate::RequestUsage::default();
         if !self
+            .requests()
             .record_answer(request_id, raw_output, stop_reason, &usage, now)
             .await?
         {

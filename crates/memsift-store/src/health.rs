@@ -11,8 +11,9 @@ use memsift_core::status::{Lane, Purpose};
 use memsift_core::{RequestId, UserId};
 use serde::Serialize;
 
+use crate::handles::Lanes;
 use crate::tx::{WriteTx, sql};
-use crate::{Result, Store, corrupt};
+use crate::{Result, corrupt};
 
 /// One lane's breaker as the process that last changed it saw it.
 #[derive(Clone, Debug, PartialEq, Serialize, sqlx::FromRow)]
@@ -98,9 +99,9 @@ pub struct Reroute<'a> {
     pub model: Option<&'a str>,
 }
 
-impl Store {
+impl Lanes<'_> {
     /// Records a change of one lane's breaker (upserted: one row per lane).
-    pub async fn record_lane_transition(&self, transition: &LaneTransition<'_>, worker: &str) -> Result<()> {
+    pub async fn record_lane_transition(self, transition: &LaneTransition<'_>, worker: &str) -> Result<()> {
         self.write(async |tx| {
             tx.execute(sql!(
                 "INSERT INTO lane_health (lane, provider, model, endpoint, state, setting_fault, reason, fix, opened_at,
@@ -131,7 +132,7 @@ impl Store {
     }
 
     /// Every lane's last known breaker state, unhealthy ones first.
-    pub async fn lane_health(&self) -> Result<Vec<LaneHealthRow>> {
+    pub async fn lane_health(self) -> Result<Vec<LaneHealthRow>> {
         self.read_all(sql!(
             "SELECT lane, provider, model, endpoint, state, setting_fault, reason, fix, opened_at, next_probe_at,
                         changed_at, changed_by, n_transitions
@@ -142,7 +143,7 @@ impl Store {
 
     /// An immediate-lane request claimed while its lane is paused goes back to `planned` (no
     /// attempt spent), not claimable before `not_before`; its segment says what it waits for.
-    pub async fn hold_request(&self, request_id: RequestId, reason: &str, not_before: DateTime<Utc>) -> Result<()> {
+    pub async fn hold_request(self, request_id: RequestId, reason: &str, not_before: DateTime<Utc>) -> Result<()> {
         self.write(async |tx| {
             note_waiting_segments(tx, "id = $1 AND status = 'submitted'", request_id.to_string(), reason).await?;
             tx.execute(sql!(
@@ -158,12 +159,7 @@ impl Store {
     }
 
     /// Planned requests of `lane` under any of `config_keys` not yet in a batch, oldest first.
-    pub async fn waiting_requests(
-        &self,
-        lane: Lane,
-        config_keys: &[String],
-        limit: i64,
-    ) -> Result<Vec<WaitingRequest>> {
+    pub async fn waiting_requests(self, lane: Lane, config_keys: &[String], limit: i64) -> Result<Vec<WaitingRequest>> {
         let mut waiting = Vec::new();
         for config_key in config_keys {
             let room = limit - waiting.len() as i64;
@@ -196,7 +192,7 @@ impl Store {
     /// Moves a planned request to another lane or provider of its route (same id, same payload,
     /// no attempt spent); a request claimed or packed meanwhile is left alone. Returns whether it
     /// moved.
-    pub async fn reroute_request(&self, request_id: RequestId, to: &Reroute<'_>) -> Result<bool> {
+    pub async fn reroute_request(self, request_id: RequestId, to: &Reroute<'_>) -> Result<bool> {
         let moved = self
             .write(async |tx| {
                 tx.execute(sql!(
@@ -215,7 +211,7 @@ impl Store {
     }
 
     /// Records that this process is alive.
-    pub async fn heartbeat(&self, worker: &str, now: DateTime<Utc>) -> Result<()> {
+    pub async fn heartbeat(self, worker: &str, now: DateTime<Utc>) -> Result<()> {
         self.write(async |tx| {
             tx.execute(sql!(
                 "INSERT INTO workers (id, seen_at) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET seen_at = excluded.seen_at",
@@ -229,7 +225,7 @@ impl Store {
     }
 
     /// Processes seen since `since` (this one included once it has beaten).
-    pub async fn live_workers(&self, since: DateTime<Utc>) -> Result<i64> {
+    pub async fn live_workers(self, since: DateTime<Utc>) -> Result<i64> {
         self.read_scalar_one(sql!("SELECT COUNT(*) FROM workers WHERE seen_at >= $1", since))
             .await
     }

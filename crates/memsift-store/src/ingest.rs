@@ -14,8 +14,9 @@ use memsift_core::{MessageId, SegmentId, UserId};
 use serde::Serialize;
 
 use crate::tx::{Arg, WriteTx, sql};
-use crate::{Result, Store, StoreError};
+use crate::{Result, StoreError};
 
+use crate::handles::Messages;
 pub use memsift_core::message::NewMessage;
 
 /// What an ingest call did.
@@ -65,7 +66,7 @@ struct Ingest<'a> {
     now: DateTime<Utc>,
 }
 
-impl Store {
+impl Messages<'_> {
     /// Stores `messages` in one transaction, assigning each to a segment; `progress` is called after each.
     ///
     /// User ids are taken in their canonical form (`canonical_user_id`; one that cannot be stored
@@ -74,7 +75,7 @@ impl Store {
     /// stored) or wholly after (as a new user), and two ingests into one conversation number its
     /// messages one after the other.
     pub async fn ingest(
-        &self,
+        self,
         messages: &[NewMessage],
         idle_timeout: Duration,
         now: DateTime<Utc>,
@@ -117,7 +118,7 @@ impl Store {
     /// Closes every open segment whose last message is dated, or arrived, at least
     /// `idle_timeout` before `now`: arrival time closes a conversation whose messages are dated
     /// ahead of the clock (stored before times were clamped, or within the allowed skew).
-    pub async fn close_idle_segments(&self, now: DateTime<Utc>, idle_timeout: Duration) -> Result<u64> {
+    pub async fn close_idle_segments(self, now: DateTime<Utc>, idle_timeout: Duration) -> Result<u64> {
         let cutoff = now - idle_timeout;
         let closed = self
             .write(async |tx| {
@@ -145,11 +146,11 @@ pub struct ClosedSegment {
     pub closed_now: bool,
 }
 
-impl Store {
+impl Messages<'_> {
     /// Closes one open segment of `user` now (reason `manual`). A segment of another user is
     /// reported as absent, so ids cannot be probed across users; one already closed is left as it is.
     pub async fn close_user_segment(
-        &self,
+        self,
         user: &str,
         segment_id: SegmentId,
         now: DateTime<Utc>,
@@ -184,7 +185,7 @@ impl Store {
 
     /// Closes every open segment of `user` now (reason `manual`), so extraction can take them
     /// without waiting for the idle timeout.
-    pub async fn close_user_segments(&self, user: &str, now: DateTime<Utc>) -> Result<u64> {
+    pub async fn close_user_segments(self, user: &str, now: DateTime<Utc>) -> Result<u64> {
         self.write(async |tx| {
             tx.execute(sql!(
                 "UPDATE segments SET status = 'closed', close_reason = 'manual', closed_at = $2

@@ -28,6 +28,7 @@ mod erasure;
 mod erasure_key;
 #[cfg(feature = "testing")]
 mod fixtures;
+mod handles;
 mod health;
 mod ingest;
 #[cfg(feature = "testing")]
@@ -58,6 +59,9 @@ pub use erasure::{ErasureReceipt, FactKeys};
 pub use erasure_key::ErasureKey;
 #[cfg(feature = "testing")]
 pub use fixtures::UserRows;
+pub use handles::{
+    Batches, Erasure, Lanes, Listing, Memories, Messages, Requests, Schedules, Search, Segments, Stages, Users, Vectors,
+};
 pub use health::{LaneHealthRow, LaneTransition, Reroute, WaitingRequest};
 pub use ingest::{ClosedSegment, IngestReport, MAX_FUTURE_SKEW, NewMessage, stored_message_time};
 pub use listing::{
@@ -77,11 +81,11 @@ pub use stage::{
 pub use turn_vectors::{TurnToEmbed, UserTurnVectors};
 pub use tx::{storable_json, storable_text};
 pub use undo::Undone;
-pub use workers::{HeldClaims, WorkerIdentity};
 pub use vectors::{
     LoadedIndex, MemoryToEmbed, MemoryVector, Neighbour, UserVectors, VectorCache, VectorIndex, VectorIndexError, dot,
     vector_from_le_bytes, vector_to_le_bytes,
 };
+pub use workers::{HeldClaims, WorkerIdentity};
 
 static SQLITE_MIGRATOR: Migrator = sqlx::migrate!("../../migrations/sqlite");
 static POSTGRES_MIGRATOR: Migrator = sqlx::migrate!("../../migrations/postgres");

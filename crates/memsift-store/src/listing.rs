@@ -6,8 +6,9 @@
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
+use crate::Result;
+use crate::handles::Listing;
 use crate::tx::sql;
-use crate::{Result, Store};
 
 /// One row of `memsift segments`.
 #[derive(Clone, Debug, PartialEq, Serialize, sqlx::FromRow)]
@@ -169,14 +170,14 @@ impl IdKind {
 /// How many ids [`Store::ids_matching`] returns at most: enough to list an ambiguity, never a table.
 const MAX_ID_MATCHES: i64 = 10;
 
-impl Store {
+impl Listing<'_> {
     /// The full ids of `kind` that begin or end with `fragment` (so both a pasted prefix and the
     /// last 12 characters the tables print find their row), in id order, at most ten; only among
     /// `user`'s rows when given (external id) and the kind belongs to a user.
     ///
     /// `fragment` is matched literally: anything but hex digits and hyphens matches nothing, so
     /// no LIKE wildcard reaches the query.
-    pub async fn ids_matching(&self, kind: IdKind, fragment: &str, user: Option<&str>) -> Result<Vec<String>> {
+    pub async fn ids_matching(self, kind: IdKind, fragment: &str, user: Option<&str>) -> Result<Vec<String>> {
         let fragment = fragment.to_ascii_lowercase();
         if fragment.is_empty() || !fragment.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
             return Ok(Vec::new());
@@ -206,7 +207,7 @@ impl Store {
 
     /// Segments, newest first, optionally of one user and one status (admin listing).
     pub async fn list_segments(
-        &self,
+        self,
         user: Option<&str>,
         status: Option<&str>,
         limit: Option<i64>,
@@ -228,7 +229,7 @@ impl Store {
     }
 
     /// A user's active memories, oldest first (user-scoped).
-    pub async fn list_memories(&self, user: &str, limit: Option<i64>) -> Result<Vec<MemoryRow>> {
+    pub async fn list_memories(self, user: &str, limit: Option<i64>) -> Result<Vec<MemoryRow>> {
         // Evidence and entity lists are gathered with correlated subqueries rather than
         // GROUP_CONCAT / STRING_AGG, whose names differ between the two backends.
         let mut rows: Vec<MemoryRow> = self
@@ -267,7 +268,7 @@ impl Store {
 
     /// Requests, newest first, optionally of one user and one status (admin listing).
     pub async fn list_requests(
-        &self,
+        self,
         user: Option<&str>,
         status: Option<&str>,
         limit: Option<i64>,
@@ -282,7 +283,7 @@ impl Store {
     }
 
     /// Totals across the store.
-    pub async fn counts(&self) -> Result<Counts> {
+    pub async fn counts(self) -> Result<Counts> {
         Ok({
             let users: i64 = self.read_scalar_one(sql!("SELECT COUNT(*) FROM users")).await?;
             let messages: i64 = self.read_scalar_one(sql!("SELECT COUNT(*) FROM messages")).await?;
@@ -308,7 +309,7 @@ impl Store {
     }
 }
 
-impl Store {}
+impl Listing<'_> {}
 
 /// Everything stored about one request (`memsift show`).
 #[derive(Clone, Debug, PartialEq, Serialize, sqlx::FromRow)]
@@ -435,9 +436,9 @@ pub struct CostRow {
     pub cost_usd: f64,
 }
 
-impl Store {
+impl Listing<'_> {
     /// Tokens and cost by user, stage and lane, most expensive first (the admin view of the same name).
-    pub async fn cost_by_user_stage(&self) -> Result<Vec<CostRow>> {
+    pub async fn cost_by_user_stage(self) -> Result<Vec<CostRow>> {
         self.read_all(sql!(
             "SELECT user_external_id, purpose, lane, n_requests,
                         CAST(input_tokens AS BIGINT) AS input_tokens, CAST(output_tokens AS BIGINT) AS output_tokens,
@@ -451,7 +452,7 @@ impl Store {
     }
 
     /// One request in full.
-    pub async fn request_detail(&self, request_id: memsift_core::RequestId) -> Result<RequestDetail> {
+    pub async fn request_detail(self, request_id: memsift_core::RequestId) -> Result<RequestDetail> {
         let row: Option<RequestDetail> = self.read_optional(sql!("SELECT r.id, r.purpose, u.external_id AS user, r.segment_id, r.chunk_index, r.attempt, r.lane, r.config_key,
                         r.model, r.prompt_version, r.status, r.batch_id, r.raw_output, r.stop_reason, r.n_items, r.n_dropped,
                         r.drops, r.input_tokens, r.output_tokens, r.cache_creation_tokens, r.cache_read_tokens, r.cost_usd,
@@ -465,7 +466,7 @@ impl Store {
     }
 
     /// One memory, active or archived, if stored.
-    pub async fn memory_detail(&self, memory_id: memsift_core::MemoryId) -> Result<Option<MemoryDetail>> {
+    pub async fn memory_detail(self, memory_id: memsift_core::MemoryId) -> Result<Option<MemoryDetail>> {
         self.read_optional(sql!(
             "SELECT m.id, u.external_id AS user, m.text, m.importance, m.confidence, m.sensitive, m.temporal,
                         m.happens_at, m.expires_at, m.access_count, m.archived_at, m.archive_reason, m.superseded_by,
@@ -478,7 +479,7 @@ impl Store {
     }
 
     /// The requests of one batch (admin listing).
-    pub async fn list_batch_requests(&self, batch_id: memsift_core::BatchId) -> Result<Vec<RequestRow>> {
+    pub async fn list_batch_requests(self, batch_id: memsift_core::BatchId) -> Result<Vec<RequestRow>> {
         self.read_all(sql!("SELECT r.id, r.purpose, u.external_id AS user, r.segment_id, r.chunk_index, r.attempt, r.lane, r.status,
                         r.prompt_version, r.n_items, r.n_dropped, r.input_tokens, r.output_tokens, r.cache_creation_tokens,
                         r.cache_read_tokens, r.cost_usd, r.created_at
@@ -487,9 +488,9 @@ impl Store {
     }
 }
 
-impl Store {
+impl Listing<'_> {
     /// The internal id of a user named by the host application's id, if stored.
-    pub async fn user_id(&self, user: &str) -> Result<Option<memsift_core::UserId>> {
+    pub async fn user_id(self, user: &str) -> Result<Option<memsift_core::UserId>> {
         let id: Option<String> = self
             .read_scalar_optional(sql!("SELECT id FROM users WHERE external_id = $1", user))
             .await?;
@@ -499,7 +500,7 @@ impl Store {
 
     /// Counts a read of each of `user`'s active memories in `memory_ids`: `access_count + 1` and
     /// `last_accessed_at = now`. Ids of other users' memories are ignored. Returns rows touched.
-    pub async fn record_memory_access(&self, user: &str, memory_ids: &[String], now: DateTime<Utc>) -> Result<u64> {
+    pub async fn record_memory_access(self, user: &str, memory_ids: &[String], now: DateTime<Utc>) -> Result<u64> {
         if memory_ids.is_empty() {
             return Ok(0);
         }
@@ -563,9 +564,9 @@ pub struct UsageTotals {
     pub cost_usd: f64,
 }
 
-impl Store {
+impl Listing<'_> {
     /// The totals behind the Prometheus gauges.
-    pub async fn metrics_snapshot(&self) -> Result<MetricsSnapshot> {
+    pub async fn metrics_snapshot(self) -> Result<MetricsSnapshot> {
         // SUM of a BIGINT is NUMERIC on PostgreSQL: cast back so both backends decode as i64.
         Ok({
             let segments_by_status = self

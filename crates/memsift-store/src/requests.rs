@@ -12,8 +12,9 @@ use serde::Serialize;
 use serde_json::Value;
 use sqlx::types::Json;
 
+use crate::handles::Requests;
 use crate::tx::{Arg, WriteTx, sql};
-use crate::{Result, Store, StoreError, corrupt, from_json};
+use crate::{Result, StoreError, corrupt, from_json};
 
 /// A request attempt to record.
 #[derive(Clone, Debug)]
@@ -246,12 +247,12 @@ impl WriteTx {
     }
 }
 
-impl Store {
+impl Requests<'_> {
     /// Records the requests planned for a segment's extraction and how many chunks it has, and
     /// releases the segment's claim: from here the requests carry the work, so a slow batch can
     /// never look like a dead worker. Each chunk's attempt number continues from its last one.
     pub async fn plan_segment_requests(
-        &self,
+        self,
         segment_id: SegmentId,
         requests: &[NewRequest],
         now: DateTime<Utc>,
@@ -275,7 +276,7 @@ impl Store {
     }
 
     /// Loads what the apply path needs for one request.
-    pub async fn stored_output(&self, request_id: RequestId) -> Result<StoredOutput> {
+    pub async fn stored_output(self, request_id: RequestId) -> Result<StoredOutput> {
         type Row = (
             String,
             Option<String>,
@@ -329,7 +330,7 @@ impl Store {
     /// Drops the raw model output of finished requests (applied or dead) completed before
     /// `before`: retention for text nobody needs once its memories are written. `memsift replay`
     /// cannot re-read a request after this. Returns how many outputs were dropped.
-    pub async fn purge_raw_outputs(&self, before: DateTime<Utc>) -> Result<u64> {
+    pub async fn purge_raw_outputs(self, before: DateTime<Utc>) -> Result<u64> {
         self.write(async |tx| {
             tx.execute(sql!(
                 "UPDATE llm_requests SET raw_output = NULL
@@ -344,7 +345,7 @@ impl Store {
     /// What a user's requests created since `since` hold against their budget, every stage and
     /// lane: the real cost of those answered or ended, the reservation of those still planned or
     /// in flight (whose cost is not known yet).
-    pub async fn user_spend_since(&self, user_id: UserId, since: DateTime<Utc>) -> Result<Spend> {
+    pub async fn user_spend_since(self, user_id: UserId, since: DateTime<Utc>) -> Result<Spend> {
         let (settled, reserved): (Option<f64>, Option<f64>) = self.read_one(sql!("SELECT CAST(SUM(CASE WHEN status IN ('planned', 'submitted') THEN 0 ELSE cost_usd END) AS DOUBLE PRECISION),
                         CAST(SUM(CASE WHEN status IN ('planned', 'submitted') THEN reserved_usd ELSE 0 END) AS DOUBLE PRECISION)
                  FROM llm_requests WHERE user_id = $1 AND created_at >= $2", user_id, since)).await?;
@@ -357,7 +358,7 @@ impl Store {
     /// Test convenience: [`Store::claim_requests_of`] over every segment.
     #[cfg(feature = "testing")]
     pub async fn claim_requests(
-        &self,
+        self,
         lane: Lane,
         worker: &str,
         now: DateTime<Utc>,
@@ -373,7 +374,7 @@ impl Store {
     ///
     /// Only of `segment`'s requests when given (`memsift extract --segment`).
     pub async fn claim_requests_of(
-        &self,
+        self,
         segment: Option<SegmentId>,
         lane: Lane,
         worker: &str,
@@ -414,7 +415,7 @@ impl Store {
     /// Only a request still waiting for output changes, so a result line read twice is a no-op;
     /// returns whether this call recorded it.
     pub async fn record_answer(
-        &self,
+        self,
         request_id: RequestId,
         raw_output: &str,
         stop_reason: Option<&str>,
@@ -446,7 +447,7 @@ impl Store {
 
     /// Records a failed attempt (`errored`, `expired`, `canceled`, or `dead` when retrying cannot help).
     pub async fn record_failure(
-        &self,
+        self,
         request_id: RequestId,
         status: RequestStatus,
         error: &str,
@@ -470,7 +471,7 @@ impl Store {
 
     /// Test convenience: [`Store::unapplied_answers_of`] over every segment.
     #[cfg(feature = "testing")]
-    pub async fn unapplied_answers(&self, limit: i64) -> Result<Vec<RequestId>> {
+    pub async fn unapplied_answers(self, limit: i64) -> Result<Vec<RequestId>> {
         self.unapplied_answers_of(None, limit).await
     }
 
@@ -479,7 +480,7 @@ impl Store {
     /// first, so answers that keep failing (until they are quarantined) never starve the rest.
     ///
     /// Only of `segment`'s requests when given.
-    pub async fn unapplied_answers_of(&self, segment: Option<SegmentId>, limit: i64) -> Result<Vec<RequestId>> {
+    pub async fn unapplied_answers_of(self, segment: Option<SegmentId>, limit: i64) -> Result<Vec<RequestId>> {
         let ids: Vec<String> = self
             .read_scalar_all(sql!(
                 "SELECT id FROM llm_requests WHERE status = 'succeeded' AND ($2 IS NULL OR segment_id = $2)
@@ -498,7 +499,7 @@ impl Store {
     /// as `failed` with the error (and an extraction request's segment goes `dead` with the
     /// reason, for an admin to retry), so one bad answer never holds up the others.
     pub async fn record_apply_failure(
-        &self,
+        self,
         request_id: RequestId,
         error: &str,
         max_apply_attempts: i64,
@@ -542,7 +543,7 @@ impl Store {
 
     /// Test convenience: [`Store::replan_failed_requests_of`] over every segment.
     #[cfg(feature = "testing")]
-    pub async fn replan_failed_requests(&self, max_attempts: i64, now: DateTime<Utc>) -> Result<ReplanReport> {
+    pub async fn replan_failed_requests(self, max_attempts: i64, now: DateTime<Utc>) -> Result<ReplanReport> {
         self.replan_failed_requests_of(None, max_attempts, now).await
     }
 
@@ -551,7 +552,7 @@ impl Store {
     ///
     /// Only of `segment`'s requests when given.
     pub async fn replan_failed_requests_of(
-        &self,
+        self,
         segment: Option<SegmentId>,
         max_attempts: i64,
         now: DateTime<Utc>,
@@ -624,7 +625,7 @@ impl Store {
     /// packed or reconciled, a claim lease running out, a failed segment's retry. `None`: no work
     /// is waiting (open segments are not counted: they wait for their conversation, not for us).
     pub async fn next_due_work(
-        &self,
+        self,
         pack_max_wait: Duration,
         reconcile_grace: Duration,
     ) -> Result<Option<DateTime<Utc>>> {

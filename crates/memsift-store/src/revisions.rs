@@ -9,9 +9,10 @@ use memsift_core::text::{collapse_whitespace, dedupe_key};
 use memsift_core::{MemoryId, OperationId, UserId};
 use serde::{Deserialize, Serialize};
 
+use crate::handles::Memories;
 use crate::memory_insert::{DEFAULT_IMPORTANCE, Inserted, MemoryInsert};
 use crate::tx::{Arg, WriteTx, sql};
-use crate::{Result, Store, StoreError, corrupt};
+use crate::{Result, StoreError, corrupt};
 
 /// Longest text a superseding memory may have, as the processor allows for extracted ones.
 const MAX_TEXT_CHARS: usize = 1000;
@@ -113,12 +114,12 @@ fn checked_input(revision: &Revision, reason: &str) -> Result<Option<String>> {
     })
 }
 
-impl Store {
+impl Memories<'_> {
     /// Applies `revision` to `user_external_id`'s memory `memory_id` with the operator's `reason`,
     /// journaled in one transaction. Another user's memory is `NotFound` (invariant 9); an
     /// archived memory cannot be revised (undo its archiving first).
     pub async fn revise_memory(
-        &self,
+        self,
         user_external_id: &str,
         memory_id: MemoryId,
         revision: &Revision,

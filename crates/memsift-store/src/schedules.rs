@@ -11,8 +11,9 @@
 use chrono::{DateTime, Duration, Utc};
 use serde::Serialize;
 
+use crate::Result;
+use crate::handles::Schedules;
 use crate::tx::sql;
-use crate::{Result, Store};
 
 /// One job's row, for listings.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, sqlx::FromRow)]
@@ -27,7 +28,7 @@ pub struct ScheduleRow {
     pub lease_until: Option<DateTime<Utc>>,
 }
 
-impl Store {
+impl Schedules<'_> {
     /// Claims the run of job `name` for the tick `scheduled_at` on behalf of `owner`; returns
     /// whether this caller won and must run it.
     ///
@@ -36,7 +37,7 @@ impl Store {
     /// and leases the job until `now + lease`, atomically. A lease left by a daemon that died
     /// expires on its own, so nobody needs to clean it up.
     pub async fn claim_schedule(
-        &self,
+        self,
         name: &str,
         owner: &str,
         scheduled_at: DateTime<Utc>,
@@ -77,7 +78,7 @@ impl Store {
     /// Releases `owner`'s lease on job `name` once its run is over (finished, failed or
     /// abandoned), so the next tick need not wait for the lease to expire. Another owner's lease
     /// is left alone; `last_fired_at` is kept, so the tick is not run again.
-    pub async fn finish_schedule(&self, name: &str, owner: &str) -> Result<bool> {
+    pub async fn finish_schedule(self, name: &str, owner: &str) -> Result<bool> {
         let updated = self
             .write(async |tx| {
                 tx.execute(sql!(

@@ -14,9 +14,10 @@ use chrono::{DateTime, Utc};
 use memsift_core::OperationId;
 use serde::Serialize;
 
+use crate::Result;
+use crate::handles::Memories;
 use crate::revisions::MemoryState;
 use crate::tx::{Arg, sql};
-use crate::{Result, Store};
 
 /// When memories are archived for low importance.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -75,10 +76,10 @@ pub fn importance(
     0.35 * access + 0.25 * links + 0.25 * recency + 0.15 * event
 }
 
-impl Store {
+impl Memories<'_> {
     /// Recalculates every active memory's importance and archives, per user and capped, the
     /// oldest-enough unconfirmed ones under the floor, lowest first, journaling each archive.
-    pub async fn score_memories(&self, policy: &ScoringPolicy, now: DateTime<Utc>) -> Result<ScoringReport> {
+    pub async fn score_memories(self, policy: &ScoringPolicy, now: DateTime<Utc>) -> Result<ScoringReport> {
         let rows: Vec<ScoreRow> = self
             .read_all(sql!(
                 "SELECT m.id, m.user_id, m.confidence, m.access_count, m.happens_at, m.last_accessed_at, m.created_at,
@@ -134,7 +135,7 @@ impl Store {
     }
 
     async fn write_scores(
-        &self,
+        self,
         scored: &[(&ScoreRow, f64)],
         archive: &[(String, f64)],
         now: DateTime<Utc>,

@@ -10,8 +10,9 @@
 use chrono::{DateTime, Utc};
 use memsift_core::{MemoryId, UserId};
 
+use crate::handles::Search;
 use crate::tx::{Arg, Statement};
-use crate::{BackendKind, Result, Store, corrupt};
+use crate::{BackendKind, Result, corrupt};
 
 /// A memory as a search result shows it.
 #[derive(Clone, Debug, PartialEq)]
@@ -97,15 +98,10 @@ fn turn_card(row: TurnRow) -> TurnCard {
     }
 }
 
-impl Store {
+impl Search<'_> {
     /// `user_id`'s active memories matching any of `terms`, best first, with a score where higher
     /// is better (BM25 negated on SQLite, `ts_rank_cd` on PostgreSQL).
-    pub async fn lexical_memories(
-        &self,
-        user_id: UserId,
-        terms: &[String],
-        limit: i64,
-    ) -> Result<Vec<(MemoryId, f64)>> {
+    pub async fn lexical_memories(self, user_id: UserId, terms: &[String], limit: i64) -> Result<Vec<(MemoryId, f64)>> {
         if terms.is_empty() {
             return Ok(Vec::new());
         }
@@ -136,7 +132,7 @@ impl Store {
     }
 
     /// `user_id`'s turns that no active memory cites, matching any of `terms`, best first.
-    pub async fn lexical_turns(&self, user_id: UserId, terms: &[String], limit: i64) -> Result<Vec<(String, f64)>> {
+    pub async fn lexical_turns(self, user_id: UserId, terms: &[String], limit: i64) -> Result<Vec<(String, f64)>> {
         if terms.is_empty() {
             return Ok(Vec::new());
         }
@@ -167,7 +163,7 @@ impl Store {
     /// `user_id`'s active memories whose evidence turns match any of `terms`, ranked by their
     /// best-matching turn: what was said can match a question a memory's wording no longer does.
     pub async fn memories_by_evidence_text(
-        &self,
+        self,
         user_id: UserId,
         terms: &[String],
         limit: i64,
@@ -211,7 +207,7 @@ impl Store {
 
     /// `user_id`'s active memories joined to an active entity whose every name word is among
     /// `terms`, with how many such entities each names, most first.
-    pub async fn entity_memories(&self, user_id: UserId, terms: &[String], limit: i64) -> Result<Vec<(MemoryId, i64)>> {
+    pub async fn entity_memories(self, user_id: UserId, terms: &[String], limit: i64) -> Result<Vec<(MemoryId, i64)>> {
         let entities: Vec<(String, String)> = self
             .read_all(crate::tx::sql!(
                 "SELECT id, normalized_name FROM entities WHERE user_id = $1 AND archived_at IS NULL",
@@ -249,7 +245,7 @@ impl Store {
     /// `user_id`'s active memories whose time is in `[from, to)`: when they happen, else when
     /// their earliest evidence was said; with that time.
     pub async fn memories_in_range(
-        &self,
+        self,
         user_id: UserId,
         from: DateTime<Utc>,
         to: DateTime<Utc>,
@@ -276,7 +272,7 @@ impl Store {
     }
 
     /// Which of `turn_ids` (`user_id`'s messages) active memories cite, as (turn id, memory).
-    pub async fn turn_citations(&self, user_id: UserId, turn_ids: &[String]) -> Result<Vec<(String, MemoryId)>> {
+    pub async fn turn_citations(self, user_id: UserId, turn_ids: &[String]) -> Result<Vec<(String, MemoryId)>> {
         if turn_ids.is_empty() {
             return Ok(Vec::new());
         }
@@ -294,7 +290,7 @@ impl Store {
     }
 
     /// The cards of those of `ids` that are `user_id`'s active memories, in no set order.
-    pub async fn memory_cards(&self, user_id: UserId, ids: &[MemoryId]) -> Result<Vec<MemoryCard>> {
+    pub async fn memory_cards(self, user_id: UserId, ids: &[MemoryId]) -> Result<Vec<MemoryCard>> {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
@@ -366,7 +362,7 @@ impl Store {
     }
 
     /// The cards of those of `ids` that are `user_id`'s turns.
-    pub async fn turn_cards(&self, user_id: UserId, ids: &[String]) -> Result<Vec<TurnCard>> {
+    pub async fn turn_cards(self, user_id: UserId, ids: &[String]) -> Result<Vec<TurnCard>> {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
@@ -384,7 +380,7 @@ impl Store {
     /// The links of `ids` to other active memories of `user_id`, in either direction, as
     /// `(one of ids, the other memory, kind, confidence)`.
     pub async fn memory_links_of(
-        &self,
+        self,
         user_id: UserId,
         ids: &[MemoryId],
     ) -> Result<Vec<(MemoryId, MemoryId, String, f64)>> {
@@ -405,10 +401,16 @@ impl Store {
             );
             let mut args = vec![Arg::from(user_id)];
             args.extend(ids.iter().map(Arg::from));
-            rows.extend(self.read_all::<(String, String, String, f64)>(Statement { sql: &sql, args }).await?);
+            rows.extend(
+                self.read_all::<(String, String, String, f64)>(Statement { sql: &sql, args })
+                    .await?,
+            );
         }
         // A link between two wanted memories came back from both lookups.
-        rows.sort_by(|a, b| b.3.total_cmp(&a.3).then_with(|| (&a.0, &a.1, &a.2).cmp(&(&b.0, &b.1, &b.2))));
+        rows.sort_by(|a, b| {
+            b.3.total_cmp(&a.3)
+                .then_with(|| (&a.0, &a.1, &a.2).cmp(&(&b.0, &b.1, &b.2)))
+        });
         rows.dedup_by(|a, b| (&a.0, &a.1, &a.2) == (&b.0, &b.1, &b.2));
         let wanted: std::collections::HashSet<String> = ids.iter().map(ToString::to_string).collect();
         let parse = |id: &str| MemoryId::parse(id).map_err(|error| corrupt("memory_links", error));

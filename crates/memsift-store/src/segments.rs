@@ -9,8 +9,9 @@ use memsift_core::status::Role;
 use memsift_core::{MemoryId, MessageId, SegmentId, UserId};
 use sqlx::types::Json;
 
+use crate::handles::Segments;
 use crate::tx::sql;
-use crate::{BackendKind, Result, Store, StoreError, corrupt};
+use crate::{BackendKind, Result, StoreError, corrupt};
 
 /// A segment a worker now holds.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -43,13 +44,13 @@ struct TurnRow {
     external_id: Option<String>,
 }
 
-impl Store {
+impl Segments<'_> {
     /// Claims up to `limit` closed (or failed and due) segments for `worker`, one atomic statement.
     ///
     /// A claim whose lease ran out (its worker died) is taken over; each claim counts an attempt,
     /// so a segment that kills its worker every time still ends `dead` instead of looping.
     pub async fn claim_segments(
-        &self,
+        self,
         worker: &str,
         now: DateTime<Utc>,
         lease: Duration,
@@ -90,7 +91,7 @@ impl Store {
     }
 
     /// The turns of a segment in order. Labels are the message's external id, else `t<seq>`.
-    pub async fn segment_turns(&self, segment_id: SegmentId) -> Result<Vec<SegmentTurn>> {
+    pub async fn segment_turns(self, segment_id: SegmentId) -> Result<Vec<SegmentTurn>> {
         let rows: Vec<TurnRow> = self
             .read_all(sql!(
                 "SELECT id, seq, role, speaker, content, created_at, external_id FROM messages
@@ -125,7 +126,7 @@ impl Store {
     }
 
     /// Marks a claimed segment `extracted` with nothing to do (no user turns, so no request).
-    pub async fn finish_empty_segment(&self, segment_id: SegmentId, now: DateTime<Utc>) -> Result<()> {
+    pub async fn finish_empty_segment(self, segment_id: SegmentId, now: DateTime<Utc>) -> Result<()> {
         self.write(async |tx| {
             tx.execute(sql!(
                 "UPDATE segments SET status = 'extracted', extracted_at = $2, planned_chunks = 0, claimed_by = NULL,
@@ -143,7 +144,7 @@ impl Store {
     /// Claims one segment by hand (`memsift extract --segment`): an open one is closed first, and a
     /// failed or dead one is retried; one being extracted by a live claim, or already extracted, is refused.
     pub async fn claim_segment(
-        &self,
+        self,
         segment_id: SegmentId,
         worker: &str,
         now: DateTime<Utc>,
@@ -194,7 +195,7 @@ impl Store {
 
     /// Records a failed attempt: the segment is due again after `retry_after`, or `dead` when out of attempts.
     pub async fn fail_segment(
-        &self,
+        self,
         segment_id: SegmentId,
         error: &str,
         max_attempts: i64,
@@ -221,14 +222,14 @@ impl Store {
 
     /// A segment's status (`open`, `closed`, `extracting`, `extracted`, `failed`, `dead`), or
     /// `None` when there is no such segment.
-    pub async fn segment_status(&self, segment_id: SegmentId) -> Result<Option<String>> {
+    pub async fn segment_status(self, segment_id: SegmentId) -> Result<Option<String>> {
         self.read_scalar_optional(sql!("SELECT status FROM segments WHERE id = $1", segment_id))
             .await
     }
 
     /// Hands a `failed` or `dead` segment back to the pipeline with fresh attempts (an admin's
     /// retry after fixing the cause); returns false when no such segment is in either state.
-    pub async fn retry_segment(&self, segment_id: SegmentId) -> Result<bool> {
+    pub async fn retry_segment(self, segment_id: SegmentId) -> Result<bool> {
         let updated = self
             .write(async |tx| {
                 tx.execute(sql!(
@@ -245,7 +246,7 @@ impl Store {
 
     /// Hands a claimed segment back until `until` without spending an attempt (its user is over
     /// budget): it waits `closed` with the reason as its last error, and is claimed again after.
-    pub async fn defer_segment(&self, segment_id: SegmentId, until: DateTime<Utc>, reason: &str) -> Result<()> {
+    pub async fn defer_segment(self, segment_id: SegmentId, until: DateTime<Utc>, reason: &str) -> Result<()> {
         self.write(async |tx| {
             tx.execute(sql!(
                 "UPDATE segments SET status = 'closed', next_attempt_at = $2, last_error = $3,
@@ -265,7 +266,7 @@ impl Store {
     /// The memories a segment's turns referenced (the host's retrieval hits, recorded at ingest), in
     /// order of first reference, each once. Only the segment owner's active memories count: an id
     /// of another user's memory, or of an archived one, is skipped.
-    pub async fn referenced_memories(&self, segment_id: SegmentId) -> Result<Vec<(MemoryId, String)>> {
+    pub async fn referenced_memories(self, segment_id: SegmentId) -> Result<Vec<(MemoryId, String)>> {
         let rows: Vec<(String, Json<Vec<String>>)> = self
             .read_all(sql!(
                 "SELECT user_id, referenced_memory_ids FROM messages
@@ -292,7 +293,7 @@ impl Store {
 
     /// The texts of `user_id`'s active memories among `ids`, in the order given; ids of other users'
     /// memories and of archived ones are skipped (invariant 9).
-    pub async fn active_memory_texts(&self, user_id: UserId, ids: &[MemoryId]) -> Result<Vec<(MemoryId, String)>> {
+    pub async fn active_memory_texts(self, user_id: UserId, ids: &[MemoryId]) -> Result<Vec<(MemoryId, String)>> {
         let mut found = Vec::with_capacity(ids.len());
         for &id in ids {
             let text: Option<String> = self

@@ -33,6 +33,7 @@ async fn with_test_key(store: Store, version: Option<i64>) -> Store {
     let store = store.with_erasure_key(crate::ErasureKey::generate());
     if version.is_none() {
         store
+            .erasure()
             .adopt_erasure_key(chrono::Utc::now())
             .await
             .expect("adopt the test erasure key");

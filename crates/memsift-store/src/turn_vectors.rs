@@ -3,8 +3,9 @@
 
 use memsift_core::UserId;
 
+use crate::handles::Vectors;
 use crate::tx::{Arg, Statement, sql};
-use crate::{Result, Store, corrupt, vector_from_le_bytes, vector_to_le_bytes};
+use crate::{Result, corrupt, vector_from_le_bytes, vector_to_le_bytes};
 
 /// A message still to embed.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -26,9 +27,9 @@ pub struct UserTurnVectors {
     pub rows: Vec<(String, Vec<f32>)>,
 }
 
-impl Store {
+impl Vectors<'_> {
     /// Up to `limit` messages with no embedding, oldest first.
-    pub async fn turns_needing_embedding(&self, limit: i64) -> Result<Vec<TurnToEmbed>> {
+    pub async fn turns_needing_embedding(self, limit: i64) -> Result<Vec<TurnToEmbed>> {
         let rows: Vec<(String, String, String)> = self
             .read_all(sql!(
                 "SELECT id, user_id, content FROM messages WHERE embedding IS NULL
@@ -49,7 +50,7 @@ impl Store {
 
     /// Stores each `(message id, vector)` as made by `model_id`, and bumps the turn version of
     /// every user it touched, so search's cached turn index of that user is read again.
-    pub async fn set_turn_embeddings(&self, model_id: &str, written: &[(TurnToEmbed, Vec<f32>)]) -> Result<()> {
+    pub async fn set_turn_embeddings(self, model_id: &str, written: &[(TurnToEmbed, Vec<f32>)]) -> Result<()> {
         if written.is_empty() {
             return Ok(());
         }
@@ -81,7 +82,7 @@ impl Store {
     }
 
     /// `user_id`'s turn version: it moves whenever one of the user's turn vectors is written.
-    pub async fn turn_version(&self, user_id: UserId) -> Result<i64> {
+    pub async fn turn_version(self, user_id: UserId) -> Result<i64> {
         Ok(self
             .read_scalar_optional(sql!("SELECT turn_version FROM users WHERE id = $1", user_id))
             .await?
@@ -90,7 +91,7 @@ impl Store {
 
     /// Every turn vector of `user_id` made by `model_id`, normalised, with the turn version read
     /// first (a concurrent write can only make the result look older, never newer).
-    pub async fn user_turn_vectors(&self, user_id: UserId, model_id: &str) -> Result<UserTurnVectors> {
+    pub async fn user_turn_vectors(self, user_id: UserId, model_id: &str) -> Result<UserTurnVectors> {
         let version = self.turn_version(user_id).await?;
         let rows: Vec<(String, Vec<u8>)> = self
             .read_all(Statement {

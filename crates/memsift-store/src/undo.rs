@@ -7,10 +7,11 @@ use serde::Serialize;
 use serde_json::Value;
 use sqlx::types::Json;
 
+use crate::handles::Memories;
 use crate::journal::{ROW_JOURNAL_KINDS, journaled_rows};
 use crate::revisions::Snapshot;
 use crate::tx::sql;
-use crate::{Result, Store, StoreError, corrupt};
+use crate::{Result, StoreError, corrupt};
 
 /// What an undo did.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -33,12 +34,12 @@ pub struct Undone {
     pub n_joins_restored: u64,
 }
 
-impl Store {
+impl Memories<'_> {
     /// Reverses a journaled revision of `user_external_id`'s: the memory gets back exactly the
     /// state recorded before, a memory the operation created is deleted, and the journal row is
     /// marked undone (kept, for the history). An operation is undone at most once.
     pub async fn undo_operation(
-        &self,
+        self,
         user_external_id: &str,
         operation_id: OperationId,
         now: DateTime<Utc>,

@@ -13,12 +13,13 @@ use chrono::{DateTime, Utc};
 use memsift_core::UserId;
 use memsift_core::message::ERASED_USER_PREFIX;
 
+use crate::handles::Users;
 use crate::tx::{WriteTx, sql};
-use crate::{Result, Store, StoreError, corrupt};
+use crate::{Result, StoreError, corrupt};
 
-impl Store {
+impl Users<'_> {
     /// The user's billing tier column (`None`: the configured default applies).
-    pub async fn user_billing_tier(&self, user_id: UserId) -> Result<Option<String>> {
+    pub async fn user_billing_tier(self, user_id: UserId) -> Result<Option<String>> {
         let tier: Option<Option<String>> = self
             .read_scalar_optional(sql!("SELECT billing_tier FROM users WHERE id = $1", user_id))
             .await?;

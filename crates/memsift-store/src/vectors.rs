@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex};
 
 use memsift_core::{MemoryId, UserId};
 
+use crate::handles::Vectors;
 use crate::tx::sql;
 use crate::{Result, Store, StoreError, corrupt};
 
@@ -79,12 +80,12 @@ fn parse_memory_id(text: &str) -> Result<MemoryId> {
     MemoryId::parse(text).map_err(|error| corrupt("memories", error))
 }
 
-impl Store {
+impl Vectors<'_> {
     /// Stores several of `user_id`'s memory embeddings (all made by `model_id`) in one transaction
     /// with one memory-version bump; returns the new version. Memories of other users, and ones
     /// deleted meanwhile, are skipped (the version still moves, so caches reload).
     pub async fn set_memory_embeddings(
-        &self,
+        self,
         user_id: UserId,
         model_id: &str,
         vectors: &[(MemoryId, Vec<f32>)],
@@ -121,7 +122,7 @@ impl Store {
     }
 
     /// The user's current memory version.
-    pub async fn memory_version(&self, user_id: UserId) -> Result<i64> {
+    pub async fn memory_version(self, user_id: UserId) -> Result<i64> {
         let version: Option<i64> = self
             .read_scalar_optional(sql!("SELECT memory_version FROM users WHERE id = $1", user_id))
             .await?;
@@ -129,7 +130,7 @@ impl Store {
     }
 
     /// Every active memory of `user_id` with whatever embedding it has, and the version read first.
-    pub async fn user_memory_vectors(&self, user_id: UserId) -> Result<UserVectors> {
+    pub async fn user_memory_vectors(self, user_id: UserId) -> Result<UserVectors> {
         let version = self.memory_version(user_id).await?;
         let rows: Vec<VectorRow> = self
             .read_all(sql!(
@@ -157,7 +158,7 @@ impl Store {
     /// in id order after `after` (pass the last id of the previous page; successfully embedded
     /// memories leave the set, and the cursor keeps a long run from rescanning them).
     pub async fn memories_needing_embedding(
-        &self,
+        self,
         model_id: &str,
         dimension: usize,
         after: Option<MemoryId>,
@@ -254,7 +255,7 @@ impl VectorIndex {
 
     /// Loads `user_id`'s active memory vectors made by `model_id` at `dimension`.
     pub async fn load(store: &Store, user_id: UserId, model_id: &str, dimension: usize) -> Result<LoadedIndex> {
-        let vectors = store.user_memory_vectors(user_id).await?;
+        let vectors = store.vectors().user_memory_vectors(user_id).await?;
         Ok(Self::from_user_vectors(user_id, model_id, dimension, vectors))
     }
 
@@ -378,7 +379,7 @@ impl VectorIndex {
 
     /// True when the database's memory version is still the one this index reflects.
     pub async fn is_current(&self, store: &Store) -> Result<bool> {
-        Ok(store.memory_version(self.user_id).await? == self.version)
+        Ok(store.vectors().memory_version(self.user_id).await? == self.version)
     }
 
     /// Whose memories.
@@ -465,7 +466,7 @@ impl VectorCache {
     /// another daemon). The second value lists memories left out for want of a matching vector;
     /// it is empty when the cached index was still current.
     pub async fn fresh(&self, store: &Store, user_id: UserId) -> Result<(Arc<VectorIndex>, Vec<MemoryId>)> {
-        let version = store.memory_version(user_id).await?;
+        let version = store.vectors().memory_version(user_id).await?;
         if let Some(index) = self.lock().get(&user_id)
             && index.version() == version
         {

@@ -305,7 +305,7 @@ fn page(title: &str, body: &str) -> Html<String> {
 }
 
 async fn index(State(state): State<AdminState>) -> Result<Html<String>, PageError> {
-    let counts = state.app.store.counts().await?;
+    let counts = state.app.store.listing().counts().await?;
     let body = format!(
         "<p>{} users, {} segments, {} messages, {} memories, {} requests.</p>",
         counts.users, counts.segments, counts.messages, counts.memories, counts.requests
@@ -314,7 +314,7 @@ async fn index(State(state): State<AdminState>) -> Result<Html<String>, PageErro
 }
 
 async fn batches(State(state): State<AdminState>) -> Result<Html<String>, PageError> {
-    let rows = state.app.store.list_batches(None, Some(PAGE_ROWS)).await?;
+    let rows = state.app.store.batches().list_batches(None, Some(PAGE_ROWS)).await?;
     let body = format!(
         "{}{}",
         unhealthy_lanes(&state).await?,
@@ -324,7 +324,12 @@ async fn batches(State(state): State<AdminState>) -> Result<Html<String>, PageEr
 }
 
 async fn segments(State(state): State<AdminState>) -> Result<Html<String>, PageError> {
-    let rows = state.app.store.list_segments(None, None, Some(PAGE_ROWS)).await?;
+    let rows = state
+        .app
+        .store
+        .listing()
+        .list_segments(None, None, Some(PAGE_ROWS))
+        .await?;
     let body = format!(
         "{}{}",
         unhealthy_lanes(&state).await?,
@@ -335,7 +340,7 @@ async fn segments(State(state): State<AdminState>) -> Result<Html<String>, PageE
 
 /// The provider lanes that are paused or unwell, why, and the likely fix; empty when all are well.
 async fn unhealthy_lanes(state: &AdminState) -> Result<String, PageError> {
-    let lines = memsift_engine::health::describe_unhealthy(&state.app.store.lane_health().await?);
+    let lines = memsift_engine::health::describe_unhealthy(&state.app.store.lanes().lane_health().await?);
     if lines.is_empty() {
         return Ok(String::new());
     }
@@ -349,7 +354,12 @@ async fn unhealthy_lanes(state: &AdminState) -> Result<String, PageError> {
 }
 
 async fn requests(State(state): State<AdminState>) -> Result<Html<String>, PageError> {
-    let rows = state.app.store.list_requests(None, None, Some(PAGE_ROWS)).await?;
+    let rows = state
+        .app
+        .store
+        .listing()
+        .list_requests(None, None, Some(PAGE_ROWS))
+        .await?;
     Ok(page("requests", &render::requests_table(&rows).to_html()))
 }
 
@@ -357,11 +367,13 @@ async fn dead_letters(State(state): State<AdminState>) -> Result<Html<String>, P
     let segments = state
         .app
         .store
+        .listing()
         .list_segments(None, Some("dead"), Some(PAGE_ROWS))
         .await?;
     let requests = state
         .app
         .store
+        .listing()
         .list_requests(None, Some("dead"), Some(PAGE_ROWS))
         .await?;
     let body = format!(
@@ -376,7 +388,7 @@ async fn dead_letters(State(state): State<AdminState>) -> Result<Html<String>, P
 }
 
 async fn costs(State(state): State<AdminState>) -> Result<Html<String>, PageError> {
-    let rows = state.app.store.cost_by_user_stage().await?;
+    let rows = state.app.store.listing().cost_by_user_stage().await?;
     let total: f64 = rows.iter().map(|row| row.cost_usd).sum();
     let body = format!("<p>total ${total:.4}</p>\n{}", render::costs_table(&rows).to_html());
     Ok(page("cost by user and stage", &body))

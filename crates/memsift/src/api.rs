@@ -408,6 +408,7 @@ async fn ingest_messages(
     let app = &state.app;
     let report = app
         .store
+        .messages()
         .ingest(&messages, app.config.idle_timeout(), app.clock.now(), &|_| {})
         .await?;
     if report.n_times_clamped > 0 {
@@ -433,6 +434,7 @@ async fn close_segment(
     let closed = state
         .app
         .store
+        .messages()
         .close_user_segment(&user, id, state.app.clock.now())
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("user `{user}` has no segment {id}")))?;
@@ -444,7 +446,7 @@ async fn extract(State(state): State<ApiState>, Path(user): Path<String>) -> Api
     let app = &state.app;
     // Closing is plain store work and scoped to this user; the steps that follow run every
     // user's due work, which is what the daemon's loop would do next anyway.
-    let n_closed = app.store.close_user_segments(&user, app.clock.now()).await?;
+    let n_closed = app.store.messages().close_user_segments(&user, app.clock.now()).await?;
     let (reply, answer) = oneshot::channel();
     let unavailable = || ApiError::Unavailable("the pipeline worker is not running; retry later".to_owned());
     state
@@ -477,9 +479,12 @@ async fn list_memories(
         )));
     }
     let app = &state.app;
-    let rows = app.store.list_memories(&user, Some(limit)).await?;
+    let rows = app.store.listing().list_memories(&user, Some(limit)).await?;
     let ids: Vec<String> = rows.iter().map(|row| row.id.clone()).collect();
-    app.store.record_memory_access(&user, &ids, app.clock.now()).await?;
+    app.store
+        .listing()
+        .record_memory_access(&user, &ids, app.clock.now())
+        .await?;
     Ok(Json(json!({ "memories": rows })))
 }
 
@@ -559,6 +564,7 @@ async fn admin_batches(
     let rows = state
         .app
         .store
+        .batches()
         .list_batches(params.status.as_deref(), params.limit)
         .await?;
     Ok(Json(json!({ "batches": rows })))
@@ -572,6 +578,7 @@ async fn admin_segments(
     let rows = state
         .app
         .store
+        .listing()
         .list_segments(
             check_user_query(params.user.as_deref())?.as_deref(),
             params.status.as_deref(),
@@ -589,6 +596,7 @@ async fn admin_requests(
     let rows = state
         .app
         .store
+        .listing()
         .list_requests(
             check_user_query(params.user.as_deref())?.as_deref(),
             params.status.as_deref(),
@@ -604,13 +612,13 @@ async fn admin_request(State(state): State<ApiState>, Path(id): Path<String>) ->
             "path segment `id`: `{id}` is not a request id; list them with GET /v1/admin/requests"
         ))
     })?;
-    let detail = state.app.store.request_detail(id).await?;
+    let detail = state.app.store.listing().request_detail(id).await?;
     Ok(Json(json!(detail)))
 }
 
 async fn metrics(State(state): State<ApiState>) -> ApiResult<Response> {
-    let snapshot = state.app.store.metrics_snapshot().await?;
-    let lanes = state.app.store.lane_health().await?;
+    let snapshot = state.app.store.listing().metrics_snapshot().await?;
+    let lanes = state.app.store.lanes().lane_health().await?;
     let embedder = crate::metrics::EmbedderState {
         loaded: state.app.vectors.is_loaded(),
         n_loads: state.app.vectors.n_loads(),
@@ -660,7 +668,12 @@ async fn undo_operation(
     let user = check_user("path segment `user`", &user)?;
     let id = memsift_core::OperationId::parse(id.trim())
         .map_err(|_| ApiError::BadRequest(format!("path segment `id`: `{id}` is not an operation id")))?;
-    let undone = state.app.store.undo_operation(&user, id, state.app.clock.now()).await?;
+    let undone = state
+        .app
+        .store
+        .memories()
+        .undo_operation(&user, id, state.app.clock.now())
+        .await?;
     Ok(Json(json!(undone)))
 }
 
@@ -670,7 +683,7 @@ async fn retry_segment(State(state): State<ApiState>, Path(id): Path<String>) ->
             "path segment `id`: `{id}` is not a segment id; list them with GET /v1/admin/segments"
         ))
     })?;
-    if !state.app.store.retry_segment(segment_id).await? {
+    if !state.app.store.segments().retry_segment(segment_id).await? {
         return Err(ApiError::NotFound(format!(
             "no failed or dead segment {segment_id}; only those can be retried"
         )));
@@ -683,6 +696,7 @@ async fn retry_segment(State(state): State<ApiState>, Path(id): Path<String>) ->
 async fn cancel_batch_now(app: &App, batch_id: memsift_core::BatchId) -> Result<(), ApiError> {
     let batch = app
         .store
+        .batches()
         .batch(batch_id)
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("no batch {batch_id}; list them with GET /v1/admin/batches")))?;

@@ -200,6 +200,7 @@ impl JobRunner for PipelineRunner {
             JobName::CloseIdleSegments => {
                 let n_closed = app
                     .store
+                    .messages()
                     .close_idle_segments(app.clock.now(), app.config.idle_timeout())
                     .await?;
                 if n_closed > 0 {
@@ -331,6 +332,7 @@ impl Daemon {
         let won = self
             .app
             .store
+            .schedules()
             .claim_schedule(
                 job.as_str(),
                 &self.app.worker_id,
@@ -368,6 +370,7 @@ impl Daemon {
     pub async fn release(&self, job: JobName) -> anyhow::Result<()> {
         self.app
             .store
+            .schedules()
             .finish_schedule(job.as_str(), &self.app.worker_id)
             .await
             .with_context(|| format!("cannot release job {}", job.as_str()))?;

@@ -102,6 +102,7 @@ pub async fn run(config: Config, lane: DemoLane) -> anyhow::Result<()> {
     let messages = parse_jsonl("built-in sample", SAMPLE_JSONL, app.config.ingest.max_message_len())?;
     let report = app
         .store
+        .messages()
         .ingest(&messages, app.config.idle_timeout(), app.clock.now(), &|_| {})
         .await?;
     println!(
@@ -117,15 +118,18 @@ pub async fn run(config: Config, lane: DemoLane) -> anyhow::Result<()> {
         step.batch.n_batches_created,
         step.batch.n_polls
     );
-    let segments = app.store.list_segments(None, None, None).await?;
+    let segments = app.store.listing().list_segments(None, None, None).await?;
     println!("{}", render::segments_table(&segments));
     if lane == DemoLane::Batch {
-        println!("{}", render::batches_table(&app.store.list_batches(None, None).await?));
+        println!(
+            "{}",
+            render::batches_table(&app.store.batches().list_batches(None, None).await?)
+        );
     }
     let users: std::collections::BTreeSet<&str> = segments.iter().map(|segment| segment.user.as_str()).collect();
     let mut n_memories = 0;
     for user in users {
-        let memories = app.store.list_memories(user, None).await?;
+        let memories = app.store.listing().list_memories(user, None).await?;
         n_memories += memories.len();
         println!("memories of {user}:");
         println!("{}", render::memories_table(&memories));

@@ -11,8 +11,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use chrono::Utc;
-use memsift_core::{Clock, ManualClock};
 use memsift_core::config::Config;
+use memsift_core::{Clock, ManualClock};
 use memsift_engine::search::{SearchRequest, search};
 use memsift_engine::testing::app_on;
 use memsift_store::testing::TestDb;

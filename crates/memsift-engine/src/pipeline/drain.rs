@@ -33,6 +33,7 @@ pub(super) async fn drain_answers_of(
         let page = {
             let _reads = timed(Phase::Reads);
             app.store
+                .requests()
                 .unapplied_answers_of(segment, CLAIM_BATCH + tried.len() as i64)
                 .await?
         };
@@ -62,6 +63,7 @@ pub(super) async fn drain_answers_of(
             let message = format!("{error:#}");
             match app
                 .store
+                .requests()
                 .record_apply_failure(request_id, &message, max_apply_attempts, app.clock.now())
                 .await?
             {

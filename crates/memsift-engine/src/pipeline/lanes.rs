@@ -27,6 +27,7 @@ pub(super) async fn execute_lane(
     let lease = app.config.claim_lease();
     let claimed = app
         .store
+        .requests()
         .claim_requests_of(segment, lane, &app.worker_id, app.clock.now(), lease, CLAIM_BATCH)
         .await?;
     for request in claimed {
@@ -37,6 +38,7 @@ pub(super) async fn execute_lane(
             Err(error) => {
                 let error = format!("{error:#}; the request was planned under another configuration");
                 app.store
+                    .requests()
                     .record_failure(request.id, RequestStatus::Errored, &error, app.clock.now())
                     .await?;
                 continue;
@@ -124,6 +126,7 @@ pub(super) async fn execute_lane(
                 // Only the batch lane defers; anything else is a bug in a strategy. The attempt
                 // fails with the reason instead of stopping the lane.
                 app.store
+                    .requests()
                     .record_failure(
                         request.id,
                         RequestStatus::Errored,
@@ -150,6 +153,7 @@ async fn record_answer(
 ) -> anyhow::Result<()> {
     match app
         .store
+        .requests()
         .record_answer(request_id, raw_output, stop_reason, usage, now)
         .await
     {
@@ -160,6 +164,7 @@ async fn record_answer(
         Err(error) => {
             tracing::warn!(request_id = %request_id, error = %error, "An answer could not be stored; the attempt is marked errored.");
             app.store
+                .requests()
                 .record_failure(
                     request_id,
                     RequestStatus::Errored,
@@ -190,7 +195,10 @@ async fn record_failed_attempt(
     } else {
         RequestStatus::Dead
     };
-    app.store.record_failure(request.id, status, error, now).await?;
+    app.store
+        .requests()
+        .record_failure(request.id, status, error, now)
+        .await?;
     if !retryable {
         // Refused as it is: out of attempts now, like one re-planning finds spent.
         report.n_requests_dead += 1;
@@ -200,6 +208,7 @@ async fn record_failed_attempt(
         // dead now, with the reason, for an admin to fix and retry by hand.
         let out_of_attempts = 0;
         app.store
+            .segments()
             .fail_segment(segment_id, error, out_of_attempts, Duration::zero(), now)
             .await?;
     }
@@ -237,6 +246,6 @@ async fn hold_request(app: &App, request_id: RequestId, lane_key: &LaneKey, caus
         _ => now + cause.cool_down,
     };
     let reason = format!("lane {} paused: {}", lane_key.name(), cause.describe());
-    app.store.hold_request(request_id, &reason, not_before).await?;
+    app.store.lanes().hold_request(request_id, &reason, not_before).await?;
     Ok(())
 }

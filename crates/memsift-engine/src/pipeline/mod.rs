@@ -150,7 +150,11 @@ pub async fn run_once(app: &App) -> anyhow::Result<StepReport> {
     let bookkeeping = timed(Phase::Bookkeeping);
     share_quotas(app, now).await?;
     let mut report = StepReport {
-        n_segments_closed: app.store.close_idle_segments(now, app.config.idle_timeout()).await?,
+        n_segments_closed: app
+            .store
+            .messages()
+            .close_idle_segments(now, app.config.idle_timeout())
+            .await?,
         ..StepReport::default()
     };
     drop(bookkeeping);
@@ -203,6 +207,7 @@ async fn execute_and_drain(app: &App, segment: Option<SegmentId>, report: &mut S
 async fn replan_failed(app: &App, segment: Option<SegmentId>, report: &mut StepReport) -> anyhow::Result<()> {
     let replan = app
         .store
+        .requests()
         .replan_failed_requests_of(segment, app.config.extraction.max_attempts as i64, app.clock.now())
         .await?;
     report.n_requests_replanned = replan.n_replanned;
@@ -218,7 +223,7 @@ pub async fn apply_retention(app: &App) -> anyhow::Result<u64> {
         return Ok(0);
     }
     let before = app.clock.now() - Duration::days(i64::from(days));
-    Ok(app.store.purge_raw_outputs(before).await?)
+    Ok(app.store.requests().purge_raw_outputs(before).await?)
 }
 
 /// Recalculates importance and archives the lowest memories under `[scoring]`.
@@ -229,7 +234,7 @@ pub async fn score(app: &App) -> anyhow::Result<memsift_store::ScoringReport> {
         min_age_days: i64::from(config.min_age_days),
         max_share_per_run: config.max_share_per_run,
     };
-    Ok(app.store.score_memories(&policy, app.clock.now()).await?)
+    Ok(app.store.memories().score_memories(&policy, app.clock.now()).await?)
 }
 
 /// The safety-net sweep (every six hours under the daemon, or `memsift sweep`): one pass of every
@@ -247,9 +252,10 @@ const LIVE_WINDOW_SECS: i64 = 120;
 /// by the processes that stepped the pipeline on this database in the last two minutes. On SQLite
 /// that is usually one; on PostgreSQL every daemon does the same, so together they stay under it.
 async fn share_quotas(app: &App, now: DateTime<Utc>) -> anyhow::Result<()> {
-    app.store.heartbeat(&app.worker_id, now).await?;
+    app.store.lanes().heartbeat(&app.worker_id, now).await?;
     let live = app
         .store
+        .lanes()
         .live_workers(now - Duration::seconds(LIVE_WINDOW_SECS))
         .await?;
     app.limiter.set_share(u32::try_from(live).unwrap_or(u32::MAX));
@@ -279,7 +285,12 @@ pub async fn run_until_idle(app: &App) -> anyhow::Result<StepReport> {
         }
         let pack_max_wait = app.config.pack_max_wait();
         let reconcile_grace = app.config.reconcile_grace();
-        match app.store.next_due_work(pack_max_wait, reconcile_grace).await? {
+        match app
+            .store
+            .requests()
+            .next_due_work(pack_max_wait, reconcile_grace)
+            .await?
+        {
             // Work that was already due when the step ran and still did not move would only
             // spin: report it instead (it is a bug, or a provider this build cannot reach).
             Some(due) if due <= step_started => {
@@ -305,6 +316,7 @@ pub async fn run_until_idle(app: &App) -> anyhow::Result<StepReport> {
 pub async fn run_segment_until_done(app: &App, segment_id: SegmentId) -> anyhow::Result<StepReport> {
     let claimed = app
         .store
+        .segments()
         .claim_segment(segment_id, &app.worker_id, app.clock.now())
         .await?;
     let mut total = StepReport::default();
@@ -318,14 +330,19 @@ pub async fn run_segment_until_done(app: &App, segment_id: SegmentId) -> anyhow:
         if step.progressed() {
             continue;
         }
-        let status = app.store.segment_status(segment_id).await?;
+        let status = app.store.segments().segment_status(segment_id).await?;
         if !matches!(status.as_deref(), Some("extracting")) {
             return Ok(total);
         }
         crate::health::stop_if_paused(app).await?;
         let pack_max_wait = app.config.pack_max_wait();
         let reconcile_grace = app.config.reconcile_grace();
-        match app.store.next_due_work(pack_max_wait, reconcile_grace).await? {
+        match app
+            .store
+            .requests()
+            .next_due_work(pack_max_wait, reconcile_grace)
+            .await?
+        {
             Some(due) if due > step_started => app.waiter.wait_until(due).await,
             Some(due) => {
                 tracing::warn!(%segment_id, %due, "Work is due but no stage can move it; stopping.");

@@ -27,6 +27,7 @@ pub(super) async fn plan_closed_segments(app: &App, report: &mut StepReport) -> 
     let lease = app.config.claim_lease();
     let claimed = app
         .store
+        .segments()
         .claim_segments(&app.worker_id, app.clock.now(), lease, CLAIM_BATCH)
         .await?;
     plan_claimed(app, &claimed, report).await
@@ -45,7 +46,10 @@ pub(super) async fn plan_claimed(app: &App, claimed: &[ClaimedSegment], report: 
                 // Not the segment's fault: hand this one and the rest back without an attempt.
                 let reason = format!("waiting: {error:#}");
                 for waiting in &claimed[position..] {
-                    app.store.defer_segment(waiting.id, app.clock.now(), &reason).await?;
+                    app.store
+                        .segments()
+                        .defer_segment(waiting.id, app.clock.now(), &reason)
+                        .await?;
                 }
                 return Err(error.context(format!(
                     "planning segment {} stopped; it and the other claimed segments wait, no attempt counted",
@@ -59,6 +63,7 @@ pub(super) async fn plan_claimed(app: &App, claimed: &[ClaimedSegment], report: 
                 let retry_after = Duration::minutes(5 * segment.attempt);
                 let max_attempts = app.config.extraction.max_attempts as i64;
                 app.store
+                    .segments()
                     .fail_segment(
                         segment.id,
                         &format!("{error:#}"),
@@ -82,9 +87,9 @@ pub async fn plan_segment(app: &App, segment: &ClaimedSegment) -> anyhow::Result
     let now = app.clock.now();
     let tier = app
         .billing
-        .tier_of(app.store.user_billing_tier(segment.user_id).await?.as_deref());
+        .tier_of(app.store.users().user_billing_tier(segment.user_id).await?.as_deref());
     let mut route = app.router.route(Purpose::Extraction, &tier, false, now)?;
-    let segment_turns = app.store.segment_turns(segment.id).await?;
+    let segment_turns = app.store.segments().segment_turns(segment.id).await?;
     let turns: Vec<_> = segment_turns
         .iter()
         .map(|turn| (turn.message_id, turn.turn.clone()))
@@ -113,7 +118,7 @@ pub async fn plan_segment(app: &App, segment: &ClaimedSegment) -> anyhow::Result
     .await
     .context("chunking the segment ended abnormally")?;
     if chunks.is_empty() {
-        app.store.finish_empty_segment(segment.id, now).await?;
+        app.store.segments().finish_empty_segment(segment.id, now).await?;
         return Ok(0);
     }
     let estimates: Vec<f64> = chunks
@@ -139,6 +144,7 @@ pub async fn plan_segment(app: &App, segment: &ClaimedSegment) -> anyhow::Result
                     .expect("midnight exists")
                     .and_utc();
                 app.store
+                    .segments()
                     .defer_segment(segment.id, tomorrow, &format!("{over}; deferred to {tomorrow}"))
                     .await?;
                 return Ok(0);
@@ -193,7 +199,10 @@ pub async fn plan_segment(app: &App, segment: &ClaimedSegment) -> anyhow::Result
             }
         })
         .collect();
-    app.store.plan_segment_requests(segment.id, &requests, now).await?;
+    app.store
+        .requests()
+        .plan_segment_requests(segment.id, &requests, now)
+        .await?;
     Ok(requests.len() as u64)
 }
 
@@ -205,7 +214,7 @@ async fn memory_context(
     segment: &ClaimedSegment,
     turns: &[memsift_store::SegmentTurn],
 ) -> anyhow::Result<Vec<KnownMemory>> {
-    let mut known = app.store.referenced_memories(segment.id).await?;
+    let mut known = app.store.segments().referenced_memories(segment.id).await?;
     let n_similar = app.config.extraction.similar_memories as usize;
     let room = (app.config.batch.max_known_memories as usize).saturating_sub(known.len());
     let user_texts: Vec<String> = turns
@@ -230,7 +239,7 @@ async fn memory_context(
             let mut ranked: Vec<(MemoryId, f32)> = best.into_iter().collect();
             ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
             let ids: Vec<MemoryId> = ranked.into_iter().take(n_similar.min(room)).map(|(id, _)| id).collect();
-            known.extend(app.store.active_memory_texts(segment.user_id, &ids).await?);
+            known.extend(app.store.segments().active_memory_texts(segment.user_id, &ids).await?);
         }
     }
     Ok(known.into_iter().map(|(id, text)| KnownMemory { id, text }).collect())

@@ -221,7 +221,7 @@ pub async fn search(app: &App, request: &SearchRequest) -> anyhow::Result<Search
     {
         return Err(SearchError::EmptyRange.into());
     }
-    let Some(user_id) = app.store.user_id(&request.user).await? else {
+    let Some(user_id) = app.store.listing().user_id(&request.user).await? else {
         return Ok(SearchAnswer::default());
     };
     let lists = gather(app, user_id, request).await?;
@@ -230,6 +230,7 @@ pub async fn search(app: &App, request: &SearchRequest) -> anyhow::Result<Search
     let memory_ids: Vec<MemoryId> = memory_keys(&ranked);
     let mut cards: HashMap<String, MemoryCard> = app
         .store
+        .search()
         .memory_cards(user_id, &memory_ids)
         .await?
         .into_iter()
@@ -253,6 +254,7 @@ pub async fn search(app: &App, request: &SearchRequest) -> anyhow::Result<Search
         let parents: Vec<MemoryId> = memory_keys(&ranked).into_iter().take(weights.link_parents).collect();
         let links: Vec<Link> = app
             .store
+            .search()
             .memory_links_of(user_id, &parents)
             .await?
             .into_iter()
@@ -268,7 +270,7 @@ pub async fn search(app: &App, request: &SearchRequest) -> anyhow::Result<Search
             .filter(|link| !cards.contains_key(&link.to))
             .filter_map(|link| MemoryId::parse(&link.to).ok())
             .collect();
-        for card in app.store.memory_cards(user_id, &reached).await? {
+        for card in app.store.search().memory_cards(user_id, &reached).await? {
             cards.insert(card.id.to_string(), card);
         }
         let importance = cards.iter().map(|(id, card)| (id.clone(), card.importance)).collect();
@@ -283,6 +285,7 @@ pub async fn search(app: &App, request: &SearchRequest) -> anyhow::Result<Search
         .collect();
     let turns: HashMap<String, TurnCard> = app
         .store
+        .search()
         .turn_cards(user_id, &turn_ids)
         .await?
         .into_iter()
@@ -308,7 +311,10 @@ pub async fn search(app: &App, request: &SearchRequest) -> anyhow::Result<Search
                 Key::Turn(_) => None,
             })
             .collect();
-        app.store.record_memory_access(&request.user, &returned, now).await?;
+        app.store
+            .listing()
+            .record_memory_access(&request.user, &returned, now)
+            .await?;
     }
     Ok(SearchAnswer {
         results,
@@ -359,6 +365,7 @@ async fn gather(app: &App, user_id: UserId, request: &SearchRequest) -> anyhow::
     if signals.lexical && !terms.is_empty() {
         let items = app
             .store
+            .search()
             .lexical_memories(user_id, &terms, limit)
             .await?
             .into_iter()
@@ -369,6 +376,7 @@ async fn gather(app: &App, user_id: UserId, request: &SearchRequest) -> anyhow::
     if signals.evidence && !terms.is_empty() {
         let items = app
             .store
+            .search()
             .memories_by_evidence_text(user_id, &terms, limit)
             .await?
             .into_iter()
@@ -379,6 +387,7 @@ async fn gather(app: &App, user_id: UserId, request: &SearchRequest) -> anyhow::
     if signals.entities && !terms.is_empty() {
         let items = app
             .store
+            .search()
             .entity_memories(user_id, &terms, limit)
             .await?
             .into_iter()
@@ -394,6 +403,7 @@ async fn gather(app: &App, user_id: UserId, request: &SearchRequest) -> anyhow::
     if request.include_turns && !terms.is_empty() {
         let items = app
             .store
+            .search()
             .lexical_turns(user_id, &terms, limit)
             .await?
             .into_iter()
@@ -423,7 +433,7 @@ async fn turn_vector_lists(
     let hits = index.search(vector, TURN_CANDIDATES);
     let ids: Vec<String> = hits.iter().map(|(id, _)| id.clone()).collect();
     let mut citing: HashMap<String, Vec<MemoryId>> = HashMap::new();
-    for (turn, memory) in app.store.turn_citations(user_id, &ids).await? {
+    for (turn, memory) in app.store.search().turn_citations(user_id, &ids).await? {
         citing.entry(turn).or_default().push(memory);
     }
     let mut memories = RankedList::default();
@@ -454,6 +464,7 @@ async fn turn_vector_lists(
 async fn dated(app: &App, user_id: UserId, range: TimeRange, limit: i64) -> anyhow::Result<RankedList> {
     let mut found = app
         .store
+        .search()
         .memories_in_range(user_id, range.from, range.to, limit)
         .await?;
     let middle = range.from + (range.to - range.from) / 2;

@@ -41,6 +41,7 @@ pub async fn apply_stage_answer(ctx: &ApplyContext, stored: StoredOutput) -> any
         Purpose::Consolidation => match consolidation::parse_consolidation_answer(raw) {
             Ok(Some(_)) => {
                 ctx.store
+                    .stages()
                     .apply_without_change(request_id, 1, None, ctx.clock.now())
                     .await?
             }
@@ -53,6 +54,7 @@ pub async fn apply_stage_answer(ctx: &ApplyContext, stored: StoredOutput) -> any
         Purpose::Summary => match (stored.segment_id, summary::parse_summary_answer(raw)) {
             (Some(segment_id), Ok(text)) => {
                 ctx.store
+                    .stages()
                     .apply_summary(request_id, stored.user_id, segment_id, &text, ctx.clock.now())
                     .await?
             }
@@ -75,6 +77,7 @@ pub async fn apply_stage_answer(ctx: &ApplyContext, stored: StoredOutput) -> any
 async fn no_change(ctx: &ApplyContext, stored: &StoredOutput, note: String) -> anyhow::Result<StageOutcome> {
     Ok(ctx
         .store
+        .stages()
         .apply_without_change(stored.request_id, 0, Some(&note), ctx.clock.now())
         .await?)
 }
@@ -102,6 +105,7 @@ async fn apply_relationship(ctx: &ApplyContext, stored: &StoredOutput, raw: &str
                 .collect();
             Ok(ctx
                 .store
+                .stages()
                 .apply_links(
                     stored.request_id,
                     stored.user_id,
@@ -137,7 +141,7 @@ async fn apply_consolidation_review(
                 now: ctx.clock.now(),
                 narrowed: None,
             };
-            Ok(ctx.store.apply_replacement(&replacement).await?)
+            Ok(ctx.store.stages().apply_replacement(&replacement).await?)
         }
         Ok(review) => {
             let note = format!("review rejected the proposal: {}", review.reasoning);
@@ -166,6 +170,7 @@ async fn apply_refinement(ctx: &ApplyContext, stored: &StoredOutput, raw: &str) 
     };
     Ok(ctx
         .store
+        .stages()
         .apply_refinement_rejection(stored.request_id, stored.user_id, memory, &rejection, ctx.clock.now())
         .await?)
 }
@@ -195,6 +200,7 @@ async fn apply_entity_gc(ctx: &ApplyContext, stored: &StoredOutput, raw: &str) -
     };
     Ok(ctx
         .store
+        .stages()
         .apply_entity_decision(stored.request_id, stored.user_id, entity_id, &decision, ctx.clock.now())
         .await?)
 }
@@ -203,7 +209,12 @@ async fn apply_entity_gc(ctx: &ApplyContext, stored: &StoredOutput, raw: &str) -
 /// confidence or an earlier expiry is written onto it.
 async fn apply_extraction_review(ctx: &ApplyContext, stored: &StoredOutput, raw: &str) -> anyhow::Result<StageOutcome> {
     let current = match stored.subject.memory_id {
-        Some(id) => ctx.store.review_memory(stored.user_id, id).await?.map(|row| (id, row)),
+        Some(id) => ctx
+            .store
+            .stages()
+            .review_memory(stored.user_id, id)
+            .await?
+            .map(|row| (id, row)),
         None => None,
     };
     let (memory_id, row, review) = match (current, reviewer::parse_extraction_review_answer(raw)) {
@@ -239,10 +250,11 @@ async fn apply_extraction_review(ctx: &ApplyContext, stored: &StoredOutput, raw:
             now: ctx.clock.now(),
             narrowed: Some(narrowing),
         };
-        Ok(ctx.store.apply_replacement(&replacement).await?)
+        Ok(ctx.store.stages().apply_replacement(&replacement).await?)
     } else if narrowed.confidence < row.confidence || expires_at != row.expires_at {
         Ok(ctx
             .store
+            .stages()
             .apply_narrowing(
                 stored.request_id,
                 stored.user_id,
@@ -289,7 +301,7 @@ async fn replace(
         now: ctx.clock.now(),
         narrowed: None,
     };
-    Ok(ctx.store.apply_replacement(&replacement).await?)
+    Ok(ctx.store.stages().apply_replacement(&replacement).await?)
 }
 
 fn applied_of(outcome: &StageOutcome) -> Applied {

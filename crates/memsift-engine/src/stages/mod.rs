@@ -140,11 +140,11 @@ pub async fn plan_stage(app: &App, stage: Stage, user: Option<&str>, dry_run: bo
         ..StagePlan::default()
     };
     let users: Vec<(UserId, String)> = match user {
-        Some(external) => match app.store.user_id(external).await? {
+        Some(external) => match app.store.listing().user_id(external).await? {
             Some(id) => vec![(id, external.to_owned())],
             None => anyhow::bail!("no user `{external}`; `memsift users` lists them"),
         },
-        None => app.store.users_with_memories().await?,
+        None => app.store.stages().users_with_memories().await?,
     };
     if stage == Stage::Summaries {
         let wanted: HashSet<UserId> = users.iter().map(|(id, _)| *id).collect();
@@ -155,7 +155,7 @@ pub async fn plan_stage(app: &App, stage: Stage, user: Option<&str>, dry_run: bo
     let pending = Pending::default();
     for (user_id, external) in users {
         plan.n_users += 1;
-        let active = usize::try_from(app.store.active_memory_count(user_id).await?).unwrap_or(0);
+        let active = usize::try_from(app.store.stages().active_memory_count(user_id).await?).unwrap_or(0);
         let cap = RunCap {
             run: request::new_run_id(),
             cap: memsift_store::share_cap(app.config.postprocess.max_share_per_run, active) as i64,
@@ -176,6 +176,7 @@ pub async fn plan_stage(app: &App, stage: Stage, user: Option<&str>, dry_run: bo
         plan.n_requests += requests.requests.len() as u64;
         if !dry_run {
             app.store
+                .stages()
                 .plan_stage_requests(
                     &requests.requests,
                     &Covered {

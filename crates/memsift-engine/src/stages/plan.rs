@@ -41,7 +41,7 @@ const SUMMARY_BATCH: i64 = 500;
 /// older one found by a new memory said earlier. Duplicate and mirrored pairs are dropped.
 pub(super) async fn plan_relationships(app: &App, unit: &UserRun<'_>, plan: &mut StagePlan) -> anyhow::Result<Planned> {
     let limit = i64::from(app.config.postprocess.max_relate_per_run);
-    let new_memories = app.store.memories_to_relate(unit.user_id, limit).await?;
+    let new_memories = app.store.stages().memories_to_relate(unit.user_id, limit).await?;
     let mut planned = Planned::default();
     if new_memories.is_empty() {
         return Ok(planned);
@@ -62,7 +62,7 @@ pub(super) async fn plan_relationships(app: &App, unit: &UserRun<'_>, plan: &mut
     }
     let pairs = relationship::unique_pairs(pairs);
     let ends: Vec<MemoryId> = pairs.iter().flat_map(|(a, b)| [*a, *b]).collect();
-    let said = app.store.memory_said_at(unit.user_id, &ends).await?;
+    let said = app.store.stages().memory_said_at(unit.user_id, &ends).await?;
     // Which new memory each pair was found for, so it is marked related only once every request
     // carrying one of its pairs is planned.
     let mut owners: HashMap<MemoryId, Vec<MemoryId>> = HashMap::new();
@@ -174,15 +174,20 @@ pub(super) fn within_cluster_cap<T>(clusters: Vec<T>, cap: i64) -> (Vec<T>, usiz
 /// clusters as the run's cap (in clusters) allows; each archives all of its members.
 pub(super) async fn plan_consolidation(app: &App, unit: &UserRun<'_>, plan: &mut StagePlan) -> anyhow::Result<Planned> {
     let mut planned = Planned::default();
-    let hubs = app.store.memory_hubs(unit.user_id).await?;
+    let hubs = app.store.stages().memory_hubs(unit.user_id).await?;
     if hubs.len() < consolidation::CLUSTER_MIN {
         return Ok(planned);
     }
-    let busy = app.store.memories_in_flight(unit.user_id, REPLACING_PURPOSES).await?;
+    let busy = app
+        .store
+        .stages()
+        .memories_in_flight(unit.user_id, REPLACING_PURPOSES)
+        .await?;
     // Memories classified as contradicting or replacing each other say different things, however
     // close their wording: they are never one cluster.
     let apart: HashSet<(MemoryId, MemoryId)> = app
         .store
+        .stages()
         .linked_pairs(unit.user_id, &["conflicts", "supersedes", "invalidated_by"])
         .await?
         .into_iter()
@@ -263,9 +268,14 @@ pub(super) async fn plan_consolidation(app: &App, unit: &UserRun<'_>, plan: &mut
 /// Refinement: long, old, much-read memories not refined lately, at most the run's cap.
 pub(super) async fn plan_refinement(app: &App, unit: &UserRun<'_>, plan: &mut StagePlan) -> anyhow::Result<Planned> {
     let mut planned = Planned::default();
-    let busy = app.store.memories_in_flight(unit.user_id, REPLACING_PURPOSES).await?;
+    let busy = app
+        .store
+        .stages()
+        .memories_in_flight(unit.user_id, REPLACING_PURPOSES)
+        .await?;
     let candidates = app
         .store
+        .stages()
         .refinement_candidates(unit.user_id, app.clock.now(), &REFINEMENT_RULES)
         .await?;
     let candidates: Vec<_> = candidates.into_iter().filter(|m| !busy.contains(&m.id)).collect();
@@ -299,6 +309,7 @@ pub(super) async fn plan_entity_gc(app: &App, unit: &UserRun<'_>, plan: &mut Sta
     let mut planned = Planned::default();
     let dormant = app
         .store
+        .stages()
         .dormant_entities(
             unit.user_id,
             app.clock.now(),
@@ -309,6 +320,7 @@ pub(super) async fn plan_entity_gc(app: &App, unit: &UserRun<'_>, plan: &mut Sta
         .await?;
     let all: Vec<entity_gc::EntityRef> = app
         .store
+        .stages()
         .user_entities(unit.user_id)
         .await?
         .into_iter()
@@ -326,7 +338,7 @@ pub(super) async fn plan_entity_gc(app: &App, unit: &UserRun<'_>, plan: &mut Sta
             kind: entity.kind,
         };
         let candidates = entity_gc::name_candidates(&entity, &all);
-        let texts = app.store.entity_memory_texts(&entity.id, 5).await?;
+        let texts = app.store.stages().entity_memory_texts(&entity.id, 5).await?;
         let prompt = app.prompts.get(Purpose::EntityGc.as_str())?;
         let request = entity_gc::entity_gc_request(prompt, &entity, &candidates, &texts);
         plan.planned.push(format!(
@@ -359,12 +371,13 @@ pub(super) async fn plan_summaries(
 ) -> anyhow::Result<()> {
     let mut requests = Vec::new();
     let pending = Pending::default();
-    for (segment_id, user_id) in app.store.segments_to_summarize(SUMMARY_BATCH).await? {
+    for (segment_id, user_id) in app.store.stages().segments_to_summarize(SUMMARY_BATCH).await? {
         if !users.contains(&user_id) {
             continue;
         }
         let turns: Vec<_> = app
             .store
+            .segments()
             .segment_turns(segment_id)
             .await?
             .into_iter()
@@ -388,6 +401,7 @@ pub(super) async fn plan_summaries(
     plan.n_requests += requests.len() as u64;
     if !dry_run {
         app.store
+            .stages()
             .plan_stage_requests(&requests, &Covered::default(), app.clock.now())
             .await?;
     }

@@ -76,7 +76,7 @@ pub(super) async fn stage_request_with(
 ) -> anyhow::Result<Option<NewRequest>> {
     let tier = app
         .billing
-        .tier_of(app.store.user_billing_tier(user_id).await?.as_deref());
+        .tier_of(app.store.users().user_billing_tier(user_id).await?.as_deref());
     let mut route = app.router.route(purpose, &tier, false, app.clock.now())?;
     let input_tokens = (count_tokens(&request.system) + count_tokens(&request.user_message)) as u64;
     let mut reserved_usd = estimate_usd(&app.config, &route.llm, route.lane, input_tokens);
@@ -128,7 +128,7 @@ pub(super) async fn stage_request_with(
 pub(super) async fn user_vectors(app: &App, user_id: UserId) -> anyhow::Result<HashMap<MemoryId, Vec<f32>>> {
     let index = app.vectors.fresh_index(&app.store, user_id).await?;
     let model = index.model_id().to_owned();
-    let vectors = app.store.user_memory_vectors(user_id).await?;
+    let vectors = app.store.vectors().user_memory_vectors(user_id).await?;
     Ok(vectors
         .rows
         .into_iter()
@@ -150,5 +150,10 @@ pub(super) async fn texts_of(
     user_id: UserId,
     ids: &[MemoryId],
 ) -> anyhow::Result<HashMap<MemoryId, String>> {
-    Ok(store.active_memory_texts(user_id, ids).await?.into_iter().collect())
+    Ok(store
+        .segments()
+        .active_memory_texts(user_id, ids)
+        .await?
+        .into_iter()
+        .collect())
 }

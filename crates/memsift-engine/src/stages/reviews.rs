@@ -17,7 +17,7 @@ use crate::budget::Pending;
 /// returns how many. Runs on every pipeline step, so a crash between proposal and review only
 /// delays the review.
 pub async fn plan_reviews(app: &App) -> anyhow::Result<u64> {
-    let proposals = app.store.proposals_to_review(64).await?;
+    let proposals = app.store.stages().proposals_to_review(64).await?;
     let mut requests = Vec::new();
     let pending = Pending::default();
     for proposal in proposals {
@@ -65,6 +65,7 @@ pub async fn plan_reviews(app: &App) -> anyhow::Result<u64> {
     let n = requests.len() as u64;
     if n > 0 {
         app.store
+            .stages()
             .plan_stage_requests(&requests, &Covered::default(), app.clock.now())
             .await?;
     }
@@ -81,10 +82,15 @@ const REVIEWER_SWITCH: &str = "extraction_reviewer";
 /// of every old memory at once). The reviewer may only narrow (`memsift_postprocess::reviewer`).
 pub async fn plan_extraction_reviews(app: &App) -> anyhow::Result<u64> {
     let on = app.config.postprocess.enabled && app.config.postprocess.extraction_reviewer;
-    let Some(since) = app.store.switch_on_since(REVIEWER_SWITCH, on, app.clock.now()).await? else {
+    let Some(since) = app
+        .store
+        .stages()
+        .switch_on_since(REVIEWER_SWITCH, on, app.clock.now())
+        .await?
+    else {
         return Ok(0);
     };
-    let memories = app.store.memories_to_review(since, 256).await?;
+    let memories = app.store.stages().memories_to_review(since, 256).await?;
     let planned = review_requests(app, memories).await?;
     write_reviews(app, &planned).await?;
     Ok(planned.requests.len() as u64)
@@ -108,13 +114,13 @@ pub struct BacklogPlan {
 /// `plan_only` it counts the requests and their estimated cost and writes nothing.
 pub async fn review_backlog(app: &App, user: Option<&str>, plan_only: bool) -> anyhow::Result<BacklogPlan> {
     let user_id = match user {
-        Some(external) => match app.store.user_id(external).await? {
+        Some(external) => match app.store.listing().user_id(external).await? {
             Some(id) => Some(id),
             None => anyhow::bail!("no user `{external}`; `memsift users` lists them"),
         },
         None => None,
     };
-    let memories = app.store.review_backlog(user_id, i64::MAX).await?;
+    let memories = app.store.stages().review_backlog(user_id, i64::MAX).await?;
     let n_memories = memories.len() as u64;
     let planned = review_requests(app, memories).await?;
     if !plan_only {
@@ -175,6 +181,7 @@ async fn write_reviews(app: &App, planned: &PlannedReviews) -> anyhow::Result<()
         ..Covered::default()
     };
     app.store
+        .stages()
         .plan_stage_requests(&planned.requests, &covered, app.clock.now())
         .await?;
     Ok(())

@@ -24,7 +24,7 @@ pub struct StoreShape {
 
 /// Reads the store's shape.
 pub async fn store_shape(app: &App) -> anyhow::Result<StoreShape> {
-    let shape = app.store.postprocess_shape().await?;
+    let shape = app.store.stages().postprocess_shape().await?;
     Ok(StoreShape {
         active_memories: shape.0,
         archived_memories: shape.1,

@@ -39,6 +39,7 @@ async fn statuses(test: &TestApp) -> Vec<String> {
     let mut statuses: Vec<String> = test
         .app
         .store
+        .listing()
         .list_segments(None, None, None)
         .await
         .unwrap()
@@ -51,7 +52,7 @@ async fn statuses(test: &TestApp) -> Vec<String> {
 
 /// Every request's attempt number: a fault of the provider spends none.
 async fn attempts(test: &TestApp) -> Vec<i64> {
-    let requests = test.app.store.list_requests(None, None, None).await.unwrap();
+    let requests = test.app.store.listing().list_requests(None, None, None).await.unwrap();
     requests.iter().map(|request| request.attempt).collect()
 }
 
@@ -89,7 +90,14 @@ async fn a_broken_results_download_is_the_batchs_fault_and_is_downloaded_again()
             "{kind:?}: no request spent an attempt"
         );
         assert_eq!(total.batch.n_download_failures, 1, "{kind:?}");
-        let batch = test.app.store.list_batches(None, None).await.unwrap().remove(0);
+        let batch = test
+            .app
+            .store
+            .batches()
+            .list_batches(None, None)
+            .await
+            .unwrap()
+            .remove(0);
         assert_eq!(
             (batch.status.as_str(), batch.download_failures, batch.ingest_cursor),
             ("ingested", 1, 4),
@@ -121,7 +129,7 @@ async fn results_that_stay_broken_are_given_up_and_their_requests_go_again_unspe
             (1, 2),
             "{kind:?}"
         );
-        let mut batches = test.app.store.list_batches(None, None).await.unwrap();
+        let mut batches = test.app.store.batches().list_batches(None, None).await.unwrap();
         batches.sort_by_key(|batch| batch.created_at);
         assert_eq!(batches[0].status, "failed");
         assert!(
@@ -142,7 +150,14 @@ async fn foreign_lines_are_ignored_not_counted_and_logged_once() {
     let test = app_with(TestDb::sqlite().await, faults).await;
     test.import("chat.jsonl", &four_segments()).await.unwrap();
     run_until_idle(&test.app).await.unwrap();
-    let batch = test.app.store.list_batches(None, None).await.unwrap().remove(0);
+    let batch = test
+        .app
+        .store
+        .batches()
+        .list_batches(None, None)
+        .await
+        .unwrap()
+        .remove(0);
     assert_eq!((batch.status.as_str(), batch.ingest_cursor), ("ingested", 4));
     assert_eq!(statuses(&test).await, vec!["extracted"; 4]);
     test.finish().await;
@@ -170,6 +185,7 @@ async fn a_batch_the_provider_no_longer_finds_is_given_up_after_the_grace() {
         let due = test
             .app
             .store
+            .requests()
             .next_due_work(Duration::zero(), Duration::minutes(5))
             .await
             .unwrap()
@@ -180,6 +196,7 @@ async fn a_batch_the_provider_no_longer_finds_is_given_up_after_the_grace() {
     let batch = test
         .app
         .store
+        .batches()
         .list_batches(Some("failed"), None)
         .await
         .unwrap()
@@ -218,6 +235,7 @@ async fn purged_results_and_a_batch_past_its_expiry_end_and_run_until_idle_retur
             let due = test
                 .app
                 .store
+                .requests()
                 .next_due_work(Duration::zero(), Duration::minutes(5))
                 .await
                 .unwrap()

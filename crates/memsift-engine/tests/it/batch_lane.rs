@@ -33,6 +33,7 @@ async fn segment_statuses(test: &TestApp) -> Vec<String> {
     let mut statuses: Vec<String> = test
         .app
         .store
+        .listing()
         .list_segments(None, None, None)
         .await
         .unwrap()
@@ -46,7 +47,7 @@ async fn segment_statuses(test: &TestApp) -> Vec<String> {
 async fn n_memories(test: &TestApp) -> usize {
     let mut total = 0;
     for user in ["ana", "bo", "cy"] {
-        total += test.app.store.list_memories(user, None).await.unwrap().len();
+        total += test.app.store.listing().list_memories(user, None).await.unwrap().len();
     }
     total
 }
@@ -93,6 +94,7 @@ async fn invariant_2_a_result_is_applied_once_even_by_two_daemons_on_postgres() 
             match test
                 .app
                 .store
+                .requests()
                 .next_due_work(Duration::zero(), Duration::minutes(5))
                 .await
                 .unwrap()
@@ -104,13 +106,19 @@ async fn invariant_2_a_result_is_applied_once_even_by_two_daemons_on_postgres() 
     }
     assert_eq!(segment_statuses(&test).await, vec!["extracted"; 4]);
     assert_eq!(n_memories(&test).await, 6);
-    let batches = test.app.store.list_batches(None, None).await.unwrap();
+    let batches = test.app.store.batches().list_batches(None, None).await.unwrap();
     assert_eq!(
         test.sim().counters().creates,
         batches.len() as u64,
         "no provider batch was created twice"
     );
-    let applied = test.app.store.list_requests(None, Some("applied"), None).await.unwrap();
+    let applied = test
+        .app
+        .store
+        .listing()
+        .list_requests(None, Some("applied"), None)
+        .await
+        .unwrap();
     assert_eq!(applied.len(), 4);
     test.finish().await;
 }
@@ -125,7 +133,14 @@ async fn invariant_3_a_lost_create_reply_is_reconciled_not_resubmitted() {
     test.import("chat.jsonl", &conversations()).await.unwrap();
     let first = run_once(&test.app).await.unwrap();
     assert_eq!(first.batch.n_creates_unknown, 1);
-    let batch = test.app.store.list_batches(None, None).await.unwrap().remove(0);
+    let batch = test
+        .app
+        .store
+        .batches()
+        .list_batches(None, None)
+        .await
+        .unwrap()
+        .remove(0);
     assert_eq!(
         (batch.status.as_str(), batch.provider_batch_id.as_deref()),
         ("submitting", None)
@@ -143,7 +158,7 @@ async fn invariant_4_results_are_downloaded_once_per_batch() {
     let test = TestApp::with_batch_sim(TestDb::sqlite().await, FaultConfig::default()).await;
     test.import("chat.jsonl", &conversations()).await.unwrap();
     run_until_idle(&test.app).await.unwrap();
-    let batches = test.app.store.list_batches(None, None).await.unwrap();
+    let batches = test.app.store.batches().list_batches(None, None).await.unwrap();
     assert_eq!(batches.len(), 1);
     assert_eq!((batches[0].status.as_str(), batches[0].ingest_cursor), ("ingested", 4));
     assert_eq!(test.sim().counters().result_downloads, 1);
@@ -155,7 +170,14 @@ async fn a_retried_ingest_resumes_after_the_lines_its_cursor_says_were_recorded(
     let test = TestApp::with_batch_sim(TestDb::sqlite().await, FaultConfig::default()).await;
     test.import("chat.jsonl", &conversations()).await.unwrap();
     run_until_idle(&test.app).await.unwrap();
-    let batch = test.app.store.list_batches(None, None).await.unwrap().remove(0);
+    let batch = test
+        .app
+        .store
+        .batches()
+        .list_batches(None, None)
+        .await
+        .unwrap()
+        .remove(0);
     let batch_id = memsift_core::BatchId::parse(&batch.id).unwrap();
     // An ingest that stopped after its second line: the batch is `ended`, its cursor at 2.
     test.app.store.reopen_test_ingest(batch_id, 2).await.unwrap();
@@ -168,10 +190,23 @@ async fn a_retried_ingest_resumes_after_the_lines_its_cursor_says_were_recorded(
         ),
         (2, 1, 0)
     );
-    let batch = test.app.store.list_batches(None, None).await.unwrap().remove(0);
+    let batch = test
+        .app
+        .store
+        .batches()
+        .list_batches(None, None)
+        .await
+        .unwrap()
+        .remove(0);
     assert_eq!((batch.status.as_str(), batch.ingest_cursor), ("ingested", 4));
     assert_eq!(test.sim().counters().result_downloads, 2);
-    let applied = test.app.store.list_requests(None, Some("applied"), None).await.unwrap();
+    let applied = test
+        .app
+        .store
+        .listing()
+        .list_requests(None, Some("applied"), None)
+        .await
+        .unwrap();
     assert_eq!(applied.len(), 4, "no request was touched again");
     test.finish().await;
 }
@@ -199,6 +234,7 @@ async fn invariant_5_errored_requests_are_retried_then_the_segment_goes_dead_wit
     let segment = test
         .app
         .store
+        .listing()
         .list_segments(Some("ana"), None, None)
         .await
         .unwrap()
@@ -226,6 +262,7 @@ async fn invariant_6_polling_is_a_snooze_with_growing_intervals() {
     let mut previous = test
         .app
         .store
+        .batches()
         .list_batches(None, None)
         .await
         .unwrap()
@@ -235,16 +272,30 @@ async fn invariant_6_polling_is_a_snooze_with_growing_intervals() {
     for _ in 0..5 {
         test.clock.set(previous);
         run_once(&test.app).await.unwrap();
-        let batch = test.app.store.list_batches(None, None).await.unwrap().remove(0);
+        let batch = test
+            .app
+            .store
+            .batches()
+            .list_batches(None, None)
+            .await
+            .unwrap()
+            .remove(0);
         let next = batch.next_poll_at.unwrap();
         gaps.push((next - previous).num_seconds());
         previous = next;
     }
     // Five polls, each further out than the last (1.5x ± 10 % jitter), no attempt spent.
     assert!(gaps.windows(2).all(|pair| pair[1] > pair[0]), "{gaps:?}");
-    let batch = test.app.store.list_batches(None, None).await.unwrap().remove(0);
+    let batch = test
+        .app
+        .store
+        .batches()
+        .list_batches(None, None)
+        .await
+        .unwrap()
+        .remove(0);
     assert_eq!((batch.status.as_str(), batch.n_polls), ("submitted", 5));
-    let requests = test.app.store.list_requests(None, None, None).await.unwrap();
+    let requests = test.app.store.listing().list_requests(None, None, None).await.unwrap();
     assert!(
         requests
             .iter()
@@ -262,7 +313,14 @@ async fn the_openai_batch_lane_uploads_a_file_tags_the_batch_and_reads_its_outpu
     assert_eq!(n_memories(&test).await, 6);
     let counters = test.sim().counters();
     assert_eq!((counters.uploads, counters.creates), (1, 1));
-    let batch = test.app.store.list_batches(None, None).await.unwrap().remove(0);
+    let batch = test
+        .app
+        .store
+        .batches()
+        .list_batches(None, None)
+        .await
+        .unwrap()
+        .remove(0);
     assert_eq!((batch.provider.as_str(), batch.status.as_str()), ("openai", "ingested"));
     assert!(batch.provider_batch_id.unwrap().starts_with("batch_"));
     test.finish().await;
@@ -282,7 +340,13 @@ async fn erasure_deletes_the_ingested_provider_batch_that_held_the_users_text() 
     .await
     .unwrap();
     memsift_engine::pipeline::run_until_idle(&test.app).await.unwrap();
-    let batches = test.app.store.list_batches(Some("ingested"), None).await.unwrap();
+    let batches = test
+        .app
+        .store
+        .batches()
+        .list_batches(Some("ingested"), None)
+        .await
+        .unwrap();
     assert_eq!(batches.len(), 1, "both users' requests shared one batch");
 
     let receipt = memsift_engine::erase::erase_user(&test.app, "ana").await.unwrap();
@@ -297,7 +361,10 @@ async fn erasure_deletes_the_ingested_provider_batch_that_held_the_users_text() 
         "{counters:?}"
     );
     // bo's memories were applied before; deleting the provider copy costs him nothing.
-    assert_eq!(test.app.store.list_memories("bo", None).await.unwrap().len(), 1);
+    assert_eq!(
+        test.app.store.listing().list_memories("bo", None).await.unwrap().len(),
+        1
+    );
     // A second erasure of the same person finds nothing left, and says so without an error.
     let again = memsift_engine::erase::erase_user(&test.app, "ana").await.unwrap();
     assert_eq!((again.n_memories, again.n_provider_batches_left), (0, 0));

@@ -16,13 +16,25 @@ async fn over_budget_after_one_batch(policy: OverBudget) -> (TestApp, memsift_en
         .await
         .unwrap();
     run_until_idle(&test.app).await.unwrap();
-    let spent = test.app.store.cost_by_user_stage().await.unwrap();
+    let spent = test.app.store.listing().cost_by_user_stage().await.unwrap();
     assert_eq!(spent.len(), 1);
     assert!(spent[0].cost_usd > 0.0, "the batch answer was priced: {spent:?}");
     // A budget that holds one more segment's reservation (a second segment's is the first's and a
     // few tokens more), but not beside what the first one spent today.
-    let first = &test.app.store.list_requests(Some("ana"), None, None).await.unwrap()[0];
-    let first = test.app.store.request_detail(first.id.parse().unwrap()).await.unwrap();
+    let first = &test
+        .app
+        .store
+        .listing()
+        .list_requests(Some("ana"), None, None)
+        .await
+        .unwrap()[0];
+    let first = test
+        .app
+        .store
+        .listing()
+        .request_detail(first.id.parse().unwrap())
+        .await
+        .unwrap();
     let mut config = test.app.config.clone();
     let budget = first.reserved_usd + first.cost_usd / 2.0;
     config.billing.daily_budget_usd.insert("standard".to_owned(), budget);
@@ -48,10 +60,22 @@ async fn a_user_over_budget_is_extracted_on_the_heuristic_lane_for_free() {
         creates_before,
         "no provider batch for an over-budget user"
     );
-    let requests = test.app.store.list_requests(Some("ana"), None, None).await.unwrap();
+    let requests = test
+        .app
+        .store
+        .listing()
+        .list_requests(Some("ana"), None, None)
+        .await
+        .unwrap();
     let newest = requests.iter().max_by_key(|row| row.created_at).unwrap();
     assert_eq!((newest.lane.as_str(), newest.cost_usd), ("heuristic", 0.0));
-    let detail = test.app.store.request_detail(newest.id.parse().unwrap()).await.unwrap();
+    let detail = test
+        .app
+        .store
+        .listing()
+        .request_detail(newest.id.parse().unwrap())
+        .await
+        .unwrap();
     assert_eq!(detail.config_key, OVER_BUDGET_KEY);
     test.finish().await;
 }
@@ -64,6 +88,7 @@ async fn a_user_over_budget_waits_for_the_next_day_without_spending_an_attempt()
     let waiting = test
         .app
         .store
+        .listing()
         .list_segments(Some("ana"), Some("closed"), None)
         .await
         .unwrap();
@@ -118,7 +143,13 @@ async fn a_user_over_budget_gets_post_processing_on_the_heuristic_lane_or_later(
         .unwrap();
     assert!(run.plan.n_requests > 0, "{run:?}");
     assert_eq!(test.sim().counters().creates, creates_before, "no provider batch");
-    let requests = test.app.store.list_requests(Some("ana"), None, None).await.unwrap();
+    let requests = test
+        .app
+        .store
+        .listing()
+        .list_requests(Some("ana"), None, None)
+        .await
+        .unwrap();
     let stage: Vec<_> = requests.iter().filter(|r| r.purpose == "relationship").collect();
     assert!(!stage.is_empty());
     assert!(
@@ -186,8 +217,21 @@ async fn ledger(test: &TestApp) -> Ledger {
         on_batch: 0,
         over_budget_heuristic: 0,
     };
-    for row in test.app.store.list_requests(Some("ana"), None, None).await.unwrap() {
-        let detail = test.app.store.request_detail(row.id.parse().unwrap()).await.unwrap();
+    for row in test
+        .app
+        .store
+        .listing()
+        .list_requests(Some("ana"), None, None)
+        .await
+        .unwrap()
+    {
+        let detail = test
+            .app
+            .store
+            .listing()
+            .request_detail(row.id.parse().unwrap())
+            .await
+            .unwrap();
         ledger.spent_usd += row.cost_usd;
         ledger.reserved_usd += detail.reserved_usd;
         ledger.on_batch += usize::from(row.lane == "batch");
@@ -250,6 +294,7 @@ async fn segments_planned_in_one_step_never_spend_past_the_budget_and_the_rest_w
     let waiting = test
         .app
         .store
+        .listing()
         .list_segments(Some("ana"), Some("closed"), None)
         .await
         .unwrap();
@@ -280,6 +325,7 @@ async fn a_budget_below_one_reservation_sends_every_segment_of_the_step_to_the_p
     assert!(
         test.app
             .store
+            .listing()
             .list_requests(Some("ana"), None, None)
             .await
             .unwrap()
@@ -288,6 +334,7 @@ async fn a_budget_below_one_reservation_sends_every_segment_of_the_step_to_the_p
     let waiting = test
         .app
         .store
+        .listing()
         .list_segments(Some("ana"), Some("closed"), None)
         .await
         .unwrap();

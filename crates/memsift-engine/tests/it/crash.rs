@@ -54,6 +54,7 @@ async fn every_batch_protocol_crash_point_recovers_without_loss_or_duplicates() 
                     let due = test
                         .app
                         .store
+                        .requests()
                         .next_due_work(Duration::zero(), Duration::minutes(5))
                         .await
                         .unwrap();
@@ -73,19 +74,25 @@ async fn every_batch_protocol_crash_point_recovers_without_loss_or_duplicates() 
         );
         run_until_idle(&restarted).await.unwrap();
 
-        let segments = test.app.store.list_segments(None, None, None).await.unwrap();
+        let segments = test.app.store.listing().list_segments(None, None, None).await.unwrap();
         assert!(
             segments.iter().all(|segment| segment.status == "extracted"),
             "{fail_point}: {segments:?}"
         );
         let mut n_memories = 0;
         for user in ["ana", "bo", "cy"] {
-            n_memories += test.app.store.list_memories(user, None).await.unwrap().len();
+            n_memories += test.app.store.listing().list_memories(user, None).await.unwrap().len();
         }
         assert_eq!(n_memories, 5, "{fail_point}: every fact stored exactly once");
-        let applied = test.app.store.list_requests(None, Some("applied"), None).await.unwrap();
+        let applied = test
+            .app
+            .store
+            .listing()
+            .list_requests(None, Some("applied"), None)
+            .await
+            .unwrap();
         assert_eq!(applied.len(), 3, "{fail_point}: one applied request per segment");
-        let batches = test.app.store.list_batches(None, None).await.unwrap();
+        let batches = test.app.store.batches().list_batches(None, None).await.unwrap();
         let with_provider_id = batches.iter().filter(|batch| batch.provider_batch_id.is_some()).count() as u64;
         assert_eq!(
             test.sim().counters().creates,

@@ -52,6 +52,7 @@ async fn stage_request(store: &Store, user_id: memsift_core::UserId, purpose: Pu
         reserved_usd: 0.0,
     };
     store
+        .stages()
         .plan_stage_requests(std::slice::from_ref(&request), &Covered::default(), t0())
         .await
         .unwrap();
@@ -60,6 +61,7 @@ async fn stage_request(store: &Store, user_id: memsift_core::UserId, purpose: Pu
 
 async fn memory_ids_with(store: &Store, user: &str, word: &str) -> Vec<MemoryId> {
     store
+        .listing()
         .list_memories(user, None)
         .await
         .unwrap()
@@ -80,7 +82,7 @@ async fn erasure_leaves_no_word_and_no_way_back(test: TestApp) {
             "{word} was never stored"
         );
     }
-    let bo_before = store.list_memories("bo", None).await.unwrap();
+    let bo_before = store.listing().list_memories("bo", None).await.unwrap();
 
     let receipt = memsift_engine::erase::erase_user(app, "zed").await.unwrap();
     assert!(receipt.n_memories > 0 && receipt.n_tombstones > 0, "{receipt:?}");
@@ -88,7 +90,7 @@ async fn erasure_leaves_no_word_and_no_way_back(test: TestApp) {
     assert_no_word_is_left_in_sql_or_in_the_files(store).await;
     assert!(store.find_text_anywhere("\"zed\"").await.unwrap().is_empty());
     assert_eq!(
-        store.list_memories("bo", None).await.unwrap(),
+        store.listing().list_memories("bo", None).await.unwrap(),
         bo_before,
         "another user's memories are spared"
     );
@@ -133,7 +135,7 @@ async fn extract_and_summarize_zed_beside_bo(test: &TestApp) -> memsift_core::Us
         .await
         .unwrap();
     assert!(!store.find_text_anywhere("quetzalburg").await.unwrap().is_empty());
-    store.user_id("zed").await.unwrap().unwrap()
+    store.listing().user_id("zed").await.unwrap().unwrap()
 }
 
 /// The words extraction does not write: a provider's error on a failed request, a consolidation
@@ -142,6 +144,7 @@ async fn store_the_words_on_every_other_write_path(store: &Store, zed: memsift_c
     // A provider's error that quotes the prompt, kept on a failed attempt.
     let failed = stage_request(store, zed, Purpose::Refinement).await;
     store
+        .requests()
         .record_failure(
             failed,
             memsift_core::status::RequestStatus::Errored,
@@ -158,10 +161,12 @@ async fn store_the_words_on_every_other_write_path(store: &Store, zed: memsift_c
     .to_vec();
     let review = stage_request(store, zed, Purpose::ConsolidationReview).await;
     store
+        .requests()
         .record_answer(review, "{}", None, &RequestUsage::default(), t0())
         .await
         .unwrap();
     let replaced = store
+        .stages()
         .apply_replacement(&Replacement {
             request_id: review,
             user_id: zed,
@@ -186,6 +191,7 @@ async fn store_the_words_on_every_other_write_path(store: &Store, zed: memsift_c
     // An operator's supersede, journaled.
     let dog = memory_ids_with(store, "zed", "zorblax").await[0];
     store
+        .memories()
         .revise_memory(
             "zed",
             dog,
@@ -228,7 +234,7 @@ async fn extraction_writes_none_of_the_erased_facts_again(test: &TestApp) -> mem
             "`{word}` came back through extraction"
         );
     }
-    store.user_id("zed").await.unwrap().unwrap()
+    store.listing().user_id("zed").await.unwrap().unwrap()
 }
 
 /// A consolidation into an erased fact creates nothing, and a supersede to one is refused.
@@ -237,10 +243,12 @@ async fn stage_writes_and_revisions_refuse_the_erased_facts(store: &Store, zed_a
     let Some(&kept) = hiking.first() else { return };
     let review = stage_request(store, zed_again, Purpose::ConsolidationReview).await;
     store
+        .requests()
         .record_answer(review, "{}", None, &RequestUsage::default(), t0())
         .await
         .unwrap();
     let outcome = store
+        .stages()
         .apply_replacement(&Replacement {
             request_id: review,
             user_id: zed_again,
@@ -264,6 +272,7 @@ async fn stage_writes_and_revisions_refuse_the_erased_facts(store: &Store, zed_a
     assert_eq!(applied.n_memories_created, 0);
     assert!(applied.note.unwrap_or_default().contains("erased"));
     let refused = store
+        .memories()
         .revise_memory(
             "zed",
             kept,
@@ -284,6 +293,7 @@ async fn replays_write_none_of_the_erased_facts(test: &TestApp) {
     let app = &test.app;
     for request in app
         .store
+        .listing()
         .list_requests(Some("zed"), Some("applied"), None)
         .await
         .unwrap()

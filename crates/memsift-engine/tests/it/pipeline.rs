@@ -53,7 +53,7 @@ async fn imported_conversations_become_memories_once_segments_close() {
     // The assistant's claims about bo (Oslo, Equinor) are context, never memories.
     let bo: Vec<String> = test.memory_texts("bo").await;
     assert_eq!(bo, vec!["The user is allergic to peanuts."]);
-    let memories = test.app.store.list_memories("bo", None).await.unwrap();
+    let memories = test.app.store.listing().list_memories("bo", None).await.unwrap();
     assert_eq!(memories[0].evidence, ["t2"]);
     assert!(memories[0].sensitive);
     test.finish().await;
@@ -75,7 +75,7 @@ async fn a_malformed_line_stores_nothing_from_that_file() {
     test.import("good.jsonl", &line("ana", "c1", 0, "user", "I live in Lisbon.", true))
         .await
         .unwrap();
-    let before = test.app.store.counts().await.unwrap();
+    let before = test.app.store.listing().counts().await.unwrap();
     let file = [
         line("bo", "c2", 0, "user", "I live in Oslo.", false),
         "{\"user\":\"bo\",\"conversation\":\"c2\",\"role\":\"user\",\"content\":\"x\",\"timestamp\":\"soon\"}\n"
@@ -86,7 +86,7 @@ async fn a_malformed_line_stores_nothing_from_that_file() {
     assert!(error.ends_with(
         "bad.jsonl:2: field `timestamp`: `soon` is not a time; use RFC 3339 such as 2026-03-01T10:00:00Z; nothing from this file was stored"
     ), "{error}");
-    assert_eq!(test.app.store.counts().await.unwrap(), before);
+    assert_eq!(test.app.store.listing().counts().await.unwrap(), before);
     test.finish().await;
 }
 
@@ -128,11 +128,11 @@ async fn reimporting_a_file_adds_nothing_and_extracts_nothing_twice() {
     test.import("chat.jsonl", &two_conversations()).await.unwrap();
     test.advance(Duration::minutes(63));
     run_until_idle(&test.app).await.unwrap();
-    let before = test.app.store.counts().await.unwrap();
+    let before = test.app.store.listing().counts().await.unwrap();
     let again = test.import("chat.jsonl", &two_conversations()).await.unwrap();
     assert_eq!((again.n_added, again.n_already_stored), (0, 6));
     assert!(!run_until_idle(&test.app).await.unwrap().progressed());
-    assert_eq!(test.app.store.counts().await.unwrap(), before);
+    assert_eq!(test.app.store.listing().counts().await.unwrap(), before);
     test.finish().await;
 }
 
@@ -144,16 +144,17 @@ async fn replaying_an_applied_output_writes_nothing() {
     let request = test
         .app
         .store
+        .listing()
         .list_requests(Some("ana"), Some("applied"), None)
         .await
         .unwrap()
         .remove(0);
-    let before = test.app.store.counts().await.unwrap();
+    let before = test.app.store.listing().counts().await.unwrap();
     let replay = apply_request_output(&test.app.apply_context(), request.id.parse().unwrap())
         .await
         .unwrap();
     assert_eq!(replay.n_memories, 0);
-    assert_eq!(test.app.store.counts().await.unwrap(), before);
+    assert_eq!(test.app.store.listing().counts().await.unwrap(), before);
     test.finish().await;
 }
 
@@ -168,6 +169,7 @@ async fn a_claim_of_an_unrecorded_worker_stops_the_run_with_its_name_until_its_l
     let dead_claim = test
         .app
         .store
+        .segments()
         .claim_segments("dead-worker", test.clock_now(), lease, 10)
         .await
         .unwrap();
@@ -184,6 +186,7 @@ async fn a_claim_of_an_unrecorded_worker_stops_the_run_with_its_name_until_its_l
     let segment = test
         .app
         .store
+        .listing()
         .list_segments(Some("ana"), None, None)
         .await
         .unwrap()
@@ -196,9 +199,14 @@ async fn a_claim_of_an_unrecorded_worker_stops_the_run_with_its_name_until_its_l
 async fn claim_as_process(test: &TestApp, worker: &str, pid: u32) -> usize {
     let mut identity = memsift_engine::pipeline::this_process(worker);
     identity.pid = i64::from(pid);
-    test.app.store.register_worker(&identity, test.clock_now()).await.unwrap();
     test.app
         .store
+        .register_worker(&identity, test.clock_now())
+        .await
+        .unwrap();
+    test.app
+        .store
+        .segments()
         .claim_segments(worker, test.clock_now(), test.app.config.claim_lease(), 10)
         .await
         .unwrap()
@@ -208,7 +216,11 @@ async fn claim_as_process(test: &TestApp, worker: &str, pid: u32) -> usize {
 #[tokio::test]
 async fn the_claims_of_a_killed_process_on_this_host_are_taken_over_at_once() {
     for backend in ["sqlite", "postgres"] {
-        let test = if backend == "sqlite" { TestApp::sqlite().await } else { TestApp::postgres().await };
+        let test = if backend == "sqlite" {
+            TestApp::sqlite().await
+        } else {
+            TestApp::postgres().await
+        };
         test.import("chat.jsonl", &line("ana", "c1", 0, "user", "I live in Lisbon.", true))
             .await
             .unwrap();
@@ -229,7 +241,11 @@ async fn the_claims_of_a_killed_process_on_this_host_are_taken_over_at_once() {
 #[tokio::test]
 async fn the_claims_of_a_running_process_are_not_taken_and_the_run_names_it() {
     for backend in ["sqlite", "postgres"] {
-        let test = if backend == "sqlite" { TestApp::sqlite().await } else { TestApp::postgres().await };
+        let test = if backend == "sqlite" {
+            TestApp::sqlite().await
+        } else {
+            TestApp::postgres().await
+        };
         test.import("chat.jsonl", &line("ana", "c1", 0, "user", "I live in Lisbon.", true))
             .await
             .unwrap();
@@ -245,7 +261,14 @@ async fn the_claims_of_a_running_process_are_not_taken_and_the_run_names_it() {
             )),
             "{backend}: {error}"
         );
-        let segment = test.app.store.list_segments(Some("ana"), None, None).await.unwrap().remove(0);
+        let segment = test
+            .app
+            .store
+            .listing()
+            .list_segments(Some("ana"), None, None)
+            .await
+            .unwrap()
+            .remove(0);
         assert_eq!(segment.status, "extracting", "{backend}");
         // Once it is gone, the next run takes its claim over at once.
         let report = run_until_idle(&test.app).await.unwrap();
@@ -263,13 +286,20 @@ async fn extract_by_id_closes_an_open_segment_and_refuses_a_finished_one() {
     let segment = test
         .app
         .store
+        .listing()
         .list_segments(Some("ana"), None, None)
         .await
         .unwrap()
         .remove(0);
     assert_eq!(segment.status, "open");
     let id = segment.id.parse().unwrap();
-    let claimed = test.app.store.claim_segment(id, "cli", test.clock_now()).await.unwrap();
+    let claimed = test
+        .app
+        .store
+        .segments()
+        .claim_segment(id, "cli", test.clock_now())
+        .await
+        .unwrap();
     memsift_engine::pipeline::plan_segment(&test.app, &claimed)
         .await
         .unwrap();
@@ -277,6 +307,7 @@ async fn extract_by_id_closes_an_open_segment_and_refuses_a_finished_one() {
     let error = test
         .app
         .store
+        .segments()
         .claim_segment(id, "cli", test.clock_now())
         .await
         .unwrap_err()
@@ -307,6 +338,7 @@ async fn invariant_11_the_sweep_moves_a_failing_segment_forward_once_per_pass_an
     let segment = test
         .app
         .store
+        .listing()
         .list_segments(Some("ana"), None, None)
         .await
         .unwrap()
@@ -351,12 +383,16 @@ async fn after_erasure_a_reimport_of_the_same_conversations_stores_none_of_the_e
     test.import("chat.jsonl", &two_conversations()).await.unwrap();
     test.advance(Duration::minutes(63));
     run_until_idle(&test.app).await.unwrap();
-    let bo_before = test.app.store.list_memories("bo", None).await.unwrap();
-    assert_eq!(test.app.store.list_memories("ana", None).await.unwrap().len(), 2);
+    let bo_before = test.app.store.listing().list_memories("bo", None).await.unwrap();
+    assert_eq!(
+        test.app.store.listing().list_memories("ana", None).await.unwrap().len(),
+        2
+    );
 
     let receipt = test
         .app
         .store
+        .erasure()
         .erase_user("ana", test.app.clock.now(), &memsift_engine::erase::fact_keys)
         .await
         .unwrap();
@@ -373,8 +409,19 @@ async fn after_erasure_a_reimport_of_the_same_conversations_stores_none_of_the_e
     assert_eq!(report.n_segments_extracted, 1, "ana's segment is extracted again");
     assert_eq!(report.n_memories, 0, "but none of the erased facts is stored");
     assert_eq!(report.n_items_dropped, 2);
-    assert!(test.app.store.list_memories("ana", None).await.unwrap().is_empty());
-    assert_eq!(test.app.store.list_memories("bo", None).await.unwrap(), bo_before);
+    assert!(
+        test.app
+            .store
+            .listing()
+            .list_memories("ana", None)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        test.app.store.listing().list_memories("bo", None).await.unwrap(),
+        bo_before
+    );
     test.finish().await;
 }
 
@@ -386,6 +433,7 @@ async fn retention_drops_raw_outputs_only_after_the_configured_days() {
     let applied = test
         .app
         .store
+        .listing()
         .list_requests(Some("ana"), Some("applied"), None)
         .await
         .unwrap();
@@ -396,6 +444,7 @@ async fn retention_drops_raw_outputs_only_after_the_configured_days() {
     assert!(
         test.app
             .store
+            .listing()
             .request_detail(request_id)
             .await
             .unwrap()
@@ -404,10 +453,13 @@ async fn retention_drops_raw_outputs_only_after_the_configured_days() {
     );
     test.advance(Duration::minutes(2));
     assert_eq!(memsift_engine::pipeline::apply_retention(&test.app).await.unwrap(), 1);
-    let detail = test.app.store.request_detail(request_id).await.unwrap();
+    let detail = test.app.store.listing().request_detail(request_id).await.unwrap();
     assert_eq!((detail.raw_output, detail.status.as_str()), (None, "applied"));
     // The memories stay; only the model's text is gone.
-    assert_eq!(test.app.store.list_memories("ana", None).await.unwrap().len(), 2);
+    assert_eq!(
+        test.app.store.listing().list_memories("ana", None).await.unwrap().len(),
+        2
+    );
     test.finish().await;
 }
 
@@ -438,11 +490,13 @@ mod apply_isolation {
             referenced_memory_ids: Vec::new(),
         };
         store
+            .messages()
             .ingest(&[message], chrono::Duration::minutes(60), t0(), &|_| {})
             .await
             .unwrap();
-        let segment = &store.list_segments(Some(user), None, None).await.unwrap()[0];
+        let segment = &store.listing().list_segments(Some(user), None, None).await.unwrap()[0];
         let claimed = store
+            .segments()
             .claim_segment(SegmentId::parse(&segment.id).unwrap(), "test", t0())
             .await
             .unwrap();
@@ -464,6 +518,7 @@ mod apply_isolation {
             reserved_usd: 0.0,
         };
         store
+            .requests()
             .plan_segment_requests(claimed.id, std::slice::from_ref(&request), t0())
             .await
             .unwrap();
@@ -514,11 +569,11 @@ mod apply_isolation {
                 assert!(steps.iter().all(|step| step.n_apply_failures == n_bad as u64), "each bad answer is tried once per step");
                 assert_eq!(steps.iter().map(|step| step.n_requests_quarantined).sum::<u64>(), n_bad as u64);
                 for (id, bad) in &answers {
-                    let status = store.request_detail(*id).await.unwrap().status;
+                    let status = store.listing().request_detail(*id).await.unwrap().status;
                     assert_eq!(status, if *bad { "failed" } else { "applied" });
                 }
-                assert!(store.unapplied_answers(1000).await.unwrap().is_empty());
-                let dead = store.list_segments(None, Some("dead"), None).await.unwrap();
+                assert!(store.requests().unapplied_answers(1000).await.unwrap().is_empty());
+                let dead = store.listing().list_segments(None, Some("dead"), None).await.unwrap();
                 assert_eq!(dead.len(), n_bad, "each quarantined answer's segment is dead with the reason");
                 assert!(dead.iter().all(|segment| segment.last_error.as_deref().unwrap_or_default().contains("quarantined")));
                 test.finish().await;

@@ -128,6 +128,7 @@ async fn stages_on_the_offline_lane_link_merge_within_the_cap_and_undo_exactly()
     let operations = store.operation_ids("ana", "consolidate").await.unwrap();
     assert_eq!(operations.len(), 1);
     let undone = store
+        .memories()
         .undo_operation("ana", operations[0], memsift_core::Clock::now(&test.clock))
         .await
         .unwrap();
@@ -181,7 +182,13 @@ async fn stage_requests_go_through_the_batch_coordinator_like_extraction() {
         run.after.links_by_kind.get("conflicts").copied().unwrap_or(0) >= 1,
         "{run:?}"
     );
-    let requests = test.app.store.list_requests(Some("ana"), None, None).await.unwrap();
+    let requests = test
+        .app
+        .store
+        .listing()
+        .list_requests(Some("ana"), None, None)
+        .await
+        .unwrap();
     let relationship: Vec<_> = requests.iter().filter(|r| r.purpose == "relationship").collect();
     assert!(!relationship.is_empty());
     assert!(
@@ -193,7 +200,13 @@ async fn stage_requests_go_through_the_batch_coordinator_like_extraction() {
         .await
         .unwrap();
     assert_eq!(run.n_changes, 1, "{run:?}");
-    let requests = test.app.store.list_requests(Some("ana"), None, None).await.unwrap();
+    let requests = test
+        .app
+        .store
+        .listing()
+        .list_requests(Some("ana"), None, None)
+        .await
+        .unwrap();
     for purpose in ["consolidation", "consolidation_review"] {
         assert_eq!(
             requests
@@ -323,11 +336,11 @@ async fn the_extraction_reviewer_reviews_every_new_memory_and_only_narrows() {
     test.import("chat.jsonl", &chat).await.unwrap();
     memsift_engine::pipeline::run_until_idle(&test.app).await.unwrap();
     let store = &test.app.store;
-    let ana = store.user_id("ana").await.unwrap().unwrap();
+    let ana = store.listing().user_id("ana").await.unwrap().unwrap();
     let texts_after = test.memory_texts("ana").await;
     assert!(!texts_after.is_empty());
     // One review per memory, all applied.
-    let requests = store.list_requests(Some("ana"), None, None).await.unwrap();
+    let requests = store.listing().list_requests(Some("ana"), None, None).await.unwrap();
     let reviews: Vec<_> = requests.iter().filter(|r| r.purpose == "extraction_review").collect();
     assert_eq!(reviews.len(), texts_after.len(), "{requests:?}");
     assert!(reviews.iter().all(|r| r.status == "applied"));
@@ -340,6 +353,7 @@ async fn the_extraction_reviewer_reviews_every_new_memory_and_only_narrows() {
     );
     for operation in store.operation_ids("ana", "review_narrow").await.unwrap() {
         let undone = store
+            .memories()
             .undo_operation("ana", operation, memsift_core::Clock::now(&test.clock))
             .await
             .unwrap();
@@ -386,7 +400,13 @@ async fn the_extraction_reviewers_narrowed_text_is_applied_for_a_user_with_one_m
     memsift_engine::pipeline::run_until_idle(&test.app).await.unwrap();
 
     assert_eq!(test.memory_texts("ana").await, ["The user lives in Lisbon."]);
-    let requests = test.app.store.list_requests(Some("ana"), None, None).await.unwrap();
+    let requests = test
+        .app
+        .store
+        .listing()
+        .list_requests(Some("ana"), None, None)
+        .await
+        .unwrap();
     let reviews: Vec<_> = requests.iter().filter(|r| r.purpose == "extraction_review").collect();
     assert_eq!(reviews.len(), 1, "{requests:?}");
     assert_eq!(
@@ -397,7 +417,7 @@ async fn the_extraction_reviewers_narrowed_text_is_applied_for_a_user_with_one_m
     assert_eq!(operations.len(), 1, "the narrowing is one journaled change");
     // The shorter text carries the reviewer's lower confidence and earlier expiry, not the
     // original's (0.9 and none): a narrowing is applied whole.
-    let ana = test.app.store.user_id("ana").await.unwrap().unwrap();
+    let ana = test.app.store.listing().user_id("ana").await.unwrap().unwrap();
     let rows = test.app.store.user_rows(ana).await.unwrap();
     let current = rows.memories.iter().find(|m| m["archived_at"].is_null()).unwrap();
     assert_eq!(current["confidence"].as_f64(), Some(0.4), "{current:?}");
@@ -431,7 +451,13 @@ async fn switching_the_reviewer_on_reviews_new_memories_only_and_the_backlog_on_
     memsift_engine::pipeline::run_until_idle(&test.app).await.unwrap();
     let reviews =
         |requests: &[memsift_store::RequestRow]| requests.iter().filter(|r| r.purpose == "extraction_review").count();
-    let requests = test.app.store.list_requests(Some("ana"), None, None).await.unwrap();
+    let requests = test
+        .app
+        .store
+        .listing()
+        .list_requests(Some("ana"), None, None)
+        .await
+        .unwrap();
     assert_eq!(reviews(&requests), 0, "switching on reviews nothing already stored");
 
     test.clock.advance(chrono::Duration::minutes(5));
@@ -442,7 +468,13 @@ async fn switching_the_reviewer_on_reviews_new_memories_only_and_the_backlog_on_
     .await
     .unwrap();
     memsift_engine::pipeline::run_until_idle(&test.app).await.unwrap();
-    let requests = test.app.store.list_requests(Some("ana"), None, None).await.unwrap();
+    let requests = test
+        .app
+        .store
+        .listing()
+        .list_requests(Some("ana"), None, None)
+        .await
+        .unwrap();
     let n_new = test.memory_texts("ana").await.len() - old.len();
     assert!(n_new > 0);
     assert_eq!(
@@ -455,14 +487,26 @@ async fn switching_the_reviewer_on_reviews_new_memories_only_and_the_backlog_on_
         .await
         .unwrap();
     assert_eq!((plan.n_memories, plan.n_requests), (old.len() as u64, old.len() as u64));
-    let requests = test.app.store.list_requests(Some("ana"), None, None).await.unwrap();
+    let requests = test
+        .app
+        .store
+        .listing()
+        .list_requests(Some("ana"), None, None)
+        .await
+        .unwrap();
     assert_eq!(reviews(&requests), n_new, "a plan-only backlog writes nothing");
     let plan = memsift_engine::stages::review_backlog(&test.app, Some("ana"), false)
         .await
         .unwrap();
     assert_eq!(plan.n_requests, old.len() as u64);
     memsift_engine::pipeline::run_until_idle(&test.app).await.unwrap();
-    let requests = test.app.store.list_requests(Some("ana"), None, None).await.unwrap();
+    let requests = test
+        .app
+        .store
+        .listing()
+        .list_requests(Some("ana"), None, None)
+        .await
+        .unwrap();
     assert_eq!(reviews(&requests), n_new + old.len());
     test.finish().await;
 }

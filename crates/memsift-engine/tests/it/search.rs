@@ -10,10 +10,31 @@ use crate::helpers::{TestApp, line, t0};
 
 fn conversations() -> String {
     [
-        line("ana", "c1", 0, "user", "I live in Lisbon and I have a dog named Rex.", false),
+        line(
+            "ana",
+            "c1",
+            0,
+            "user",
+            "I live in Lisbon and I have a dog named Rex.",
+            false,
+        ),
         line("ana", "c1", 1, "assistant", "Rex is a lovely name for a dog.", false),
-        line("ana", "c1", 2, "user", "Do you know any good ramen places near the harbour?", true),
-        line("bo", "c2", 0, "user", "I live in Oslo and I have a cat named Rex.", false),
+        line(
+            "ana",
+            "c1",
+            2,
+            "user",
+            "Do you know any good ramen places near the harbour?",
+            true,
+        ),
+        line(
+            "bo",
+            "c2",
+            0,
+            "user",
+            "I live in Oslo and I have a cat named Rex.",
+            false,
+        ),
         line("bo", "c2", 1, "user", "Where can I eat ramen by the harbour?", true),
     ]
     .concat()
@@ -26,7 +47,9 @@ fn request(user: &str, query: &str) -> SearchRequest {
 async fn results_are_answered_with_their_evidence_and_stay_with_their_user(test: TestApp) {
     test.import("chat.jsonl", &conversations()).await.unwrap();
     run_until_idle(&test.app).await.unwrap();
-    let answer = search(&test.app, &request("ana", "Where does she live?")).await.unwrap();
+    let answer = search(&test.app, &request("ana", "Where does she live?"))
+        .await
+        .unwrap();
     assert!(!answer.results.is_empty());
     let first = &answer.results[0];
     assert!(first.text.contains("Lisbon"), "{:?}", answer.results);
@@ -38,7 +61,10 @@ async fn results_are_answered_with_their_evidence_and_stay_with_their_user(test:
     );
     assert!(!first.parts.signals.is_empty() && first.parts.fused > 0.0);
     for hit in &answer.results {
-        assert!(!hit.text.contains("Oslo") && !hit.text.contains("cat"), "bo's {hit:?} in ana's answer");
+        assert!(
+            !hit.text.contains("Oslo") && !hit.text.contains("cat"),
+            "bo's {hit:?} in ana's answer"
+        );
         assert!(hit.evidence.iter().all(|turn| !turn.text.contains("Oslo")));
     }
 
@@ -61,8 +87,14 @@ async fn results_are_answered_with_their_evidence_and_stay_with_their_user(test:
         .map(|hit| hit.text.as_str())
         .collect();
     // The turn vectors rank every uncited turn of hers; the one that says it comes first.
-    assert_eq!(turns.first(), Some(&"Do you know any good ramen places near the harbour?"));
-    assert!(turns.iter().all(|turn| !turn.contains("Oslo") && !turn.contains("cat")), "{turns:?}");
+    assert_eq!(
+        turns.first(),
+        Some(&"Do you know any good ramen places near the harbour?")
+    );
+    assert!(
+        turns.iter().all(|turn| !turn.contains("Oslo") && !turn.contains("cat")),
+        "{turns:?}"
+    );
 
     // A budget keeps the answer within it; a time window keeps what is in it.
     let packed = search(
@@ -88,10 +120,20 @@ async fn results_are_answered_with_their_evidence_and_stay_with_their_user(test:
     assert!(!search(&test.app, &earlier).await.unwrap().results.is_empty());
 
     // Nobody's memories for a user who does not exist; bad requests say what is wrong.
-    assert!(search(&test.app, &request("nobody", "Lisbon")).await.unwrap().results.is_empty());
+    assert!(
+        search(&test.app, &request("nobody", "Lisbon"))
+            .await
+            .unwrap()
+            .results
+            .is_empty()
+    );
     let app = &test.app;
     let error = |request: SearchRequest| async move {
-        search(app, &request).await.unwrap_err().downcast::<SearchError>().unwrap()
+        search(app, &request)
+            .await
+            .unwrap_err()
+            .downcast::<SearchError>()
+            .unwrap()
     };
     assert!(matches!(error(request("ana", "  ")).await, SearchError::EmptyQuery));
     assert!(matches!(
@@ -128,8 +170,14 @@ async fn results_are_answered_with_their_evidence_and_stay_with_their_user_on_po
 async fn a_confident_link_brings_its_memory_along_and_says_so() {
     let test = TestApp::sqlite().await;
     let store = &test.app.store;
-    let (ana, moved) = store.insert_test_memory("ana", "Ana moved to Porto in March.").await.unwrap();
-    let (_, job) = store.insert_test_memory("ana", "Ana started a job at a shipyard.").await.unwrap();
+    let (ana, moved) = store
+        .insert_test_memory("ana", "Ana moved to Porto in March.")
+        .await
+        .unwrap();
+    let (_, job) = store
+        .insert_test_memory("ana", "Ana started a job at a shipyard.")
+        .await
+        .unwrap();
     store.insert_test_link(moved, job, "motivated_by", t0()).await.unwrap();
     let answer = search(&test.app, &request("ana", "Porto move")).await.unwrap();
     let reached = answer
@@ -149,7 +197,12 @@ async fn a_confident_link_brings_its_memory_along_and_says_so() {
         ..request("ana", "Porto move")
     };
     let answer = search(&test.app, &unlinked).await.unwrap();
-    assert!(answer.results.iter().all(|hit| hit.links.is_empty() && hit.parts.from_links == 0.0));
+    assert!(
+        answer
+            .results
+            .iter()
+            .all(|hit| hit.links.is_empty() && hit.parts.from_links == 0.0)
+    );
     let _ = ana;
     test.finish().await;
 }

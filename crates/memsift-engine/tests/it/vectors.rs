@@ -32,16 +32,25 @@ fn script() -> ScriptedResponder {
 }
 
 async fn applied_request_of(test: &TestApp, user: &str, conversation_marker: &str) -> memsift_store::StoredOutput {
-    for row in test.app.store.list_requests(Some(user), None, None).await.unwrap() {
+    for row in test
+        .app
+        .store
+        .listing()
+        .list_requests(Some(user), None, None)
+        .await
+        .unwrap()
+    {
         let stored = test
             .app
             .store
+            .requests()
             .stored_output(row.id.parse::<RequestId>().unwrap())
             .await
             .unwrap();
         let body = test
             .app
             .store
+            .listing()
             .request_detail(stored.request_id)
             .await
             .unwrap()
@@ -63,7 +72,7 @@ async fn a_reworded_fact_is_dropped_by_the_vector_stage(db: TestDb) {
     .await
     .unwrap();
     run_until_idle(&test.app).await.unwrap();
-    let first = test.app.store.list_memories("ana", None).await.unwrap();
+    let first = test.app.store.listing().list_memories("ana", None).await.unwrap();
     assert_eq!(first.len(), 1);
     let lisbon_id = first[0].id.clone();
 
@@ -87,7 +96,13 @@ async fn a_reworded_fact_is_dropped_by_the_vector_stage(db: TestDb) {
 
     // The drop names the memory it duplicated and the cosine that decided it.
     let second = applied_request_of(&test, "ana", "cello").await;
-    let detail = test.app.store.request_detail(second.request_id).await.unwrap();
+    let detail = test
+        .app
+        .store
+        .listing()
+        .request_detail(second.request_id)
+        .await
+        .unwrap();
     let drops = detail.drops.0.clone();
     assert_eq!(drops.len(), 1, "{drops:?}");
     assert_eq!(drops[0].reason, memsift_core::drops::DropReason::DuplicateByVector);
@@ -101,7 +116,7 @@ async fn a_reworded_fact_is_dropped_by_the_vector_stage(db: TestDb) {
 
     // Every memory carries a vector of the configured model.
     let user_id = second.user_id;
-    let vectors = test.app.store.user_memory_vectors(user_id).await.unwrap();
+    let vectors = test.app.store.vectors().user_memory_vectors(user_id).await.unwrap();
     assert_eq!(vectors.rows.len(), 2);
     assert!(
         vectors
@@ -138,7 +153,7 @@ async fn referenced_memories_come_first_in_the_context_then_similar_ones() {
     .await
     .unwrap();
     run_until_idle(&test.app).await.unwrap();
-    let memories = test.app.store.list_memories("ana", None).await.unwrap();
+    let memories = test.app.store.listing().list_memories("ana", None).await.unwrap();
     let id_of = |needle: &str| {
         memories
             .iter()
@@ -174,11 +189,18 @@ async fn referenced_memories_come_first_in_the_context_then_similar_ones() {
     let config = &test.app.config;
     assert!(config.extraction.similar_memories > 0);
     memsift_engine::pipeline::run_once(&test.app).await.unwrap();
-    let planned = test.app.store.list_requests(Some("ana"), None, None).await.unwrap();
+    let planned = test
+        .app
+        .store
+        .listing()
+        .list_requests(Some("ana"), None, None)
+        .await
+        .unwrap();
     let newest = planned.iter().max_by_key(|row| row.created_at).unwrap();
     let stored = test
         .app
         .store
+        .requests()
         .stored_output(newest.id.parse::<RequestId>().unwrap())
         .await
         .unwrap();
@@ -220,24 +242,28 @@ async fn ana_with_two_memories() -> TestApp {
     .await
     .unwrap();
     run_until_idle(&test.app).await.unwrap();
-    assert_eq!(test.app.store.list_memories("ana", None).await.unwrap().len(), 2);
+    assert_eq!(
+        test.app.store.listing().list_memories("ana", None).await.unwrap().len(),
+        2
+    );
     test
 }
 
 #[tokio::test]
 async fn replay_restores_what_todays_rules_accept_once_and_journals_it() {
     let test = ana_with_two_memories().await;
-    let memories = test.app.store.list_memories("ana", None).await.unwrap();
+    let memories = test.app.store.listing().list_memories("ana", None).await.unwrap();
     let rex = memories.iter().find(|memory| memory.text.contains("Rex")).unwrap();
     let request = test
         .app
         .store
+        .listing()
         .list_requests(Some("ana"), Some("applied"), None)
         .await
         .unwrap()
         .remove(0);
     let request_id: RequestId = request.id.parse().unwrap();
-    let stored = test.app.store.stored_output(request_id).await.unwrap();
+    let stored = test.app.store.requests().stored_output(request_id).await.unwrap();
     // A fault lost one memory; the raw output that produced it is still stored.
     test.app
         .store
@@ -246,14 +272,14 @@ async fn replay_restores_what_todays_rules_accept_once_and_journals_it() {
         .unwrap();
     let context = test.app.apply_context();
 
-    let before = test.app.store.counts().await.unwrap();
+    let before = test.app.store.listing().counts().await.unwrap();
     let dry = memsift_engine::apply::replay_request(&context, request_id, true)
         .await
         .unwrap();
     assert_eq!(dry.new_memories, vec![rex.text.clone()]);
     assert_eq!(dry.operation_id, None);
     assert_eq!(
-        test.app.store.counts().await.unwrap(),
+        test.app.store.listing().counts().await.unwrap(),
         before,
         "a dry run writes nothing"
     );
@@ -322,8 +348,14 @@ async fn reembed_moves_every_vector_to_the_new_model_once() {
     let user_id = test
         .app
         .store
+        .requests()
         .stored_output(
-            test.app.store.list_requests(Some("ana"), None, None).await.unwrap()[0]
+            test.app
+                .store
+                .listing()
+                .list_requests(Some("ana"), None, None)
+                .await
+                .unwrap()[0]
                 .id
                 .parse()
                 .unwrap(),
@@ -331,7 +363,7 @@ async fn reembed_moves_every_vector_to_the_new_model_once() {
         .await
         .unwrap()
         .user_id;
-    let before = test.app.store.user_memory_vectors(user_id).await.unwrap();
+    let before = test.app.store.vectors().user_memory_vectors(user_id).await.unwrap();
     assert!(
         before
             .rows
@@ -348,7 +380,7 @@ async fn reembed_moves_every_vector_to_the_new_model_once() {
         .await
         .unwrap();
     assert_eq!((report.n_memories, report.n_replaced, report.n_users), (2, 2, 1));
-    let after = test.app.store.user_memory_vectors(user_id).await.unwrap();
+    let after = test.app.store.vectors().user_memory_vectors(user_id).await.unwrap();
     assert!(
         after
             .rows

@@ -5,17 +5,18 @@ use memsift_core::{RequestId, UserId};
 use serde_json::json;
 
 use super::{EntityDecision, StageApplied, StageOutcome};
+use crate::Result;
+use crate::handles::Stages;
 use crate::journal::{Capture, JoinRow, JournalEntry, RowsAfter};
 use crate::tx::sql;
-use crate::{Result, Store};
 
-impl Store {
+impl Stages<'_> {
     /// Applies entity GC's decision for `entity_id`: a merge moves every join to the target
     /// (validated: the user's, same kind, active, one of the candidates offered) and archives the
     /// entity; a delete removes its joins and archives it; keep changes nothing. Journaled with
     /// the exact prior joins and entity rows.
     pub async fn apply_entity_decision(
-        &self,
+        self,
         request_id: RequestId,
         user_id: UserId,
         entity_id: &str,

@@ -6,15 +6,16 @@ use memsift_core::{RequestId, UserId};
 use serde_json::json;
 
 use super::{LinkEnd, NewLink, RunCap, StageApplied, StageOutcome};
+use crate::Result;
+use crate::handles::Stages;
 use crate::journal::{JournalEntry, LinkRow, OrderedF64, RowsAfter, RowsBefore, STATE_SELECT, StageMemoryState};
 use crate::tx::sql;
-use crate::{Result, Store};
 
-impl Store {
+impl Stages<'_> {
     /// Writes the links of one relationship answer, and archives the end each link names as
     /// superseded (`NewLink::superseded`) within the run's cap; journaled as `link`.
     pub async fn apply_links(
-        &self,
+        self,
         request_id: RequestId,
         user_id: UserId,
         links: &[NewLink],

@@ -17,7 +17,8 @@ use chrono::{DateTime, Utc};
 use memsift_core::{MemoryId, OperationId, RequestId, UserId};
 use serde::Serialize;
 
-use crate::{Result, Store};
+use crate::Result;
+use crate::handles::Stages;
 
 /// A memory as a stage plans with it.
 #[derive(Clone, Debug, PartialEq)]
@@ -241,12 +242,12 @@ pub struct RefinementRules {
     pub max_rejections: i64,
 }
 
-impl Store {
+impl Stages<'_> {
     /// Marks an answer applied that changes nothing (`keep`, `none`, a rejected review, an
     /// invalid answer, a proposal waiting for review), with `note` saying why; `n_items` is 1 for
     /// a proposal that goes on to review, else 0.
     pub async fn apply_without_change(
-        &self,
+        self,
         request_id: RequestId,
         n_items: usize,
         note: Option<&str>,

@@ -11,16 +11,17 @@ use serde_json::Value;
 use sqlx::types::Json;
 
 use super::{Covered, EntityRow, ProposalToReview, RefinementRules, ReviewMemory, StageMemory};
+use crate::handles::Stages;
 use crate::requests::NewRequest;
 use crate::tx::sql;
-use crate::{Result, Store, corrupt};
+use crate::{Result, corrupt};
 
-impl Store {
+impl Stages<'_> {
     /// Records post-processing requests and marks the memories they cover (`related_at` for
     /// relationship classification, `reviewed_at` for the extraction reviewer) in one transaction,
     /// so a crash plans all of them or none and nothing is planned twice.
     pub async fn plan_stage_requests(
-        &self,
+        self,
         requests: &[NewRequest],
         covered: &Covered<'_>,
         now: DateTime<Utc>,
@@ -45,7 +46,7 @@ impl Store {
 
     /// Active memories written by extraction at or after `since` that the reviewer has not looked
     /// at, oldest first.
-    pub async fn memories_to_review(&self, since: DateTime<Utc>, limit: i64) -> Result<Vec<ReviewMemory>> {
+    pub async fn memories_to_review(self, since: DateTime<Utc>, limit: i64) -> Result<Vec<ReviewMemory>> {
         self.read_all(sql!(
             "SELECT m.id, m.user_id, m.text, m.confidence, m.happens_at, m.expires_at, m.temporal FROM memories m
                  JOIN llm_requests r ON r.id = m.source_request_id
@@ -60,7 +61,7 @@ impl Store {
 
     /// The reviewer's backlog: active memories written by extraction, whenever, that it has not
     /// looked at, oldest first; `user_id` only, when given.
-    pub async fn review_backlog(&self, user_id: Option<UserId>, limit: i64) -> Result<Vec<ReviewMemory>> {
+    pub async fn review_backlog(self, user_id: Option<UserId>, limit: i64) -> Result<Vec<ReviewMemory>> {
         match user_id {
             Some(user_id) => {
                 self.read_all(sql!(
@@ -90,7 +91,7 @@ impl Store {
     /// Records whether the switch `name` is on and returns since when (`None` when off): the
     /// first call that finds it on records `now`, a call that finds it off forgets it, so
     /// switching off and on again starts afresh. Writes only when the state changes.
-    pub async fn switch_on_since(&self, name: &str, on: bool, now: DateTime<Utc>) -> Result<Option<DateTime<Utc>>> {
+    pub async fn switch_on_since(self, name: &str, on: bool, now: DateTime<Utc>) -> Result<Option<DateTime<Utc>>> {
         let since: Option<DateTime<Utc>> = self
             .read_scalar_optional(sql!("SELECT on_since FROM switches WHERE name = $1", name))
             .await?;
@@ -125,7 +126,7 @@ impl Store {
     }
 
     /// One active memory as the reviewer sees it.
-    pub async fn review_memory(&self, user_id: UserId, memory_id: MemoryId) -> Result<Option<ReviewMemory>> {
+    pub async fn review_memory(self, user_id: UserId, memory_id: MemoryId) -> Result<Option<ReviewMemory>> {
         self.read_optional(sql!(
             "SELECT id, user_id, text, confidence, happens_at, expires_at, temporal FROM memories
                  WHERE id = $1 AND user_id = $2 AND archived_at IS NULL",
@@ -136,7 +137,7 @@ impl Store {
     }
 
     /// Users with at least one active memory: (id, external id), in id order.
-    pub async fn users_with_memories(&self) -> Result<Vec<(UserId, String)>> {
+    pub async fn users_with_memories(self) -> Result<Vec<(UserId, String)>> {
         let rows: Vec<(String, String)> = self
             .read_all(sql!(
                 "SELECT u.id, u.external_id FROM users u
@@ -150,7 +151,7 @@ impl Store {
     }
 
     /// How many active memories a user has (the base of every stage's cap).
-    pub async fn active_memory_count(&self, user_id: UserId) -> Result<i64> {
+    pub async fn active_memory_count(self, user_id: UserId) -> Result<i64> {
         self.read_scalar_one::<i64>(sql!(
             "SELECT COUNT(*) FROM memories WHERE user_id = $1 AND archived_at IS NULL",
             user_id
@@ -159,7 +160,7 @@ impl Store {
     }
 
     /// Active memories relationship classification has not covered yet, oldest first.
-    pub async fn memories_to_relate(&self, user_id: UserId, limit: i64) -> Result<Vec<StageMemory>> {
+    pub async fn memories_to_relate(self, user_id: UserId, limit: i64) -> Result<Vec<StageMemory>> {
         let rows: Vec<(String, String, Json<Value>)> = self
             .read_all(sql!(
                 "SELECT id, text, link_hints FROM memories
@@ -186,7 +187,7 @@ impl Store {
     /// newer against older by this, not by when a memory row happened to be written (an import
     /// of old conversations writes old facts last). Ids of other users' memories are skipped.
     pub async fn memory_said_at(
-        &self,
+        self,
         user_id: UserId,
         ids: &[MemoryId],
     ) -> Result<std::collections::HashMap<MemoryId, DateTime<Utc>>> {
@@ -221,7 +222,7 @@ impl Store {
     }
 
     /// A user's active memories in hub order: most important, then most linked, then oldest.
-    pub async fn memory_hubs(&self, user_id: UserId) -> Result<Vec<MemoryId>> {
+    pub async fn memory_hubs(self, user_id: UserId) -> Result<Vec<MemoryId>> {
         let ids: Vec<String> = self
             .read_scalar_all(sql!(
                 "SELECT m.id FROM memories m
@@ -238,7 +239,7 @@ impl Store {
     }
 
     /// Pairs of a user's memories linked with one of `kinds` (either direction).
-    pub async fn linked_pairs(&self, user_id: UserId, kinds: &[&str]) -> Result<Vec<(MemoryId, MemoryId)>> {
+    pub async fn linked_pairs(self, user_id: UserId, kinds: &[&str]) -> Result<Vec<(MemoryId, MemoryId)>> {
         let mut pairs = Vec::new();
         for kind in kinds {
             let rows: Vec<(String, String)> = self
@@ -260,7 +261,7 @@ impl Store {
     /// Memories named by a user's requests of `purposes` that are still in flight (planned,
     /// submitted, answered but unapplied, or failed and waiting for a retry): a stage never plans
     /// a memory twice at once.
-    pub async fn memories_in_flight(&self, user_id: UserId, purposes: &[Purpose]) -> Result<HashSet<MemoryId>> {
+    pub async fn memories_in_flight(self, user_id: UserId, purposes: &[Purpose]) -> Result<HashSet<MemoryId>> {
         let mut ids = HashSet::new();
         for purpose in purposes {
             let subjects: Vec<Json<Value>> = self.read_scalar_all(sql!("SELECT subject FROM llm_requests
@@ -278,7 +279,7 @@ impl Store {
     /// `min_age_days` ago, read at least `min_reads` times, not refined within `cooldown_days`,
     /// and rejected fewer than `max_rejections` times; oldest first.
     pub async fn refinement_candidates(
-        &self,
+        self,
         user_id: UserId,
         now: DateTime<Utc>,
         rules: &RefinementRules,
@@ -309,7 +310,7 @@ impl Store {
     }
 
     /// A user's active entities.
-    pub async fn user_entities(&self, user_id: UserId) -> Result<Vec<EntityRow>> {
+    pub async fn user_entities(self, user_id: UserId) -> Result<Vec<EntityRow>> {
         self.read_all(sql!(
             "SELECT id, name, kind, link_count FROM entities WHERE user_id = $1 AND archived_at IS NULL
                  ORDER BY normalized_name, id",
@@ -321,7 +322,7 @@ impl Store {
     /// Entities entity GC reviews: active, linked from `min_links..=max_links` memories, and not
     /// linked for `dormant_days`; none with a review in flight.
     pub async fn dormant_entities(
-        &self,
+        self,
         user_id: UserId,
         now: DateTime<Utc>,
         dormant_days: i64,
@@ -339,7 +340,7 @@ impl Store {
     }
 
     /// Texts of up to `limit` active memories joined to an entity.
-    pub async fn entity_memory_texts(&self, entity_id: &str, limit: i64) -> Result<Vec<String>> {
+    pub async fn entity_memory_texts(self, entity_id: &str, limit: i64) -> Result<Vec<String>> {
         self.read_scalar_all(sql!(
             "SELECT m.text FROM memories m JOIN memory_entities j ON j.memory_id = m.id
                  WHERE j.entity_id = $1 AND m.archived_at IS NULL ORDER BY m.created_at, m.id LIMIT $2",
@@ -350,7 +351,7 @@ impl Store {
     }
 
     /// Extracted segments with no live summary and no summary request in flight: (segment, user).
-    pub async fn segments_to_summarize(&self, limit: i64) -> Result<Vec<(SegmentId, UserId)>> {
+    pub async fn segments_to_summarize(self, limit: i64) -> Result<Vec<(SegmentId, UserId)>> {
         let rows: Vec<(String, String)> = self.read_all(sql!("SELECT s.id, s.user_id FROM segments s
                  WHERE s.status = 'extracted'
                    AND NOT EXISTS (SELECT 1 FROM segment_summaries x WHERE x.segment_id = s.id AND x.superseded_at IS NULL)
@@ -369,7 +370,7 @@ impl Store {
 
     /// What post-processing shapes, store-wide: (active memories, archived memories, links by
     /// kind, active entities, live segment summaries).
-    pub async fn postprocess_shape(&self) -> Result<(i64, i64, std::collections::BTreeMap<String, i64>, i64, i64)> {
+    pub async fn postprocess_shape(self) -> Result<(i64, i64, std::collections::BTreeMap<String, i64>, i64, i64)> {
         Ok({
             let (active, archived): (i64, i64) = self
                 .read_one(sql!(
@@ -396,7 +397,7 @@ impl Store {
     }
 
     /// Applied consolidation proposals whose review is not planned yet.
-    pub async fn proposals_to_review(&self, limit: i64) -> Result<Vec<ProposalToReview>> {
+    pub async fn proposals_to_review(self, limit: i64) -> Result<Vec<ProposalToReview>> {
         let rows: Vec<(String, String, Json<Value>, Option<String>)> = self
             .read_all(sql!(
                 "SELECT r.id, r.user_id, r.subject, r.raw_output FROM llm_requests r

@@ -7,11 +7,12 @@ use memsift_core::{MemoryId, RequestId, SegmentId, UserId};
 use serde_json::json;
 
 use super::{Replacement, StageApplied, StageOutcome};
+use crate::Result;
+use crate::handles::Stages;
 use crate::journal::{Capture, JournalEntry, LinkRow, RowsAfter};
 use crate::memory_insert::{Inserted, MemoryInsert};
 use crate::tx::sql;
 use crate::vectors::vector_to_le_bytes;
-use crate::{Result, Store};
 
 /// The replacement texts, whitespace collapsed, each with its normalised key; empty texts and
 /// texts with a key seen before are left out.
@@ -27,7 +28,7 @@ fn distinct_texts(texts: &[String]) -> Vec<(String, String)> {
     distinct
 }
 
-impl Store {
+impl Stages<'_> {
     /// Replaces memories with new ones (consolidation: several into one; refinement: one into one
     /// or more) in one transaction: the new memories with the originals' evidence and entities,
     /// every link of an original moved to the first new memory in both directions, and the
@@ -35,7 +36,7 @@ impl Store {
     ///
     /// Nothing changes (the answer is applied with a note) when an original is no longer active,
     /// a new text would duplicate another active memory, or the run's cap would be passed.
-    pub async fn apply_replacement(&self, input: &Replacement) -> Result<StageOutcome> {
+    pub async fn apply_replacement(self, input: &Replacement) -> Result<StageOutcome> {
         let new_texts = distinct_texts(&input.new_texts);
         let original_ids: Vec<String> = input.originals.iter().map(ToString::to_string).collect();
         self.write(async |tx| {
@@ -111,7 +112,7 @@ impl Store {
     /// Counts a refinement the model (or validation) turned down: one more rejection, and the
     /// cooldown restarts; journaled as `refine_reject`.
     pub async fn apply_refinement_rejection(
-        &self,
+        self,
         request_id: RequestId,
         user_id: UserId,
         memory_id: MemoryId,
@@ -162,7 +163,7 @@ impl Store {
     /// Applies a reviewer's narrowing that keeps the text: a lower confidence and/or an earlier
     /// expiry (the caller has checked it narrows); journaled as `review_narrow`.
     pub async fn apply_narrowing(
-        &self,
+        self,
         request_id: RequestId,
         user_id: UserId,
         memory_id: MemoryId,

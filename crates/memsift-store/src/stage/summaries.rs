@@ -4,14 +4,15 @@ use chrono::{DateTime, Utc};
 use memsift_core::{OperationId, RequestId, SegmentId, UserId};
 
 use super::{StageApplied, StageOutcome};
+use crate::Result;
+use crate::handles::Stages;
 use crate::tx::sql;
-use crate::{Result, Store};
 
-impl Store {
+impl Stages<'_> {
     /// Applies a segment summary: the same text as the live one changes nothing; a changed text
     /// supersedes the live one (kept, with `superseded_at`).
     pub async fn apply_summary(
-        &self,
+        self,
         request_id: RequestId,
         user_id: UserId,
         segment_id: SegmentId,

@@ -11,6 +11,7 @@ pub async fn apply_writes_a_result_exactly_once(store: &Store) {
     let (segment_id, user_id, message_ids) = closed_claimed_segment(store, "ana", "c1").await;
     let request = request(segment_id, user_id, 0);
     store
+        .requests()
         .plan_segment_requests(segment_id, std::slice::from_ref(&request), t0())
         .await
         .unwrap();
@@ -25,7 +26,7 @@ pub async fn apply_writes_a_result_exactly_once(store: &Store) {
             item("Ana has a cat named Miso.", vec![]),
         ],
     );
-    let first = store.apply(&input).await.unwrap();
+    let first = store.memories().apply(&input).await.unwrap();
     let ApplyOutcome::Applied {
         memory_ids,
         segment_extracted,
@@ -36,28 +37,37 @@ pub async fn apply_writes_a_result_exactly_once(store: &Store) {
     };
     assert_eq!(memory_ids.len(), 2);
     assert!(segment_extracted);
-    let after_first = store.counts().await.unwrap();
-    assert_eq!(store.apply(&input).await.unwrap(), ApplyOutcome::AlreadyApplied);
-    assert_eq!(store.counts().await.unwrap(), after_first);
+    let after_first = store.listing().counts().await.unwrap();
+    assert_eq!(
+        store.memories().apply(&input).await.unwrap(),
+        ApplyOutcome::AlreadyApplied
+    );
+    assert_eq!(store.listing().counts().await.unwrap(), after_first);
     assert_eq!(store.count_rows("memory_evidence").await.unwrap(), 1);
-    let memories = store.list_memories("ana", None).await.unwrap();
+    let memories = store.listing().list_memories("ana", None).await.unwrap();
     assert_eq!(memories[0].evidence, ["t0"]);
 }
 
 pub async fn a_segment_is_extracted_only_when_every_chunk_is_applied(store: &Store) {
     let (segment_id, user_id, _) = closed_claimed_segment(store, "ana", "c1").await;
     let chunks = [request(segment_id, user_id, 0), request(segment_id, user_id, 1)];
-    store.plan_segment_requests(segment_id, &chunks, t0()).await.unwrap();
+    store
+        .requests()
+        .plan_segment_requests(segment_id, &chunks, t0())
+        .await
+        .unwrap();
     for chunk in &chunks {
         store.record_output(chunk.id, "[]", None, t0()).await.unwrap();
     }
-    let ApplyOutcome::Applied { segment_extracted, .. } = store.apply(&apply_input(&chunks[0], vec![])).await.unwrap()
+    let ApplyOutcome::Applied { segment_extracted, .. } =
+        store.memories().apply(&apply_input(&chunks[0], vec![])).await.unwrap()
     else {
         panic!("chunk 0 applies")
     };
     assert!(!segment_extracted);
     assert_eq!(segment_statuses(store, "ana").await, vec![("extracting".to_owned(), 2)]);
-    let ApplyOutcome::Applied { segment_extracted, .. } = store.apply(&apply_input(&chunks[1], vec![])).await.unwrap()
+    let ApplyOutcome::Applied { segment_extracted, .. } =
+        store.memories().apply(&apply_input(&chunks[1], vec![])).await.unwrap()
     else {
         panic!("chunk 1 applies")
     };
@@ -71,18 +81,21 @@ pub async fn the_same_fact_from_two_segments_is_stored_once(store: &Store) {
     for segment_id in [first_segment, second_segment] {
         let request = request(segment_id, user_id, 0);
         store
+            .requests()
             .plan_segment_requests(segment_id, std::slice::from_ref(&request), t0())
             .await
             .unwrap();
         store.record_output(request.id, "[...]", None, t0()).await.unwrap();
         store
+            .memories()
             .apply(&apply_input(&request, vec![item("Ana lives in Lisbon.", vec![])]))
             .await
             .unwrap();
     }
-    assert_eq!(store.list_memories("ana", None).await.unwrap().len(), 1);
+    assert_eq!(store.listing().list_memories("ana", None).await.unwrap().len(), 1);
     assert!(
         store
+            .memories()
             .active_dedupe_keys(user_id)
             .await
             .unwrap()
@@ -94,6 +107,7 @@ pub async fn entities_are_upserted_and_joined(store: &Store) {
     let (segment_id, user_id, _) = closed_claimed_segment(store, "ana", "c1").await;
     let request = request(segment_id, user_id, 0);
     store
+        .requests()
         .plan_segment_requests(segment_id, std::slice::from_ref(&request), t0())
         .await
         .unwrap();
@@ -105,10 +119,14 @@ pub async fn entities_are_upserted_and_joined(store: &Store) {
         ("lisbon".to_owned(), "place".to_owned()),
         ("Miso".to_owned(), "pet".to_owned()),
     ];
-    store.apply(&apply_input(&request, vec![lisbon, moving])).await.unwrap();
+    store
+        .memories()
+        .apply(&apply_input(&request, vec![lisbon, moving]))
+        .await
+        .unwrap();
     assert_eq!(store.count_rows("entities").await.unwrap(), 2);
     assert_eq!(store.count_rows("memory_entities").await.unwrap(), 3);
-    let memories = store.list_memories("ana", None).await.unwrap();
+    let memories = store.listing().list_memories("ana", None).await.unwrap();
     assert_eq!(memories[1].entities, ["Lisbon", "Miso"]);
 }
 
@@ -116,6 +134,7 @@ pub async fn apply_stores_each_items_vector_with_its_model(store: &Store) {
     let (segment_id, user_id, _) = closed_claimed_segment(store, "ana", "c1").await;
     let request = request(segment_id, user_id, 0);
     store
+        .requests()
         .plan_segment_requests(segment_id, std::slice::from_ref(&request), t0())
         .await
         .unwrap();
@@ -123,7 +142,7 @@ pub async fn apply_stores_each_items_vector_with_its_model(store: &Store) {
         .record_output(request.id, "[...]", Some("end_turn"), t0())
         .await
         .unwrap();
-    let version_before = store.memory_version(user_id).await.unwrap();
+    let version_before = store.vectors().memory_version(user_id).await.unwrap();
     let vectors = vec![vec![0.6, 0.8, 0.0], vec![0.0, 0.0, 1.0]];
     let input = ApplyInput {
         embeddings: Some(ItemEmbeddings {
@@ -143,15 +162,15 @@ pub async fn apply_stores_each_items_vector_with_its_model(store: &Store) {
         item_positions,
         memory_version,
         ..
-    } = store.apply(&input).await.unwrap()
+    } = store.memories().apply(&input).await.unwrap()
     else {
         panic!("the first apply writes")
     };
     // One bump for the whole write, reported so a cache can follow it without a reload.
     assert_eq!(memory_version, version_before + 1);
-    assert_eq!(store.memory_version(user_id).await.unwrap(), memory_version);
+    assert_eq!(store.vectors().memory_version(user_id).await.unwrap(), memory_version);
     assert_eq!(item_positions, vec![0, 1]);
-    let stored = store.user_memory_vectors(user_id).await.unwrap();
+    let stored = store.vectors().user_memory_vectors(user_id).await.unwrap();
     for (memory_id, position) in memory_ids.iter().zip(&item_positions) {
         let row = stored.rows.iter().find(|row| row.memory_id == *memory_id).unwrap();
         assert_eq!(row.model_id.as_deref(), Some("test-model"));
@@ -169,11 +188,13 @@ pub async fn a_duplicate_passes_its_evidence_to_the_stored_memory(store: &Store)
     let (_, bos_memory) = store.insert_test_memory("bo", "Bo lives in Porto.").await.unwrap();
     let first = request(first_segment, user_id, 0);
     store
+        .requests()
         .plan_segment_requests(first_segment, std::slice::from_ref(&first), t0())
         .await
         .unwrap();
     store.record_output(first.id, "[...]", None, t0()).await.unwrap();
     let outcome = store
+        .memories()
         .apply(&apply_input(
             &first,
             vec![item("Ana lives in Lisbon.", vec![first_turns[0]])],
@@ -187,11 +208,13 @@ pub async fn a_duplicate_passes_its_evidence_to_the_stored_memory(store: &Store)
     // Second segment: the same text again (a conflict at write).
     let second = request(second_segment, user_id, 0);
     store
+        .requests()
         .plan_segment_requests(second_segment, std::slice::from_ref(&second), t0())
         .await
         .unwrap();
     store.record_output(second.id, "[...]", None, t0()).await.unwrap();
     store
+        .memories()
         .apply(&apply_input(
             &second,
             vec![item("Ana lives in Lisbon.", vec![second_turns[0]])],
@@ -202,6 +225,7 @@ pub async fn a_duplicate_passes_its_evidence_to_the_stored_memory(store: &Store)
     // another user's memory, which is ignored.
     let third = request(third_segment, user_id, 0);
     store
+        .requests()
         .plan_segment_requests(third_segment, std::slice::from_ref(&third), t0())
         .await
         .unwrap();
@@ -218,7 +242,7 @@ pub async fn a_duplicate_passes_its_evidence_to_the_stored_memory(store: &Store)
         },
     ];
     input.n_dropped = 2;
-    store.apply(&input).await.unwrap();
+    store.memories().apply(&input).await.unwrap();
     let rows = store.user_rows(user_id).await.unwrap();
     let mut cited: Vec<String> = rows
         .evidence
@@ -234,7 +258,7 @@ pub async fn a_duplicate_passes_its_evidence_to_the_stored_memory(store: &Store)
     ];
     want.sort();
     assert_eq!(cited, want);
-    let bo = store.user_id("bo").await.unwrap().unwrap();
+    let bo = store.listing().user_id("bo").await.unwrap().unwrap();
     assert!(store.user_rows(bo).await.unwrap().evidence.is_empty());
 }
 
@@ -250,6 +274,7 @@ pub async fn each_memory_records_the_model_that_produced_it(store: &Store) {
     };
     let offline = request(segment_id, user_id, 1);
     store
+        .requests()
         .plan_segment_requests(segment_id, &[by_model.clone(), offline.clone()], t0())
         .await
         .unwrap();
@@ -263,23 +288,28 @@ pub async fn each_memory_records_the_model_that_produced_it(store: &Store) {
             memory.sensitive = true;
             memory.temporal = Temporal::Recurring;
         }
-        store.apply(&apply_input(planned, vec![memory])).await.unwrap();
+        store
+            .memories()
+            .apply(&apply_input(planned, vec![memory]))
+            .await
+            .unwrap();
     }
     let models = |rows: Vec<memsift_store::MemoryRow>| -> Vec<(String, Option<String>)> {
         rows.into_iter().map(|row| (row.text, row.model)).collect()
     };
     assert_eq!(
-        models(store.list_memories("ana", None).await.unwrap()),
+        models(store.listing().list_memories("ana", None).await.unwrap()),
         [
             ("Ana lives in Lisbon.".to_owned(), Some("claude-haiku-4-5".to_owned())),
             ("Ana has a cat named Miso.".to_owned(), Some("heuristic".to_owned())),
         ]
     );
-    let lisbon = store.list_memories("ana", None).await.unwrap()[0]
+    let lisbon = store.listing().list_memories("ana", None).await.unwrap()[0]
         .id
         .parse::<MemoryId>()
         .unwrap();
     let revised = store
+        .memories()
         .revise_memory(
             "ana",
             lisbon,
@@ -292,18 +322,19 @@ pub async fn each_memory_records_the_model_that_produced_it(store: &Store) {
         .await
         .unwrap();
     let porto = store
+        .listing()
         .memory_detail(revised.new_memory_id.unwrap())
         .await
         .unwrap()
         .unwrap();
     assert_eq!((porto.text.as_str(), porto.model), ("Ana lives in Porto.", None));
-    let archived = store.memory_detail(lisbon).await.unwrap().unwrap();
+    let archived = store.listing().memory_detail(lisbon).await.unwrap().unwrap();
     assert!(archived.archived_at.is_some());
     assert_eq!(archived.model.as_deref(), Some("claude-haiku-4-5"));
     assert_eq!(archived.source_request_id, Some(by_model.id.to_string()));
-    assert_eq!(store.memory_detail(MemoryId::new_v7()).await.unwrap(), None);
+    assert_eq!(store.listing().memory_detail(MemoryId::new_v7()).await.unwrap(), None);
     // Every memory written is counted by kind, archived ones too.
-    let mut kinds = store.metrics_snapshot().await.unwrap().memories_by_kind;
+    let mut kinds = store.listing().metrics_snapshot().await.unwrap().memories_by_kind;
     kinds.sort();
     assert_eq!(
         kinds,

@@ -17,6 +17,7 @@ pub async fn a_reconcile_miss_remembers_whether_the_create_was_called(store: &St
             ..request(segment_id, user_id, 0)
         };
         store
+            .requests()
             .plan_segment_requests(segment_id, std::slice::from_ref(&planned), t0())
             .await
             .unwrap();
@@ -26,18 +27,21 @@ pub async fn a_reconcile_miss_remembers_whether_the_create_was_called(store: &St
             lease: Duration::minutes(15),
         };
         let batch = store
+            .batches()
             .pack_batch("anthropic", "extraction_standard", "w", t0(), policy)
             .await
             .unwrap()
             .unwrap();
         if called {
-            store.note_create_unknown(batch.id, "HTTP 500").await.unwrap();
+            store.batches().note_create_unknown(batch.id, "HTTP 500").await.unwrap();
         }
         let first = store
+            .batches()
             .reconcile_miss(batch.id, t0(), Duration::minutes(5))
             .await
             .unwrap();
         let second = store
+            .batches()
             .reconcile_miss(batch.id, t0(), Duration::minutes(5))
             .await
             .unwrap();

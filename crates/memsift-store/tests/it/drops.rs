@@ -10,6 +10,7 @@ pub async fn drops_are_counted_by_reason_once_and_read_back_typed(store: &Store)
     let extraction = request(segment_id, user_id, 0);
     let stage = request(segment_id, user_id, 1);
     store
+        .requests()
         .plan_segment_requests(segment_id, &[extraction.clone(), stage.clone()], t0())
         .await
         .unwrap();
@@ -24,17 +25,21 @@ pub async fn drops_are_counted_by_reason_once_and_read_back_typed(store: &Store)
     ];
     input.n_dropped = 3;
     assert!(matches!(
-        store.apply(&input).await.unwrap(),
+        store.memories().apply(&input).await.unwrap(),
         ApplyOutcome::Applied { .. }
     ));
     // Applying the same answer again writes nothing, and counts nothing twice.
-    assert_eq!(store.apply(&input).await.unwrap(), ApplyOutcome::AlreadyApplied);
+    assert_eq!(
+        store.memories().apply(&input).await.unwrap(),
+        ApplyOutcome::AlreadyApplied
+    );
     store
+        .stages()
         .apply_without_change(stage.id, 0, Some("keep: nothing to add"), t0())
         .await
         .unwrap();
 
-    let snapshot = store.metrics_snapshot().await.unwrap();
+    let snapshot = store.listing().metrics_snapshot().await.unwrap();
     // Three items were dropped; the stage answer that changed nothing is a record, not an item.
     assert_eq!(snapshot.items_dropped, 3);
     let by_reason = snapshot.drops_by_reason;
@@ -46,9 +51,12 @@ pub async fn drops_are_counted_by_reason_once_and_read_back_typed(store: &Store)
             ("unchanged".to_owned(), 1)
         ]
     );
-    assert_eq!(store.request_detail(extraction.id).await.unwrap().drops.0, input.drops);
     assert_eq!(
-        store.request_detail(stage.id).await.unwrap().drops.0,
+        store.listing().request_detail(extraction.id).await.unwrap().drops.0,
+        input.drops
+    );
+    assert_eq!(
+        store.listing().request_detail(stage.id).await.unwrap().drops.0,
         vec![DroppedItem::unchanged("keep: nothing to add")]
     );
 }

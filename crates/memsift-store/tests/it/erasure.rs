@@ -11,6 +11,7 @@ pub async fn erasing_a_user_removes_their_data_keeps_tombstones_and_spares_other
     let (_, bo_memory) = store.insert_test_memory("bo", "Bo plays chess.").await.unwrap();
     let first = request(segment_id, user_id, 0);
     store
+        .requests()
         .plan_segment_requests(segment_id, std::slice::from_ref(&first), t0())
         .await
         .unwrap();
@@ -27,9 +28,9 @@ pub async fn erasing_a_user_removes_their_data_keeps_tombstones_and_spares_other
         }),
         ..apply_input(&first, vec![lisbon.clone(), item("Ana has a cat named Miso.", vec![])])
     };
-    store.apply(&input).await.unwrap();
+    store.memories().apply(&input).await.unwrap();
 
-    let receipt = store.erase_user("ana", t0(), &json_fact_keys).await.unwrap();
+    let receipt = store.erasure().erase_user("ana", t0(), &json_fact_keys).await.unwrap();
     assert_eq!(
         (
             receipt.n_memories,
@@ -43,15 +44,22 @@ pub async fn erasing_a_user_removes_their_data_keeps_tombstones_and_spares_other
         ),
         (2, 2, 1, 1, 2, 1, 1, 2)
     );
-    assert!(store.list_memories("ana", None).await.unwrap().is_empty());
-    assert!(store.list_segments(Some("ana"), None, None).await.unwrap().is_empty());
-    let detail = store.request_detail(first.id).await.unwrap();
+    assert!(store.listing().list_memories("ana", None).await.unwrap().is_empty());
+    assert!(
+        store
+            .listing()
+            .list_segments(Some("ana"), None, None)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let detail = store.listing().request_detail(first.id).await.unwrap();
     assert_eq!((detail.raw_output, detail.status.as_str()), (None, "applied"));
     assert_eq!(store.request_body(first.id).await.unwrap(), serde_json::Value::Null);
     assert_eq!(store.count_rows("memory_evidence").await.unwrap(), 0);
     assert_eq!(store.count_rows("memory_entities").await.unwrap(), 0);
     // Bo is untouched.
-    let bo = store.list_memories("bo", None).await.unwrap();
+    let bo = store.listing().list_memories("bo", None).await.unwrap();
     assert_eq!(bo.len(), 1);
     assert_eq!(bo[0].id, bo_memory.to_string());
 
@@ -59,6 +67,7 @@ pub async fn erasing_a_user_removes_their_data_keeps_tombstones_and_spares_other
     let (segment_id, user_id, _) = closed_claimed_segment(store, "ana", "c2").await;
     let again = request(segment_id, user_id, 0);
     store
+        .requests()
         .plan_segment_requests(segment_id, std::slice::from_ref(&again), t0())
         .await
         .unwrap();
@@ -71,6 +80,7 @@ pub async fn erasing_a_user_removes_their_data_keeps_tombstones_and_spares_other
         n_erased_at_write,
         ..
     } = store
+        .memories()
         .apply(&apply_input(&again, vec![lisbon, item("Ana plays the cello.", vec![])]))
         .await
         .unwrap()
@@ -79,6 +89,7 @@ pub async fn erasing_a_user_removes_their_data_keeps_tombstones_and_spares_other
     };
     assert_eq!((memory_ids.len(), n_erased_at_write), (1, 1));
     let texts: Vec<String> = store
+        .listing()
         .list_memories("ana", None)
         .await
         .unwrap()
@@ -87,7 +98,7 @@ pub async fn erasing_a_user_removes_their_data_keeps_tombstones_and_spares_other
         .collect();
     assert_eq!(texts, vec!["Ana plays the cello."]);
     assert!(matches!(
-        store.erase_user("nobody", t0(), &json_fact_keys).await,
+        store.erasure().erase_user("nobody", t0(), &json_fact_keys).await,
         Err(memsift_store::StoreError::NotFound(_))
     ));
 }
@@ -98,6 +109,7 @@ pub async fn erasure_fingerprints_every_item_of_the_users_raw_outputs(store: &St
     let (segment_id, user_id, message_ids) = closed_claimed_segment(store, "ana", "c1").await;
     let first = request(segment_id, user_id, 0);
     store
+        .requests()
         .plan_segment_requests(segment_id, std::slice::from_ref(&first), t0())
         .await
         .unwrap();
@@ -108,13 +120,18 @@ pub async fn erasure_fingerprints_every_item_of_the_users_raw_outputs(store: &St
         .unwrap();
     // The second item was dropped as a near-duplicate: only the first is stored.
     let lisbon = item("Ana lives in Lisbon.", vec![message_ids[0]]);
-    store.apply(&apply_input(&first, vec![lisbon.clone()])).await.unwrap();
-    let receipt = store.erase_user("ana", t0(), &json_fact_keys).await.unwrap();
+    store
+        .memories()
+        .apply(&apply_input(&first, vec![lisbon.clone()]))
+        .await
+        .unwrap();
+    let receipt = store.erasure().erase_user("ana", t0(), &json_fact_keys).await.unwrap();
     assert_eq!(receipt.n_tombstones, 2);
 
     let (segment_id, user_id, _) = closed_claimed_segment(store, "ana", "c2").await;
     let again = request(segment_id, user_id, 0);
     store
+        .requests()
         .plan_segment_requests(segment_id, std::slice::from_ref(&again), t0())
         .await
         .unwrap();
@@ -123,6 +140,7 @@ pub async fn erasure_fingerprints_every_item_of_the_users_raw_outputs(store: &St
         .await
         .unwrap();
     let outcome = store
+        .memories()
         .apply(&apply_input(
             &again,
             vec![lisbon, item("Ana lives in Lisbon, Portugal.", vec![])],
@@ -156,7 +174,7 @@ pub async fn every_spelling_of_a_user_id_reaches_one_user_or_is_refused(store: &
         let raw = ids.new_tree(&mut runner).unwrap().current();
         let mut one = message(&raw, &format!("c{case}"), 0, memsift_core::status::Role::User, "hello");
         one.external_id = Some(format!("m{case}"));
-        let stored = store.ingest(&[one], idle(), t0(), &no_progress).await;
+        let stored = store.messages().ingest(&[one], idle(), t0(), &no_progress).await;
         let Ok(canonical) = memsift_core::message::canonical_user_id(&raw) else {
             assert!(
                 matches!(stored, Err(memsift_store::StoreError::Invalid(_))),
@@ -165,13 +183,22 @@ pub async fn every_spelling_of_a_user_id_reaches_one_user_or_is_refused(store: &
             continue;
         };
         stored.unwrap();
-        let listed = store.list_segments(Some(&canonical), None, None).await.unwrap();
+        let listed = store
+            .listing()
+            .list_segments(Some(&canonical), None, None)
+            .await
+            .unwrap();
         assert_eq!(listed.len(), 1, "{raw:?} is stored under its canonical form");
         let respelled = format!(" {}\u{3000}", raw.nfd().collect::<String>());
-        let receipt = store.erase_user(&respelled, t0(), &json_fact_keys).await.unwrap();
+        let receipt = store
+            .erasure()
+            .erase_user(&respelled, t0(), &json_fact_keys)
+            .await
+            .unwrap();
         assert_eq!(receipt.n_messages, 1, "{raw:?} erased as {respelled:?}");
         assert!(
             store
+                .listing()
                 .list_segments(Some(&canonical), None, None)
                 .await
                 .unwrap()

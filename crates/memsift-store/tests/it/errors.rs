@@ -15,25 +15,28 @@ pub async fn a_nul_in_an_error_text_is_stored_as_the_replacement_character(store
     // the step that records a failure failed itself.
     let (segment_id, user_id, _) = closed_claimed_segment(store, "ana", "c1").await;
     store
+        .segments()
         .fail_segment(segment_id, SAID, 5, Duration::minutes(5), t0())
         .await
         .unwrap();
     assert_eq!(segment_error(store, "ana").await.as_deref(), Some(KEPT));
 
-    store.claim_segment(segment_id, "w", t0()).await.unwrap();
+    store.segments().claim_segment(segment_id, "w", t0()).await.unwrap();
     store
+        .segments()
         .defer_segment(segment_id, t0() + Duration::hours(1), SAID)
         .await
         .unwrap();
     assert_eq!(segment_error(store, "ana").await.as_deref(), Some(KEPT));
 
-    store.claim_segment(segment_id, "w", t0()).await.unwrap();
+    store.segments().claim_segment(segment_id, "w", t0()).await.unwrap();
     let planned = NewRequest {
         lane: Lane::Batch,
         provider: "anthropic".to_owned(),
         ..request(segment_id, user_id, 0)
     };
     store
+        .requests()
         .plan_segment_requests(segment_id, std::slice::from_ref(&planned), t0())
         .await
         .unwrap();
@@ -43,29 +46,32 @@ pub async fn a_nul_in_an_error_text_is_stored_as_the_replacement_character(store
         lease: Duration::minutes(15),
     };
     let batch = store
+        .batches()
         .pack_batch("anthropic", "extraction_standard", "w", t0(), policy)
         .await
         .unwrap()
         .unwrap();
-    store.note_create_unknown(batch.id, SAID).await.unwrap();
+    store.batches().note_create_unknown(batch.id, SAID).await.unwrap();
     assert_eq!(
         batch_error(store, batch.id).await.as_deref(),
         Some(format!("create outcome unknown: {KEPT}").as_str())
     );
     store
+        .batches()
         .snooze_batch(batch.id, t0() + Duration::minutes(1), Some(SAID))
         .await
         .unwrap();
     assert_eq!(batch_error(store, batch.id).await.as_deref(), Some(KEPT));
-    store.mark_batch_rejected(batch.id, SAID, t0()).await.unwrap();
+    store.batches().mark_batch_rejected(batch.id, SAID, t0()).await.unwrap();
     assert_eq!(batch_error(store, batch.id).await.as_deref(), Some(KEPT));
-    let detail = store.request_detail(planned.id).await.unwrap();
+    let detail = store.listing().request_detail(planned.id).await.unwrap();
     assert_eq!(
         detail.error.as_deref(),
         Some(format!("batch rejected by the provider: {KEPT}").as_str())
     );
 
     store
+        .lanes()
         .record_lane_transition(
             &LaneTransition {
                 lane: Lane::Batch,
@@ -84,16 +90,16 @@ pub async fn a_nul_in_an_error_text_is_stored_as_the_replacement_character(store
         )
         .await
         .unwrap();
-    let lane = &store.lane_health().await.unwrap()[0];
+    let lane = &store.lanes().lane_health().await.unwrap()[0];
     assert_eq!((lane.reason.as_deref(), lane.fix.as_deref()), (Some(KEPT), Some(KEPT)));
 }
 
 async fn segment_error(store: &Store, user: &str) -> Option<String> {
-    store.list_segments(Some(user), None, None).await.unwrap()[0]
+    store.listing().list_segments(Some(user), None, None).await.unwrap()[0]
         .last_error
         .clone()
 }
 
 async fn batch_error(store: &Store, batch_id: memsift_core::BatchId) -> Option<String> {
-    store.batch(batch_id).await.unwrap().unwrap().last_error
+    store.batches().batch(batch_id).await.unwrap().unwrap().last_error
 }

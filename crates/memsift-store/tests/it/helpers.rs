@@ -34,6 +34,7 @@ pub fn no_progress(_: u64) {}
 
 pub async fn segment_statuses(store: &Store, user: &str) -> Vec<(String, i64)> {
     store
+        .listing()
         .list_segments(Some(user), None, None)
         .await
         .unwrap()
@@ -70,8 +71,13 @@ pub(crate) async fn closed_claimed_segment(
         message(user, conversation, 0, Role::User, "I live in Lisbon with my cat Miso."),
         second,
     ];
-    store.ingest(&messages, idle(), t0(), &no_progress).await.unwrap();
+    store
+        .messages()
+        .ingest(&messages, idle(), t0(), &no_progress)
+        .await
+        .unwrap();
     let claimed = store
+        .segments()
         .claim_segments("worker-a", t0(), Duration::minutes(15), 100)
         .await
         .unwrap();
@@ -79,7 +85,7 @@ pub(crate) async fn closed_claimed_segment(
         .into_iter()
         .find(|segment| segment.attempt == 1)
         .expect("the new segment is claimable");
-    let turns = store.segment_turns(mine.id).await.unwrap();
+    let turns = store.segments().segment_turns(mine.id).await.unwrap();
     (
         mine.id,
         mine.user_id,

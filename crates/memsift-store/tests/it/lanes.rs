@@ -16,6 +16,7 @@ pub async fn a_paused_lane_holds_its_work_unspent_and_rerouting_moves_it(store: 
         ..request(segment_id, user_id, 0)
     };
     store
+        .requests()
         .plan_segment_requests(segment_id, std::slice::from_ref(&planned), t0())
         .await
         .unwrap();
@@ -26,6 +27,7 @@ pub async fn a_paused_lane_holds_its_work_unspent_and_rerouting_moves_it(store: 
     };
     let pack = async |at| {
         store
+            .batches()
             .pack_batch("openai", "extraction_standard", "w", at, policy)
             .await
             .unwrap()
@@ -34,15 +36,16 @@ pub async fn a_paused_lane_holds_its_work_unspent_and_rerouting_moves_it(store: 
     // The create met a setting fault: the batch fails, the request waits unspent until the probe.
     let probe_at = t0() + Duration::minutes(1);
     store
+        .batches()
         .hold_batch(batch.id, "lane batch openai/gpt-4o-mini paused: 404", probe_at, t0())
         .await
         .unwrap();
-    let requests = store.list_requests(Some("ana"), None, None).await.unwrap();
+    let requests = store.listing().list_requests(Some("ana"), None, None).await.unwrap();
     assert_eq!(
         (requests.len(), requests[0].status.as_str(), requests[0].attempt),
         (1, "planned", 1)
     );
-    let segment = &store.list_segments(Some("ana"), None, None).await.unwrap()[0];
+    let segment = &store.listing().list_segments(Some("ana"), None, None).await.unwrap()[0];
     assert_eq!(segment.status, "extracting", "waiting is not failing");
     assert_eq!(
         segment.last_error.as_deref(),
@@ -53,6 +56,7 @@ pub async fn a_paused_lane_holds_its_work_unspent_and_rerouting_moves_it(store: 
         "held until the probe"
     );
     let waiting = store
+        .lanes()
         .waiting_requests(Lane::Batch, &["extraction_standard".to_owned()], 10)
         .await
         .unwrap();
@@ -60,6 +64,7 @@ pub async fn a_paused_lane_holds_its_work_unspent_and_rerouting_moves_it(store: 
     assert_eq!((waiting[0].id, waiting[0].user_id), (planned.id, user_id));
     // Rerouted to another lane: the same id, claimable there at once.
     let moved = store
+        .lanes()
         .reroute_request(
             planned.id,
             &memsift_store::Reroute {
@@ -73,6 +78,7 @@ pub async fn a_paused_lane_holds_its_work_unspent_and_rerouting_moves_it(store: 
         .unwrap();
     assert!(moved);
     let claimed = store
+        .requests()
         .claim_requests(Lane::Immediate, "w", t0(), Duration::minutes(15), 10)
         .await
         .unwrap();
@@ -82,13 +88,19 @@ pub async fn a_paused_lane_holds_its_work_unspent_and_rerouting_moves_it(store: 
         (planned.id, "extraction_fallback", 1)
     );
     // Held again on the immediate lane: not claimable before its time, then claimable.
-    store.hold_request(planned.id, "paused: 401", probe_at).await.unwrap();
+    store
+        .lanes()
+        .hold_request(planned.id, "paused: 401", probe_at)
+        .await
+        .unwrap();
     let early = store
+        .requests()
         .claim_requests(Lane::Immediate, "w", t0(), Duration::minutes(15), 10)
         .await
         .unwrap();
     assert!(early.is_empty());
     let due = store
+        .requests()
         .claim_requests(Lane::Immediate, "w", probe_at, Duration::minutes(15), 10)
         .await
         .unwrap();
@@ -110,18 +122,20 @@ pub async fn lane_health_keeps_the_last_state_of_each_lane_and_the_live_processe
         at,
     };
     store
+        .lanes()
         .record_lane_transition(&transition("open", true, t0()), "w1")
         .await
         .unwrap();
-    let rows = store.lane_health().await.unwrap();
+    let rows = store.lanes().lane_health().await.unwrap();
     assert_eq!(rows.len(), 1);
     assert_eq!((rows[0].state.as_str(), rows[0].setting_fault), ("open", true));
     assert_eq!(rows[0].reason.as_deref(), Some("openai: not found\u{FFFD}"));
     store
+        .lanes()
         .record_lane_transition(&transition("closed", false, t0() + Duration::minutes(2)), "w2")
         .await
         .unwrap();
-    let rows = store.lane_health().await.unwrap();
+    let rows = store.lanes().lane_health().await.unwrap();
     assert_eq!(
         (
             rows[0].state.as_str(),
@@ -133,9 +147,23 @@ pub async fn lane_health_keeps_the_last_state_of_each_lane_and_the_live_processe
     );
     assert_eq!((rows[0].reason.as_deref(), rows[0].next_probe_at), (None, None));
 
-    store.heartbeat("w1", t0()).await.unwrap();
-    store.heartbeat("w2", t0() + Duration::minutes(3)).await.unwrap();
-    store.heartbeat("w1", t0() + Duration::minutes(4)).await.unwrap();
-    assert_eq!(store.live_workers(t0() + Duration::minutes(3)).await.unwrap(), 2);
-    assert_eq!(store.live_workers(t0() + Duration::minutes(4)).await.unwrap(), 1);
+    store.lanes().heartbeat("w1", t0()).await.unwrap();
+    store
+        .lanes()
+        .heartbeat("w2", t0() + Duration::minutes(3))
+        .await
+        .unwrap();
+    store
+        .lanes()
+        .heartbeat("w1", t0() + Duration::minutes(4))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.lanes().live_workers(t0() + Duration::minutes(3)).await.unwrap(),
+        2
+    );
+    assert_eq!(
+        store.lanes().live_workers(t0() + Duration::minutes(4)).await.unwrap(),
+        1
+    );
 }

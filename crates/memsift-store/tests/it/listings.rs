@@ -10,16 +10,19 @@ pub async fn memory_listings_are_scoped_by_user(store: &Store) {
         let (segment_id, user_id, _) = closed_claimed_segment(store, user, "c1").await;
         let request = request(segment_id, user_id, 0);
         store
+            .requests()
             .plan_segment_requests(segment_id, std::slice::from_ref(&request), t0())
             .await
             .unwrap();
         store.record_output(request.id, "[...]", None, t0()).await.unwrap();
         store
+            .memories()
             .apply(&apply_input(&request, vec![item(text, vec![])]))
             .await
             .unwrap();
     }
     let ana: Vec<String> = store
+        .listing()
         .list_memories("ana", None)
         .await
         .unwrap()
@@ -27,8 +30,16 @@ pub async fn memory_listings_are_scoped_by_user(store: &Store) {
         .map(|row| row.text)
         .collect();
     assert_eq!(ana, vec!["Ana lives in Lisbon."]);
-    assert!(store.list_memories("nobody", None).await.unwrap().is_empty());
-    assert_eq!(store.list_requests(Some("bo"), None, None).await.unwrap().len(), 1);
+    assert!(store.listing().list_memories("nobody", None).await.unwrap().is_empty());
+    assert_eq!(
+        store
+            .listing()
+            .list_requests(Some("bo"), None, None)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
 }
 
 pub async fn ids_match_by_their_start_or_their_end_within_their_user(store: &Store) {
@@ -37,7 +48,11 @@ pub async fn ids_match_by_their_start_or_their_end_within_their_user(store: &Sto
     let (bo_segment, _, _) = closed_claimed_segment(store, "bo", "c1").await;
     let (ana, bo) = (ana_segment.to_string(), bo_segment.to_string());
     let matching = |fragment: String, user: Option<&'static str>| async move {
-        store.ids_matching(IdKind::Segment, &fragment, user).await.unwrap()
+        store
+            .listing()
+            .ids_matching(IdKind::Segment, &fragment, user)
+            .await
+            .unwrap()
     };
     // The last 12 characters, as the tables print them, and the same in capitals.
     assert_eq!(
@@ -66,6 +81,7 @@ pub async fn ids_match_by_their_start_or_their_end_within_their_user(store: &Sto
     // Kinds search their own table: no request has a segment's id.
     assert!(
         store
+            .listing()
             .ids_matching(IdKind::Request, &ana, None)
             .await
             .unwrap()
@@ -76,7 +92,11 @@ pub async fn ids_match_by_their_start_or_their_end_within_their_user(store: &Sto
 pub async fn the_cost_view_sums_tokens_by_user_stage_and_lane(store: &Store) {
     let (segment_id, user_id, _) = closed_claimed_segment(store, "ana", "c1").await;
     let chunks = [request(segment_id, user_id, 0), request(segment_id, user_id, 1)];
-    store.plan_segment_requests(segment_id, &chunks, t0()).await.unwrap();
+    store
+        .requests()
+        .plan_segment_requests(segment_id, &chunks, t0())
+        .await
+        .unwrap();
     for (chunk, tokens) in chunks.iter().zip([100_i64, 40]) {
         let usage = memsift_store::RequestUsage {
             input_tokens: tokens,
@@ -87,12 +107,13 @@ pub async fn the_cost_view_sums_tokens_by_user_stage_and_lane(store: &Store) {
         };
         assert!(
             store
+                .requests()
                 .record_answer(chunk.id, "[]", Some("end_turn"), &usage, t0())
                 .await
                 .unwrap()
         );
     }
-    let rows = store.cost_by_user_stage().await.unwrap();
+    let rows = store.listing().cost_by_user_stage().await.unwrap();
     assert_eq!(rows.len(), 1, "{rows:?}");
     let row = &rows[0];
     assert_eq!(

@@ -31,7 +31,7 @@ pub async fn every_foreign_key_has_an_index_that_leads_with_it(store: &Store) {
 pub async fn migrations_create_the_whole_data_model(store: &Store) {
     // Every table of the data model exists and is empty; running the migrations again is a no-op.
     store.migrate().await.unwrap();
-    let counts = store.counts().await.unwrap();
+    let counts = store.listing().counts().await.unwrap();
     assert_eq!(
         (
             counts.users,
@@ -73,6 +73,7 @@ pub async fn a_populated_database_keeps_every_row_through_later_migrations(store
         .await
         .unwrap();
     let claimed = store
+        .segments()
         .claim_segments("worker-a", t0(), chrono::Duration::minutes(15), 10)
         .await
         .unwrap();
@@ -132,6 +133,7 @@ pub async fn a_populated_database_keeps_every_row_through_later_migrations(store
         .await
         .unwrap();
     store
+        .memories()
         .revise_memory(
             "ana",
             memory_ids[1],
@@ -142,16 +144,19 @@ pub async fn a_populated_database_keeps_every_row_through_later_migrations(store
         .await
         .unwrap();
     let rows_before = store.user_rows(user_id).await.unwrap();
-    let requests_before = store.list_requests(None, None, None).await.unwrap();
-    let counts_before = store.counts().await.unwrap();
+    let requests_before = store.listing().list_requests(None, None, None).await.unwrap();
+    let counts_before = store.listing().counts().await.unwrap();
     assert_eq!(requests_before.len(), 2);
 
     store.migrate().await.unwrap();
-    store.adopt_erasure_key(t0()).await.unwrap();
+    store.erasure().adopt_erasure_key(t0()).await.unwrap();
 
     assert_eq!(store.user_rows(user_id).await.unwrap(), rows_before);
-    assert_eq!(store.list_requests(None, None, None).await.unwrap(), requests_before);
-    assert_eq!(store.counts().await.unwrap(), counts_before);
+    assert_eq!(
+        store.listing().list_requests(None, None, None).await.unwrap(),
+        requests_before
+    );
+    assert_eq!(store.listing().counts().await.unwrap(), counts_before);
     assert!(
         rows_before
             .memories
@@ -168,15 +173,15 @@ pub async fn a_populated_database_keeps_every_row_through_later_migrations(store
         (Some("run-1".to_owned()), Some("entity-1".to_owned()))
     );
     assert_eq!(
-        store.metrics_snapshot().await.unwrap().drops_by_reason,
+        store.listing().metrics_snapshot().await.unwrap().drops_by_reason,
         vec![("truncated".to_owned(), 1), ("unchanged".to_owned(), 1)]
     );
     assert_eq!(
-        store.request_detail(child.id).await.unwrap().drops.0,
+        store.listing().request_detail(child.id).await.unwrap().drops.0,
         vec![DroppedItem::unchanged("the live summary already says this")]
     );
     assert_eq!(
-        store.request_detail(extraction.id).await.unwrap().drops.0[0],
+        store.listing().request_detail(extraction.id).await.unwrap().drops.0[0],
         DroppedItem {
             detail: None,
             ..DroppedItem::new(2, DropReason::Truncated, Some("Ana li".to_owned()))
@@ -185,17 +190,22 @@ pub async fn a_populated_database_keeps_every_row_through_later_migrations(store
     // Memories written before they recorded a model take their request's (here the offline lane,
     // which names only its provider).
     for id in &memory_ids {
-        let memory = store.memory_detail(*id).await.unwrap().unwrap();
+        let memory = store.listing().memory_detail(*id).await.unwrap().unwrap();
         assert_eq!(memory.model.as_deref(), Some("heuristic"), "{memory:?}");
     }
     // The rebuilt table takes the new status: a failing answer is quarantined.
     store
+        .requests()
         .record_answer(child.id, "{}", None, &memsift_store::RequestUsage::default(), t0())
         .await
         .unwrap();
-    let quarantined = store.record_apply_failure(child.id, "corrupt", 1, t0()).await.unwrap();
+    let quarantined = store
+        .requests()
+        .record_apply_failure(child.id, "corrupt", 1, t0())
+        .await
+        .unwrap();
     assert_eq!(quarantined, memsift_store::ApplyFailure::Quarantined { attempts: 1 });
-    assert_eq!(store.request_detail(child.id).await.unwrap().status, "failed");
+    assert_eq!(store.listing().request_detail(child.id).await.unwrap().status, "failed");
 }
 
 /// A store already migrated checks its migrations by reading: behind a writer that holds SQLite's

@@ -56,10 +56,13 @@ async fn step(store: &Store, index: usize, progress: &mut Progress) -> Result<()
                 })
                 .collect();
             messages[2].boundary_after = true;
-            store.ingest(&messages, idle(), now, &no_progress).await?;
+            store.messages().ingest(&messages, idle(), now, &no_progress).await?;
         }
         1 => {
-            let claimed = store.claim_segments("worker-a", now, Duration::minutes(15), 10).await?;
+            let claimed = store
+                .segments()
+                .claim_segments("worker-a", now, Duration::minutes(15), 10)
+                .await?;
             if let Some(segment) = claimed.first() {
                 progress.user = Some(segment.user_id);
                 progress.segment = Some(segment.id);
@@ -69,6 +72,7 @@ async fn step(store: &Store, index: usize, progress: &mut Progress) -> Result<()
                     user_message: format!("<turn>I moved to {MARKER}.</turn>"),
                 };
                 store
+                    .requests()
                     .plan_segment_requests(segment.id, std::slice::from_ref(&planned), now)
                     .await?;
                 progress.extraction = Some(planned);
@@ -84,7 +88,7 @@ async fn step(store: &Store, index: usize, progress: &mut Progress) -> Result<()
         3 => {
             if let Some(planned) = &progress.extraction {
                 let input = apply_input(planned, vec![item(&format!("Ana moved to {MARKER}."), vec![])]);
-                store.apply(&input).await?;
+                store.memories().apply(&input).await?;
             }
         }
         4 => {
@@ -105,6 +109,7 @@ async fn step(store: &Store, index: usize, progress: &mut Progress) -> Result<()
                     reviewed: &[],
                 };
                 store
+                    .stages()
                     .plan_stage_requests(std::slice::from_ref(&planned), &covered, now)
                     .await?;
                 progress.stage = Some(planned);
@@ -119,6 +124,7 @@ async fn step(store: &Store, index: usize, progress: &mut Progress) -> Result<()
         6 => {
             if let Some(planned) = &progress.stage {
                 store
+                    .stages()
                     .apply_without_change(planned.id, 0, Some("nothing to link"), now)
                     .await?;
             }
@@ -143,7 +149,7 @@ pub async fn an_erasure_racing_any_write_of_the_user_leaves_nothing_of_them(stor
         let mut receipt = None;
         for index in 0..N_STEPS {
             if index == erase_at && overlap {
-                let erase = store.erase_user("ana", t0(), &json_fact_keys);
+                let erase = store.erasure().erase_user("ana", t0(), &json_fact_keys);
                 let (erased, _) = if erase_first {
                     tokio::join!(erase, step(store, index, &mut progress))
                 } else {
@@ -153,14 +159,14 @@ pub async fn an_erasure_racing_any_write_of_the_user_leaves_nothing_of_them(stor
                 receipt = Some(erased);
             } else {
                 if index == erase_at {
-                    receipt = Some(store.erase_user("ana", t0(), &json_fact_keys).await);
+                    receipt = Some(store.erasure().erase_user("ana", t0(), &json_fact_keys).await);
                 }
                 // A step after the erasure may find its rows gone; what it must not do is write.
                 let _ = step(store, index, &mut progress).await;
             }
         }
         if erase_at == N_STEPS {
-            receipt = Some(store.erase_user("ana", t0(), &json_fact_keys).await);
+            receipt = Some(store.erasure().erase_user("ana", t0(), &json_fact_keys).await);
         }
         let label = format!("case {case}: erase at step {erase_at}, overlapping {overlap}, first {erase_first}");
         match receipt.expect("the erasure ran") {
@@ -175,10 +181,10 @@ pub async fn an_erasure_racing_any_write_of_the_user_leaves_nothing_of_them(stor
             );
         }
         // What an ingest after the erasure stored belongs to a new user; erase them too.
-        let _ = store.erase_user("ana", t0(), &json_fact_keys).await;
+        let _ = store.erasure().erase_user("ana", t0(), &json_fact_keys).await;
         let found = store.find_text_anywhere(MARKER).await.unwrap();
         assert!(found.is_empty(), "{label}: the erased text is still in {found:?}");
-        let segments = store.list_segments(Some("ana"), None, None).await.unwrap();
+        let segments = store.listing().list_segments(Some("ana"), None, None).await.unwrap();
         assert!(segments.is_empty(), "{label}: {segments:?}");
     }
 }
@@ -187,6 +193,7 @@ pub async fn an_erasure_racing_any_write_of_the_user_leaves_nothing_of_them(stor
 /// id, all succeed and number the conversation's messages 0..20 without a gap or a twin.
 pub async fn parallel_appends_to_one_conversation_all_succeed_with_distinct_sequence_numbers(store: &Store) {
     store
+        .messages()
         .ingest(
             &[message("ana", "c1", 0, Role::User, "first")],
             idle(),
@@ -200,7 +207,7 @@ pub async fn parallel_appends_to_one_conversation_all_succeed_with_distinct_sequ
         let mut one = message("ana", "c1", 1, Role::User, &format!("append {n}"));
         one.external_id = Some(format!("m{n}"));
         let store = store.clone();
-        appends.spawn(async move { store.ingest(&[one], idle(), t0(), &no_progress).await });
+        appends.spawn(async move { store.messages().ingest(&[one], idle(), t0(), &no_progress).await });
     }
     let results = appends.join_all().await;
     let failed: Vec<String> = results
@@ -208,7 +215,7 @@ pub async fn parallel_appends_to_one_conversation_all_succeed_with_distinct_sequ
         .filter_map(|result| result.as_ref().err().map(ToString::to_string))
         .collect();
     assert!(failed.is_empty(), "{} of 20 appends failed: {failed:?}", failed.len());
-    let segments = store.list_segments(Some("ana"), None, None).await.unwrap();
+    let segments = store.listing().list_segments(Some("ana"), None, None).await.unwrap();
     assert_eq!(segments.len(), 1, "{segments:?}");
     assert_eq!(segments[0].n_messages, 21);
 }
@@ -227,18 +234,23 @@ pub async fn no_message_time_keeps_a_conversation_open_past_its_idle_timeout(sto
         let mut dated = message(&user, "c1", 0, Role::User, "hello");
         dated.at = arrived + Duration::minutes(offset);
         let report = store
+            .messages()
             .ingest(&[dated.clone()], idle(), arrived, &no_progress)
             .await
             .unwrap();
         let clamped = Duration::minutes(offset) > memsift_store::MAX_FUTURE_SKEW;
         assert_eq!(report.n_times_clamped, u64::from(clamped), "offset {offset} min");
-        let listed = store.list_segments(Some(&user), None, None).await.unwrap();
+        let listed = store.listing().list_segments(Some(&user), None, None).await.unwrap();
         let expected = memsift_store::stored_message_time(dated.at, arrived);
         assert_eq!(listed[0].last_message_at, expected, "offset {offset} min");
         assert!(listed[0].last_message_at <= arrived + memsift_store::MAX_FUTURE_SKEW);
         // Once the arrival is idle, the segment closes, whatever the message said.
-        store.close_idle_segments(arrived + idle(), idle()).await.unwrap();
-        let status = store.list_segments(Some(&user), None, None).await.unwrap()[0]
+        store
+            .messages()
+            .close_idle_segments(arrived + idle(), idle())
+            .await
+            .unwrap();
+        let status = store.listing().list_segments(Some(&user), None, None).await.unwrap()[0]
             .status
             .clone();
         assert_eq!(status, "closed", "offset {offset} min");

@@ -19,11 +19,13 @@ pub async fn revisions_are_journaled_and_undo_restores_the_exact_prior_rows(stor
     let original = all_memory_rows(store, ana).await;
 
     let confirmed = store
+        .memories()
         .revise_memory("ana", cat, &memsift_store::Revision::Confirm, "she said so", t0())
         .await
         .unwrap();
     assert_eq!(confirmed.state.confidence, 1.0);
     let superseded = store
+        .memories()
         .revise_memory(
             "ana",
             lisbon,
@@ -37,6 +39,7 @@ pub async fn revisions_are_journaled_and_undo_restores_the_exact_prior_rows(stor
         .unwrap();
     let porto = superseded.new_memory_id.unwrap();
     let texts: Vec<String> = store
+        .listing()
         .list_memories("ana", None)
         .await
         .unwrap()
@@ -56,16 +59,21 @@ pub async fn revisions_are_journaled_and_undo_restores_the_exact_prior_rows(stor
     // Scoped: bo cannot revise or undo ana's memories, and an archived memory is not revised again.
     assert!(matches!(
         store
+            .memories()
             .revise_memory("bo", cat, &memsift_store::Revision::Expire, "x", t0())
             .await,
         Err(memsift_store::StoreError::NotFound(_))
     ));
     assert!(matches!(
-        store.undo_operation("bo", superseded.operation_id, t0()).await,
+        store
+            .memories()
+            .undo_operation("bo", superseded.operation_id, t0())
+            .await,
         Err(memsift_store::StoreError::NotFound(_))
     ));
     assert!(matches!(
         store
+            .memories()
             .revise_memory("ana", lisbon, &memsift_store::Revision::Expire, "x", t0())
             .await,
         Err(memsift_store::StoreError::Invalid(_))
@@ -73,17 +81,28 @@ pub async fn revisions_are_journaled_and_undo_restores_the_exact_prior_rows(stor
 
     // Undo both, newest first: the rows are exactly what they were, Porto is gone.
     let undone = store
+        .memories()
         .undo_operation("ana", superseded.operation_id, t0())
         .await
         .unwrap();
     assert_eq!(undone.deleted_memory_id, Some(porto.to_string()));
-    store.undo_operation("ana", confirmed.operation_id, t0()).await.unwrap();
+    store
+        .memories()
+        .undo_operation("ana", confirmed.operation_id, t0())
+        .await
+        .unwrap();
     assert_eq!(all_memory_rows(store, ana).await, original);
     assert!(matches!(
-        store.undo_operation("ana", confirmed.operation_id, t0()).await,
+        store
+            .memories()
+            .undo_operation("ana", confirmed.operation_id, t0())
+            .await,
         Err(memsift_store::StoreError::Invalid(_))
     ));
-    assert_eq!(store.list_memories("bo", None).await.unwrap()[0].id, bobs.to_string());
+    assert_eq!(
+        store.listing().list_memories("bo", None).await.unwrap()[0].id,
+        bobs.to_string()
+    );
     // The journal keeps both operations, marked undone.
     assert_eq!(store.count_rows("operations").await.unwrap(), 2);
 }
@@ -103,6 +122,7 @@ pub async fn scoring_archives_the_lowest_under_the_floor_capped_and_undoably(sto
     let ana = ana.unwrap();
     // One of them the user confirmed: it is never archived for low importance.
     store
+        .memories()
         .revise_memory("ana", ids[0], &memsift_store::Revision::Confirm, "she said so", t0())
         .await
         .unwrap();
@@ -113,14 +133,18 @@ pub async fn scoring_archives_the_lowest_under_the_floor_capped_and_undoably(sto
         max_share_per_run: 0.1,
     };
     // Too young: nothing is archived, however low the score.
-    let young = store.score_memories(&policy, t0() + Duration::days(10)).await.unwrap();
+    let young = store
+        .memories()
+        .score_memories(&policy, t0() + Duration::days(10))
+        .await
+        .unwrap();
     assert_eq!((young.n_scored, young.n_archived), (20, 0));
 
     let later = t0() + Duration::days(400);
-    let report = store.score_memories(&policy, later).await.unwrap();
+    let report = store.memories().score_memories(&policy, later).await.unwrap();
     assert_eq!((report.n_users, report.n_scored, report.n_archived), (1, 20, 2));
     assert_eq!(report.n_spared_by_cap, 17, "19 unconfirmed under the floor, 2 archived");
-    let active = store.list_memories("ana", None).await.unwrap();
+    let active = store.listing().list_memories("ana", None).await.unwrap();
     assert_eq!(active.len(), 18);
     assert!(
         active.iter().any(|memory| memory.id == ids[0].to_string()),
@@ -143,7 +167,7 @@ pub async fn scoring_archives_the_lowest_under_the_floor_capped_and_undoably(sto
         .collect();
     assert_eq!(archived.len(), 2);
     for operation in store.operation_ids("ana", "score_archive").await.unwrap() {
-        store.undo_operation("ana", operation, later).await.unwrap();
+        store.memories().undo_operation("ana", operation, later).await.unwrap();
     }
     let restored: Vec<_> = store
         .user_memory_states(ana)
@@ -174,10 +198,10 @@ pub async fn scoring_archives_one_memory_per_run_for_a_user_with_fewer_than_twen
         max_share_per_run: 0.05,
     };
     let later = t0() + Duration::days(400);
-    let first = store.score_memories(&policy, later).await.unwrap();
+    let first = store.memories().score_memories(&policy, later).await.unwrap();
     assert_eq!((first.n_scored, first.n_archived, first.n_spared_by_cap), (5, 1, 4));
-    let second = store.score_memories(&policy, later).await.unwrap();
+    let second = store.memories().score_memories(&policy, later).await.unwrap();
     assert_eq!((second.n_scored, second.n_archived, second.n_spared_by_cap), (4, 1, 3));
-    assert_eq!(store.list_memories("ana", None).await.unwrap().len(), 3);
+    assert_eq!(store.listing().list_memories("ana", None).await.unwrap().len(), 3);
     assert_eq!(store.operation_ids("ana", "score_archive").await.unwrap().len(), 2);
 }

@@ -15,9 +15,9 @@ pub async fn two_owners_racing_for_one_tick_give_exactly_one_run(store: &Store) 
     for round in 0..5 {
         let name = format!("job-{round}");
         let (a, b, c) = tokio::join!(
-            store.claim_schedule(&name, "daemon-a", tick, tick, lease()),
-            store.claim_schedule(&name, "daemon-b", tick, tick, lease()),
-            store.claim_schedule(&name, "daemon-c", tick, tick, lease()),
+            store.schedules().claim_schedule(&name, "daemon-a", tick, tick, lease()),
+            store.schedules().claim_schedule(&name, "daemon-b", tick, tick, lease()),
+            store.schedules().claim_schedule(&name, "daemon-c", tick, tick, lease()),
         );
         let n_won = [a.unwrap(), b.unwrap(), c.unwrap()]
             .into_iter()
@@ -32,6 +32,7 @@ pub async fn a_live_lease_blocks_the_next_tick_until_it_is_finished(store: &Stor
     let second = first + Duration::seconds(30);
     assert!(
         store
+            .schedules()
             .claim_schedule("run_pipeline", "daemon-a", first, first, lease())
             .await
             .unwrap()
@@ -39,21 +40,35 @@ pub async fn a_live_lease_blocks_the_next_tick_until_it_is_finished(store: &Stor
     // daemon-a's run is slow: the next tick comes while its lease is live.
     assert!(
         !store
+            .schedules()
             .claim_schedule("run_pipeline", "daemon-b", second, second, lease())
             .await
             .unwrap(),
         "a run still in flight must not be overlapped by the next tick"
     );
     // The tick was not consumed by the failed claim: once the slow run finishes, it can run.
-    assert!(store.finish_schedule("run_pipeline", "daemon-a").await.unwrap());
     assert!(
         store
+            .schedules()
+            .finish_schedule("run_pipeline", "daemon-a")
+            .await
+            .unwrap()
+    );
+    assert!(
+        store
+            .schedules()
             .claim_schedule("run_pipeline", "daemon-b", second, second, lease())
             .await
             .unwrap()
     );
     // Finishing is owner-scoped: daemon-a cannot release daemon-b's lease.
-    assert!(!store.finish_schedule("run_pipeline", "daemon-a").await.unwrap());
+    assert!(
+        !store
+            .schedules()
+            .finish_schedule("run_pipeline", "daemon-a")
+            .await
+            .unwrap()
+    );
     let rows = store.schedule_rows().await.unwrap();
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0].lease_owner.as_deref(), Some("daemon-b"));
@@ -65,6 +80,7 @@ pub async fn an_expired_lease_lets_another_owner_take_over(store: &Store) {
     let first = t0();
     assert!(
         store
+            .schedules()
             .claim_schedule("sweep", "daemon-a", first, first, lease())
             .await
             .unwrap()
@@ -74,6 +90,7 @@ pub async fn an_expired_lease_lets_another_owner_take_over(store: &Store) {
     let before_expiry = first + lease() - Duration::seconds(1);
     assert!(
         !store
+            .schedules()
             .claim_schedule("sweep", "daemon-b", next, before_expiry, lease())
             .await
             .unwrap()
@@ -82,6 +99,7 @@ pub async fn an_expired_lease_lets_another_owner_take_over(store: &Store) {
     let at_expiry = first + lease();
     assert!(
         store
+            .schedules()
             .claim_schedule("sweep", "daemon-b", next, at_expiry, lease())
             .await
             .unwrap()
@@ -95,15 +113,23 @@ pub async fn a_tick_already_run_is_not_run_again(store: &Store) {
     let tick = t0();
     assert!(
         store
+            .schedules()
             .claim_schedule("close_idle_segments", "daemon-a", tick, tick, lease())
             .await
             .unwrap()
     );
-    assert!(store.finish_schedule("close_idle_segments", "daemon-a").await.unwrap());
+    assert!(
+        store
+            .schedules()
+            .finish_schedule("close_idle_segments", "daemon-a")
+            .await
+            .unwrap()
+    );
     let later = tick + Duration::seconds(10);
     for owner in ["daemon-a", "daemon-b"] {
         assert!(
             !store
+                .schedules()
                 .claim_schedule("close_idle_segments", owner, tick, later, lease())
                 .await
                 .unwrap(),
@@ -114,6 +140,7 @@ pub async fn a_tick_already_run_is_not_run_again(store: &Store) {
     let older = tick - Duration::minutes(5);
     assert!(
         !store
+            .schedules()
             .claim_schedule("close_idle_segments", "daemon-b", older, later, lease())
             .await
             .unwrap()
@@ -122,6 +149,7 @@ pub async fn a_tick_already_run_is_not_run_again(store: &Store) {
     let next = tick + Duration::minutes(5);
     assert!(
         store
+            .schedules()
             .claim_schedule("close_idle_segments", "daemon-b", next, next, lease())
             .await
             .unwrap()

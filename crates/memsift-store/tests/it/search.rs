@@ -13,7 +13,7 @@ fn terms(words: &[&str]) -> Vec<String> {
 }
 
 async fn user_id(store: &Store, user: &str) -> UserId {
-    store.user_id(user).await.unwrap().expect("the user exists")
+    store.listing().user_id(user).await.unwrap().expect("the user exists")
 }
 
 pub async fn the_lexical_index_follows_every_memory_write_and_stays_within_its_user(store: &Store) {
@@ -31,14 +31,20 @@ pub async fn the_lexical_index_follows_every_memory_write_and_stays_within_its_u
         .unwrap();
     // Stemmed: "moving" finds "moved", "sunrise" finds "sunrises".
     let found = store
+        .search()
         .lexical_memories(ana, &terms(&["lisbon", "moving"]), 10)
         .await
         .unwrap();
     assert_eq!(found.iter().map(|(id, _)| *id).collect::<Vec<_>>(), vec![in_lisbon]);
-    let found = store.lexical_memories(ana, &terms(&["sunrise"]), 10).await.unwrap();
+    let found = store
+        .search()
+        .lexical_memories(ana, &terms(&["sunrise"]), 10)
+        .await
+        .unwrap();
     assert_eq!(found.iter().map(|(id, _)| *id).collect::<Vec<_>>(), vec![painting]);
     // Bo's memory matches the same words and is never Ana's answer, nor the reverse.
     let found = store
+        .search()
         .lexical_memories(bo, &terms(&["lisbon", "sunrise"]), 10)
         .await
         .unwrap();
@@ -47,6 +53,7 @@ pub async fn the_lexical_index_follows_every_memory_write_and_stays_within_its_u
     store.archive_test_memory(ana, in_lisbon).await.unwrap();
     assert!(
         store
+            .search()
             .lexical_memories(ana, &terms(&["lisbon"]), 10)
             .await
             .unwrap()
@@ -55,6 +62,7 @@ pub async fn the_lexical_index_follows_every_memory_write_and_stays_within_its_u
     store.delete_test_memory(ana, painting).await.unwrap();
     assert!(
         store
+            .search()
             .lexical_memories(ana, &terms(&["sunrise"]), 10)
             .await
             .unwrap()
@@ -65,9 +73,13 @@ pub async fn the_lexical_index_follows_every_memory_write_and_stays_within_its_u
         .insert_test_memory("ana", "Ana now lives in Porto.")
         .await
         .unwrap();
-    let found = store.lexical_memories(ana, &terms(&["porto"]), 10).await.unwrap();
+    let found = store
+        .search()
+        .lexical_memories(ana, &terms(&["porto"]), 10)
+        .await
+        .unwrap();
     assert_eq!(found.iter().map(|(id, _)| *id).collect::<Vec<_>>(), vec![porto]);
-    let cards = store.memory_cards(ana, &[porto, bo_lisbon]).await.unwrap();
+    let cards = store.search().memory_cards(ana, &[porto, bo_lisbon]).await.unwrap();
     assert_eq!(cards.len(), 1, "a card of another user's memory is not shown");
     assert_eq!(cards[0].text, "Ana now lives in Porto.");
 }
@@ -82,6 +94,7 @@ pub async fn uncited_turns_are_found_by_their_words_and_only_the_users_own(store
     );
     last.boundary_after = true;
     store
+        .messages()
         .ingest(
             &[
                 message("ana", "c1", 0, Role::User, "My sister Lia teaches chemistry."),
@@ -94,6 +107,7 @@ pub async fn uncited_turns_are_found_by_their_words_and_only_the_users_own(store
         .await
         .unwrap();
     store
+        .messages()
         .ingest(
             &[message("bo", "c1", 0, Role::User, "Coco is my favourite singer.")],
             idle(),
@@ -103,15 +117,26 @@ pub async fn uncited_turns_are_found_by_their_words_and_only_the_users_own(store
         .await
         .unwrap();
     let ana = user_id(store, "ana").await;
-    let found = store.lexical_turns(ana, &terms(&["coco", "adopt"]), 10).await.unwrap();
+    let found = store
+        .search()
+        .lexical_turns(ana, &terms(&["coco", "adopt"]), 10)
+        .await
+        .unwrap();
     assert_eq!(found.len(), 1);
-    let cards = store.turn_cards(ana, &[found[0].0.clone()]).await.unwrap();
+    let cards = store.search().turn_cards(ana, &[found[0].0.clone()]).await.unwrap();
     assert_eq!(cards[0].text, "We adopted a puppy named Coco from the shelter.");
     assert_eq!(cards[0].role, "user");
     let bo = user_id(store, "bo").await;
-    let bo_found = store.lexical_turns(bo, &terms(&["coco"]), 10).await.unwrap();
+    let bo_found = store.search().lexical_turns(bo, &terms(&["coco"]), 10).await.unwrap();
     assert_eq!(bo_found.len(), 1);
-    assert!(store.turn_cards(bo, &[found[0].0.clone()]).await.unwrap().is_empty());
+    assert!(
+        store
+            .search()
+            .turn_cards(bo, &[found[0].0.clone()])
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 pub async fn any_query_text_is_matched_as_words_never_as_query_syntax(store: &Store) {
@@ -128,18 +153,25 @@ pub async fn any_query_text_is_matched_as_words_never_as_query_syntax(store: &St
         let words = strategy.new_tree(&mut runner).unwrap().current();
         let words: Vec<String> = words.into_iter().map(|word| word.to_lowercase()).collect();
         store
+            .search()
             .lexical_memories(ana, &words, 10)
             .await
             .unwrap_or_else(|error| panic!("case {case}: {words:?} failed to match: {error}"));
         store
+            .search()
             .lexical_turns(ana, &words, 10)
             .await
             .unwrap_or_else(|error| panic!("case {case}: {words:?} failed on turns: {error}"));
         store
+            .search()
             .memories_by_evidence_text(ana, &words, 10)
             .await
             .unwrap_or_else(|error| panic!("case {case}: {words:?} failed on evidence: {error}"));
     }
-    let found = store.lexical_memories(ana, &terms(&["near", "and"]), 10).await.unwrap();
+    let found = store
+        .search()
+        .lexical_memories(ana, &terms(&["near", "and"]), 10)
+        .await
+        .unwrap();
     assert_eq!(found.len(), 1, "words that are query operators are matched as words");
 }

@@ -18,7 +18,11 @@ pub async fn ingest_gives_each_message_one_segment_and_closes_on_boundary(store:
         closing,
         message("ana", "c1", 3, Role::User, "Another thing."),
     ];
-    let report = store.ingest(&messages, idle(), t0(), &no_progress).await.unwrap();
+    let report = store
+        .messages()
+        .ingest(&messages, idle(), t0(), &no_progress)
+        .await
+        .unwrap();
     assert_eq!(
         (
             report.n_added,
@@ -46,12 +50,20 @@ pub async fn an_idle_gap_inside_the_input_starts_a_new_segment(store: &Store) {
             "a new segment after 60 minutes of silence",
         ),
     ];
-    store.ingest(&messages, idle(), t0(), &no_progress).await.unwrap();
+    store
+        .messages()
+        .ingest(&messages, idle(), t0(), &no_progress)
+        .await
+        .unwrap();
     assert_eq!(
         segment_statuses(store, "ana").await,
         vec![("closed".to_owned(), 2), ("open".to_owned(), 1)]
     );
-    let closed = store.list_segments(Some("ana"), Some("closed"), None).await.unwrap();
+    let closed = store
+        .listing()
+        .list_segments(Some("ana"), Some("closed"), None)
+        .await
+        .unwrap();
     assert_eq!(closed[0].close_reason.as_deref(), Some("idle"));
 }
 
@@ -62,18 +74,24 @@ pub async fn reimporting_the_same_messages_adds_nothing(store: &Store) {
     ];
     messages[1].external_id = Some("D1:1".to_owned());
     messages[1].boundary_after = true;
-    let first = store.ingest(&messages, idle(), t0(), &no_progress).await.unwrap();
-    let before = store.counts().await.unwrap();
+    let first = store
+        .messages()
+        .ingest(&messages, idle(), t0(), &no_progress)
+        .await
+        .unwrap();
+    let before = store.listing().counts().await.unwrap();
     let second = store
+        .messages()
         .ingest(&messages, idle(), t0() + Duration::days(1), &no_progress)
         .await
         .unwrap();
     assert_eq!((first.n_added, second.n_added, second.n_already_stored), (2, 0, 2));
-    assert_eq!(store.counts().await.unwrap(), before);
+    assert_eq!(store.listing().counts().await.unwrap(), before);
 }
 
 pub async fn a_failed_ingest_leaves_the_store_as_it_was(store: &Store) {
     store
+        .messages()
         .ingest(
             &[message("ana", "c1", 0, Role::User, "kept from before")],
             idle(),
@@ -82,7 +100,7 @@ pub async fn a_failed_ingest_leaves_the_store_as_it_was(store: &Store) {
         )
         .await
         .unwrap();
-    let before = store.counts().await.unwrap();
+    let before = store.listing().counts().await.unwrap();
     let messages: Vec<NewMessage> = (0..5)
         .map(|minute| message("bo", "c9", minute, Role::User, &format!("message {minute}")))
         .collect();
@@ -91,6 +109,7 @@ pub async fn a_failed_ingest_leaves_the_store_as_it_was(store: &Store) {
     // transaction: the task dies, and the transaction must roll back with it.
     let outcome = tokio::spawn(async move {
         owned_store
+            .messages()
             .ingest(&messages, idle(), t0(), &|n_done| {
                 assert!(n_done < 3, "simulated crash mid-import")
             })
@@ -98,11 +117,12 @@ pub async fn a_failed_ingest_leaves_the_store_as_it_was(store: &Store) {
     })
     .await;
     assert!(outcome.unwrap_err().is_panic());
-    assert_eq!(store.counts().await.unwrap(), before);
+    assert_eq!(store.listing().counts().await.unwrap(), before);
 }
 
 pub async fn idle_segments_close_by_the_injected_clock(store: &Store) {
     store
+        .messages()
         .ingest(
             &[message("ana", "c1", 0, Role::User, "hello")],
             idle(),
@@ -113,6 +133,7 @@ pub async fn idle_segments_close_by_the_injected_clock(store: &Store) {
         .unwrap();
     assert_eq!(
         store
+            .messages()
             .close_idle_segments(t0() + Duration::minutes(59), idle())
             .await
             .unwrap(),
@@ -120,6 +141,7 @@ pub async fn idle_segments_close_by_the_injected_clock(store: &Store) {
     );
     assert_eq!(
         store
+            .messages()
             .close_idle_segments(t0() + Duration::minutes(60), idle())
             .await
             .unwrap(),
@@ -136,11 +158,15 @@ pub async fn concurrent_claims_take_disjoint_segments(store: &Store) {
             message
         })
         .collect();
-    store.ingest(&messages, idle(), t0(), &no_progress).await.unwrap();
+    store
+        .messages()
+        .ingest(&messages, idle(), t0(), &no_progress)
+        .await
+        .unwrap();
     let (a, b, c) = tokio::join!(
-        store.claim_segments("a", t0(), Duration::minutes(15), 3),
-        store.claim_segments("b", t0(), Duration::minutes(15), 3),
-        store.claim_segments("c", t0(), Duration::minutes(15), 3),
+        store.segments().claim_segments("a", t0(), Duration::minutes(15), 3),
+        store.segments().claim_segments("b", t0(), Duration::minutes(15), 3),
+        store.segments().claim_segments("c", t0(), Duration::minutes(15), 3),
     );
     let mut ids: Vec<SegmentId> = [a.unwrap(), b.unwrap(), c.unwrap()]
         .concat()
@@ -154,6 +180,7 @@ pub async fn concurrent_claims_take_disjoint_segments(store: &Store) {
     assert_eq!(n_claimed, 6);
     assert!(
         store
+            .segments()
             .claim_segments("d", t0(), Duration::minutes(15), 3)
             .await
             .unwrap()
@@ -164,6 +191,7 @@ pub async fn concurrent_claims_take_disjoint_segments(store: &Store) {
 pub async fn a_segment_goes_dead_after_max_attempts(store: &Store) {
     let (segment_id, _, _) = closed_claimed_segment(store, "ana", "c1").await;
     store
+        .segments()
         .fail_segment(segment_id, "provider said no", 2, Duration::minutes(5), t0())
         .await
         .unwrap();
@@ -171,28 +199,32 @@ pub async fn a_segment_goes_dead_after_max_attempts(store: &Store) {
     // Not due yet, then due: the retry waits for its time.
     assert!(
         store
+            .segments()
             .claim_segments("w", t0(), Duration::minutes(15), 10)
             .await
             .unwrap()
             .is_empty()
     );
     let again = store
+        .segments()
         .claim_segments("w", t0() + Duration::minutes(5), Duration::minutes(15), 10)
         .await
         .unwrap();
     assert_eq!(again.len(), 1);
     assert_eq!(again[0].attempt, 2);
     store
+        .segments()
         .fail_segment(segment_id, "provider said no again", 2, Duration::minutes(5), t0())
         .await
         .unwrap();
-    let rows = store.list_segments(Some("ana"), None, None).await.unwrap();
+    let rows = store.listing().list_segments(Some("ana"), None, None).await.unwrap();
     assert_eq!(
         (rows[0].status.as_str(), rows[0].last_error.as_deref()),
         ("dead", Some("provider said no again"))
     );
     assert!(
         store
+            .segments()
             .claim_segments("w", t0() + Duration::days(1), Duration::minutes(15), 10)
             .await
             .unwrap()
@@ -221,17 +253,23 @@ pub async fn referenced_memories_are_the_owners_active_ones_in_order(store: &Sto
     answer.referenced_memory_ids = vec![bobs, lisbon, archived, miso, unknown];
     answer.boundary_after = true;
     store
+        .messages()
         .ingest(&[question, answer], idle(), t0(), &no_progress)
         .await
         .unwrap();
     let segment = store
+        .listing()
         .list_segments(Some("ana"), None, None)
         .await
         .unwrap()
         .into_iter()
         .find(|row| row.n_messages == 2)
         .unwrap();
-    let referenced = store.referenced_memories(segment.id.parse().unwrap()).await.unwrap();
+    let referenced = store
+        .segments()
+        .referenced_memories(segment.id.parse().unwrap())
+        .await
+        .unwrap();
     assert_eq!(
         referenced,
         vec![

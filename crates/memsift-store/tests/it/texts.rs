@@ -34,6 +34,7 @@ pub async fn any_text_is_stored_the_same_on_both_backends(store: &Store) {
         let mut last = message(&user, &conversation, 1, Role::User, &content);
         last.boundary_after = true;
         let report = store
+            .messages()
             .ingest(
                 &[message(&user, &conversation, 0, Role::User, &content), last],
                 idle(),
@@ -44,15 +45,16 @@ pub async fn any_text_is_stored_the_same_on_both_backends(store: &Store) {
             .unwrap_or_else(|error| panic!("case {case}: ingest of {content:?} failed: {error}"));
         // The two messages differ only in time, so both are stored.
         assert_eq!(report.n_added, 2, "case {case}");
-        let segment = &store.list_segments(Some(&user), None, None).await.unwrap()[0];
+        let segment = &store.listing().list_segments(Some(&user), None, None).await.unwrap()[0];
         let segment_id = SegmentId::parse(&segment.id).unwrap();
-        let turns = store.segment_turns(segment_id).await.unwrap();
+        let turns = store.segments().segment_turns(segment_id).await.unwrap();
         assert!(
             turns.iter().all(|turn| turn.turn.content == stored(&content)),
             "case {case}"
         );
         // Re-importing the same bytes adds nothing.
         let again = store
+            .messages()
             .ingest(
                 &[message(&user, &conversation, 0, Role::User, &content)],
                 idle(),
@@ -63,10 +65,11 @@ pub async fn any_text_is_stored_the_same_on_both_backends(store: &Store) {
             .unwrap();
         assert_eq!(again.n_added, 0, "case {case}");
 
-        let claimed = store.claim_segment(segment_id, "w", t0()).await.unwrap();
+        let claimed = store.segments().claim_segment(segment_id, "w", t0()).await.unwrap();
         let answered = request(segment_id, claimed.user_id, 0);
         let failed = request(segment_id, claimed.user_id, 1);
         store
+            .requests()
             .plan_segment_requests(segment_id, &[answered.clone(), failed.clone()], t0())
             .await
             .unwrap();
@@ -75,10 +78,11 @@ pub async fn any_text_is_stored_the_same_on_both_backends(store: &Store) {
             .await
             .unwrap_or_else(|error| panic!("case {case}: recording {answer:?} failed: {error}"));
         store
+            .requests()
             .record_failure(failed.id, memsift_core::status::RequestStatus::Errored, &error, t0())
             .await
             .unwrap();
-        let detail = store.request_detail(answered.id).await.unwrap();
+        let detail = store.listing().request_detail(answered.id).await.unwrap();
         assert_eq!(
             detail.raw_output.as_deref(),
             Some(stored(&answer).as_str()),
@@ -89,7 +93,7 @@ pub async fn any_text_is_stored_the_same_on_both_backends(store: &Store) {
             Some(stored(&answer).as_str()),
             "case {case}"
         );
-        let detail = store.request_detail(failed.id).await.unwrap();
+        let detail = store.listing().request_detail(failed.id).await.unwrap();
         assert_eq!(detail.error.as_deref(), Some(stored(&error).as_str()), "case {case}");
         // The answer applies too: items, drops and notes carry provider text.
         let mut input = apply_input(&answered, vec![item(&format!("Ana said {answer}"), vec![])]);
@@ -98,7 +102,10 @@ pub async fn any_text_is_stored_the_same_on_both_backends(store: &Store) {
             ..DroppedItem::new(0, DropReason::Truncated, Some(answer.clone()))
         }];
         assert!(
-            matches!(store.apply(&input).await.unwrap(), ApplyOutcome::Applied { .. }),
+            matches!(
+                store.memories().apply(&input).await.unwrap(),
+                ApplyOutcome::Applied { .. }
+            ),
             "case {case}"
         );
     }

@@ -38,11 +38,11 @@ async fn memories(store: &Store, user: &str, count: usize) -> (UserId, Vec<Memor
 pub async fn an_embedding_round_trips_as_little_endian_f32(store: &Store) {
     let (user, ids) = memories(store, "ana", 1).await;
     let stored = vec![0.25_f32, -0.5, 1.0e-7, 3.5, f32::MIN_POSITIVE, -0.0];
-    assert_eq!(store.memory_version(user).await.unwrap(), 0);
+    assert_eq!(store.vectors().memory_version(user).await.unwrap(), 0);
     let version = store.set_memory_embedding(user, ids[0], MODEL, &stored).await.unwrap();
     assert_eq!(version, 1, "the write bumps the user's memory version");
 
-    let read = store.user_memory_vectors(user).await.unwrap();
+    let read = store.vectors().user_memory_vectors(user).await.unwrap();
     assert_eq!(read.version, 1);
     assert_eq!(read.rows.len(), 1);
     let row = &read.rows[0];
@@ -63,11 +63,14 @@ pub async fn embeddings_are_written_only_within_their_user(store: &Store) {
         .unwrap_err();
     assert!(matches!(error, StoreError::NotFound(_)), "{error}");
     assert_eq!(
-        store.memory_version(bob).await.unwrap(),
+        store.vectors().memory_version(bob).await.unwrap(),
         0,
         "a refused write bumps nothing"
     );
-    assert_eq!(store.user_memory_vectors(ana).await.unwrap().rows[0].vector, None);
+    assert_eq!(
+        store.vectors().user_memory_vectors(ana).await.unwrap().rows[0].vector,
+        None
+    );
     let error = store
         .set_memory_embedding(ana, ana_ids[0], MODEL, &[f32::NAN])
         .await
@@ -101,10 +104,15 @@ pub async fn vectors_of_another_model_or_dimension_are_reported_not_mixed(store:
     assert_eq!(reported, expected);
 
     // The reembed listing finds the same three, pages by cursor, and drops each once fixed.
-    let first = store.memories_needing_embedding(MODEL, 8, None, 2).await.unwrap();
+    let first = store
+        .vectors()
+        .memories_needing_embedding(MODEL, 8, None, 2)
+        .await
+        .unwrap();
     assert_eq!(first.len(), 2);
     assert!(first.iter().all(|row| row.user_id == user));
     let rest = store
+        .vectors()
         .memories_needing_embedding(MODEL, 8, Some(first[1].memory_id), 10)
         .await
         .unwrap();
@@ -122,6 +130,7 @@ pub async fn vectors_of_another_model_or_dimension_are_reported_not_mixed(store:
     }
     assert!(
         store
+            .vectors()
             .memories_needing_embedding(MODEL, 8, None, 10)
             .await
             .unwrap()
@@ -182,7 +191,7 @@ pub async fn a_write_elsewhere_bumps_the_version_and_the_cache_reloads(store: &S
     store.bump_memory_version(user).await.unwrap();
     cache.record_embedding(user, ids[1], &vector(4, 8), mine);
     let (index, _) = cache.fresh(store, user).await.unwrap();
-    assert_eq!(index.version(), store.memory_version(user).await.unwrap());
+    assert_eq!(index.version(), store.vectors().memory_version(user).await.unwrap());
 }
 
 pub async fn top_k_matches_a_brute_force_reference(store: &Store) {

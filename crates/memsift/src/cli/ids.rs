@@ -35,7 +35,7 @@ pub(super) async fn matching_ids(
     }
     let mut matches = Vec::new();
     for kind in kinds {
-        for id in app.store.ids_matching(*kind, input, user).await? {
+        for id in app.store.listing().ids_matching(*kind, input, user).await? {
             matches.push((*kind, id));
         }
     }

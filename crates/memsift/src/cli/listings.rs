@@ -17,6 +17,7 @@ pub(super) async fn segments(
 ) -> anyhow::Result<()> {
     let rows = app
         .store
+        .listing()
         .list_segments(user.as_deref(), status.as_deref(), limit)
         .await?;
     if json {
@@ -29,9 +30,12 @@ pub(super) async fn segments(
 /// `memsift memories`: a listing is a read, like the API's: access counts feed scoring and
 /// refinement.
 pub(super) async fn memories(app: &App, user: &str, limit: Option<i64>, json: bool) -> anyhow::Result<()> {
-    let rows = app.store.list_memories(user, limit).await?;
+    let rows = app.store.listing().list_memories(user, limit).await?;
     let ids: Vec<String> = rows.iter().map(|row| row.id.clone()).collect();
-    app.store.record_memory_access(user, &ids, app.clock.now()).await?;
+    app.store
+        .listing()
+        .record_memory_access(user, &ids, app.clock.now())
+        .await?;
     if json {
         return render::print_json(&rows);
     }
@@ -41,7 +45,7 @@ pub(super) async fn memories(app: &App, user: &str, limit: Option<i64>, json: bo
 
 /// `memsift batches`.
 pub(super) async fn batches(app: &App, status: Option<String>, limit: Option<i64>, json: bool) -> anyhow::Result<()> {
-    let rows = app.store.list_batches(status.as_deref(), limit).await?;
+    let rows = app.store.batches().list_batches(status.as_deref(), limit).await?;
     if json {
         return render::print_json(&rows);
     }
@@ -59,6 +63,7 @@ pub(super) async fn requests(
 ) -> anyhow::Result<()> {
     let rows = app
         .store
+        .listing()
         .list_requests(user.as_deref(), status.as_deref(), limit)
         .await?;
     if json {
@@ -70,7 +75,7 @@ pub(super) async fn requests(
 
 /// `memsift costs`.
 pub(super) async fn costs(app: &App, json: bool) -> anyhow::Result<()> {
-    let rows = app.store.cost_by_user_stage().await?;
+    let rows = app.store.listing().cost_by_user_stage().await?;
     if json {
         return render::print_json(&rows);
     }
@@ -89,10 +94,11 @@ pub(super) async fn show(app: &App, input: &str, json: bool) -> anyhow::Result<(
         let batch_id = memsift_core::BatchId::parse(id)?;
         let batch = app
             .store
+            .batches()
             .batch(batch_id)
             .await?
             .with_context(|| format!("show: batch {batch_id} is gone"))?;
-        let requests = app.store.list_batch_requests(batch_id).await?;
+        let requests = app.store.listing().list_batch_requests(batch_id).await?;
         if json {
             return render::print_json(&serde_json::json!({ "batch": batch, "requests": requests }));
         }
@@ -104,6 +110,7 @@ pub(super) async fn show(app: &App, input: &str, json: bool) -> anyhow::Result<(
         let memory_id = memsift_core::MemoryId::parse(id)?;
         let memory = app
             .store
+            .listing()
             .memory_detail(memory_id)
             .await?
             .with_context(|| format!("show: memory {memory_id} is gone"))?;
@@ -114,7 +121,7 @@ pub(super) async fn show(app: &App, input: &str, json: bool) -> anyhow::Result<(
         return Ok(());
     }
     let request_id = memsift_core::RequestId::parse(id)?;
-    let detail = app.store.request_detail(request_id).await?;
+    let detail = app.store.listing().request_detail(request_id).await?;
     if json {
         return render::print_json(&detail);
     }
@@ -124,7 +131,7 @@ pub(super) async fn show(app: &App, input: &str, json: bool) -> anyhow::Result<(
 
 /// Under a listing: every provider lane that is paused or unwell, why, and the likely fix.
 async fn print_unhealthy_lanes(app: &App) -> anyhow::Result<()> {
-    for line in memsift_engine::health::describe_unhealthy(&app.store.lane_health().await?) {
+    for line in memsift_engine::health::describe_unhealthy(&app.store.lanes().lane_health().await?) {
         println!("{line}");
     }
     Ok(())

@@ -20,6 +20,7 @@ pub(super) async fn memory(app: &App, action: MemoryAction, json: bool) -> anyho
         memsift_core::MemoryId::parse(&resolve_id(app, IdKind::Memory, &args.memory, Some(&args.user)).await?)?;
     let revised = app
         .store
+        .memories()
         .revise_memory(&args.user, memory_id, &revision, &args.reason, app.clock.now())
         .await?;
     if json {
@@ -47,7 +48,11 @@ pub(super) async fn memory(app: &App, action: MemoryAction, json: bool) -> anyho
 pub(super) async fn undo(app: &App, user: &str, operation: &str, json: bool) -> anyhow::Result<()> {
     let operation_id =
         memsift_core::OperationId::parse(&resolve_id(app, IdKind::Operation, operation, Some(user)).await?)?;
-    let undone = app.store.undo_operation(user, operation_id, app.clock.now()).await?;
+    let undone = app
+        .store
+        .memories()
+        .undo_operation(user, operation_id, app.clock.now())
+        .await?;
     if json {
         render::print_json(&undone)?;
     } else {
@@ -82,6 +87,7 @@ pub(super) async fn cancel(app: &App, batch: &str) -> anyhow::Result<()> {
     let batch_id = memsift_core::BatchId::parse(&resolve_id(app, IdKind::Batch, batch, None).await?)?;
     let row = app
         .store
+        .batches()
         .batch(batch_id)
         .await?
         .with_context(|| format!("cancel: no batch {batch_id}; `memsift batches` lists them"))?;

@@ -93,7 +93,12 @@ pub(super) async fn replay(
         )?);
     }
     if let Some(user) = &user {
-        for row in app.store.list_requests(Some(user), Some("applied"), None).await? {
+        for row in app
+            .store
+            .listing()
+            .list_requests(Some(user), Some("applied"), None)
+            .await?
+        {
             if row.purpose == "extraction" {
                 ids.push(memsift_core::RequestId::parse(&row.id)?);
             }

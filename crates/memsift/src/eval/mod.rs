@@ -125,7 +125,7 @@ pub async fn run(config: Config, target: &Target<'_>, lanes: Lanes, weights: &We
     app.vectors.check()?;
     let started = Instant::now();
     let (n_messages, n_memories) = if reuse {
-        let counts = app.store.counts().await?;
+        let counts = app.store.listing().counts().await?;
         (counts.messages as u64, counts.memories as u64)
     } else {
         extract(&app, &messages).await?
@@ -170,10 +170,12 @@ pub async fn run(config: Config, target: &Target<'_>, lanes: Lanes, weights: &We
 async fn extract(app: &App, messages: &[memsift_core::message::NewMessage]) -> anyhow::Result<(u64, u64)> {
     let ingested = app
         .store
+        .messages()
         .ingest(messages, app.config.idle_timeout(), app.clock.now(), &|_| {})
         .await?;
     // Conversations end when the file does: close what is still open, then extract everything.
     app.store
+        .messages()
         .close_idle_segments(
             app.clock.now() + chrono::Duration::days(36_500),
             app.config.idle_timeout(),

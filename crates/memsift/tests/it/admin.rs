@@ -131,9 +131,16 @@ async fn extract_ana_and_bo_through_the_batch_lane(test: &TestApp) -> String {
     .await
     .unwrap();
     memsift_engine::pipeline::run_until_idle(&test.app).await.unwrap();
-    let batch = test.app.store.list_batches(None, None).await.unwrap().remove(0);
+    let batch = test
+        .app
+        .store
+        .batches()
+        .list_batches(None, None)
+        .await
+        .unwrap()
+        .remove(0);
     // The ended batch is measured for /metrics (the simulator ended it within the test's clock).
-    let snapshot = test.app.store.metrics_snapshot().await.unwrap();
+    let snapshot = test.app.store.listing().metrics_snapshot().await.unwrap();
     assert_eq!(snapshot.batch_latencies_secs.len(), 1, "{snapshot:?}");
     assert!(snapshot.batch_latencies_secs[0] >= 0.0);
     batch.provider_batch_id.clone().unwrap()

@@ -723,6 +723,7 @@ async fn a_run_with_failed_attempts_says_how_many_as_the_store_counts() {
     let failed_in_store = test
         .app
         .store
+        .listing()
         .list_requests(None, None, None)
         .await
         .unwrap()

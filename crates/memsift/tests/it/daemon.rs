@@ -412,9 +412,18 @@ async fn the_daemon_jobs_extract_closed_segments_and_close_idle_ones() {
     // The start-up tick runs the pipeline: ana's closed segment is extracted; bo's is still open.
     let runs = daemon.tick(t0()).await.unwrap();
     assert!(runs.iter().all(|run| run.error.is_none()), "{runs:?}");
-    assert_eq!(test.app.store.list_memories("ana", None).await.unwrap().len(), 2);
+    assert_eq!(
+        test.app.store.listing().list_memories("ana", None).await.unwrap().len(),
+        2
+    );
     let bo_status = || async {
-        let rows = test.app.store.list_segments(Some("bo"), None, None).await.unwrap();
+        let rows = test
+            .app
+            .store
+            .listing()
+            .list_segments(Some("bo"), None, None)
+            .await
+            .unwrap();
         rows.into_iter().map(|row| row.status).collect::<Vec<_>>()
     };
     assert_eq!(bo_status().await, vec!["open"]);
@@ -569,7 +578,7 @@ fn drains_on_signal(signal: &str) {
 
 /// The `/metrics` lines of the daemon's embedder, as its API would serve them.
 async fn embedder_metrics(app: &App) -> Vec<String> {
-    let snapshot = app.store.metrics_snapshot().await.unwrap();
+    let snapshot = app.store.listing().metrics_snapshot().await.unwrap();
     let state = memsift::metrics::EmbedderState {
         loaded: app.vectors.is_loaded(),
         n_loads: app.vectors.n_loads(),
@@ -627,7 +636,10 @@ async fn the_daemon_releases_an_idle_embedder_and_loads_it_again_when_work_arriv
     test.import("ana.jsonl", &chat("ana", 0)).await.unwrap();
     let runs = daemon.tick(t0()).await.unwrap();
     assert!(runs.iter().all(|run| run.error.is_none()), "{runs:?}");
-    assert_eq!(test.app.store.list_memories("ana", None).await.unwrap().len(), 2);
+    assert_eq!(
+        test.app.store.listing().list_memories("ana", None).await.unwrap().len(),
+        2
+    );
     assert_eq!(embedder_metrics(app).await, embedder_lines(1, 1));
 
     // run_pipeline ticks every 30 s with nothing to do; the embedder goes at 300 s unused.
@@ -649,7 +661,10 @@ async fn the_daemon_releases_an_idle_embedder_and_loads_it_again_when_work_arriv
     test.clock.set(now);
     let runs = daemon.tick(now).await.unwrap();
     assert!(runs.iter().all(|run| run.error.is_none()), "{runs:?}");
-    assert_eq!(test.app.store.list_memories("bo", None).await.unwrap().len(), 2);
+    assert_eq!(
+        test.app.store.listing().list_memories("bo", None).await.unwrap().len(),
+        2
+    );
     assert_eq!(embedder_metrics(app).await, embedder_lines(1, 2));
     test.finish().await;
 }

@@ -70,6 +70,7 @@ async fn statuses(test: &TestApp) -> Vec<String> {
     let mut statuses: Vec<String> = test
         .app
         .store
+        .listing()
         .list_segments(None, None, None)
         .await
         .unwrap()
@@ -125,7 +126,7 @@ async fn an_openai_url_without_v1_pauses_the_lane_spends_nothing_and_stops_run_u
     assert!(!error.contains("test-key"), "errors never carry the key");
     // Nothing was spent and nothing died: every request waits on its first attempt.
     assert_eq!(statuses(&test).await, vec!["extracting"; 3]);
-    for segment in test.app.store.list_segments(None, None, None).await.unwrap() {
+    for segment in test.app.store.listing().list_segments(None, None, None).await.unwrap() {
         assert!(
             segment
                 .last_error
@@ -135,7 +136,7 @@ async fn an_openai_url_without_v1_pauses_the_lane_spends_nothing_and_stops_run_u
             "{segment:?}"
         );
     }
-    let requests = test.app.store.list_requests(None, None, None).await.unwrap();
+    let requests = test.app.store.listing().list_requests(None, None, None).await.unwrap();
     assert_eq!(requests.len(), 3);
     assert!(
         requests
@@ -143,7 +144,7 @@ async fn an_openai_url_without_v1_pauses_the_lane_spends_nothing_and_stops_run_u
             .all(|request| request.status == "planned" && request.attempt == 1)
     );
     // One upload was tried; the paused lane sent nothing more, and the batch says why.
-    let batches = test.app.store.list_batches(None, None).await.unwrap();
+    let batches = test.app.store.batches().list_batches(None, None).await.unwrap();
     assert_eq!(batches.len(), 1);
     assert_eq!(batches[0].status, "failed");
     assert!(
@@ -154,7 +155,7 @@ async fn an_openai_url_without_v1_pauses_the_lane_spends_nothing_and_stops_run_u
             .starts_with(&format!("{lane} paused: ")),
         "{batches:?}"
     );
-    let health = test.app.store.lane_health().await.unwrap();
+    let health = test.app.store.lanes().lane_health().await.unwrap();
     assert_eq!(health.len(), 1);
     assert_eq!((health[0].state.as_str(), health[0].setting_fault), ("open", true));
     assert!(health[0].fix.as_deref().unwrap_or_default().contains("end in /v1"));
@@ -169,7 +170,7 @@ async fn an_openai_url_without_v1_pauses_the_lane_spends_nothing_and_stops_run_u
         lines[0].contains("likely fix: OpenAI base URLs end in /v1"),
         "{lines:?}"
     );
-    let snapshot = test.app.store.metrics_snapshot().await.unwrap();
+    let snapshot = test.app.store.listing().metrics_snapshot().await.unwrap();
     let metrics = memsift::metrics::render(&snapshot, &health, memsift::metrics::EmbedderState::default()).unwrap();
     let series = format!(
         "memsift_lane_breaker_state{{endpoint=\"{}\",lane=\"batch\",model=\"gpt-4o-mini\",provider=\"openai\",setting_fault=\"true\",state=\"open\"}} 1",
@@ -274,7 +275,7 @@ async fn a_404_burst_on_upload_pauses_the_lane_which_probes_with_backoff_and_res
     let start = test.clock.now();
     settle(&test).await;
     let probe_times = |rows: &[memsift_store::LaneHealthRow]| rows[0].next_probe_at;
-    let health = test.app.store.lane_health().await.unwrap();
+    let health = test.app.store.lanes().lane_health().await.unwrap();
     assert_eq!(probe_times(&health), Some(start + Duration::seconds(60)));
     // Before the probe time nothing is sent; at it, one probe fails and the wait doubles.
     test.advance(Duration::seconds(59));
@@ -283,15 +284,15 @@ async fn a_404_burst_on_upload_pauses_the_lane_which_probes_with_backoff_and_res
     test.advance(Duration::seconds(1));
     settle(&test).await;
     assert_eq!(test.sim().counters().faults["not_found"], 2);
-    let health = test.app.store.lane_health().await.unwrap();
+    let health = test.app.store.lanes().lane_health().await.unwrap();
     assert_eq!(probe_times(&health), Some(start + Duration::seconds(60 + 120)));
     // The next probe succeeds: the lane closes and the work goes on, never having spent an attempt.
     test.advance(Duration::seconds(120));
     run_until_idle(&test.app).await.unwrap();
     assert_eq!(statuses(&test).await, vec!["extracted"; 3]);
-    let requests = test.app.store.list_requests(None, None, None).await.unwrap();
+    let requests = test.app.store.listing().list_requests(None, None, None).await.unwrap();
     assert!(requests.iter().all(|request| request.attempt == 1), "{requests:?}");
-    let health = test.app.store.lane_health().await.unwrap();
+    let health = test.app.store.lanes().lane_health().await.unwrap();
     assert_eq!((health[0].state.as_str(), health[0].setting_fault), ("closed", false));
     test.finish().await;
 }
@@ -334,7 +335,7 @@ async fn a_revoked_key_on_the_immediate_lane_holds_requests_unspent_until_a_prob
     test.advance(Duration::seconds(60));
     run_until_idle(&test.app).await.unwrap();
     assert_eq!(statuses(&test).await, vec!["extracted"; 3]);
-    let requests = test.app.store.list_requests(None, None, None).await.unwrap();
+    let requests = test.app.store.listing().list_requests(None, None, None).await.unwrap();
     assert!(requests.iter().all(|request| request.attempt == 1), "{requests:?}");
     test.finish().await;
 }
@@ -369,7 +370,7 @@ async fn a_batch_whose_every_request_names_an_unknown_model_is_a_setting_fault_n
         "{error}"
     );
     assert_eq!(statuses(&test).await, vec!["extracting"; 3]);
-    let requests = test.app.store.list_requests(None, None, None).await.unwrap();
+    let requests = test.app.store.listing().list_requests(None, None, None).await.unwrap();
     assert!(
         requests
             .iter()
@@ -415,7 +416,7 @@ async fn without_a_way_forward_a_failing_create_pauses_the_lane_spends_nothing_a
         "{error}"
     );
     assert!(statuses(&test).await.iter().all(|status| status != "dead"));
-    for request in test.app.store.list_requests(None, None, None).await.unwrap() {
+    for request in test.app.store.listing().list_requests(None, None, None).await.unwrap() {
         assert_eq!(
             (request.attempt, request.status.as_str()),
             (1, "planned"),
@@ -466,7 +467,14 @@ async fn auto_moves_work_from_a_batch_lane_that_cannot_create_to_the_immediate_l
         counters.per_endpoint["messages"], 6,
         "every segment answered on the immediate lane"
     );
-    for request in test.app.store.list_requests(None, Some("applied"), None).await.unwrap() {
+    for request in test
+        .app
+        .store
+        .listing()
+        .list_requests(None, Some("applied"), None)
+        .await
+        .unwrap()
+    {
         assert_eq!(request.lane, "immediate");
         // The first three were in the batch whose create failed: a provider's fault costs
         // them nothing.
@@ -505,7 +513,7 @@ async fn a_route_fails_over_to_the_next_provider_and_comes_back_when_the_first_r
     let mut log = Vec::new();
     let mut seen_transitions = std::collections::HashMap::new();
     let mut observe = async |test: &TestApp, log: &mut Vec<String>| {
-        for row in test.app.store.lane_health().await.unwrap() {
+        for row in test.app.store.lanes().lane_health().await.unwrap() {
             let name = format!("{} {}/{}", row.lane, row.provider, row.model);
             if seen_transitions.insert(name.clone(), row.n_transitions) != Some(row.n_transitions) {
                 log.push(format!(
@@ -542,10 +550,18 @@ async fn a_route_fails_over_to_the_next_provider_and_comes_back_when_the_first_r
     assert_eq!(statuses(&test).await, vec!["extracted"; 12]);
 
     let mut served = std::collections::BTreeMap::<String, Vec<String>>::new();
-    for request in test.app.store.list_requests(None, Some("applied"), None).await.unwrap() {
+    for request in test
+        .app
+        .store
+        .listing()
+        .list_requests(None, Some("applied"), None)
+        .await
+        .unwrap()
+    {
         let detail = test
             .app
             .store
+            .listing()
             .request_detail(memsift_core::RequestId::parse(&request.id).unwrap())
             .await
             .unwrap();

@@ -59,7 +59,7 @@ pub async fn consolidation_moves_links_both_ways_and_undo_restores_the_exact_row
         now: t0() + Duration::hours(1),
         narrowed: None,
     };
-    let done = applied(store.apply_replacement(&replacement).await.unwrap());
+    let done = applied(store.stages().apply_replacement(&replacement).await.unwrap());
     assert_eq!((done.n_memories_created, done.n_memories_archived), (1, 2));
     let rows = store.user_rows(ana).await.unwrap();
     let new = rows.memories.iter().find(|m| m["text"] == merged).unwrap()["id"]
@@ -106,6 +106,7 @@ pub async fn consolidation_moves_links_both_ways_and_undo_restores_the_exact_row
 
     // Undo: exactly the rows there were before, links and entities included.
     let undone = store
+        .memories()
         .undo_operation("ana", done.operation_id.unwrap(), t0())
         .await
         .unwrap();
@@ -142,6 +143,7 @@ pub async fn consolidation_refuses_archived_members_duplicates_and_a_full_cap(st
         let request = answered(store, ana, Purpose::ConsolidationReview, json!({}), json!({}), "{}").await;
         let done = applied(
             store
+                .stages()
                 .apply_replacement(&try_merge(originals, text, cap_n, request))
                 .await
                 .unwrap(),

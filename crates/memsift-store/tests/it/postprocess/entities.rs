@@ -37,7 +37,7 @@ pub async fn entity_merges_are_validated_and_move_every_join_to_the_target(store
         .await
         .unwrap();
     let before = store.user_rows(ana).await.unwrap();
-    let dormant = store.dormant_entities(ana, t0(), 45, 1, 5).await.unwrap();
+    let dormant = store.stages().dormant_entities(ana, t0(), 45, 1, 5).await.unwrap();
     assert_eq!(dormant.len(), 3);
 
     for (target, candidates, why) in [
@@ -50,6 +50,7 @@ pub async fn entity_merges_are_validated_and_move_every_join_to_the_target(store
         let decision = EntityDecision::Merge { target, candidates };
         let done = applied(
             store
+                .stages()
                 .apply_entity_decision(request, ana, &source, &decision, t0())
                 .await
                 .unwrap(),
@@ -65,6 +66,7 @@ pub async fn entity_merges_are_validated_and_move_every_join_to_the_target(store
     };
     let done = applied(
         store
+            .stages()
             .apply_entity_decision(request, ana, &source, &decision, t0())
             .await
             .unwrap(),
@@ -89,6 +91,7 @@ pub async fn entity_merges_are_validated_and_move_every_join_to_the_target(store
     let source_row = rows.entities.iter().find(|e| e["id"] == source).unwrap();
     assert!(!source_row["archived_at"].is_null());
     store
+        .memories()
         .undo_operation("ana", done.operation_id.unwrap(), t0())
         .await
         .unwrap();
@@ -98,6 +101,7 @@ pub async fn entity_merges_are_validated_and_move_every_join_to_the_target(store
     let request = answered(store, ana, Purpose::EntityGc, json!({}), json!({}), "{}").await;
     let done = applied(
         store
+            .stages()
             .apply_entity_decision(request, ana, &place, &EntityDecision::Delete, t0())
             .await
             .unwrap(),
@@ -112,6 +116,7 @@ pub async fn entity_merges_are_validated_and_move_every_join_to_the_target(store
             .all(|(_, entity)| *entity != place)
     );
     store
+        .memories()
         .undo_operation("ana", done.operation_id.unwrap(), t0())
         .await
         .unwrap();
@@ -139,6 +144,7 @@ pub async fn undoing_an_entity_merge_keeps_joins_added_after_it(store: &Store) {
     };
     let done = applied(
         store
+            .stages()
             .apply_entity_decision(request, ana, &source, &decision, t0())
             .await
             .unwrap(),
@@ -150,6 +156,7 @@ pub async fn undoing_an_entity_merge_keeps_joins_added_after_it(store: &Store) {
         .await
         .unwrap();
     store
+        .stages()
         .apply_entity_decision(
             answered(store, ana, Purpose::EntityGc, json!({}), json!({}), "{}").await,
             ana,
@@ -163,6 +170,7 @@ pub async fn undoing_an_entity_merge_keeps_joins_added_after_it(store: &Store) {
         .await
         .unwrap();
     store
+        .memories()
         .undo_operation("ana", done.operation_id.unwrap(), t0())
         .await
         .unwrap();

@@ -21,7 +21,13 @@ pub async fn several_candidates_of_one_memory_each_get_their_own_link(store: &St
         link(new, c, "motivated_by", false),
     ];
     let request = answered(store, ana, Purpose::Relationship, json!({}), json!({}), "[]").await;
-    let done = applied(store.apply_links(request, ana, &links, &cap(0), t0()).await.unwrap());
+    let done = applied(
+        store
+            .stages()
+            .apply_links(request, ana, &links, &cap(0), t0())
+            .await
+            .unwrap(),
+    );
     assert_eq!(done.n_links, 3);
     let rows = store.user_rows(ana).await.unwrap();
     let mut got: Vec<(String, String, String)> = rows
@@ -44,7 +50,11 @@ pub async fn several_candidates_of_one_memory_each_get_their_own_link(store: &St
     assert_eq!(got, want);
     // Applying the same answer again writes nothing.
     assert_eq!(
-        store.apply_links(request, ana, &links, &cap(0), t0()).await.unwrap(),
+        store
+            .stages()
+            .apply_links(request, ana, &links, &cap(0), t0())
+            .await
+            .unwrap(),
         StageOutcome::AlreadyApplied
     );
 }
@@ -62,6 +72,7 @@ pub async fn a_confident_supersedes_archives_the_end_its_kind_names_within_the_c
     let request = answered(store, ana, Purpose::Relationship, json!({}), json!({}), "[]").await;
     let done = applied(
         store
+            .stages()
             .apply_links(request, ana, &[link(porto, lisbon, "supersedes", true)], &cap(0), t0())
             .await
             .unwrap(),
@@ -70,6 +81,7 @@ pub async fn a_confident_supersedes_archives_the_end_its_kind_names_within_the_c
     assert!(done.note.unwrap().contains("cap"));
     assert_eq!(active_texts(store, "ana").await.len(), 2);
     store
+        .memories()
         .undo_operation("ana", done.operation_id.unwrap(), t0())
         .await
         .unwrap();
@@ -80,6 +92,7 @@ pub async fn a_confident_supersedes_archives_the_end_its_kind_names_within_the_c
     let request = answered(store, ana, Purpose::Relationship, json!({}), json!({}), "[]").await;
     let done = applied(
         store
+            .stages()
             .apply_links(request, ana, &[link(lisbon, porto, "supersedes", true)], &cap(1), t0())
             .await
             .unwrap(),
@@ -93,6 +106,7 @@ pub async fn a_confident_supersedes_archives_the_end_its_kind_names_within_the_c
     let stale = rows.memories.iter().find(|m| m["id"] == porto.to_string()).unwrap();
     assert_eq!(stale["superseded_by"], lisbon.to_string());
     store
+        .memories()
         .undo_operation("ana", done.operation_id.unwrap(), t0())
         .await
         .unwrap();
@@ -102,6 +116,7 @@ pub async fn a_confident_supersedes_archives_the_end_its_kind_names_within_the_c
     let request = answered(store, ana, Purpose::Relationship, json!({}), json!({}), "[]").await;
     let done = applied(
         store
+            .stages()
             .apply_links(
                 request,
                 ana,
@@ -125,6 +140,7 @@ pub async fn a_confident_supersedes_archives_the_end_its_kind_names_within_the_c
     let request = answered(store, ana, Purpose::Relationship, json!({}), json!({}), "[]").await;
     let done = applied(
         store
+            .stages()
             .apply_links(request, ana, &[link(porto, bos, "conflicts", false)], &cap(5), t0())
             .await
             .unwrap(),
@@ -135,6 +151,7 @@ pub async fn a_confident_supersedes_archives_the_end_its_kind_names_within_the_c
 
     let journal = store.operation_ids("ana", "link").await.unwrap();
     store
+        .memories()
         .undo_operation("ana", *journal.last().unwrap(), t0())
         .await
         .unwrap();
@@ -146,7 +163,7 @@ pub async fn memory_said_at_reads_the_latest_evidence_turn_or_the_write_time(sto
     // skipped, never read (invariant 9).
     let (ana, lisbon) = store.insert_test_memory("ana", "Ana lives in Lisbon.").await.unwrap();
     let (_, bos) = store.insert_test_memory("bo", "Bo lives in Lisbon.").await.unwrap();
-    let said = store.memory_said_at(ana, &[lisbon, bos]).await.unwrap();
+    let said = store.stages().memory_said_at(ana, &[lisbon, bos]).await.unwrap();
     assert_eq!(said.len(), 1, "{said:?}");
     assert_eq!(
         said[&lisbon],

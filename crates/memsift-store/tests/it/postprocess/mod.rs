@@ -57,11 +57,13 @@ async fn answered(
         reserved_usd: 0.0,
     };
     store
+        .stages()
         .plan_stage_requests(std::slice::from_ref(&request), &memsift_store::Covered::default(), t0())
         .await
         .unwrap();
     assert!(
         store
+            .requests()
             .record_answer(request.id, raw, None, &RequestUsage::default(), t0())
             .await
             .unwrap()
@@ -103,6 +105,7 @@ fn link(source: MemoryId, target: MemoryId, kind: &str, archives: bool) -> NewLi
 
 async fn active_texts(store: &Store, user: &str) -> Vec<String> {
     let mut texts: Vec<String> = store
+        .listing()
         .list_memories(user, None)
         .await
         .unwrap()

@@ -30,7 +30,7 @@ pub async fn refinement_needs_length_age_and_reads_and_stops_after_three_rejecti
     };
     let ids = |candidates: Vec<memsift_store::StageMemory>| candidates.into_iter().map(|m| m.id).collect::<Vec<_>>();
     assert_eq!(
-        ids(store.refinement_candidates(ana, now, &rules).await.unwrap()),
+        ids(store.stages().refinement_candidates(ana, now, &rules).await.unwrap()),
         vec![eligible]
     );
     // Too young: written 3 days before now.
@@ -38,7 +38,14 @@ pub async fn refinement_needs_length_age_and_reads_and_stops_after_three_rejecti
         .set_test_memory_reads(eligible, 3, now - Duration::days(3))
         .await
         .unwrap();
-    assert!(store.refinement_candidates(ana, now, &rules).await.unwrap().is_empty());
+    assert!(
+        store
+            .stages()
+            .refinement_candidates(ana, now, &rules)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     store.set_test_memory_reads(eligible, 3, t0()).await.unwrap();
 
     // Each rejection restarts the cooldown; after three it is never offered again.
@@ -47,6 +54,7 @@ pub async fn refinement_needs_length_age_and_reads_and_stops_after_three_rejecti
         let request = answered(store, ana, Purpose::Refinement, json!({}), json!({}), "{}").await;
         let done = applied(
             store
+                .stages()
                 .apply_refinement_rejection(request, ana, eligible, "do_nothing: fine as it is", at)
                 .await
                 .unwrap(),
@@ -54,6 +62,7 @@ pub async fn refinement_needs_length_age_and_reads_and_stops_after_three_rejecti
         assert!(done.operation_id.is_some());
         assert!(
             store
+                .stages()
                 .refinement_candidates(ana, at + Duration::days(1), &rules)
                 .await
                 .unwrap()
@@ -63,7 +72,7 @@ pub async fn refinement_needs_length_age_and_reads_and_stops_after_three_rejecti
         at += Duration::days(31);
         let expected = if round < 3 { vec![eligible] } else { vec![] };
         assert_eq!(
-            ids(store.refinement_candidates(ana, at, &rules).await.unwrap()),
+            ids(store.stages().refinement_candidates(ana, at, &rules).await.unwrap()),
             expected
         );
     }
@@ -80,6 +89,7 @@ pub async fn a_split_refinement_replaces_one_memory_with_several_and_undo_restor
     ];
     let done = applied(
         store
+            .stages()
             .apply_replacement(&Replacement {
                 request_id: request,
                 user_id: ana,
@@ -107,6 +117,7 @@ pub async fn a_split_refinement_replaces_one_memory_with_several_and_undo_restor
             .all(|m| !m["refined_at"].is_null())
     );
     store
+        .memories()
         .undo_operation("ana", done.operation_id.unwrap(), t0())
         .await
         .unwrap();

@@ -12,10 +12,14 @@ pub async fn a_segment_keeps_one_live_summary(store: &Store) {
     let mut last = message("ana", "c1", 1, Role::Assistant, "Nice.");
     last.boundary_after = true;
     let messages = vec![message("ana", "c1", 0, Role::User, "I ran a marathon."), last];
-    store.ingest(&messages, idle(), t0(), &no_progress).await.unwrap();
-    let segment = store.list_segments(Some("ana"), None, None).await.unwrap()[0].clone();
+    store
+        .messages()
+        .ingest(&messages, idle(), t0(), &no_progress)
+        .await
+        .unwrap();
+    let segment = store.listing().list_segments(Some("ana"), None, None).await.unwrap()[0].clone();
     let segment_id = SegmentId::parse(&segment.id).unwrap();
-    let user = store.user_id("ana").await.unwrap().unwrap();
+    let user = store.listing().user_id("ana").await.unwrap().unwrap();
     let subject = json!({ "segment_id": segment_id.to_string() });
     for (text, live) in [
         ("Ana ran a marathon.", "Ana ran a marathon."),
@@ -24,6 +28,7 @@ pub async fn a_segment_keeps_one_live_summary(store: &Store) {
     ] {
         let request = answered(store, user, Purpose::Summary, subject.clone(), json!({}), "{}").await;
         store
+            .stages()
             .apply_summary(request, user, segment_id, text, t0())
             .await
             .unwrap();

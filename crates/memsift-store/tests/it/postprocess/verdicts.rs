@@ -35,10 +35,12 @@ pub async fn a_failed_stage_request_gets_one_successor_per_attempt(store: &Store
         reserved_usd: 0.0,
     };
     store
+        .stages()
         .plan_stage_requests(std::slice::from_ref(&failed), &memsift_store::Covered::default(), t0())
         .await
         .unwrap();
     store
+        .requests()
         .record_failure(
             failed.id,
             memsift_core::status::RequestStatus::Errored,
@@ -47,8 +49,8 @@ pub async fn a_failed_stage_request_gets_one_successor_per_attempt(store: &Store
         )
         .await
         .unwrap();
-    let first = store.replan_failed_requests(3, t0()).await.unwrap();
-    let second = store.replan_failed_requests(3, t0()).await.unwrap();
+    let first = store.requests().replan_failed_requests(3, t0()).await.unwrap();
+    let second = store.requests().replan_failed_requests(3, t0()).await.unwrap();
     assert_eq!((first.n_replanned, second.n_replanned), (1, 0));
     let _ = request;
 }
@@ -94,6 +96,7 @@ pub async fn every_stage_verdict_ends_its_request_applied(store: &Store) {
     let mut last = message("ana", "c1", 1, Role::Assistant, "Nice.");
     last.boundary_after = true;
     store
+        .messages()
         .ingest(
             &[message("ana", "c1", 0, Role::User, "I ran a marathon."), last],
             idle(),
@@ -102,7 +105,8 @@ pub async fn every_stage_verdict_ends_its_request_applied(store: &Store) {
         )
         .await
         .unwrap();
-    let segment = SegmentId::parse(&store.list_segments(Some("ana"), None, None).await.unwrap()[0].id).unwrap();
+    let segment =
+        SegmentId::parse(&store.listing().list_segments(Some("ana"), None, None).await.unwrap()[0].id).unwrap();
 
     let ask = |purpose: Purpose| answered(store, ana, purpose, json!({}), json!({}), "{}");
     let replace = |request_id, originals: Vec<MemoryId>, texts: &[&str], cap_of: i64| Replacement {
@@ -129,27 +133,27 @@ pub async fn every_stage_verdict_ends_its_request_applied(store: &Store) {
             cases.push(($name, $request, outcome));
         }};
     }
-    case! { "link written", Purpose::Relationship, |r| store.apply_links(r, ana, &[link(a, c, "conflicts", false)], &cap(5), t0()) }
-    case! { "link to an archived memory", Purpose::Relationship, |r| store.apply_links(r, ana, &[link(a, archived, "causes", false)], &cap(5), t0()) }
-    case! { "supersede refused by the cap", Purpose::Relationship, |r| store.apply_links(r, ana, &[link(d, e, "supersedes", true)], &cap(0), t0()) }
-    case! { "no links at all", Purpose::Relationship, |r| store.apply_links(r, ana, &[], &cap(5), t0()) }
-    case! { "consolidation refused by the cap", Purpose::ConsolidationReview, |r| store.apply_replacement(&replace(r, vec![a, b], &["Ana lives in Lisbon (Portugal)."], 1)) }
-    case! { "consolidation of an archived member", Purpose::ConsolidationReview, |r| store.apply_replacement(&replace(r, vec![a, archived], &["Ana lived in Faro and Lisbon."], 5)) }
-    case! { "consolidation into another memory's text", Purpose::ConsolidationReview, |r| store.apply_replacement(&replace(r, vec![a, b], &["Ana moved to Porto."], 5)) }
-    case! { "consolidation with nothing to write", Purpose::ConsolidationReview, |r| store.apply_replacement(&replace(r, vec![a, b], &[], 5)) }
-    case! { "consolidation written", Purpose::ConsolidationReview, |r| store.apply_replacement(&replace(r, vec![a, b], &["Ana lives in Lisbon, in Portugal."], 5)) }
-    case! { "refinement rejected", Purpose::Refinement, |r| store.apply_refinement_rejection(r, ana, d, "do_nothing: fine as it is", t0()) }
-    case! { "narrowing of an active memory", Purpose::ExtractionReview, |r| store.apply_narrowing(r, ana, e, 0.4, None, t0()) }
-    case! { "narrowing of an archived memory", Purpose::ExtractionReview, |r| store.apply_narrowing(r, ana, archived, 0.4, None, t0()) }
-    case! { "entity kept", Purpose::EntityGc, |r| store.apply_entity_decision(r, ana, &keep_entity, &EntityDecision::Keep, t0()) }
-    case! { "entity merge to a target not offered", Purpose::EntityGc, |r| store.apply_entity_decision(r, ana, &refused_entity, &merge(&merge_target, &[]), t0()) }
-    case! { "entity merged", Purpose::EntityGc, |r| store.apply_entity_decision(r, ana, &merged_entity, &merge(&merge_target, &[&merge_target]), t0()) }
-    case! { "entity merged again after it is archived", Purpose::EntityGc, |r| store.apply_entity_decision(r, ana, &merged_entity, &merge(&merge_target, &[&merge_target]), t0()) }
-    case! { "entity deleted", Purpose::EntityGc, |r| store.apply_entity_decision(r, ana, &deleted_entity, &EntityDecision::Delete, t0()) }
-    case! { "entity that does not exist", Purpose::EntityGc, |r| store.apply_entity_decision(r, ana, "no-such-entity", &EntityDecision::Delete, t0()) }
-    case! { "summary written", Purpose::Summary, |r| store.apply_summary(r, ana, segment, "Ana ran a marathon.", t0()) }
-    case! { "summary unchanged", Purpose::Summary, |r| store.apply_summary(r, ana, segment, "Ana ran a marathon.", t0()) }
-    case! { "unusable answer", Purpose::Consolidation, |r| store.apply_without_change(r, 0, Some("the answer is not JSON"), t0()) }
+    case! { "link written", Purpose::Relationship, |r| store.stages().apply_links(r, ana, &[link(a, c, "conflicts", false)], &cap(5), t0()) }
+    case! { "link to an archived memory", Purpose::Relationship, |r| store.stages().apply_links(r, ana, &[link(a, archived, "causes", false)], &cap(5), t0()) }
+    case! { "supersede refused by the cap", Purpose::Relationship, |r| store.stages().apply_links(r, ana, &[link(d, e, "supersedes", true)], &cap(0), t0()) }
+    case! { "no links at all", Purpose::Relationship, |r| store.stages().apply_links(r, ana, &[], &cap(5), t0()) }
+    case! { "consolidation refused by the cap", Purpose::ConsolidationReview, |r| store.stages().apply_replacement(&replace(r, vec![a, b], &["Ana lives in Lisbon (Portugal)."], 1)) }
+    case! { "consolidation of an archived member", Purpose::ConsolidationReview, |r| store.stages().apply_replacement(&replace(r, vec![a, archived], &["Ana lived in Faro and Lisbon."], 5)) }
+    case! { "consolidation into another memory's text", Purpose::ConsolidationReview, |r| store.stages().apply_replacement(&replace(r, vec![a, b], &["Ana moved to Porto."], 5)) }
+    case! { "consolidation with nothing to write", Purpose::ConsolidationReview, |r| store.stages().apply_replacement(&replace(r, vec![a, b], &[], 5)) }
+    case! { "consolidation written", Purpose::ConsolidationReview, |r| store.stages().apply_replacement(&replace(r, vec![a, b], &["Ana lives in Lisbon, in Portugal."], 5)) }
+    case! { "refinement rejected", Purpose::Refinement, |r| store.stages().apply_refinement_rejection(r, ana, d, "do_nothing: fine as it is", t0()) }
+    case! { "narrowing of an active memory", Purpose::ExtractionReview, |r| store.stages().apply_narrowing(r, ana, e, 0.4, None, t0()) }
+    case! { "narrowing of an archived memory", Purpose::ExtractionReview, |r| store.stages().apply_narrowing(r, ana, archived, 0.4, None, t0()) }
+    case! { "entity kept", Purpose::EntityGc, |r| store.stages().apply_entity_decision(r, ana, &keep_entity, &EntityDecision::Keep, t0()) }
+    case! { "entity merge to a target not offered", Purpose::EntityGc, |r| store.stages().apply_entity_decision(r, ana, &refused_entity, &merge(&merge_target, &[]), t0()) }
+    case! { "entity merged", Purpose::EntityGc, |r| store.stages().apply_entity_decision(r, ana, &merged_entity, &merge(&merge_target, &[&merge_target]), t0()) }
+    case! { "entity merged again after it is archived", Purpose::EntityGc, |r| store.stages().apply_entity_decision(r, ana, &merged_entity, &merge(&merge_target, &[&merge_target]), t0()) }
+    case! { "entity deleted", Purpose::EntityGc, |r| store.stages().apply_entity_decision(r, ana, &deleted_entity, &EntityDecision::Delete, t0()) }
+    case! { "entity that does not exist", Purpose::EntityGc, |r| store.stages().apply_entity_decision(r, ana, "no-such-entity", &EntityDecision::Delete, t0()) }
+    case! { "summary written", Purpose::Summary, |r| store.stages().apply_summary(r, ana, segment, "Ana ran a marathon.", t0()) }
+    case! { "summary unchanged", Purpose::Summary, |r| store.stages().apply_summary(r, ana, segment, "Ana ran a marathon.", t0()) }
+    case! { "unusable answer", Purpose::Consolidation, |r| store.stages().apply_without_change(r, 0, Some("the answer is not JSON"), t0()) }
 
     let mut n_with_note = 0;
     for (name, request, outcome) in &cases {
@@ -157,7 +161,7 @@ pub async fn every_stage_verdict_ends_its_request_applied(store: &Store) {
             panic!("{name}: the first apply reported AlreadyApplied");
         };
         n_with_note += usize::from(applied.note.is_some());
-        let detail = store.request_detail(*request).await.unwrap();
+        let detail = store.listing().request_detail(*request).await.unwrap();
         assert_eq!(
             detail.status, "applied",
             "{name}: the request must end applied, note {:?}",
@@ -173,9 +177,13 @@ pub async fn every_stage_verdict_ends_its_request_applied(store: &Store) {
     // And a second apply of any of them writes nothing.
     let (_, request, _) = &cases[0];
     let again = store
+        .stages()
         .apply_links(*request, ana, &[link(a, d, "causes", false)], &cap(5), t0())
         .await
         .unwrap();
     assert_eq!(again, StageOutcome::AlreadyApplied);
-    assert_eq!(store.unapplied_answers(100).await.unwrap(), Vec::<RequestId>::new());
+    assert_eq!(
+        store.requests().unapplied_answers(100).await.unwrap(),
+        Vec::<RequestId>::new()
+    );
 }

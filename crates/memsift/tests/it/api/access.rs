@@ -141,10 +141,12 @@ async fn another_users_ids_are_not_found_through_any_user_route() {
             )
             .await;
         assert_eq!(status, StatusCode::OK);
-        let ana_segment = store.list_segments(Some("ana"), None, None).await.unwrap()[0]
+        let ana_segment = store.listing().list_segments(Some("ana"), None, None).await.unwrap()[0]
             .id
             .clone();
-        let bo_segment = store.list_segments(Some("bo"), None, None).await.unwrap()[0].id.clone();
+        let bo_segment = store.listing().list_segments(Some("bo"), None, None).await.unwrap()[0]
+            .id
+            .clone();
 
         let (status, body) = api
             .post(&format!("/v1/users/bo/segments/{ana_segment}/close"), json!(null))
@@ -155,7 +157,7 @@ async fn another_users_ids_are_not_found_through_any_user_route() {
             .await;
         assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
         // bo's segment is still open: ana's request did not touch it.
-        let bo_rows = store.list_segments(Some("bo"), None, None).await.unwrap();
+        let bo_rows = store.listing().list_segments(Some("bo"), None, None).await.unwrap();
         assert_eq!(bo_rows[0].status, "open");
 
         let (status, listed) = api.get("/v1/users/bo/memories").await;
@@ -177,7 +179,7 @@ async fn another_users_ids_are_not_found_through_any_user_route() {
             (Some("closed"), Some(true))
         );
         // Nobody read ana's memories through bo's routes.
-        let ana = store.list_memories("ana", None).await.unwrap();
+        let ana = store.listing().list_memories("ana", None).await.unwrap();
         for memory in ana {
             assert_eq!(
                 store.memory_access(&memory.id).await.unwrap().unwrap().0,

@@ -25,6 +25,7 @@ async fn erase_undo_and_retry_through_the_api_are_confirmed_scoped_and_reported(
     let revised = test
         .app
         .store
+        .memories()
         .revise_memory(
             "ana",
             lisbon,
@@ -44,6 +45,7 @@ async fn erase_undo_and_retry_through_the_api_are_confirmed_scoped_and_reported(
         let segment = test
             .app
             .store
+            .listing()
             .list_segments(Some("ana"), None, None)
             .await
             .unwrap()
@@ -51,11 +53,13 @@ async fn erase_undo_and_retry_through_the_api_are_confirmed_scoped_and_reported(
         let claimed = test
             .app
             .store
+            .segments()
             .claim_segment(segment.id.parse().unwrap(), "w", test.app.clock.now())
             .await
             .unwrap();
         test.app
             .store
+            .segments()
             .fail_segment(claimed.id, "broken prompt", 0, Duration::zero(), test.app.clock.now())
             .await
             .unwrap();
@@ -128,6 +132,7 @@ async fn an_admin_cancel_reaches_the_provider_and_the_canceled_requests_are_plan
     let batch = test
         .app
         .store
+        .batches()
         .list_batches(Some("submitted"), None)
         .await
         .unwrap()
@@ -154,14 +159,27 @@ async fn an_admin_cancel_reaches_the_provider_and_the_canceled_requests_are_plan
     // The protocol takes it from here: the canceled request gets a new attempt and is applied.
     let report = memsift_engine::pipeline::run_until_idle(&test.app).await.unwrap();
     assert_eq!(report.n_segments_extracted, 1, "{report:?}");
-    let requests = test.app.store.list_requests(Some("ana"), None, None).await.unwrap();
+    let requests = test
+        .app
+        .store
+        .listing()
+        .list_requests(Some("ana"), None, None)
+        .await
+        .unwrap();
     let statuses: Vec<&str> = requests.iter().map(|row| row.status.as_str()).collect();
     assert!(
         statuses.contains(&"canceled") && statuses.contains(&"applied"),
         "{statuses:?}"
     );
     // An ingested batch cannot be canceled; the error says why.
-    let ended = test.app.store.batch(batch.id.parse().unwrap()).await.unwrap().unwrap();
+    let ended = test
+        .app
+        .store
+        .batches()
+        .batch(batch.id.parse().unwrap())
+        .await
+        .unwrap()
+        .unwrap();
     let error = test.app.coordinator.as_ref().unwrap().cancel(&ended).await.unwrap_err();
     assert!(error.contains("only a submitted batch"), "{error}");
     test.finish().await;

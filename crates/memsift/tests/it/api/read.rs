@@ -25,7 +25,7 @@ async fn ingest_extract_and_list_memories_on_postgres() {
         assert_eq!(status, StatusCode::OK, "{found}");
         let rex = found["results"][0]["id"].as_str().unwrap().to_owned();
         assert_eq!(store.memory_access(&rex).await.unwrap().unwrap().0, 2);
-        let segment = store.list_segments(Some("ana"), None, None).await.unwrap()[0]
+        let segment = store.listing().list_segments(Some("ana"), None, None).await.unwrap()[0]
             .id
             .clone();
         let (status, _) = api
@@ -64,7 +64,7 @@ async fn search_returns_the_matching_memory_first_and_counts_the_access() {
     let now = t0();
     with_api(&test.app, |api| async move {
         ingest_extract_list(&api).await;
-        let memories = store.list_memories("ana", None).await.unwrap();
+        let memories = store.listing().list_memories("ana", None).await.unwrap();
         let rex = memories.iter().find(|m| m.text.contains("Rex")).unwrap().id.clone();
         let lisbon = memories.iter().find(|m| m.text.contains("Lisbon")).unwrap().id.clone();
         let before = store.memory_access(&rex).await.unwrap().unwrap().0;
