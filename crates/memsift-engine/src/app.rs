@@ -82,7 +82,7 @@ impl App {
             .adopt_erasure_key(clock.now())
             .await
             .context("cannot use the erasure key")?;
-        let worker_id = format!("{}:{}", crate::pipeline::host_name(), std::process::id());
+        let worker_id = format!("{}:{}", crate::process::host_name(), std::process::id());
         App::assemble(config, store, clock, waiter, worker_id)
     }
 
@@ -91,8 +91,8 @@ impl App {
     pub async fn register_worker(&self) -> anyhow::Result<()> {
         self.registered
             .get_or_try_init(|| async {
-                let identity = crate::pipeline::this_process(&self.worker_id);
-                self.store.register_worker(&identity, self.clock.now()).await
+                let identity = crate::process::this_process(&self.worker_id);
+                self.store.workers().register_worker(&identity, self.clock.now()).await
             })
             .await
             .context("cannot record this process as a worker")?;

@@ -22,6 +22,7 @@ pub mod erase;
 pub mod health;
 pub mod ingest;
 pub mod pipeline;
+pub mod process;
 pub mod search;
 pub mod setup;
 pub mod stages;

@@ -43,8 +43,20 @@ fn input(raw: &str) -> ProcessInput<'_> {
     }
 }
 
+/// The items as a model answers them; an item that names no evidence cites the user turn `t1`,
+/// since an item without a citation of a user turn is dropped (`evidence.rs` covers that rule).
 fn items_json(items: &[Value]) -> String {
-    Value::Array(items.to_vec()).to_string()
+    let cited = items
+        .iter()
+        .map(|item| {
+            let mut item = item.clone();
+            if let Some(fields) = item.as_object_mut() {
+                fields.entry("evidence_turns").or_insert_with(|| json!(["t1"]));
+            }
+            item
+        })
+        .collect();
+    Value::Array(cited).to_string()
 }
 
 /// The data-driven check: which texts are kept (in order) and which response indices are dropped for what.
@@ -284,7 +296,7 @@ fn a_cut_element_is_dropped_and_closed_ones_kept_whatever_the_stop_reason() {
         &[],
     );
 
-    let cut = "[{\"text\": \"Caroline moved to a new apartment.\"}, {\"text\": \"Caroline adopted a sec";
+    let cut = "[{\"text\": \"Caroline moved to a new apartment.\", \"evidence_turns\": [\"t1\"]}, {\"text\": \"Caroline adopted a sec";
     let output = check(
         "cut off",
         &input(cut),

@@ -162,6 +162,18 @@ impl Deref for Vectors<'_> {
     }
 }
 
+/// The store's workers: who holds claims, and their quota heartbeats.
+#[derive(Clone, Copy)]
+pub struct Workers<'a>(&'a Store);
+
+impl Deref for Workers<'_> {
+    type Target = Store;
+
+    fn deref(&self) -> &Store {
+        self.0
+    }
+}
+
 impl Store {
     /// The provider batches: packing, intent, polling, results.
     pub fn batches(&self) -> Batches<'_> {
@@ -226,5 +238,10 @@ impl Store {
     /// The memory and turn vectors.
     pub fn vectors(&self) -> Vectors<'_> {
         Vectors(self)
+    }
+
+    /// The workers: who holds claims, and their quota heartbeats.
+    pub fn workers(&self) -> Workers<'_> {
+        Workers(self)
     }
 }

@@ -60,7 +60,8 @@ pub use erasure_key::ErasureKey;
 #[cfg(feature = "testing")]
 pub use fixtures::UserRows;
 pub use handles::{
-    Batches, Erasure, Lanes, Listing, Memories, Messages, Requests, Schedules, Search, Segments, Stages, Users, Vectors,
+    Batches, Erasure, Lanes, Listing, Memories, Messages, Requests, Schedules, Search, Segments, Stages, Users,
+    Vectors, Workers,
 };
 pub use health::{LaneHealthRow, LaneTransition, Reroute, WaitingRequest};
 pub use ingest::{ClosedSegment, IngestReport, MAX_FUTURE_SKEW, NewMessage, stored_message_time};

@@ -4,6 +4,7 @@
 
 use chrono::{DateTime, Utc};
 
+use crate::handles::Workers;
 use crate::tx::sql;
 use crate::{Result, Store};
 
@@ -47,9 +48,9 @@ struct HeldRow {
     boot_id: Option<String>,
 }
 
-impl Store {
+impl Workers<'_> {
     /// Records this process as `identity` (once, at start; a restart with the same id replaces it).
-    pub async fn register_worker(&self, identity: &WorkerIdentity, now: DateTime<Utc>) -> Result<()> {
+    pub async fn register_worker(self, identity: &WorkerIdentity, now: DateTime<Utc>) -> Result<()> {
         self.write(async |tx| {
             tx.execute(sql!(
                 "INSERT INTO workers (id, host, pid, boot_id, seen_at) VALUES ($1, $2, $3, $4, $5)
@@ -68,7 +69,7 @@ impl Store {
 
     /// Every other worker's claims still within their lease at `now`: segments claimed and not
     /// yet planned, and immediate calls in flight.
-    pub async fn held_claims(&self, own_worker: &str, now: DateTime<Utc>) -> Result<Vec<HeldClaims>> {
+    pub async fn held_claims(self, own_worker: &str, now: DateTime<Utc>) -> Result<Vec<HeldClaims>> {
         let rows: Vec<HeldRow> = self
             .read_all(sql!(
                 "SELECT held.worker, CAST(SUM(held.n_segments) AS BIGINT) AS n_segments,
@@ -110,7 +111,7 @@ impl Store {
 
     /// Ends at `now` the leases of every claim `worker` holds (a process proven gone), so the next
     /// step takes them over; returns how many claims were released.
-    pub async fn release_claims_of(&self, worker: &str, now: DateTime<Utc>) -> Result<u64> {
+    pub async fn release_claims_of(self, worker: &str, now: DateTime<Utc>) -> Result<u64> {
         self.write(async |tx| {
             let segments = tx
                 .execute(sql!(

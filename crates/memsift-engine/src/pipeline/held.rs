@@ -7,6 +7,7 @@ use chrono::{DateTime, Utc};
 use memsift_store::{HeldClaims, WorkerIdentity};
 
 use crate::app::App;
+use crate::process::{is_gone, this_process};
 
 /// What a run does about other workers' claims.
 pub(super) enum Held {
@@ -16,54 +17,15 @@ pub(super) enum Held {
     Released,
 }
 
-/// This process as its claims' holder: the worker id, this host, its PID and boot id.
-pub fn this_process(worker_id: &str) -> WorkerIdentity {
-    WorkerIdentity {
-        id: worker_id.to_owned(),
-        host: host_name(),
-        pid: i64::from(std::process::id()),
-        boot_id: boot_id(),
-    }
-}
-
-/// The host name as the kernel has it (`HOSTNAME` is a shell variable, often not exported).
-pub fn host_name() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .map(|name| name.trim().to_owned())
-        .filter(|name| !name.is_empty())
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .unwrap_or_else(|| "localhost".to_owned())
-}
-
-/// This boot's id: a PID names a process only within one boot of one host.
-fn boot_id() -> Option<String> {
-    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
-        .ok()
-        .map(|id| id.trim().to_owned())
-        .filter(|id| !id.is_empty())
-}
-
-/// Whether a holder is known gone: it recorded this host's boot id and its PID runs no more.
-/// Another process of this boot (or this one, under another worker id) that runs, another
-/// host, or a holder that never recorded itself, is not known gone.
-pub fn is_gone(holder: Option<&WorkerIdentity>, me: &WorkerIdentity) -> bool {
-    let Some(holder) = holder else {
-        return false;
-    };
-    let same_boot = holder.boot_id.is_some() && holder.boot_id == me.boot_id;
-    same_boot && holder.pid != me.pid && !std::path::Path::new(&format!("/proc/{}", holder.pid)).exists()
-}
-
 /// Releases the claims of gone holders; errs naming the first holder that still runs (or may).
 pub(super) async fn settle(app: &App, now: DateTime<Utc>) -> anyhow::Result<Held> {
     let me = this_process(&app.worker_id);
-    let held = app.store.held_claims(&app.worker_id, now).await?;
+    let held = app.store.workers().held_claims(&app.worker_id, now).await?;
     let mut released = 0;
     let mut waiting: Vec<&HeldClaims> = Vec::new();
     for claims in &held {
         if is_gone(claims.identity.as_ref(), &me) {
-            let n = app.store.release_claims_of(&claims.worker, now).await?;
+            let n = app.store.workers().release_claims_of(&claims.worker, now).await?;
             tracing::warn!(
                 worker = %claims.worker,
                 pid = claims.identity.as_ref().map(|identity| identity.pid),

@@ -29,8 +29,8 @@ use crate::app::App;
 use crate::context::Applied;
 use crate::timings::{Phase, timed};
 
+pub use crate::process::{host_name, is_gone, this_process};
 pub use drain::drain_answers;
-pub use held::{host_name, is_gone, this_process};
 pub use plan::plan_segment;
 
 /// How many segments or requests one step claims per stage.

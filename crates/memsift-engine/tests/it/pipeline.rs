@@ -41,10 +41,11 @@ async fn imported_conversations_become_memories_once_segments_close() {
     assert_eq!((first.n_segments_extracted, first.n_memories), (1, 2));
     let ana: Vec<String> = test.memory_texts("ana").await;
     assert_eq!(ana, vec!["The user lives in Lisbon.", "The user has a dog named Rex."]);
-    // Nothing happens for bo until 60 minutes of silence have passed on the injected clock.
-    test.advance(Duration::minutes(61));
+    // Nothing happens for bo until 60 minutes of silence have passed on the injected clock
+    // (since the last arrival or the last message time, whichever comes first).
+    test.advance(Duration::minutes(59));
     assert!(!run_once(&test.app).await.unwrap().progressed());
-    test.advance(Duration::minutes(2));
+    test.advance(Duration::minutes(4));
     let later = run_until_idle(&test.app).await.unwrap();
     assert_eq!(
         (later.n_segments_closed, later.n_segments_extracted, later.n_memories),
@@ -201,6 +202,7 @@ async fn claim_as_process(test: &TestApp, worker: &str, pid: u32) -> usize {
     identity.pid = i64::from(pid);
     test.app
         .store
+        .workers()
         .register_worker(&identity, test.clock_now())
         .await
         .unwrap();
@@ -356,25 +358,16 @@ async fn invariant_11_the_sweep_moves_a_failing_segment_forward_once_per_pass_an
 
 #[tokio::test]
 async fn invariant_15_a_tier_that_cannot_resolve_stops_start_up() {
-    let config = memsift_core::config::Config::from_layers(Some((
+    // Refused as the configuration loads, before anything is assembled: the same check runs for
+    // `check-config` and at start.
+    let error = memsift_core::config::Config::from_layers(Some((
         "test.toml",
         "[billing]\ntiers = [\"standard\"]\n[llm.extraction_standard]\nprovider = \"anthropic\"\nmodel = \"claude-haiku-4-5\"\nthinking_budget_tokens = 8192\nmax_tokens = 4096\n",
     )))
-    .unwrap();
-    let test = TestApp::sqlite().await;
-    let error = memsift_engine::app::App::assemble(
-        config,
-        test.app.store.clone(),
-        test.app.clock.clone(),
-        test.app.waiter.clone(),
-        "w".to_owned(),
-    )
-    .err()
-    .expect("an invalid thinking budget is refused at start-up")
+    .expect_err("an invalid thinking budget is refused at start-up")
     .to_string();
     assert!(error.contains("extraction_standard"), "{error}");
     assert!(error.contains("thinking"), "{error}");
-    test.finish().await;
 }
 
 #[tokio::test]
