@@ -540,6 +540,11 @@ pub(crate) fn content_words<'a>(text: &'a str, skip: &str) -> impl Iterator<Item
 /// Whether a text says enough of its own to be a memory: enough content words besides the
 /// speaker's name, and enough of them specific.
 pub(crate) fn says_enough(text: &str, speaker: &str) -> bool {
+    says_enough_with(text, speaker, MIN_CONTENT_WORDS, MIN_SPECIFIC_WORDS)
+}
+
+/// [`says_enough`] with the caller's numbers of content words and, of those, specific ones.
+pub(crate) fn says_enough_with(text: &str, speaker: &str, min_content: usize, min_specific: usize) -> bool {
     let mut content = 0;
     let mut specific = 0;
     for word in content_words(text, speaker) {
@@ -548,7 +553,7 @@ pub(crate) fn says_enough(text: &str, speaker: &str) -> bool {
             specific += 1;
         }
     }
-    content >= MIN_CONTENT_WORDS && specific >= MIN_SPECIFIC_WORDS
+    content >= min_content && specific >= min_specific
 }
 
 #[cfg(test)]

@@ -213,6 +213,12 @@ fn number_word(word: &str) -> Option<u64> {
     Some(value)
 }
 
+/// Whether a lower-cased word is part of how this lane writes a date ("in the week of 1 May
+/// 2023"): a number, a month's name or "week".
+pub(crate) fn is_date_word(word: &str) -> bool {
+    word == "week" || word.chars().all(|c| c.is_ascii_digit()) || MONTHS.split('|').any(|month| month == word)
+}
+
 fn month_number(name: &str) -> Option<u32> {
     let lower = name.to_ascii_lowercase();
     let prefix = lower.get(..3)?;

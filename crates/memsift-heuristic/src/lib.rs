@@ -37,7 +37,7 @@ use crate::rules::{COMPILED, Category, Rule};
 use crate::statement::Speaker;
 
 /// The version of the rule set, recorded on requests like a prompt version.
-pub const RULES_VERSION: &str = "heuristic@2";
+pub const RULES_VERSION: &str = "heuristic@3";
 
 /// Memories shorter than this say nothing useful on their own.
 const MIN_TEXT_CHARS: usize = 10;
@@ -193,6 +193,8 @@ fn extract_turn(turn: &Turn, chunk: &Chunk, today: Option<NaiveDate>) -> Vec<Ext
     let mut open_statement: Option<usize> = None;
     // The companion the turn named last, whom a later "we" includes.
     let mut companion: Option<String> = None;
+    // Whether the speaker's own words said what their picture shows.
+    let mut described_photo = false;
     for sentence in text::sentences(&normalised) {
         let previous = open_statement.take();
         let plural = speech::plural_subject(&subject.inline, companion.as_deref(), &sentence);
@@ -206,6 +208,17 @@ fn extract_turn(turn: &Turn, chunk: &Chunk, today: Option<NaiveDate>) -> Vec<Ext
             acquaintances,
         };
         if text::skip_sentence(&sentence) {
+            continue;
+        }
+        if !captions.is_empty()
+            && let Some(presented) = photo::presented(text::strip_preamble(&sentence))
+        {
+            // The speaker's words for the picture say what it is to them; the caption only
+            // says what it looks like.
+            if let Some(item) = statement::shown(&presented, &speaker, today, &turn.label) {
+                items.push(item);
+                described_photo = true;
+            }
             continue;
         }
         let mut from_table = Vec::new();
@@ -229,17 +242,23 @@ fn extract_turn(turn: &Turn, chunk: &Chunk, today: Option<NaiveDate>) -> Vec<Ext
             && let Some(addition) = statement::elaboration(&sentence, &speaker, today)
         {
             // One sentence carries a statement on; a third is a story, and stories match nothing.
-            statement::join(&mut items[position], addition);
+            // The statement stays a memory of its own too: it is the fact a search for it finds,
+            // and the joined one tells how it went.
+            let mut joined = items[position].clone();
+            statement::join(&mut joined, addition);
+            items.push(joined);
             continue;
         }
         items.extend(from_table);
         if let Some(general) = general {
+            let short = statement::without_tail(&general, &subject.name);
             open_statement = Some(items.len());
             items.push(general);
+            items.extend(short);
         }
     }
-    for caption in captions {
-        if let Some(text) = photo::shared_photo(&subject.name, &normalised, &caption) {
+    for caption in captions.iter().filter(|_| !described_photo) {
+        if let Some(text) = photo::shared_photo(&subject.name, &normalised, caption) {
             let mut item = ExtractedItem::new(text, Temporal::OneOff, vec![turn.label.clone()]);
             item.confidence = PHOTO_CONFIDENCE;
             item.happens_at = today.map(|today| today.format("%Y-%m-%d").to_string());
@@ -265,7 +284,10 @@ fn covered(statement: &str, from_table: &[ExtractedItem], speaker: &str) -> bool
                 .collect::<Vec<_>>()
         })
         .collect();
+    // A date phrase is no news of its own ("in the week of 27 April 2026"): the table's item
+    // says the same fact.
     let new_words: BTreeSet<String> = chatter::content_words(statement, speaker)
+        .filter(|word| !dates::is_date_word(word))
         .map(stem)
         .filter(|word| !said.contains(word))
         .collect();

@@ -35,6 +35,47 @@ static OWN_PICTURE: LazyLock<Regex> = LazyLock::new(|| {
     .expect("the ownership pattern is a fixed literal covered by the photo tests")
 });
 
+/// A sentence presenting a picture: "here's a pic of …", "these are …", "check out …".
+static PRESENTING: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"(?ix)^(?:here's|here\s+is|here\s+are|this\s+is|these\s+are|check\s+out|look\s+at|take\s+a\s+look\s+at|meet)\s+
+          (?:
+            (?:a|an|the|this|my|our)\s+(?:pic|photo|picture|snap|shot|snapshot|photograph|image)\s+(?:of|from)\s+(?P<of>.+)
+          | (?P<picture>(?:a|an|the|this|my|our)\s+(?:pic|photo|picture|snap|shot|snapshot|photograph|image)\b.+)
+          | (?P<what>.+)
+          )$",
+    )
+    .expect("the presenting pattern is a fixed literal covered by the photo tests")
+});
+
+/// The speaker's own part in what a picture shows: a first-person word.
+static FIRST_PERSON: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)\b(?:i|my|me|we|our|us|i'm|i've|we're|we've)\b")
+        .expect("the first-person pattern is a fixed literal covered by the photo tests")
+});
+
+/// What a sentence presenting a picture says it shows.
+#[derive(Debug, PartialEq)]
+pub(crate) enum Presented<'a> {
+    /// The picture itself, described: "a photo that reminds me of home".
+    Picture(&'a str),
+    /// What the picture is of: "the bench I sat on", "my lucky shoes".
+    Subject(&'a str),
+}
+
+/// What a sentence presenting the turn's picture says it shows, when the speaker has a part in
+/// it ("my shoes", "the kids I met"): someone else's picture is not the speaker's to describe.
+pub(crate) fn presented(sentence: &str) -> Option<Presented<'_>> {
+    let caps = PRESENTING.captures(sentence.trim())?;
+    let found = if let Some(picture) = caps.name("picture") {
+        Presented::Picture(picture.as_str())
+    } else {
+        Presented::Subject(caps.name("of").or_else(|| caps.name("what"))?.as_str())
+    };
+    let (Presented::Picture(words) | Presented::Subject(words)) = found;
+    FIRST_PERSON.is_match(words).then_some(found)
+}
+
 /// A turn's text with its photo captions cut out, and the captions in order.
 pub(crate) fn split_captions(content: &str) -> (String, Vec<String>) {
     let mut captions = Vec::new();
@@ -77,6 +118,24 @@ mod tests {
         let (text, captions) = split_captions("No photo here [but brackets]");
         assert_eq!(text, "No photo here [but brackets]");
         assert!(captions.is_empty());
+    }
+
+    #[test]
+    fn the_speakers_words_for_a_picture_say_what_it_shows() {
+        assert_eq!(
+            presented("Here's a pic of the bench I sat on!"),
+            Some(Presented::Subject("the bench I sat on!"))
+        );
+        assert_eq!(
+            presented("These are my lucky basketball shoes."),
+            Some(Presented::Subject("my lucky basketball shoes."))
+        );
+        assert_eq!(
+            presented("Here's a photo that reminds me of home."),
+            Some(Presented::Picture("a photo that reminds me of home."))
+        );
+        assert_eq!(presented("Check out this sunset!"), None, "nothing of the speaker's");
+        assert_eq!(presented("I went to the beach."), None);
     }
 
     #[test]

@@ -16,6 +16,9 @@ use regex::Regex;
 const ADVERBS: &[&str] = &[
     "also",
     "always",
+    // "I last saw", "we first met": an order in time, not the verb.
+    "last",
+    "first",
     "never",
     "often",
     "sometimes",
@@ -228,6 +231,11 @@ const IRREGULAR_THIRD: &[(&str, &str)] = &[
     ("haven't", "hasn't"),
     ("havent", "hasn't"),
     ("be", "is"),
+    // A "we" the speaker stands for alone brings its plural verb with it.
+    ("are", "is"),
+    ("aren't", "isn't"),
+    ("were", "was"),
+    ("weren't", "wasn't"),
 ];
 
 /// Past forms the regular "-ed" test misses.
@@ -286,14 +294,16 @@ pub(crate) fn last_companion(text: &str) -> Option<String> {
 }
 
 /// Who "we" is in `sentence`: the speaker with the companion named before its first "we" (in
-/// the sentence, else the one the turn named last before it), or with unnamed others.
+/// the sentence, else the one the turn named last before it), or the speaker alone when nobody
+/// is named: "Mel and others" says no more than "Mel" about who else was there, and the memory
+/// is the speaker's either way.
 pub(crate) fn plural_subject(speaker: &str, companion_before: Option<&str>, sentence: &str) -> String {
     let until_we = PLURAL_WORD
         .find(sentence)
         .map_or(sentence, |found| &sentence[..found.start()]);
     match last_companion(until_we).as_deref().or(companion_before) {
         Some(who) => format!("{speaker} and {speaker}'s {who}"),
-        None => format!("{speaker} and others"),
+        None => speaker.to_owned(),
     }
 }
 
@@ -369,6 +379,22 @@ pub(crate) fn third_person(sentence: &str, speaker: &str, plural: &str, listener
         let lower = word.to_lowercase();
         let consumed = match lower.as_str() {
             "i" | "i'm" | "i've" | "i'll" | "i'd" => subject_i(&lower, sentence, &words, index, &mut state, &mut out),
+            "we" | "we're" | "we've" | "we'll" | "we'd" if state.plural == state.speaker => {
+                // Nobody named with the speaker: the speaker stands for the "we" and takes its
+                // verb in agreement, but a "we" is still not the speaker alone (`singular`).
+                let as_i = match lower.as_str() {
+                    "we're" => "i'm",
+                    "we've" => "i've",
+                    "we'll" => "i'll",
+                    "we'd" => "i'd",
+                    _ => "i",
+                };
+                let named = state.named;
+                let consumed = subject_i(as_i, sentence, &words, index, &mut state, &mut out);
+                state.named = named;
+                state.plural_named = true;
+                consumed
+            }
             "we" | "we're" | "we've" | "we'll" | "we'd" => {
                 out.push_str(state.plural);
                 state.plural_named = true;
@@ -611,7 +637,7 @@ mod tests {
     fn we_is_the_speaker_with_the_companion_the_turn_names() {
         assert_eq!(
             rewrite("We went camping with our dog").as_deref(),
-            Some("Mel and others went camping with their dog")
+            Some("Mel went camping with their dog")
         );
         assert_eq!(
             plural_subject(
@@ -623,12 +649,28 @@ mod tests {
         );
         assert_eq!(
             plural_subject("Mel", None, "Our loved ones taught us a lot, like my mom said."),
-            "Mel and others",
+            "Mel",
             "a companion named after the \"we\" is not who it is"
         );
         let rewritten = third_person("We were at the lake", "Mel", "Mel and Mel's kids", None).unwrap();
         assert_eq!(rewritten.text, "Mel and Mel's kids were at the lake");
         assert!(rewritten.past);
+    }
+
+    #[test]
+    fn a_we_of_nobody_named_is_the_speaker_with_the_verb_in_agreement() {
+        let cases = [
+            ("We were at the lake", "Mel was at the lake"),
+            ("We're moving to Ohio", "Mel is moving to Ohio"),
+            ("We love climbing and sliding", "Mel loves climbing and sliding"),
+            ("We've adopted a cat", "Mel has adopted a cat"),
+            ("Our garden is full of tomatoes", "Mel's garden is full of tomatoes"),
+        ];
+        for (sentence, expected) in cases {
+            assert_eq!(rewrite(sentence).as_deref(), Some(expected), "{sentence}");
+        }
+        let rewritten = third_person("We should cherish it", "Mel", "Mel", None).unwrap();
+        assert!(!rewritten.singular, "a we stays a we for the advice filter");
     }
 
     #[test]

@@ -16,12 +16,19 @@ use memsift_core::status::Temporal;
 use regex::Regex;
 
 use crate::dates::{self, Tense};
-use crate::{chatter, entities, rules, speech, text};
+use crate::{chatter, entities, photo, rules, speech, text};
 
 /// How sure the rule is of a plain statement, and what a date or a leading subject adds.
 const BASE_CONFIDENCE: f64 = 0.6;
 const DATED_BONUS: f64 = 0.1;
 const SUBJECT_FIRST_BONUS: f64 = 0.1;
+
+/// At most this many shorter cuts of a sentence are tried, longest first.
+const MAX_PREFIXES: usize = 3;
+/// A cut shorter than this many words is a fragment, not a statement.
+const MIN_PREFIX_WORDS: usize = 4;
+/// A photo the speaker describes is still a picture read through words: at most this sure.
+const SHOWN_CONFIDENCE: f64 = 0.6;
 
 /// Statements longer than this many words are stories, not memories; their parts that match
 /// the rule table still count.
@@ -89,6 +96,19 @@ static POINTS_BACK_AT_SOMEONE: LazyLock<Regex> = LazyLock::new(|| {
 static PRESENTS_PICTURE: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?i)^(?:here's|here\s+is|this\s+is|these\s+are|check\s+out|look\s+at|take\s+a\s+look)\b|\b(?:pic|photo|picture|snap|snapshot)\s+(?:of|i|we)\b")
         .expect("the picture pattern is a fixed literal covered by the statement tests")
+});
+
+/// Where a sentence may be cut when a later clause is what disqualifies it: a dash, a
+/// semicolon, a comma, or a conjunction.
+static CLAUSE_BOUNDARY: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)\s+[-–—]+\s+|\s*;\s+|,\s+|\s+(?:and|but|so|because|since|though|although|while|when|which)\s+")
+        .expect("the clause boundary pattern is a fixed literal covered by the statement tests")
+});
+
+/// Where the tail of a statement starts: a dash, a semicolon, or a clause about how it was.
+static TAIL: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)\s+[-–—]+\s+|,?\s+and\s+(?:it|that|this)\b|;\s+|,\s+(?:it|that|which|so)\b")
+        .expect("the tail pattern is a fixed literal covered by the statement tests")
 });
 
 /// Trailing words that only colour the sentence ("… though", "… too", "… lol").
@@ -196,12 +216,54 @@ pub(crate) fn carries_on(sentence: &str) -> bool {
     CONTINUATION.is_match(sentence)
 }
 
-/// The memory a sentence makes, if it is the speaker's statement about themselves.
+/// The memory a sentence makes, if it is the speaker's statement about themselves; when only
+/// a later clause keeps it from being one ("I made a cake with berries, maybe you'd like it",
+/// "I adopted a pup last week and my days are happier with him"), the clauses before that one.
 pub(crate) fn statement(
     sentence: &str,
     speaker: &Speaker<'_>,
     today: Option<NaiveDate>,
     label: &str,
+) -> Option<ExtractedItem> {
+    read_statement(sentence, speaker, today, label, false).or_else(|| {
+        clause_prefixes(sentence)
+            .take(MAX_PREFIXES)
+            .find_map(|prefix| read_statement(prefix, speaker, today, label, false))
+    })
+}
+
+/// What the speaker showed, from their own words for a picture the turn carries ("Here's a
+/// pic of the bench I sat on"): "Deborah shared a photo of the bench Deborah sat on."
+pub(crate) fn shown(
+    presented: &photo::Presented<'_>,
+    speaker: &Speaker<'_>,
+    today: Option<NaiveDate>,
+    label: &str,
+) -> Option<ExtractedItem> {
+    let sentence = match presented {
+        photo::Presented::Picture(picture) => format!("I shared {picture}"),
+        photo::Presented::Subject(what) => format!("I shared a photo of {what}"),
+    };
+    let mut item = read_statement(&sentence, speaker, today, label, true)?;
+    item.confidence = item.confidence.min(SHOWN_CONFIDENCE);
+    Some(item)
+}
+
+/// The sentence cut before each clause boundary, longest first, when the cut leaves words enough.
+fn clause_prefixes(sentence: &str) -> impl Iterator<Item = &str> {
+    let mut ends: Vec<usize> = CLAUSE_BOUNDARY.find_iter(sentence).map(|found| found.start()).collect();
+    ends.reverse();
+    ends.into_iter()
+        .map(move |end| &sentence[..end])
+        .filter(|prefix| prefix.split_whitespace().count() >= MIN_PREFIX_WORDS)
+}
+
+fn read_statement(
+    sentence: &str,
+    speaker: &Speaker<'_>,
+    today: Option<NaiveDate>,
+    label: &str,
+    picture: bool,
 ) -> Option<ExtractedItem> {
     let cleaned = chatter::without_vocatives(&chatter::without_fillers(sentence), speaker.others);
     let stripped = text::strip_preamble(cleaned.trim()).trim();
@@ -209,7 +271,7 @@ pub(crate) fn statement(
     let core = with_subject.as_deref().unwrap_or(stripped);
     if core.split_whitespace().count() > MAX_STATEMENT_WORDS
         || chatter::is_chatter(core, speaker.others)
-        || PRESENTS_PICTURE.is_match(core)
+        || (!picture && PRESENTS_PICTURE.is_match(core))
         || CONTINUATION.is_match(core)
         || POINTS_BACK_AT_SOMEONE.is_match(core)
     {
@@ -238,7 +300,15 @@ pub(crate) fn statement(
         }
         None => (rewritten.text.clone(), rewritten.text.clone()),
     };
-    if !chatter::says_enough(&tidy(&dateless), SPEAKER_MARK) {
+    // Two words of its own are enough, not three, when both are specific ("adopted a puppy",
+    // "knees hurt") or when the statement is dated ("got a puppy two weeks ago"): the day is
+    // part of what it says.
+    let dateless = tidy(&dateless);
+    let short = chatter::MIN_CONTENT_WORDS - 1;
+    let enough = chatter::says_enough(&dateless, SPEAKER_MARK)
+        || chatter::says_enough_with(&dateless, SPEAKER_MARK, short, short)
+        || (hit.is_some() && chatter::says_enough_with(&dateless, SPEAKER_MARK, short, chatter::MIN_SPECIFIC_WORDS));
+    if !enough {
         return None;
     }
     let text = speaker.unmark(&tidy(&dated));
@@ -316,6 +386,27 @@ pub(crate) fn elaboration(sentence: &str, speaker: &Speaker<'_>, today: Option<N
     })
 }
 
+/// The statement without a tail that only tells how it felt or what followed ("… and it was
+/// powerful", "… - so freeing"), as a memory of its own beside the whole one: the fact alone is
+/// what a later question asks about. `None` when there is no such tail, when the tail holds the
+/// date, or when the rest says too little.
+pub(crate) fn without_tail(item: &ExtractedItem, speaker: &str) -> Option<ExtractedItem> {
+    let found = TAIL.find(&item.text)?;
+    let (head, tail) = item.text.split_at(found.start());
+    if tail.chars().any(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    // The head is written already, names included: only its end is tidied, since a name may be
+    // anything (":(") that a full tidying would take for noise.
+    let text = format!("{}.", head.trim_end_matches([',', ';', ' ', '-', '–', '—']));
+    if !chatter::says_enough(&text, speaker) {
+        return None;
+    }
+    let mut short = item.clone();
+    short.text = text;
+    Some(short)
+}
+
 /// A statement with what the next sentence adds to it, as one memory.
 pub(crate) fn join(item: &mut ExtractedItem, addition: Addition) {
     item.text = format!("{} {}", item.text, addition.text);
@@ -386,7 +477,7 @@ mod tests {
         let others = vec!["Melanie".to_owned()];
         let speaker = Speaker {
             name: "Caroline",
-            plural: "Caroline and others",
+            plural: "Caroline",
             others: &others,
             acquaintances: &[("Anna".to_owned(), "sister".to_owned())],
         };
@@ -404,6 +495,47 @@ mod tests {
         assert_eq!(item.temporal, Temporal::OneOff);
         assert_eq!(item.evidence_turns, vec!["D1:3".to_owned()]);
         assert!((item.confidence - 0.8).abs() < 1e-9);
+    }
+
+    #[test]
+    fn the_fact_also_stands_without_how_it_felt() {
+        let item = said("I went to a LGBTQ support group yesterday and it was so powerful.").unwrap();
+        let short = without_tail(&item, "Caroline").unwrap();
+        assert_eq!(short.text, "Caroline went to a LGBTQ support group on 7 May 2023.");
+        assert_eq!(short.happens_at, item.happens_at);
+        let dated_tail = said("I painted a lake sunrise - finished it yesterday.").unwrap();
+        assert_eq!(without_tail(&dated_tail, "Caroline"), None, "the tail holds the date");
+        assert_eq!(
+            without_tail(&said("I love painting landscapes.").unwrap(), "Caroline"),
+            None
+        );
+    }
+
+    #[test]
+    fn a_later_clause_that_is_no_statement_is_cut_off() {
+        assert_eq!(
+            said("I made a dairy-free chocolate cake with berries, maybe you would like that!")
+                .unwrap()
+                .text,
+            "Caroline made a dairy-free chocolate cake with berries."
+        );
+        assert_eq!(
+            said("I adopted a pup from a shelter in Stamford and my days are happier with him.")
+                .unwrap()
+                .text,
+            "Caroline adopted a pup from a shelter in Stamford."
+        );
+        assert_eq!(said("I would visit Paris if I could."), None, "every cut still hedges");
+    }
+
+    #[test]
+    fn a_dated_event_may_be_short() {
+        assert_eq!(
+            said("I got a puppy two weeks ago!").unwrap().text,
+            "Caroline got a puppy in the week of 24 April 2023."
+        );
+        assert_eq!(said("I got a puppy!"), None, "undated, too little of its own");
+        assert_eq!(said("I adopted a puppy!").unwrap().text, "Caroline adopted a puppy.");
     }
 
     #[test]
