@@ -67,8 +67,26 @@ fn count(key: &'static str, value: impl Into<u64>, min: u64, max: u64, hint: &'s
 impl Config {
     /// Every integer setting of the plain sections within its range; a float within its own.
     pub(super) fn validate_ranges(&self) -> Result<(), ConfigError> {
-        let (batch, extraction) = (&self.batch, &self.extraction);
-        let bounds = [
+        for bound in self.time_bounds().iter().chain(&self.count_bounds()) {
+            bound.check()?;
+        }
+        if let Some(dimension) = self.embeddings.dimension {
+            count(
+                "embeddings.dimension",
+                dimension,
+                1,
+                65_536,
+                "the endpoint's vector length",
+            )
+            .check()?;
+        }
+        self.validate_llm_numbers()
+    }
+
+    /// The time settings, each in seconds up to a year.
+    fn time_bounds(&self) -> [Bound; 11] {
+        let batch = &self.batch;
+        [
             secs(
                 "segments.idle_timeout_secs",
                 self.segments.idle_timeout_secs,
@@ -77,7 +95,7 @@ impl Config {
             ),
             secs(
                 "extraction.claim_lease_secs",
-                extraction.claim_lease_secs,
+                self.extraction.claim_lease_secs,
                 1,
                 "default 900",
             ),
@@ -126,6 +144,13 @@ impl Config {
                 0,
                 "default 20",
             ),
+        ]
+    }
+
+    /// The counts and sizes.
+    fn count_bounds(&self) -> [Bound; 13] {
+        let (batch, extraction) = (&self.batch, &self.extraction);
+        [
             count(
                 "database.max_connections",
                 self.database.max_connections,
@@ -211,21 +236,7 @@ impl Config {
                 1000,
                 "default 5",
             ),
-        ];
-        for bound in &bounds {
-            bound.check()?;
-        }
-        if let Some(dimension) = self.embeddings.dimension {
-            count(
-                "embeddings.dimension",
-                dimension,
-                1,
-                65_536,
-                "the endpoint's vector length",
-            )
-            .check()?;
-        }
-        self.validate_llm_numbers()
+        ]
     }
 
     /// Each `[llm.*]` section's output cap and sampling numbers are ones a provider takes.
