@@ -4,9 +4,9 @@
 
 use chrono::{DateTime, Utc};
 
+use crate::Result;
 use crate::handles::Workers;
 use crate::tx::sql;
-use crate::{Result, Store};
 
 /// What identifies a running process: where it runs and which process it is there.
 #[derive(Clone, Debug, PartialEq, Eq)]
