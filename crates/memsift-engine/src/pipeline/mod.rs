@@ -29,7 +29,6 @@ use crate::app::App;
 use crate::context::Applied;
 use crate::timings::{Phase, timed};
 
-pub use crate::process::{host_name, is_gone, this_process};
 pub use drain::drain_answers;
 pub use plan::plan_segment;
 

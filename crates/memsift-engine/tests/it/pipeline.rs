@@ -198,7 +198,7 @@ async fn a_claim_of_an_unrecorded_worker_stops_the_run_with_its_name_until_its_l
 
 /// A worker recorded as a process of this boot with `pid`, holding every closed segment.
 async fn claim_as_process(test: &TestApp, worker: &str, pid: u32) -> usize {
-    let mut identity = memsift_engine::pipeline::this_process(worker);
+    let mut identity = memsift_engine::process::this_process(worker);
     identity.pid = i64::from(pid);
     test.app
         .store
