@@ -130,7 +130,8 @@ impl BatchProvider for AnthropicBatchProvider {
                     custom_id: request.id.to_string(),
                     params: memsift_llm::build_batch_params(
                         request.purpose,
-                        &self.llm,
+                        // With the output allowance its budget reservation priced, when it has one.
+                        &self.llm.with_output_cap(request.max_output_tokens),
                         system,
                         vec![InputMessage::user(&request.request_body.user_message)],
                         markers.get(system).copied().flatten(),
@@ -317,7 +318,7 @@ impl BatchProvider for OpenAiBatchProvider {
             .map(|request| {
                 let chat = memsift_llm::build_chat_request(
                     request.purpose,
-                    &self.llm,
+                    &self.llm.with_output_cap(request.max_output_tokens),
                     &request.request_body.system,
                     vec![request.request_body.user_message.clone()],
                 );

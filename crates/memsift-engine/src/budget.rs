@@ -6,22 +6,30 @@
 //! settled at its real `cost_usd` once answered; what a user holds against today's budget is the
 //! real cost of today's answered or ended requests plus the reservations of those still planned or
 //! in flight. So every request planned in one step is counted before the next is planned, and a
-//! step can never spend past the budget (the estimate prices every output token `max_tokens`
-//! allows, so an answer costs at most its reservation).
+//! step can never spend past the budget (the estimate prices every output token the request is
+//! allowed, and it is sent with that allowance as its `max_tokens`, so an answer costs at most
+//! its reservation).
+//!
+//! Pricing every request at the config's `max_tokens` made budgets spend a twentieth of what
+//! they allow (an extraction answer is a few hundred tokens, `max_tokens` thousands), so under a
+//! budget the allowance is learned from the newest answers of the same purpose and model: a high
+//! percentile plus headroom. A rare answer longer than that is cut and its missing part retried,
+//! which costs less than reserving every request for the longest answer.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
 
 use memsift_core::UserId;
 use memsift_core::config::{Config, ProviderKind, price_for};
-use memsift_core::status::Lane;
+use memsift_core::status::{Lane, Purpose};
 use memsift_llm::ResolvedLlm;
 use memsift_llm::usage::{TokenUsage, cost};
+use memsift_store::RecentOutput;
 
 use crate::app::App;
 
 /// The most a request on `lane` through `llm` can cost: its counted input tokens, uncached, plus
-/// `max_tokens` of output, at `[prices]`, with the batch discount on the batch lane. The offline
+/// `max_tokens` of output (pass the config capped at the request's allowance), at `[prices]`, with the batch discount on the batch lane. The offline
 /// lane and a model without a price cost nothing (the latter is warned about where it is priced).
 pub fn estimate_usd(config: &Config, llm: &ResolvedLlm, lane: Lane, input_tokens: u64) -> f64 {
     if lane == Lane::Heuristic || llm.provider == ProviderKind::Heuristic {
@@ -36,6 +44,68 @@ pub fn estimate_usd(config: &Config, llm: &ResolvedLlm, lane: Lane, input_tokens
         ..TokenUsage::default()
     };
     cost(&usage, price, lane == Lane::Batch)
+}
+
+/// How many of the newest answers of a purpose and model an output allowance is learned from.
+const ALLOWANCE_SAMPLES: i64 = 200;
+/// Answers of a purpose and model needed before a learned allowance replaces `max_tokens`.
+pub const ALLOWANCE_MIN_SAMPLES: usize = 20;
+/// Headroom over the percentile: outputs drift, and a cut answer costs a retry.
+const ALLOWANCE_HEADROOM: f64 = 1.25;
+
+/// The output allowance `outputs` (the newest answers, any order) support: their `percentile`
+/// plus a quarter, an answer that stopped at its limit counting double (it wanted more than it
+/// was allowed); `None` with fewer than [`ALLOWANCE_MIN_SAMPLES`].
+pub fn learned_allowance(outputs: &[RecentOutput], percentile: f64) -> Option<u32> {
+    if outputs.len() < ALLOWANCE_MIN_SAMPLES {
+        return None;
+    }
+    let mut tokens: Vec<u64> = outputs
+        .iter()
+        .map(|output| {
+            if output.hit_limit {
+                output.output_tokens.saturating_mul(2)
+            } else {
+                output.output_tokens
+            }
+        })
+        .collect();
+    tokens.sort_unstable();
+    let rank = ((percentile * tokens.len() as f64).ceil() as usize).clamp(1, tokens.len()) - 1;
+    let allowance = (tokens[rank] as f64 * ALLOWANCE_HEADROOM).ceil();
+    Some(if allowance >= f64::from(u32::MAX) {
+        u32::MAX
+    } else {
+        allowance as u32
+    })
+}
+
+/// The output a request of `purpose` for a user on `tier` through `llm` on `lane` is sent with
+/// and reserves, when less than `llm.max_tokens`: learned from recent answers
+/// ([`learned_allowance`]) under a daily budget; `None` (the config's `max_tokens`) without a
+/// budget, on the offline lane, or before enough answers are known.
+pub(crate) async fn output_allowance(
+    app: &App,
+    purpose: Purpose,
+    tier: &str,
+    llm: &ResolvedLlm,
+    lane: Lane,
+) -> anyhow::Result<Option<u32>> {
+    let budgeted = app.config.billing.daily_budget_usd.contains_key(tier);
+    if !budgeted || lane == Lane::Heuristic || llm.provider == ProviderKind::Heuristic {
+        return Ok(None);
+    }
+    let outputs = app
+        .store
+        .requests()
+        .recent_outputs(purpose, &llm.model, ALLOWANCE_SAMPLES)
+        .await?;
+    let Some(learned) = learned_allowance(&outputs, app.config.billing.output_percentile) else {
+        return Ok(None);
+    };
+    // What is sent, after the floor a thinking budget needs.
+    let sent = llm.with_output_cap(Some(learned)).max_tokens;
+    Ok((sent < llm.max_tokens).then_some(sent))
 }
 
 /// Estimates granted by a planning pass whose requests are written together at its end, by user:
@@ -88,4 +158,61 @@ pub(crate) async fn within_budget(
     }
     pending.add(user_id, estimate_usd);
     Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn outputs() -> impl Strategy<Value = Vec<RecentOutput>> {
+        proptest::collection::vec(
+            (0u64..200_000, proptest::bool::weighted(0.1)).prop_map(|(output_tokens, hit_limit)| RecentOutput {
+                output_tokens,
+                hit_limit,
+            }),
+            0..300,
+        )
+    }
+
+    proptest! {
+        /// The allowance covers at least `percentile` of the recent answers (an answer cut at its
+        /// limit as twice what it got), and is no larger than the largest of them plus headroom.
+        #[test]
+        fn the_allowance_covers_the_percentile_and_no_more_than_the_largest_answer(
+            outputs in outputs(),
+            percentile in 0.5f64..=1.0,
+        ) {
+            let allowance = learned_allowance(&outputs, percentile);
+            if outputs.len() < ALLOWANCE_MIN_SAMPLES {
+                prop_assert_eq!(allowance, None);
+                return Ok(());
+            }
+            let allowance = u64::from(allowance.expect("enough answers"));
+            let wanted: Vec<u64> = outputs
+                .iter()
+                .map(|output| output.output_tokens * if output.hit_limit { 2 } else { 1 })
+                .collect();
+            let covered = wanted.iter().filter(|&&tokens| tokens <= allowance).count();
+            prop_assert!(covered as f64 >= percentile * wanted.len() as f64 - 1e-9);
+            let largest = wanted.iter().copied().max().unwrap_or(0);
+            prop_assert!(allowance as f64 <= (largest as f64 * ALLOWANCE_HEADROOM).ceil());
+        }
+    }
+
+    #[test]
+    fn an_answer_cut_at_its_limit_raises_the_next_allowance() {
+        let answered = |hit_limit| {
+            vec![
+                RecentOutput {
+                    output_tokens: 400,
+                    hit_limit,
+                };
+                ALLOWANCE_MIN_SAMPLES
+            ]
+        };
+        assert_eq!(learned_allowance(&answered(false), 0.99), Some(500));
+        assert_eq!(learned_allowance(&answered(true), 0.99), Some(1000));
+    }
 }

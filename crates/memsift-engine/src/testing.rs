@@ -68,6 +68,26 @@ pub fn test_config() -> Config {
     Config::from_layers(Some(("test overlay", HASHING))).unwrap()
 }
 
+/// `app` with its immediate-lane clients retrying on a virtual clock: a test of failing calls
+/// counts their retries without waiting seconds for each.
+pub fn with_virtual_retries(app: &App) -> App {
+    let retry = memsift_llm::RetryPolicy {
+        timekeeper: memsift_llm::VirtualTimekeeper::new(),
+        ..memsift_llm::RetryPolicy::default()
+    };
+    let prices = memsift_llm::PriceTable {
+        models: app.config.prices.clone(),
+    };
+    let mut app = app.clone();
+    app.immediate = Arc::new(
+        memsift_routing::ImmediateStrategy::from_config(&app.config, prices)
+            .expect("the test configuration is valid")
+            .with_retry_policy(retry)
+            .with_rate_limiter(app.limiter.clone()),
+    );
+    app
+}
+
 pub fn t0() -> DateTime<Utc> {
     DateTime::parse_from_rfc3339("2026-03-01T10:00:00Z")
         .unwrap()

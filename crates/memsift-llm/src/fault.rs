@@ -36,8 +36,8 @@ pub enum FaultClass {
     /// lane can succeed until an operator fixes it. It pauses the lane and never spends an attempt.
     Setting,
     /// The provider is unwell (no connection, 5xx, overloaded, an unknown create outcome): it
-    /// counts against the lane's health; a batch create failing so opens the lane at once and
-    /// spends no request's attempt (an immediate call's attempt is still spent).
+    /// counts against the lane's health and spends no request's attempt: a batch create failing
+    /// so opens the lane at once, an immediate call's request waits for the lane's next probe.
     Outage,
     /// Try the same call again later (429, 408, 409): says nothing about health or the request.
     Retry,

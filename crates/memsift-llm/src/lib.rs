@@ -29,8 +29,8 @@ pub use http::{ClientOptions, CreateOutcome};
 pub use jsonl::{JsonLines, LineSplitter, LineTooLong, ReadLimits};
 pub use openai::OpenAiClient;
 pub use params::{
-    LlmConfigError, PrefixReuse, ResolvedLlm, build_batch_params, build_chat_request, cache_pays, cache_warnings,
-    system_cache, validate_custom_id, validate_llm_config,
+    LlmConfigError, MIN_OUTPUT_ALLOWANCE, PrefixReuse, ResolvedLlm, build_batch_params, build_chat_request, cache_pays,
+    cache_warnings, system_cache, validate_custom_id, validate_llm_config,
 };
 pub use ratelimit::{KeyQuota, LimitKey, RateLimiter};
 pub use retry::{RetryMode, RetryPolicy, Timekeeper, TokioTimekeeper, VirtualTimekeeper};

@@ -220,6 +220,10 @@ pub fn validate_custom_id(custom_id: &str) -> Result<(), LlmConfigError> {
     }
 }
 
+/// The smallest output a learned allowance sends (above any thinking budget): room for a short
+/// answer whatever the recent ones were.
+pub const MIN_OUTPUT_ALLOWANCE: u32 = 256;
+
 /// A validated config with defaults applied: what request builders read.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ResolvedLlm {
@@ -263,6 +267,22 @@ impl ResolvedLlm {
             thinking_budget_tokens: thinking,
             cache_ttl: CacheTtl::parse(&config.cache_ttl).unwrap_or(CacheTtl::OneHour),
         })
+    }
+
+    /// This config with its output capped at `cap` (a request's learned allowance), or itself
+    /// when there is no cap or the cap is not lower. A thinking budget needs `max_tokens` above
+    /// it, so the cap never goes below the budget plus the smallest allowance.
+    pub fn with_output_cap(&self, cap: Option<u32>) -> std::borrow::Cow<'_, ResolvedLlm> {
+        let floor = self.thinking_budget_tokens.map_or(MIN_OUTPUT_ALLOWANCE, |budget| {
+            budget.saturating_add(MIN_OUTPUT_ALLOWANCE)
+        });
+        match cap.map(|cap| cap.max(floor)) {
+            Some(cap) if cap < self.max_tokens => std::borrow::Cow::Owned(ResolvedLlm {
+                max_tokens: cap,
+                ..self.clone()
+            }),
+            _ => std::borrow::Cow::Borrowed(self),
+        }
     }
 
     /// The offline heuristic lane under `key`, for work routed there by policy rather than by a

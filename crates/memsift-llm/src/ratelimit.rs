@@ -77,6 +77,9 @@ pub struct RateLimiter {
     keys: Arc<Mutex<HashMap<LimitKey, KeyState>>>,
     /// How many processes share every quota (this one included); each takes an equal part.
     share: Arc<std::sync::atomic::AtomicU32>,
+    /// Requests asked for since [`RateLimiter::take_demand`] last read it: whether this process
+    /// wants a share at all.
+    asked: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Default for RateLimiter {
@@ -93,6 +96,7 @@ impl RateLimiter {
             default_per_minute,
             keys: Arc::new(Mutex::new(HashMap::new())),
             share: Arc::new(std::sync::atomic::AtomicU32::new(1)),
+            asked: Arc::new(std::sync::atomic::AtomicU64::new(0)),
         }
     }
 
@@ -136,6 +140,12 @@ impl RateLimiter {
         self.share.load(std::sync::atomic::Ordering::Relaxed)
     }
 
+    /// Whether any request was asked for since the last call, and resets it: quotas are shared
+    /// between the processes that use them, so an idle one must not take a part.
+    pub fn take_demand(&self) -> bool {
+        self.asked.swap(0, std::sync::atomic::Ordering::Relaxed) > 0
+    }
+
     fn rebuild(&self, state: &mut KeyState, share: u32) {
         let part = |total: Option<NonZeroU32>| {
             total.map(|total| NonZeroU32::new(total.get() / share).unwrap_or(NonZeroU32::MIN))
@@ -155,6 +165,7 @@ impl RateLimiter {
 
     /// Waits until `key` may send one request, then takes it.
     pub async fn acquire(&self, key: &LimitKey) {
+        self.asked.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         loop {
             let wait = self.wait_for(key);
             if wait.is_zero() {

@@ -210,13 +210,17 @@ impl Lanes<'_> {
         Ok(moved == 1)
     }
 
-    /// Records that this process is alive.
-    pub async fn heartbeat(self, worker: &str, now: DateTime<Utc>) -> Result<()> {
+    /// Records that this process is alive and, when `wanting`, that it is using provider quotas.
+    pub async fn heartbeat(self, worker: &str, now: DateTime<Utc>, wanting: bool) -> Result<()> {
+        let wanted_at = wanting.then_some(now);
         self.write(async |tx| {
             tx.execute(sql!(
-                "INSERT INTO workers (id, seen_at) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET seen_at = excluded.seen_at",
+                "INSERT INTO workers (id, seen_at, wanted_at) VALUES ($1, $2, $3)
+                 ON CONFLICT (id) DO UPDATE SET seen_at = excluded.seen_at,
+                                                wanted_at = COALESCE(excluded.wanted_at, workers.wanted_at)",
                 worker,
-                now
+                now,
+                wanted_at
             ))
             .await
         })
@@ -224,10 +228,15 @@ impl Lanes<'_> {
         Ok(())
     }
 
-    /// Processes seen since `since` (this one included once it has beaten).
-    pub async fn live_workers(self, since: DateTime<Utc>) -> Result<i64> {
-        self.read_scalar_one(sql!("SELECT COUNT(*) FROM workers WHERE seen_at >= $1", since))
-            .await
+    /// Processes other than `worker` that used provider quotas since `since`: the ones this
+    /// process shares them with. A process that only runs (serving, idle) takes no part.
+    pub async fn other_demanding_workers(self, worker: &str, since: DateTime<Utc>) -> Result<i64> {
+        self.read_scalar_one(sql!(
+            "SELECT COUNT(*) FROM workers WHERE wanted_at >= $1 AND id <> $2",
+            since,
+            worker
+        ))
+        .await
     }
 }
 

@@ -69,7 +69,9 @@ pub use listing::{
     CostRow, Counts, IdKind, MemoryDetail, MemoryRow, MetricsSnapshot, RequestDetail, RequestRow, SegmentRow,
     UsageTotals,
 };
-pub use requests::{ApplyFailure, NewRequest, ReplanReport, RequestUsage, Spend, StoredOutput, WorkRequest};
+pub use requests::{
+    ApplyFailure, NewRequest, RecentOutput, ReplanReport, RequestUsage, Spend, StoredOutput, WorkRequest,
+};
 pub use revisions::{MemoryState, Revised, Revision};
 pub use schedules::ScheduleRow;
 pub use scoring::{ScoringPolicy, ScoringReport, importance};

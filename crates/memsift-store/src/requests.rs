@@ -50,6 +50,9 @@ pub struct NewRequest {
     pub parent_request_id: Option<RequestId>,
     /// Its estimated cost (USD), held against the user's daily budget until it is answered.
     pub reserved_usd: f64,
+    /// The most output it may produce (the `max_tokens` it is sent with), when that is less than
+    /// its config's: the learned allowance its reservation prices (see the engine's `budget.rs`).
+    pub max_output_tokens: Option<u32>,
 }
 
 /// A request's stored output and the snapshot needed to process it.
@@ -79,6 +82,15 @@ pub struct StoredOutput {
     pub subject: RequestSubject,
 }
 
+/// One recent answer's output, as the learned output allowance reads it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecentOutput {
+    /// Output tokens billed.
+    pub output_tokens: u64,
+    /// It stopped at its `max_tokens`: the answer wanted more than it was allowed.
+    pub hit_limit: bool,
+}
+
 /// A request attempt as an executor or the coordinator needs it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct WorkRequest {
@@ -106,6 +118,8 @@ pub struct WorkRequest {
     pub prompt_version: String,
     /// What to send.
     pub request_body: RequestBody,
+    /// The most output it may produce, when less than its config's `max_tokens`.
+    pub max_output_tokens: Option<u32>,
 }
 
 #[derive(sqlx::FromRow)]
@@ -122,9 +136,10 @@ pub(crate) struct WorkRow {
     pub(crate) model: Option<String>,
     pub(crate) prompt_version: String,
     pub(crate) request_body: Option<Json<Value>>,
+    pub(crate) max_output_tokens: Option<i64>,
 }
 
-pub(crate) const WORK_COLUMNS: &str = "id, purpose, user_id, segment_id, chunk_index, attempt, lane, config_key, provider, model, prompt_version, request_body";
+pub(crate) const WORK_COLUMNS: &str = "id, purpose, user_id, segment_id, chunk_index, attempt, lane, config_key, provider, model, prompt_version, request_body, max_output_tokens";
 
 /// Token usage and cost of one answered request.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
@@ -218,11 +233,12 @@ impl WriteTx {
         self.execute(sql!(
             "INSERT INTO llm_requests (id, purpose, user_id, segment_id, chunk_index, attempt, lane, config_key,
                                        provider, model, prompt_version, context, request_body, status, created_at,
-                                       subject, parent_request_id, reserved_usd, run_id, subject_entity_id)
+                                       subject, parent_request_id, reserved_usd, run_id, subject_entity_id,
+                                       max_output_tokens)
              VALUES ($1, $2, $3, $4, $5,
                      (SELECT COALESCE(MAX(attempt), 0) + 1 FROM llm_requests
                       WHERE purpose = $2 AND segment_id = $4 AND chunk_index = $5),
-                     $6, $7, $8, $9, $10, $11, $12, 'planned', $13, $14, $15, $16, $17, $18)",
+                     $6, $7, $8, $9, $10, $11, $12, 'planned', $13, $14, $15, $16, $17, $18, $19)",
             request.id,
             request.purpose.as_str(),
             request.user_id,
@@ -240,7 +256,8 @@ impl WriteTx {
             request.parent_request_id,
             request.reserved_usd,
             &request.subject.run,
-            &request.subject.entity_id
+            &request.subject.entity_id,
+            request.max_output_tokens.map(i64::from)
         ))
         .await?;
         Ok(true)
@@ -353,6 +370,29 @@ impl Requests<'_> {
             settled_usd: settled.unwrap_or(0.0),
             reserved_usd: reserved.unwrap_or(0.0),
         })
+    }
+
+    /// The newest `limit` answers of `purpose` from `model` on a provider lane, newest first: what
+    /// the output allowance of the next such request is learned from.
+    pub async fn recent_outputs(self, purpose: Purpose, model: &str, limit: i64) -> Result<Vec<RecentOutput>> {
+        let rows: Vec<(i64, Option<String>)> = self
+            .read_all(sql!(
+                "SELECT output_tokens, stop_reason FROM llm_requests
+                 WHERE purpose = $1 AND model = $2 AND completed_at IS NOT NULL
+                   AND lane <> 'heuristic' AND output_tokens > 0
+                 ORDER BY completed_at DESC LIMIT $3",
+                purpose.as_str(),
+                model,
+                limit
+            ))
+            .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(output_tokens, stop_reason)| RecentOutput {
+                output_tokens: u64::try_from(output_tokens).unwrap_or(0),
+                hit_limit: matches!(stop_reason.as_deref(), Some("max_tokens" | "length")),
+            })
+            .collect())
     }
 
     /// Test convenience: [`Store::claim_requests_of`] over every segment.
@@ -585,10 +625,11 @@ impl Requests<'_> {
                     tx.execute(sql!(
                         "INSERT INTO llm_requests (id, purpose, user_id, segment_id, chunk_index, subject, lane, config_key,
                                                    provider, model, prompt_version, context, request_body, status, attempt,
-                                                   created_at, parent_request_id, reserved_usd, run_id, subject_entity_id)
+                                                   created_at, parent_request_id, reserved_usd, run_id, subject_entity_id,
+                                                   max_output_tokens)
                          SELECT $2, purpose, user_id, segment_id, chunk_index, subject, lane, config_key, provider, model,
                                 prompt_version, context, request_body, 'planned', attempt + 1, $3, parent_request_id,
-                                reserved_usd, run_id, subject_entity_id
+                                reserved_usd, run_id, subject_entity_id, max_output_tokens
                          FROM llm_requests WHERE id = $1",
                         &id,
                         RequestId::new_v7(),
@@ -650,7 +691,9 @@ impl Requests<'_> {
                 .await?;
             let request_lease = self
                 .read_scalar_one(sql!(
-                    "SELECT MIN(claimed_until) FROM llm_requests WHERE status = 'submitted' AND batch_id IS NULL"
+                    // A call in flight, or a request held back after its lane's outage until a probe.
+                    "SELECT MIN(claimed_until) FROM llm_requests
+                     WHERE batch_id IS NULL AND (status = 'submitted' OR (status = 'planned' AND lane <> 'batch'))"
                 ))
                 .await?;
             let waiting: Option<DateTime<Utc>> = self
@@ -731,6 +774,9 @@ impl TryFrom<WorkRow> for WorkRequest {
                 .map(|Json(body)| from_json("llm_requests", body))
                 .transpose()?
                 .unwrap_or_default(),
+            // A stored allowance outside u32 cannot have been written by memsift: read as none,
+            // which sends the config's `max_tokens`.
+            max_output_tokens: row.max_output_tokens.and_then(|tokens| u32::try_from(tokens).ok()),
         })
     }
 }

@@ -223,6 +223,9 @@ pub struct BillingConfig {
     pub daily_budget_usd: BTreeMap<String, f64>,
     /// What happens to a user's work once their tier's daily budget is spent.
     pub over_budget: OverBudget,
+    /// Under a daily budget, the share of recent answers (per purpose and model) whose output a
+    /// request's allowance covers before its headroom.
+    pub output_percentile: f64,
 }
 
 /// The fate of work planned for a user who is over their daily budget.

@@ -76,6 +76,14 @@ impl Config {
                 ));
             }
         }
+        let percentile = self.billing.output_percentile;
+        if !percentile.is_finite() || !(0.5..=1.0).contains(&percentile) {
+            return Err(invalid(
+                "billing.output_percentile",
+                percentile,
+                "use a share from 0.5 to 1.0 (default 0.99)",
+            ));
+        }
         Ok(())
     }
 

@@ -47,13 +47,15 @@ pub(super) async fn execute_lane(
         let system_prompt = request.request_body.system.as_str();
         let user_message = request.request_body.user_message.as_str();
         let turns = parse_turns(user_message);
+        // Sent with the output allowance its budget reservation priced, when it has one.
+        let capped = llm.with_output_cap(request.max_output_tokens);
         let execution = ExecutionRequest {
             request_id: request.id,
             purpose: request.purpose,
             system_prompt,
             user_message,
             turns: &turns,
-            llm: &llm,
+            llm: &capped,
         };
         let lane_key = (lane == Lane::Immediate).then(|| LaneKey::of(Lane::Immediate, &llm));
         if let Some(lane_key) = &lane_key
@@ -119,6 +121,23 @@ pub(super) async fn execute_lane(
                 hold_request(app, request.id, lane_key, &cause).await?;
                 report.n_requests_held += 1;
             }
+            ExecutionOutcome::Failed {
+                class: FaultClass::Outage,
+                error,
+                ..
+            } if lane_key.is_some() => {
+                // The provider is unwell, which says nothing about the request: it waits, unspent,
+                // for the lane's next probe (the outage was counted on the breaker above, which
+                // opens after a few and then pauses the lane or moves its work to another way).
+                let lane_key = lane_key.as_ref().expect("matched Some");
+                let not_before = match app.health.state(lane_key, now) {
+                    BreakerState::Open { until, .. } => until,
+                    _ => now + app.health.policy().cool_down,
+                };
+                let reason = format!("lane {} unwell: {error}; waiting, no attempt spent", lane_key.name());
+                app.store.lanes().hold_request(request.id, &reason, not_before).await?;
+                report.n_requests_held += 1;
+            }
             ExecutionOutcome::Failed { error, class, .. } => {
                 record_failed_attempt(app, &request, &error, class, now, report).await?;
             }
@@ -177,8 +196,8 @@ async fn record_answer(
     Ok(())
 }
 
-/// Records a failed call that did not pause its lane: an outage or a throttle is retried, a
-/// request refused as it is goes dead at once, with its extraction segment.
+/// Records a failed call that did not pause or hold its lane: a throttle is retried as a new
+/// attempt, a request refused as it is goes dead at once, with its extraction segment.
 async fn record_failed_attempt(
     app: &App,
     request: &WorkRequest,

@@ -244,20 +244,25 @@ pub async fn sweep(app: &App) -> anyhow::Result<StepReport> {
     run_once(app).await
 }
 
-/// How long a process counts as live after its last step, for splitting quotas.
+/// How long a process counts as using provider quotas after it last asked for a request.
 const LIVE_WINDOW_SECS: i64 = 120;
 
 /// Records this process as live and takes its share of every provider quota: the quota divided
-/// by the processes that stepped the pipeline on this database in the last two minutes. On SQLite
-/// that is usually one; on PostgreSQL every daemon does the same, so together they stay under it.
+/// between this process and the others that asked the provider for something on this database
+/// in the last two minutes. A process with nothing to send (idle, or only serving reads) records
+/// no demand and takes no part, so it leaves the whole quota to the ones working. On SQLite that
+/// is usually one process; on PostgreSQL each daemon does the same, so together they stay under
+/// the quota, but for a newcomer's first step, which the provider's 429s cover.
 async fn share_quotas(app: &App, now: DateTime<Utc>) -> anyhow::Result<()> {
-    app.store.lanes().heartbeat(&app.worker_id, now).await?;
-    let live = app
+    let wanting = app.limiter.take_demand();
+    app.store.lanes().heartbeat(&app.worker_id, now, wanting).await?;
+    let others = app
         .store
         .lanes()
-        .live_workers(now - Duration::seconds(LIVE_WINDOW_SECS))
+        .other_demanding_workers(&app.worker_id, now - Duration::seconds(LIVE_WINDOW_SECS))
         .await?;
-    app.limiter.set_share(u32::try_from(live).unwrap_or(u32::MAX));
+    app.limiter
+        .set_share(u32::try_from(others.saturating_add(1)).unwrap_or(u32::MAX));
     Ok(())
 }
 

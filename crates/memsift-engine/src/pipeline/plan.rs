@@ -16,7 +16,7 @@ use memsift_store::{ClaimedSegment, NewRequest};
 
 use crate::app::App;
 use crate::app::OVER_BUDGET_KEY;
-use crate::budget::{Pending, estimate_usd, within_budget};
+use crate::budget::{Pending, estimate_usd, output_allowance, within_budget};
 use crate::context::is_environment_fault;
 use crate::timings::{Phase, timed};
 
@@ -121,9 +121,11 @@ pub async fn plan_segment(app: &App, segment: &ClaimedSegment) -> anyhow::Result
         app.store.segments().finish_empty_segment(segment.id, now).await?;
         return Ok(0);
     }
+    let mut allowance = output_allowance(app, Purpose::Extraction, &tier, &route.llm, route.lane).await?;
+    let allowed = route.llm.with_output_cap(allowance);
     let estimates: Vec<f64> = chunks
         .iter()
-        .map(|chunk| estimate_usd(&app.config, &route.llm, route.lane, chunk.n_tokens as u64))
+        .map(|chunk| estimate_usd(&app.config, &allowed, route.lane, chunk.n_tokens as u64))
         .collect();
     let needed: f64 = estimates.iter().sum();
     let mut reserve = true;
@@ -137,6 +139,7 @@ pub async fn plan_segment(app: &App, segment: &ClaimedSegment) -> anyhow::Result
                     llm: ResolvedLlm::offline(OVER_BUDGET_KEY),
                 };
                 reserve = false;
+                allowance = None;
             }
             OverBudget::Defer => {
                 let tomorrow = (now.date_naive() + chrono::Days::new(1))
@@ -196,6 +199,7 @@ pub async fn plan_segment(app: &App, segment: &ClaimedSegment) -> anyhow::Result
                 subject: RequestSubject::default(),
                 parent_request_id: None,
                 reserved_usd: if reserve { *estimate } else { 0.0 },
+                max_output_tokens: allowance,
             }
         })
         .collect();

@@ -16,7 +16,7 @@ use memsift_store::{NewRequest, RunCap, Store};
 
 use crate::app::App;
 use crate::app::OVER_BUDGET_KEY;
-use crate::budget::{Pending, estimate_usd, within_budget};
+use crate::budget::{Pending, estimate_usd, output_allowance, within_budget};
 
 /// One user's share of a stage run.
 pub(super) struct UserRun<'a> {
@@ -79,7 +79,13 @@ pub(super) async fn stage_request_with(
         .tier_of(app.store.users().user_billing_tier(user_id).await?.as_deref());
     let mut route = app.router.route(purpose, &tier, false, app.clock.now())?;
     let input_tokens = (count_tokens(&request.system) + count_tokens(&request.user_message)) as u64;
-    let mut reserved_usd = estimate_usd(&app.config, &route.llm, route.lane, input_tokens);
+    let mut allowance = output_allowance(app, purpose, &tier, &route.llm, route.lane).await?;
+    let mut reserved_usd = estimate_usd(
+        &app.config,
+        &route.llm.with_output_cap(allowance),
+        route.lane,
+        input_tokens,
+    );
     if let Some(over) = within_budget(app, user_id, &tier, route.lane, reserved_usd, pending).await? {
         match app.config.billing.over_budget {
             OverBudget::Heuristic => {
@@ -90,6 +96,7 @@ pub(super) async fn stage_request_with(
                     llm: ResolvedLlm::offline(OVER_BUDGET_KEY),
                 };
                 reserved_usd = 0.0;
+                allowance = None;
             }
             OverBudget::Defer => {
                 tracing::info!(%user_id, %tier, %purpose, "{over}; not planned until the budget allows.");
@@ -121,6 +128,7 @@ pub(super) async fn stage_request_with(
         subject,
         parent_request_id: extra.parent_request_id,
         reserved_usd,
+        max_output_tokens: allowance,
     }))
 }
 

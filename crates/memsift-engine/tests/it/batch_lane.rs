@@ -374,3 +374,38 @@ async fn erasure_deletes_the_ingested_provider_batch_that_held_the_users_text() 
     );
     test.finish().await;
 }
+
+#[tokio::test]
+async fn provider_quotas_are_shared_between_the_processes_that_use_them() {
+    // Before: every process that stepped in the last two minutes took a part, so a second daemon
+    // with nothing to do halved the quota of the one working (24 requests took 7 minutes at 6
+    // rpm). Now a process takes a part only while it asks a provider for something.
+    let test = TestApp::with_batch_sim(TestDb::postgres().await, FaultConfig::default()).await;
+    let second = crate::helpers::app_on(&test.app.store, &test.clock, test.app.config.clone(), "second");
+    run_once(&second).await.unwrap();
+    test.import("ana.jsonl", &line("ana", "c1", 0, "user", "I live in Lisbon.", true))
+        .await
+        .unwrap();
+    let report = run_until_idle(&test.app).await.unwrap();
+    assert_eq!(report.batch.n_batches_created, 1);
+    run_once(&second).await.unwrap();
+    run_once(&test.app).await.unwrap();
+    assert_eq!(test.app.limiter.share(), 1, "the idle process takes no part");
+    assert_eq!(
+        second.limiter.share(),
+        2,
+        "were it to send, it would share with the working one"
+    );
+
+    test.import(
+        "bo.jsonl",
+        &line("bo", "c1", 10, "user", "I have a dog named Rex.", true),
+    )
+    .await
+    .unwrap();
+    let report = run_until_idle(&second).await.unwrap();
+    assert_eq!(report.batch.n_batches_created, 1);
+    run_once(&test.app).await.unwrap();
+    assert_eq!(test.app.limiter.share(), 2, "both have asked within two minutes");
+    test.finish().await;
+}

@@ -341,3 +341,85 @@ async fn a_budget_below_one_reservation_sends_every_segment_of_the_step_to_the_p
     assert_eq!(waiting.len(), FACTS.len());
     test.finish().await;
 }
+
+/// ana's budgeted run after `warm_answers` single-fact segments of other users were answered by
+/// the same model with no budget: her twenty segments, every other one stating all of `FACTS`
+/// at once (an answer five times as long as the others), planned in one step.
+async fn budgeted_after(warm_answers: usize, budget: f64) -> Ledger {
+    let test = TestApp::with_batch_sim(TestDb::sqlite().await, FaultConfig::default()).await;
+    let warm: String = (0..warm_answers)
+        .map(|index| line(&format!("w{index}"), "c", 0, "user", FACTS[index % FACTS.len()], true))
+        .collect();
+    if !warm.is_empty() {
+        test.import("warm.jsonl", &warm).await.unwrap();
+        run_until_idle(&test.app).await.unwrap();
+    }
+    let mut config = test.app.config.clone();
+    config.billing.daily_budget_usd.insert("standard".to_owned(), budget);
+    let app = app_on(&test.app.store, &test.clock, config, "budgeted");
+    let all_facts = FACTS.join(" ");
+    let chat: String = (0..20)
+        .map(|index| {
+            let text = if index % 2 == 0 {
+                FACTS[index / 2 % FACTS.len()]
+            } else {
+                all_facts.as_str()
+            };
+            line("ana", &format!("a{index}"), 100 + index as i64, "user", text, true)
+        })
+        .collect();
+    test.import("ana.jsonl", &chat).await.unwrap();
+    let step = memsift_engine::pipeline::run_once(&app).await.unwrap();
+    assert_eq!(step.n_segments_planned, 20, "one step plans them all");
+    run_until_idle(&app).await.unwrap();
+    let ledger = ledger(&test).await;
+    test.finish().await;
+    ledger
+}
+
+#[tokio::test]
+async fn a_learned_output_allowance_spends_the_budget_without_passing_it() {
+    // Before: every request reserved max_tokens (4096) of output for answers of about a hundred
+    // tokens, so a budget sent one segment in ten to the provider and spent a tenth of it.
+    // After 24 answers of the same purpose and model, each request is allowed (and reserves) the
+    // 99th percentile of their output plus a quarter, and is sent with that as its max_tokens:
+    // an answer that wants more is cut there, so none costs more than it reserved (`ledger`
+    // checks every row), and the budget is filled to within one reservation.
+    let budget = 0.012;
+    let cold = budgeted_after(0, budget).await;
+    let warm = budgeted_after(24, budget).await;
+    for (name, ledger) in [("max_tokens", &cold), ("learned", &warm)] {
+        println!(
+            "{name}: {} of 20 segments on the provider, ${:.6} spent and ${:.6} reserved of ${budget}",
+            ledger.on_batch, ledger.spent_usd, ledger.reserved_usd
+        );
+        assert!(ledger.spent_usd <= budget && ledger.reserved_usd <= budget);
+        assert_eq!(ledger.on_batch + ledger.over_budget_heuristic, 20);
+        assert!(
+            ledger.over_budget_heuristic > 0,
+            "the budget ran out, so the lower bound is tested"
+        );
+        let one_reservation = ledger.reserved_usd / ledger.on_batch as f64;
+        assert!(
+            budget - ledger.reserved_usd < 1.5 * one_reservation,
+            "{name}: the budget is reserved to within about one reservation: ${} of ${budget}",
+            ledger.reserved_usd
+        );
+    }
+    assert!(cold.on_batch >= 1);
+    assert!(
+        warm.on_batch >= 5 * cold.on_batch,
+        "{} vs {}",
+        warm.on_batch,
+        cold.on_batch
+    );
+    assert!(
+        warm.spent_usd >= 0.5 * budget,
+        "learned reservations are close to real cost: ${} spent of ${budget}",
+        warm.spent_usd
+    );
+    assert!(
+        cold.spent_usd < 0.2 * budget,
+        "the old estimate left the budget unspent"
+    );
+}

@@ -50,6 +50,7 @@ async fn stage_request(store: &Store, user_id: memsift_core::UserId, purpose: Pu
         subject: Default::default(),
         parent_request_id: None,
         reserved_usd: 0.0,
+        max_output_tokens: None,
     };
     store
         .stages()

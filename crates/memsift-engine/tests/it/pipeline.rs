@@ -509,6 +509,7 @@ mod apply_isolation {
             subject: Default::default(),
             parent_request_id: None,
             reserved_usd: 0.0,
+            max_output_tokens: None,
         };
         store
             .requests()

@@ -110,6 +110,7 @@ pub(crate) fn request(segment_id: SegmentId, user_id: UserId, chunk_index: i64) 
         subject: Default::default(),
         parent_request_id: None,
         reserved_usd: 0.0,
+        max_output_tokens: None,
     }
 }
 

@@ -147,23 +147,24 @@ pub async fn lane_health_keeps_the_last_state_of_each_lane_and_the_live_processe
     );
     assert_eq!((rows[0].reason.as_deref(), rows[0].next_probe_at), (None, None));
 
-    store.lanes().heartbeat("w1", t0()).await.unwrap();
-    store
-        .lanes()
-        .heartbeat("w2", t0() + Duration::minutes(3))
-        .await
-        .unwrap();
-    store
-        .lanes()
-        .heartbeat("w1", t0() + Duration::minutes(4))
-        .await
-        .unwrap();
-    assert_eq!(
-        store.lanes().live_workers(t0() + Duration::minutes(3)).await.unwrap(),
-        2
-    );
-    assert_eq!(
-        store.lanes().live_workers(t0() + Duration::minutes(4)).await.unwrap(),
-        1
-    );
+    // Quotas are shared by demand: w1 asked a provider for something at t0 and again at 4 min,
+    // w2 only ran (a daemon with nothing to send) at 3 min, then asked at 5 min.
+    let lanes = store.lanes();
+    lanes.heartbeat("w1", t0(), true).await.unwrap();
+    lanes.heartbeat("w2", t0() + Duration::minutes(3), false).await.unwrap();
+    lanes.heartbeat("w1", t0() + Duration::minutes(4), true).await.unwrap();
+    let others = async |worker: &str, since_minutes: i64| {
+        lanes
+            .other_demanding_workers(worker, t0() + Duration::minutes(since_minutes))
+            .await
+            .unwrap()
+    };
+    assert_eq!(others("w2", 0).await, 1, "w1 wants a share");
+    assert_eq!(others("w1", 0).await, 0, "an idle process takes no part");
+    lanes.heartbeat("w2", t0() + Duration::minutes(5), true).await.unwrap();
+    // A beat without demand keeps the last time the process wanted a share.
+    lanes.heartbeat("w2", t0() + Duration::minutes(6), false).await.unwrap();
+    assert_eq!(others("w1", 5).await, 1);
+    assert_eq!(others("w2", 5).await, 0, "w1 last asked at 4 min");
+    assert_eq!(others("w1", 6).await, 0);
 }

@@ -342,6 +342,85 @@ async fn a_revoked_key_on_the_immediate_lane_holds_requests_unspent_until_a_prob
 }
 
 #[tokio::test]
+async fn provider_outages_on_the_immediate_lane_spend_no_attempt_whatever_their_status() {
+    // Before: every 5xx of an immediate call spent an attempt, so three in a row killed a segment
+    // before the breaker (five outages) opened. Now the request waits for the lane's next probe,
+    // unspent; with no other way, the run stops with the paused lane's line, and once the
+    // provider answers everything is extracted on its first attempt.
+    for (name, fault) in [("500", "server_error"), ("529", "overloaded")] {
+        let burst = HttpFault {
+            share: 1.0,
+            endpoints: vec!["messages".to_owned()],
+            ..HttpFault::default()
+        };
+        let faults = match fault {
+            "server_error" => FaultConfig {
+                server_error: Some(burst),
+                ..FaultConfig::default()
+            },
+            _ => FaultConfig {
+                overloaded: Some(burst),
+                ..FaultConfig::default()
+            },
+        };
+        let test = sim_app(faults, |sim, key_file| {
+            config(
+                key_file,
+                "cool_down_secs = 60",
+                &section(
+                    "extraction_standard",
+                    "anthropic",
+                    &sim.base_url,
+                    "claude-haiku-4-5",
+                    "immediate",
+                    "",
+                ),
+            )
+        })
+        .await;
+        test.import("chat.jsonl", &conversations("")).await.unwrap();
+        // The client's own retries of each failing call wait on a virtual clock, not for seconds.
+        let app = crate::helpers::with_virtual_retries(&test.app);
+        let error = format!("{:#}", run_until_idle(&app).await.unwrap_err());
+        assert!(
+            error.contains("lane immediate anthropic/claude-haiku-4-5")
+                && error.contains("is paused by an outage and its route has no other way"),
+            "{name}: {error}"
+        );
+        assert!(statuses(&test).await.iter().all(|status| status != "dead"), "{name}");
+        let requests = test.app.store.listing().list_requests(None, None, None).await.unwrap();
+        assert!(
+            requests.iter().all(|request| request.attempt == 1),
+            "{name}: {requests:?}"
+        );
+        // The provider answers again (a healthy simulator at a new address stands in for it).
+        let healthy = memsift_sim::Sim::start(
+            SimConfig::from_cli("heuristic", None)
+                .unwrap()
+                .with_api_key("test-key")
+                .with_clock(std::sync::Arc::new(test.clock.clone())),
+        )
+        .await
+        .unwrap();
+        let mut config = test.app.config.clone();
+        if let Some(section) = config.llm.get_mut("extraction_standard") {
+            section.endpoint = Some(healthy.base_url.clone());
+        }
+        let recovered = crate::helpers::app_on(&test.app.store, &test.clock, config, "recovered");
+        test.advance(Duration::minutes(30));
+        run_until_idle(&recovered).await.unwrap();
+        assert_eq!(statuses(&test).await, vec!["extracted"; 3], "{name}");
+        let requests = test.app.store.listing().list_requests(None, None, None).await.unwrap();
+        assert!(
+            requests.iter().all(|request| request.attempt == 1),
+            "{name}: {requests:?}"
+        );
+        healthy.shutdown().await.unwrap();
+        test.finish().await;
+    }
+}
+
+#[tokio::test]
 async fn a_batch_whose_every_request_names_an_unknown_model_is_a_setting_fault_not_three_attempts() {
     let faults = FaultConfig {
         unknown_models: vec!["claude-haiku-4-5".to_owned()],

@@ -55,6 +55,7 @@ async fn answered(
         subject: serde_json::from_value(subject).unwrap(),
         parent_request_id: None,
         reserved_usd: 0.0,
+        max_output_tokens: None,
     };
     store
         .stages()

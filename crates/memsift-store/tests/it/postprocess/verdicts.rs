@@ -33,6 +33,7 @@ pub async fn a_failed_stage_request_gets_one_successor_per_attempt(store: &Store
         subject: serde_json::from_value(json!({ "run": "r2", "cap": 1, "memory_id": memory.to_string() })).unwrap(),
         parent_request_id: None,
         reserved_usd: 0.0,
+        max_output_tokens: None,
     };
     store
         .stages()
