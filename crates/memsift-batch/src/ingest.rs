@@ -8,10 +8,15 @@
 //! back-off, and after [`MAX_DOWNLOADS`] tries the requests still without an answer are re-planned
 //! without spending an attempt. Results the provider answers 404 for past a grace are given up the
 //! same way.
+//!
+//! A step reads results for at most [`DOWNLOAD_SLICE`] in all; a download that is not done by then
+//! stays open, its batch's claim renewed, and the next step reads on from where it stopped, so a
+//! large, slow or endless body is read beside the rest of the pipeline's work, never in front of
+//! it. A download still open when its claim would have lapsed is a fault of the batch.
 
 use std::collections::{HashMap, HashSet};
 
-use chrono::Duration;
+use chrono::{DateTime, Duration, Utc};
 use futures_util::StreamExt;
 use memsift_core::BatchId;
 use memsift_core::status::RequestStatus;
@@ -22,6 +27,31 @@ use crate::{BatchCoordinator, BatchProvider, CoordinatorError, CoordinatorReport
 
 /// Downloads of one batch's results that may fail before its unanswered requests are re-planned.
 pub const MAX_DOWNLOADS: i64 = 3;
+
+/// How long one step reads results, all downloads together, before it goes on with the rest of
+/// its work; what is left is read by the next step.
+pub const DOWNLOAD_SLICE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// A results download kept open between steps.
+pub(crate) struct OpenDownload {
+    batch: BatchRow,
+    requests: HashMap<String, WorkRequest>,
+    lines: crate::ResultStream,
+    pass: Pass,
+    seen: HashSet<String>,
+    /// When it was opened, on the coordinator's clock: it must end within one claim lease.
+    opened_at: DateTime<Utc>,
+}
+
+/// Where a step's share of reading left a download.
+enum Reading {
+    /// The body ended (or broke): judge it.
+    Ended,
+    /// The slice is used up: read on next step.
+    Open,
+    /// The store failed mid-way: stop here, resume after the claim lease.
+    StoreBroken,
+}
 
 /// What one pass over a results body found.
 #[derive(Default)]
@@ -37,12 +67,14 @@ struct Pass {
     first_refusal: Option<String>,
     /// Why the body cannot be final (unreadable, too long, stalled).
     fault: Option<String>,
-    /// The store failed mid-way: stop here, resume after the claim lease.
-    store_broken: bool,
 }
 
 impl BatchCoordinator {
+    /// Reads every open download and every newly ended batch's results for this step's slice,
+    /// finishing those whose body ends and keeping the others open.
     pub(crate) async fn ingest(&self, report: &mut CoordinatorReport) -> Result<(), CoordinatorError> {
+        let deadline = tokio::time::Instant::now() + DOWNLOAD_SLICE;
+        let mut open = std::mem::take(&mut *self.lock_downloads());
         let now = self.clock.now();
         for batch in self
             .store
@@ -50,29 +82,62 @@ impl BatchCoordinator {
             .claim_batches_to_ingest(&self.worker_id, now, self.settings.claim_lease, 10)
             .await?
         {
-            let batch_id = batch.id.clone();
-            match self.ingest_batch(&batch, report).await {
-                Ok(()) => {}
-                // One batch's trouble stays with it: its claim lapses and a later step resumes it,
-                // while the other batches of this step are ingested.
-                Err(CoordinatorError::Store(error)) => {
-                    report.n_batch_errors += 1;
-                    tracing::warn!(batch_id, error = %error, "Ingesting a batch failed; it is taken up again after its claim lease.");
-                }
+            // Our own download whose claim lapsed and was taken again: it reads on.
+            if open.iter().any(|download| download.batch.id == batch.id) {
+                continue;
+            }
+            match self.open_download(&batch, report).await {
+                Ok(Some(download)) => open.push(download),
+                Ok(None) => {}
+                Err(CoordinatorError::Store(error)) => store_trouble(&batch.id, &error, report),
                 Err(error) => return Err(error),
             }
         }
+        let mut still_open = Vec::new();
+        for mut download in open {
+            let batch_id = download.batch.id.clone();
+            match self.read_slice(&mut download, deadline, report).await {
+                Ok(true) => still_open.push(download),
+                Ok(false) => {}
+                Err(CoordinatorError::Store(error)) => store_trouble(&batch_id, &error, report),
+                Err(error) => {
+                    *self.lock_downloads() = still_open;
+                    return Err(error);
+                }
+            }
+        }
+        *self.lock_downloads() = still_open;
         Ok(())
     }
 
-    /// Downloads one ended batch's results and records each line on its request.
-    async fn ingest_batch(&self, batch: &BatchRow, report: &mut CoordinatorReport) -> Result<(), CoordinatorError> {
+    /// Results downloads left open by the last step: a run is not idle while one is.
+    pub fn downloads_in_flight(&self) -> usize {
+        self.lock_downloads().len()
+    }
+
+    /// Closes every open download; what was read is recorded up to the batch's cursor, and the
+    /// batch is read again once its claim lapses.
+    pub fn close_downloads(&self) {
+        self.lock_downloads().clear();
+    }
+
+    fn lock_downloads(&self) -> std::sync::MutexGuard<'_, Vec<OpenDownload>> {
+        self.downloads.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Opens one ended batch's results; `None` when there is nothing to read (no provider for it
+    /// any more, or the download failed and was recorded as the batch's fault).
+    async fn open_download(
+        &self,
+        batch: &BatchRow,
+        report: &mut CoordinatorReport,
+    ) -> Result<Option<OpenDownload>, CoordinatorError> {
         let batch_id = parse_batch_id(&batch.id)?;
         let (Some(provider), Some(provider_batch_id)) = (
             self.providers.get(&batch.config_key),
             batch.provider_batch_id.as_deref(),
         ) else {
-            return Ok(());
+            return Ok(None);
         };
         let requests: HashMap<String, WorkRequest> = self
             .store
@@ -82,28 +147,86 @@ impl BatchCoordinator {
             .into_iter()
             .map(|request| (request.id.to_string(), request))
             .collect();
-        let opened = provider.results(provider_batch_id).await;
-        let lines = match opened {
-            Ok(lines) => lines,
+        match provider.results(provider_batch_id).await {
+            Ok(lines) => Ok(Some(OpenDownload {
+                batch: batch.clone(),
+                requests,
+                lines,
+                pass: Pass::default(),
+                seen: HashSet::new(),
+                opened_at: self.clock.now(),
+            })),
             Err(fault) if matches!(fault.error, LlmError::NotFound { .. }) => {
-                return self.results_missing(batch, &fault, report).await;
+                self.results_missing(batch, &fault, report).await?;
+                Ok(None)
             }
             Err(fault) => {
                 self.record(provider.as_ref(), Err(&fault));
                 let reason = format!("the results could not be downloaded: {fault}");
-                return self.download_failed(batch, &reason, report).await;
+                self.download_failed(batch, &reason, report).await?;
+                Ok(None)
             }
-        };
-        let pass = self.record_lines(batch, &requests, lines, report).await?;
-        if pass.store_broken {
-            return Ok(());
         }
+    }
+
+    /// Reads one download until its body ends or `deadline`; `true` when it stays open.
+    async fn read_slice(
+        &self,
+        download: &mut OpenDownload,
+        deadline: tokio::time::Instant,
+        report: &mut CoordinatorReport,
+    ) -> Result<bool, CoordinatorError> {
+        let batch_id = parse_batch_id(&download.batch.id)?;
+        match self.record_lines(download, deadline, report).await? {
+            Reading::StoreBroken => Ok(false),
+            Reading::Ended => {
+                self.finish_download(download, report).await?;
+                Ok(false)
+            }
+            Reading::Open => {
+                self.store
+                    .batches()
+                    .advance_ingest_cursor(batch_id, download.pass.n_own)
+                    .await?;
+                let now = self.clock.now();
+                let lease = self.settings.claim_lease;
+                if now - download.opened_at >= lease {
+                    let reason = format!(
+                        "the results were still downloading after {} s, the claim lease, with {} lines read",
+                        lease.num_seconds(),
+                        download.pass.n_own
+                    );
+                    self.download_failed(&download.batch, &reason, report).await?;
+                    return Ok(false);
+                }
+                // Still ours to read; another worker that took it after a lapse reads it instead.
+                let ours = self
+                    .store
+                    .batches()
+                    .renew_ingest_claim(batch_id, &self.worker_id, now + lease)
+                    .await?;
+                Ok(ours)
+            }
+        }
+    }
+
+    /// Judges a body that ended: final, or the batch's fault to download again.
+    async fn finish_download(
+        &self,
+        download: &OpenDownload,
+        report: &mut CoordinatorReport,
+    ) -> Result<(), CoordinatorError> {
+        let OpenDownload { batch, pass, .. } = download;
+        let batch_id = parse_batch_id(&batch.id)?;
+        let Some(provider) = self.providers.get(&batch.config_key) else {
+            return Ok(());
+        };
         self.store.batches().advance_ingest_cursor(batch_id, pass.n_own).await?;
         if pass.n_foreign > 0 {
             // One line for the lot: a proxy that mixes files can send thousands.
             tracing::warn!(%batch_id, n_foreign = pass.n_foreign, "Result lines named requests that are not in this batch; ignored.");
         }
-        if let Some(problem) = final_problem(batch, &pass) {
+        if let Some(problem) = final_problem(batch, pass) {
             return self.download_failed(batch, &problem, report).await;
         }
         let n_missing = self.store.batches().finish_ingest(batch_id, self.clock.now()).await?;
@@ -113,30 +236,48 @@ impl BatchCoordinator {
         report.n_batches_ingested += 1;
         self.delete_if_erased(provider.as_ref(), batch, report).await?;
         let every_line_refused = pass.n_refused as i64 == pass.n_own && pass.n_own == batch.n_requests;
-        if let Some(refusal) = pass.first_refusal.filter(|_| every_line_refused) {
+        if let Some(refusal) = pass.first_refusal.clone().filter(|_| every_line_refused) {
             self.hold_refused_batch(provider.as_ref(), batch_id, &refusal, report)
                 .await?;
         }
         Ok(())
     }
 
-    /// Reads the body, recording each line of this batch's requests past the cursor once.
+    /// Reads the body until it ends or `deadline`, recording each line of this batch's requests
+    /// past the cursor once.
     async fn record_lines(
         &self,
-        batch: &BatchRow,
-        requests: &HashMap<String, WorkRequest>,
-        mut lines: crate::ResultStream,
+        download: &mut OpenDownload,
+        deadline: tokio::time::Instant,
         report: &mut CoordinatorReport,
-    ) -> Result<Pass, CoordinatorError> {
+    ) -> Result<Reading, CoordinatorError> {
+        let OpenDownload {
+            batch,
+            requests,
+            lines,
+            pass,
+            seen,
+            ..
+        } = download;
         let batch_id = parse_batch_id(&batch.id)?;
         // An earlier pass that stopped (a crash, a lost database, a broken download) recorded
         // every line of this batch's requests up to the cursor; the provider serves the same
         // file again, and those lines are not recorded twice (they still count towards the
         // totals and towards telling a refused batch).
         let resume_after = batch.ingest_cursor.max(0);
-        let mut pass = Pass::default();
-        let mut seen = HashSet::new();
-        while let Some(line) = lines.next().await {
+        let mut read_any = false;
+        loop {
+            // Past the deadline, a download still reads one line that is ready, so one that an
+            // earlier download's share left no time for moves every step all the same.
+            if read_any && tokio::time::Instant::now() >= deadline {
+                return Ok(Reading::Open);
+            }
+            read_any = true;
+            let line = match tokio::time::timeout_at(deadline, lines.next()).await {
+                Err(_) => return Ok(Reading::Open),
+                Ok(None) => return Ok(Reading::Ended),
+                Ok(Some(line)) => line,
+            };
             let line = match line {
                 Ok(line) => line,
                 Err(fault) => {
@@ -144,7 +285,7 @@ impl BatchCoordinator {
                         "the results are not the provider's format after {} lines: {fault}",
                         pass.n_own
                     ));
-                    break;
+                    return Ok(Reading::Ended);
                 }
             };
             let (custom_id, answered) = match &line {
@@ -199,8 +340,7 @@ impl BatchCoordinator {
                 // later step resumes from the cursor.
                 Err(error) if error.is_transient() => {
                     tracing::warn!(%batch_id, cursor = pass.n_own, error = %error, "Recording a result failed; ingest resumes later.");
-                    pass.store_broken = true;
-                    break;
+                    return Ok(Reading::StoreBroken);
                 }
                 // This line cannot be stored: record why on its request and go on with the
                 // rest. The request is re-planned like any failed attempt.
@@ -223,7 +363,6 @@ impl BatchCoordinator {
                 self.store.batches().advance_ingest_cursor(batch_id, pass.n_own).await?;
             }
         }
-        Ok(pass)
     }
 
     /// A download that cannot be final: counted against the batch and tried again after a
@@ -360,4 +499,11 @@ fn final_problem(batch: &BatchRow, pass: &Pass) -> Option<String> {
             pass.n_own
         )
     })
+}
+
+/// One batch's trouble with the store stays with it: its claim lapses and a later step resumes
+/// it, while the other batches of this step are ingested.
+fn store_trouble(batch_id: &str, error: &memsift_store::StoreError, report: &mut CoordinatorReport) {
+    report.n_batch_errors += 1;
+    tracing::warn!(batch_id, error = %error, "Ingesting a batch failed; it is taken up again after its claim lease.");
 }

@@ -9,7 +9,9 @@
 //!    requests are re-planned under the same ids;
 //! 3. **poll**: a snooze with a growing, jittered `next_poll_at`, never an attempt (invariant 6);
 //! 4. **ingest**: results are downloaded once per batch and recorded on each request by
-//!    `custom_id`, with a cursor on the batch row (invariant 4). Applying the recorded answers is
+//!    `custom_id`, with a cursor on the batch row (invariant 4); a step reads for at most
+//!    [`DOWNLOAD_SLICE`] and leaves a longer download open for the next, so a slow or endless
+//!    body never holds the other lanes and users behind it. Applying the recorded answers is
 //!    the pipeline's one apply path, which drains every `succeeded` request whichever lane
 //!    answered it; the coordinator never writes memories.
 //!
@@ -18,8 +20,9 @@
 //! cursor), never the other batches of the step.
 //!
 //! **Architecture invariant:** the coordinator holds no transaction across a provider call and
-//! keeps no state in memory that the database does not also hold; a crash anywhere leaves rows
-//! that the next step (in this process or another) resumes from.
+//! keeps no state in memory that the database does not also hold (an open download is a
+//! connection, read from the batch's cursor on); a crash anywhere leaves rows that the next step
+//! (in this process or another) resumes from.
 
 #![deny(missing_docs)]
 
@@ -47,7 +50,7 @@ mod ingest;
 mod poll;
 mod providers;
 
-pub use ingest::MAX_DOWNLOADS;
+pub use ingest::{DOWNLOAD_SLICE, MAX_DOWNLOADS};
 
 /// Timing and size settings.
 #[derive(Clone, Debug)]
@@ -143,7 +146,9 @@ pub enum ResultLine {
 }
 
 /// A provider-neutral stream of result lines.
-pub type ResultStream = std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<ResultLine, ProviderFault>>>>;
+///
+/// `Send`, unlike the provider futures: an open download is kept in the coordinator between steps.
+pub type ResultStream = std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<ResultLine, ProviderFault>> + Send>>;
 
 /// One provider's batch API, bound to one `{purpose}_{tier}` config.
 ///
@@ -254,6 +259,8 @@ pub struct BatchCoordinator {
     providers: BTreeMap<String, Arc<dyn BatchProvider>>,
     /// Every lane's breaker: fed by every call made here, read before every create.
     health: Arc<HealthBoard>,
+    /// Results downloads still open after a step's share of reading, resumed by the next step.
+    downloads: std::sync::Mutex<Vec<ingest::OpenDownload>>,
 }
 
 impl BatchCoordinator {
@@ -266,6 +273,7 @@ impl BatchCoordinator {
             settings,
             providers: BTreeMap::new(),
             health: Arc::new(HealthBoard::default()),
+            downloads: std::sync::Mutex::new(Vec::new()),
         }
     }
 

@@ -198,6 +198,10 @@ impl TestApp {
     }
 
     pub async fn finish(self) {
+        // An open results download holds a connection the simulator's shutdown would wait for.
+        if let Some(coordinator) = &self.app.coordinator {
+            coordinator.close_downloads();
+        }
         if let Some(sim) = self.sim {
             sim.shutdown().await.unwrap();
         }

@@ -457,6 +457,23 @@ impl Batches<'_> {
             .await
     }
 
+    /// Extends `worker`'s claim on a batch whose results it is still reading; `false` when the
+    /// claim is no longer its own (another worker took the batch after the claim lapsed).
+    pub async fn renew_ingest_claim(self, batch_id: BatchId, worker: &str, until: DateTime<Utc>) -> Result<bool> {
+        let renewed = self
+            .write(async |tx| {
+                tx.execute(sql!(
+                    "UPDATE batches SET claimed_until = $3 WHERE id = $1 AND claimed_by = $2 AND status = 'ended'",
+                    batch_id,
+                    worker,
+                    until
+                ))
+                .await
+            })
+            .await?;
+        Ok(renewed == 1)
+    }
+
     /// Records ingestion progress: result lines fanned out so far.
     pub async fn advance_ingest_cursor(self, batch_id: BatchId, cursor: i64) -> Result<()> {
         self.write(async |tx| {

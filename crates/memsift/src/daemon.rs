@@ -191,12 +191,17 @@ pub struct PipelineRunner;
 impl JobRunner for PipelineRunner {
     async fn run(&self, app: &App, job: JobName) -> anyhow::Result<()> {
         match job {
-            JobName::RunPipeline => {
+            JobName::RunPipeline => loop {
                 let report = pipeline::run_once(app).await?;
                 if report.progressed() {
                     tracing::info!(report = %serde_json::to_string(&report)?, "Pipeline step moved work.");
                 }
-            }
+                // A results download still open reads on at once rather than at the next tick,
+                // step by step, so every lane keeps moving beside it.
+                if !(report.progressed() && pipeline::downloads_in_flight(app)) {
+                    break;
+                }
+            },
             JobName::CloseIdleSegments => {
                 let n_closed = app
                     .store

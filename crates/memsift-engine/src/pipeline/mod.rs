@@ -278,7 +278,9 @@ pub async fn run_until_idle(app: &App) -> anyhow::Result<StepReport> {
         let step_started = app.clock.now();
         let step = run_once(app).await?;
         total.add(&step);
-        if step.progressed() {
+        // A results download left open reads on in the next step; each step waits for its bytes
+        // at most the coordinator's slice, so this is no busy loop.
+        if step.progressed() || downloads_in_flight(app) {
             continue;
         }
         crate::health::stop_if_paused(app).await?;
@@ -310,6 +312,13 @@ pub async fn run_until_idle(app: &App) -> anyhow::Result<StepReport> {
     }
 }
 
+/// Whether the batch coordinator holds a results download open for its next step.
+pub fn downloads_in_flight(app: &App) -> bool {
+    app.coordinator
+        .as_ref()
+        .is_some_and(|coordinator| coordinator.downloads_in_flight() > 0)
+}
+
 /// Extracts one segment (`memsift extract --segment`) and nothing else: claims it (closing it first
 /// if it is open; a `failed` or `dead` one gets another attempt), plans it, then runs only its
 /// requests and answers, step by step, until it is extracted, failed or dead, or nothing moves.
@@ -331,7 +340,7 @@ pub async fn run_segment_until_done(app: &App, segment_id: SegmentId) -> anyhow:
         execute_and_drain(app, Some(segment_id), &mut step).await?;
         replan_failed(app, Some(segment_id), &mut step).await?;
         total.add(&step);
-        if step.progressed() {
+        if step.progressed() || downloads_in_flight(app) {
             continue;
         }
         let status = app.store.segments().segment_status(segment_id).await?;

@@ -247,3 +247,75 @@ async fn purged_results_and_a_batch_past_its_expiry_end_and_run_until_idle_retur
         test.finish().await;
     }
 }
+
+/// The status of `user`'s one segment.
+async fn status_of(test: &TestApp, user: &str) -> String {
+    let segments = test
+        .app
+        .store
+        .listing()
+        .list_segments(Some(user), None, None)
+        .await
+        .unwrap();
+    segments[0].status.clone()
+}
+
+#[tokio::test]
+async fn a_results_download_that_never_ends_is_read_beside_the_other_users_work() {
+    // Before: a step read a download to its end, so one body that stalls held every lane and
+    // user behind it for the idle limit (here an hour). Now a step reads for a slice and leaves
+    // the download open: bo's batch is created, polled, downloaded and applied while ana's is
+    // still being read.
+    let faults = FaultConfig {
+        results_fault: Some(ResultsFault {
+            kind: ResultsFaultKind::Stall,
+            first: 1,
+        }),
+        ..FaultConfig::default()
+    };
+    let sim_config = SimConfig::from_cli("heuristic", None).unwrap().with_faults(faults);
+    let test = TestApp::on_sim(TestDb::sqlite().await, sim_config, |sim, key_file| {
+        let mut config = batch_config(&sim.base_url, key_file);
+        config.batch.download_idle_secs = 3600;
+        config
+    })
+    .await;
+    let in_flight = |test: &TestApp| memsift_engine::pipeline::downloads_in_flight(&test.app);
+    test.import("ana.jsonl", &line("ana", "c1", 0, "user", "I live in Lisbon.", true))
+        .await
+        .unwrap();
+    for _ in 0..10 {
+        run_once(&test.app).await.unwrap();
+        if in_flight(&test) {
+            break;
+        }
+        test.advance(Duration::seconds(60));
+    }
+    assert!(in_flight(&test), "ana's results are being read");
+    test.import(
+        "bo.jsonl",
+        &line("bo", "c2", 10, "user", "I have a dog named Rex.", true),
+    )
+    .await
+    .unwrap();
+    for _ in 0..10 {
+        run_once(&test.app).await.unwrap();
+        if status_of(&test, "bo").await == "extracted" {
+            break;
+        }
+        test.advance(Duration::seconds(60));
+    }
+    assert_eq!(
+        status_of(&test, "bo").await,
+        "extracted",
+        "bo's work went on beside the download"
+    );
+    assert_eq!(status_of(&test, "ana").await, "extracting");
+    assert!(in_flight(&test), "ana's download is still open, read a slice per step");
+    assert_eq!(
+        test.sim().counters().result_downloads,
+        2,
+        "one download each, none started again"
+    );
+    test.finish().await;
+}
