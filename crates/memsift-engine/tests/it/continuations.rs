@@ -260,11 +260,11 @@ async fn memories_with_cuts(cut_share: f64, max_continuations: u32) -> (i64, i64
     counts
 }
 
-/// The figure in BENCHMARKS.md: `cargo test -p memsift-engine --features testing --test it
-/// continuations::figure -- --ignored --nocapture` (with `MEMSIFT_LOCOMO=PATH` for a real file).
+/// Also the figure in BENCHMARKS.md: `MEMSIFT_LOCOMO=PATH cargo test -p memsift-engine --features
+/// testing --test it continuations::cut_answers -- --nocapture` prints the memories each fault share
+/// and bound stores.
 #[tokio::test]
-#[ignore = "a measurement, not a check: prints memories stored with and without continuations"]
-async fn figure_memories_lost_to_answers_cut_with_end_turn() {
+async fn cut_answers_lose_nothing_the_uncut_run_stores() {
     let (baseline, baseline_requests) = memories_with_cuts(0.0, 0).await;
     println!("no cuts: {baseline} memories, {baseline_requests} requests");
     for share in [0.1, 0.3] {
@@ -276,11 +276,6 @@ async fn figure_memories_lost_to_answers_cut_with_end_turn() {
             );
         }
     }
-}
-
-#[tokio::test]
-async fn cut_answers_lose_nothing_the_uncut_run_stores() {
-    let (baseline, _) = memories_with_cuts(0.0, 0).await;
     // Every answer cut in half: without continuations each loses its second half.
     let (before, _) = memories_with_cuts(1.0, 0).await;
     // Half the answers cut, continuations included: a chunk is lost only after 21 cuts in a row.
