@@ -25,7 +25,7 @@ pub enum DropReason {
     DuplicateInResponse,
     /// Same normalised text as an active memory of the user.
     DuplicateOfExisting,
-    /// The last item of a response cut off by `max_tokens` or by the end of the text.
+    /// The element a response's text ended inside (its JSON cut off, whatever the stop reason).
     Truncated,
     /// Fuzzy ratio ≥ the processor's fuzzy threshold with an earlier item of this response.
     NearDuplicateInResponse,

@@ -96,6 +96,14 @@ pub struct RequestContext {
     /// Consolidation review: why the proposal was made.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub proposal_reasoning: Option<String>,
+    /// Extraction: how many cut answers of its chunk came before this request, each continued by
+    /// the next (0: the chunk's first request). Bounds the continuations of a chunk.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub continuation: u32,
+}
+
+fn is_zero(value: &u32) -> bool {
+    *value == 0
 }
 
 #[cfg(test)]

@@ -154,6 +154,7 @@ impl App {
             store: self.store.clone(),
             clock: Arc::clone(&self.clock),
             vectors: Arc::clone(&self.vectors),
+            continuations: Some(Arc::new(self.clone())),
         }
     }
 

@@ -6,6 +6,10 @@
 //! an earlier item), then one store transaction. Post-processing answers go to the stage that
 //! planned them. Nothing here decides when to apply: the pipeline's drain does.
 //!
+//! An extraction answer whose JSON was cut off, whatever its stop reason, keeps every element
+//! that closed, and its write also plans the continuation that asks for the rest of its chunk
+//! ([`crate::context::ContinuationPlanner`]), in the same transaction.
+//!
 //! Embedding is most of an apply's time, and a forward pass over many texts costs much less per
 //! text than one per answer, so the drain calls [`embed_ahead`] on each page of answers first:
 //! one embedding call for every item that could survive, whose vectors the applies then find in
@@ -18,12 +22,12 @@ use anyhow::Context;
 use memsift_core::status::{Purpose, RequestStatus};
 use memsift_core::{MemoryId, RequestId, UserId};
 use memsift_processor::{ProcessInput, ProcessOutput, StopReason, VECTOR_DUPLICATE_THRESHOLD, process};
-use memsift_store::{ApplyInput, ApplyOutcome, ItemEmbeddings, StoredOutput};
+use memsift_store::{ApplyInput, ApplyOutcome, ContinuationPlan, ItemEmbeddings, StoredOutput};
 use serde::Serialize;
 
 use crate::timings::{Phase, timed};
 
-use crate::context::{Applied, ApplyContext};
+use crate::context::{Applied, ApplyContext, CutAnswer};
 
 /// Nearest stored memories compared per item in the vector stage; only the best one decides.
 const VECTOR_NEIGHBOURS: usize = 5;
@@ -46,7 +50,9 @@ pub async fn apply_stored_output(ctx: &ApplyContext, stored: StoredOutput) -> an
     if stored.purpose != Purpose::Extraction {
         return crate::stages::apply_stage_answer(ctx, stored).await;
     }
-    let prepared = prepare_output(ctx, stored, false).await?;
+    let mut prepared = prepare_output(ctx, stored, false).await?;
+    prepared.continuation = plan_rest_of_chunk(ctx, &prepared).await?;
+    note_continuation_on_cut_drops(&mut prepared);
     let n_dropped = prepared.output.dropped.len() as u64;
     let mut applied = Applied {
         n_items_dropped: n_dropped,
@@ -76,6 +82,52 @@ struct PreparedOutput {
     stored: memsift_store::StoredOutput,
     output: ProcessOutput,
     embeddings: Option<ItemEmbeddings>,
+    /// The id each item is written under, chosen before the write so a continuation can name it.
+    item_ids: Vec<MemoryId>,
+    /// What becomes of the rest of the chunk when the answer was cut off.
+    continuation: ContinuationPlan,
+}
+
+/// For an answer whose JSON was cut off (whatever the stop reason) and is still to be applied:
+/// the continuation that asks for the rest of its chunk, or why there is none.
+async fn plan_rest_of_chunk(ctx: &ApplyContext, prepared: &PreparedOutput) -> anyhow::Result<ContinuationPlan> {
+    let stored = &prepared.stored;
+    if !prepared.output.cut_off || stored.status != RequestStatus::Succeeded {
+        return Ok(ContinuationPlan::Complete);
+    }
+    tracing::info!(
+        request_id = %stored.request_id,
+        stop_reason = stored.stop_reason.as_deref().unwrap_or("none"),
+        n_salvaged = prepared.output.items.len(),
+        "The answer's JSON was cut off; its closed items are kept and the rest of its chunk is asked for again."
+    );
+    let Some(planner) = &ctx.continuations else {
+        return Ok(ContinuationPlan::NotContinued(
+            "the answer was cut off; nothing here plans continuations, so the rest of its chunk is not extracted"
+                .to_owned(),
+        ));
+    };
+    let cut = CutAnswer {
+        stored,
+        output: &prepared.output,
+        item_ids: &prepared.item_ids,
+    };
+    planner.plan_continuation(cut).await
+}
+
+/// Says on the dropped partial element where the rest of its chunk went, for `memsift show`.
+fn note_continuation_on_cut_drops(prepared: &mut PreparedOutput) {
+    let note = match &prepared.continuation {
+        ContinuationPlan::Complete => return,
+        ContinuationPlan::Continue(request) => format!("the rest of the chunk goes to request {}", request.id),
+        ContinuationPlan::NotContinued(reason) => reason.clone(),
+    };
+    for drop in &mut prepared.output.dropped {
+        if drop.reason == memsift_processor::DropReason::Truncated {
+            let detail = drop.detail.take().unwrap_or_default();
+            drop.detail = Some(format!("{detail}; {note}"));
+        }
+    }
 }
 
 /// Parses, validates and dedupes a stored raw output against the user's memories as they are now
@@ -92,10 +144,13 @@ async fn prepare_output(ctx: &ApplyContext, stored: StoredOutput, replay: bool) 
     };
     let mut output = process_stored(&stored, existing_keys).await?;
     let embeddings = vector_stage(ctx, stored.user_id, &mut output).await?;
+    let item_ids = output.items.iter().map(|_| MemoryId::new_v7()).collect();
     Ok(PreparedOutput {
         stored,
         output,
         embeddings,
+        item_ids,
+        continuation: ContinuationPlan::Complete,
     })
 }
 
@@ -173,8 +228,9 @@ pub async fn embed_ahead(ctx: &ApplyContext, request_ids: &[RequestId]) -> HashM
 }
 
 /// An item that survived processing, as the store writes it.
-fn new_memory(item: memsift_processor::ValidItem) -> memsift_store::NewMemory {
+fn new_memory(id: MemoryId, item: memsift_processor::ValidItem) -> memsift_store::NewMemory {
     memsift_store::NewMemory {
+        id,
         text: item.text,
         dedupe_key: item.dedupe_key,
         confidence: item.confidence,
@@ -223,6 +279,8 @@ async fn write_output(
         stored,
         output,
         embeddings,
+        item_ids,
+        continuation,
     } = prepared;
     let apply = ApplyInput {
         request_id: stored.request_id,
@@ -233,8 +291,13 @@ async fn write_output(
         n_dropped: output.dropped.len() as i64,
         drops: output.dropped.clone(),
         duplicate_evidence: output.dropped.iter().filter_map(duplicate_evidence).collect(),
-        items: output.items.into_iter().map(new_memory).collect(),
+        items: item_ids
+            .into_iter()
+            .zip(output.items)
+            .map(|(id, item)| new_memory(id, item))
+            .collect(),
         embeddings,
+        continuation,
         replay,
         now: ctx.clock.now(),
     };

@@ -1,10 +1,13 @@
 //! What every apply reads and writes through, and what it returns: shared by the extraction
 //! apply (`apply`) and the post-processing stages' apply (`stages`), so neither depends on the other.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
-use memsift_core::Clock;
-use memsift_store::Store;
+use memsift_core::{Clock, MemoryId};
+use memsift_processor::ProcessOutput;
+use memsift_store::{ContinuationPlan, Store, StoredOutput};
 
 use crate::embedding::Vectors;
 
@@ -36,6 +39,26 @@ pub struct Applied {
     pub n_stage_changes: u64,
 }
 
+/// An extraction answer whose JSON was cut off, as the apply holds it just before its write.
+pub struct CutAnswer<'a> {
+    /// The request and its context snapshot.
+    pub stored: &'a StoredOutput,
+    /// The answer after every dedupe stage: what the write is given.
+    pub output: &'a ProcessOutput,
+    /// The id each of `output.items` is written under.
+    pub item_ids: &'a [MemoryId],
+}
+
+/// Plans the continuation of a cut answer: routing, the daily budget and the payload live above
+/// the apply path, which only asks (the pipeline implements it on `App`).
+pub trait ContinuationPlanner: Send + Sync {
+    /// The request that asks for the rest of `cut`'s chunk, or why there is none.
+    fn plan_continuation<'a>(
+        &'a self,
+        cut: CutAnswer<'a>,
+    ) -> Pin<Box<dyn Future<Output = anyhow::Result<ContinuationPlan>> + 'a>>;
+}
+
 /// What the apply path reads and writes through: the store, the clock and the vectors.
 #[derive(Clone)]
 pub struct ApplyContext {
@@ -45,4 +68,7 @@ pub struct ApplyContext {
     pub clock: Arc<dyn Clock>,
     /// The embedder and the per-user exact indexes.
     pub vectors: Arc<Vectors>,
+    /// Plans the rest of a cut answer's chunk; without one, a cut answer's apply records that
+    /// nothing continues it.
+    pub continuations: Option<Arc<dyn ContinuationPlanner>>,
 }

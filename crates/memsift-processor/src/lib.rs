@@ -6,8 +6,8 @@
 //! One bad item never sinks a response: validation is per item and every drop records why.
 //!
 //! Stages, in order: [`parse_response`] (find the JSON, then one tolerant reading that recovers every element that
-//! closed, recording the [`ParsePath`]); the truncation rule (an element the text ended inside, and the last element
-//! of a `max_tokens` response, is dropped, never half-stored); per-item validation and sanitisation, fields left out
+//! closed, recording the [`ParsePath`]); the truncation rule (an element the text ended inside is dropped, never
+//! half-stored, whatever the stop reason: an `end_turn` answer can be cut too); per-item validation and sanitisation, fields left out
 //! taking their defaults; exact dedupe on the normalised key; fuzzy dedupe (ratio ≥ 0.95) against earlier items and
 //! the known texts; linking hints re-pointed at surviving items. The vector stage
 //! ([`dedupe_by_vectors`], or [`ProcessOutput::apply_vector_stage`]) runs afterwards, once embeddings exist.
@@ -25,6 +25,7 @@
 
 #![deny(missing_docs)]
 
+mod continuation;
 mod dedupe;
 mod item;
 mod loose;
@@ -41,6 +42,7 @@ use memsift_core::status::Temporal;
 use memsift_core::{MemoryId, MessageId};
 use serde::{Deserialize, Serialize};
 
+pub use continuation::unfinished_turns;
 pub use dedupe::{
     FUZZY_DUPLICATE_THRESHOLD, FuzzyText, VECTOR_DUPLICATE_THRESHOLD, cosine, dedupe_by_vectors, fuzzy_ratio,
     normalize_for_fuzzy, retain_with_hints,
@@ -81,7 +83,8 @@ pub enum StopReason {
 pub struct ProcessInput<'a> {
     /// The lane's raw text.
     pub raw_text: &'a str,
-    /// Why the provider stopped, when known.
+    /// Why the provider stopped, when known. Recorded, not trusted: whether the answer was cut is read from its JSON,
+    /// since a model can stop early with `end_turn` as well as hit `max_tokens`.
     pub stop_reason: Option<StopReason>,
     /// Known memories shown in the request: short id → (full id, text).
     pub context: BTreeMap<String, (MemoryId, String)>,
@@ -180,8 +183,9 @@ pub struct ProcessOutput {
     pub unparseable: bool,
     /// How the response was read.
     pub parse_path: ParsePath,
-    /// The JSON ended before its brackets closed (the text ran out, or a note followed a cut); the element the text
-    /// ended inside, if any, is dropped as truncated.
+    /// The JSON ended before its brackets closed (the text ran out, or a note followed a cut), whatever the stop
+    /// reason; the element the text ended inside, if any, is dropped as truncated, and [`unfinished_turns`] says
+    /// what a continuation must read again.
     pub cut_off: bool,
     /// How many elements the response held; always `items.len() + dropped.len()`.
     pub elements_parsed: usize,
@@ -251,10 +255,9 @@ pub fn process(input: &ProcessInput<'_>) -> ProcessOutput {
     if n_elements == 0 {
         return output;
     }
-    // Only an element the text ended inside is partial. A `max_tokens` stop after an element
-    // closed cut nothing of it: dropping it would lose a complete memory, and a response holding
-    // one complete element would yield none.
-    let last_may_be_partial = last_element_cut;
+    // Only an element the text ended inside is partial, whatever the stop reason. A `max_tokens`
+    // stop after an element closed cut nothing of it: dropping it would lose a complete memory,
+    // and a response holding one complete element would yield none.
     let context = ItemContext {
         input,
         user_offset: input.user_offset(),
@@ -266,17 +269,10 @@ pub fn process(input: &ProcessInput<'_>) -> ProcessOutput {
     output.items.reserve_exact(n_elements);
     output.item_indices.reserve_exact(n_elements);
     for (index, element) in elements.iter().enumerate() {
-        if last_may_be_partial && index + 1 == n_elements {
+        if last_element_cut && index + 1 == n_elements {
             let text = element.text().map(str::to_owned);
             output.dropped.push(DroppedItem {
-                detail: Some(
-                    if last_element_cut {
-                        "the element was cut off"
-                    } else {
-                        "stop_reason = max_tokens"
-                    }
-                    .into(),
-                ),
+                detail: Some("the answer ended inside this element".into()),
                 ..DroppedItem::new(index, DropReason::Truncated, text)
             });
             continue;

@@ -249,6 +249,9 @@ pub struct FaultConfig {
     pub request_canceled_share: f64,
     /// Share of answers cut short with `stop_reason: max_tokens` / `finish_reason: length`.
     pub truncated_share: f64,
+    /// Share of answers cut short but reported as finished (`end_turn` / `stop`), as a model that
+    /// stops early does.
+    pub cut_share: f64,
     /// Share of answers made malformed.
     pub malformed_share: f64,
     /// Which malformations to pick from; empty: all.

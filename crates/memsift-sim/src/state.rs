@@ -384,6 +384,9 @@ impl State {
             text = cut(&text, text.len() / 2);
             truncated = true;
             self.count_fault("truncated");
+        } else if self.roll(faults.cut_share) {
+            text = cut(&text, text.len() / 2);
+            self.count_fault("cut");
         }
         let mut output_tokens = tokens_of(&text);
         if output_tokens > max_tokens {

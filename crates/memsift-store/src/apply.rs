@@ -5,6 +5,11 @@
 //! checks-and-sets the request's `applied` status (invariant 2), writes memories, evidence and
 //! entities, and marks the segment `extracted` once every planned chunk is applied (invariant 1).
 //! Replaying the same result finds the request already applied and writes nothing.
+//!
+//! An answer cut off before its JSON closed plans its continuation in the same transaction (the
+//! rest of its chunk, as the next attempt of that chunk), so a crash can neither lose the
+//! continuation nor plan it twice, and the segment stays `extracting` until every chunk's latest
+//! attempt is applied.
 
 use std::collections::HashSet;
 
@@ -17,6 +22,7 @@ use serde_json::Value;
 
 use crate::handles::Memories;
 use crate::memory_insert::{DEFAULT_IMPORTANCE, Inserted, MemoryInsert};
+use crate::requests::NewRequest;
 use crate::tx::{Arg, WriteTx, sql};
 use crate::vectors::vector_to_le_bytes;
 use crate::{Result, StoreError, corrupt};
@@ -47,6 +53,8 @@ pub struct ApplyInput {
     /// One embedding per item, stored with the memory it becomes (`None`: leave the vectors to
     /// `memsift reembed`).
     pub embeddings: Option<ItemEmbeddings>,
+    /// What becomes of the part of the chunk a cut answer never wrote (nothing, for a replay).
+    pub continuation: ContinuationPlan,
     /// `Some(reason)`: a replay of an already-applied request under today's rules. It writes the
     /// items and journals them in `operations`, leaves the request and segment as they are, and
     /// refuses a request that was never applied (that one belongs to the normal path).
@@ -55,9 +63,26 @@ pub struct ApplyInput {
     pub now: DateTime<Utc>,
 }
 
+/// What becomes of the rest of a chunk whose answer was cut off.
+#[derive(Clone, Debug, Default)]
+pub enum ContinuationPlan {
+    /// The answer's JSON closed: nothing is left to ask.
+    #[default]
+    Complete,
+    /// The rest of the chunk is asked for by this request, the chunk's next attempt, planned with
+    /// the apply. Its context may show this apply's items by their ids as known memories: an item
+    /// not written (a duplicate or an erased fact at write) is shown by the duplicate it met, or
+    /// not at all.
+    Continue(Box<NewRequest>),
+    /// The rest of the chunk is not asked for; the reason is recorded on the request.
+    NotContinued(String),
+}
+
 /// A memory the apply path writes: an item that survived processing, in the store's terms.
 #[derive(Clone, Debug, PartialEq)]
 pub struct NewMemory {
+    /// The id it is written under, chosen by the caller (see [`ContinuationPlan::Continue`]).
+    pub id: MemoryId,
     /// Trimmed, whitespace-collapsed text.
     pub text: String,
     /// The normalised exact key (`memsift_core::text::dedupe_key` of the text).
@@ -152,8 +177,11 @@ impl Memories<'_> {
             let mut operation_id = None;
             if let Some(reason) = &input.replay {
                 operation_id = Some(tx.journal_replay(input, reason, &written).await?);
-            } else if let Some(segment_id) = input.segment_id {
-                segment_extracted = tx.finish_segment(input, segment_id).await?;
+            } else {
+                tx.plan_continuation(input, &written).await?;
+                if let Some(segment_id) = input.segment_id {
+                    segment_extracted = tx.finish_segment(input, segment_id).await?;
+                }
             }
             Ok(ApplyOutcome::Applied {
                 memory_ids: written.memory_ids,
@@ -213,6 +241,7 @@ fn memory_insert<'a>(input: &'a ApplyInput, position: usize, model: Option<&'a s
         ))
     });
     MemoryInsert {
+        id: item.id,
         user_id: input.user_id,
         text: &item.text,
         dedupe_key: &item.dedupe_key,
@@ -447,8 +476,56 @@ impl WriteTx {
         Ok(id)
     }
 
-    /// Marks the segment `extracted` once every planned chunk is applied (invariant 1); returns
-    /// whether this transaction did.
+    /// Plans the continuation of a cut answer (its chunk's next attempt), or records why there is
+    /// none; the continuation's known memories follow what this transaction wrote.
+    async fn plan_continuation(&mut self, input: &ApplyInput, written: &Written) -> Result<()> {
+        match &input.continuation {
+            ContinuationPlan::Complete => Ok(()),
+            ContinuationPlan::NotContinued(reason) => {
+                self.execute(sql!(
+                    "UPDATE llm_requests SET error = $2 WHERE id = $1",
+                    input.request_id,
+                    reason
+                ))
+                .await?;
+                Ok(())
+            }
+            ContinuationPlan::Continue(request) => {
+                let mut request = request.as_ref().clone();
+                for (position, item) in input.items.iter().enumerate() {
+                    if written.item_positions.contains(&position) {
+                        continue;
+                    }
+                    let stored: Option<String> = self
+                        .scalar_optional(sql!(
+                            "SELECT id FROM memories WHERE user_id = $1 AND dedupe_key = $2 AND archived_at IS NULL",
+                            input.user_id,
+                            &item.dedupe_key
+                        ))
+                        .await?;
+                    let stored = stored
+                        .map(|id| MemoryId::parse(&id))
+                        .transpose()
+                        .map_err(|error| corrupt("memories", error))?;
+                    let memories = &mut request.context.memories;
+                    memories.retain(|_, (id, _)| *id != item.id || stored.is_some());
+                    for (id, _) in memories.values_mut() {
+                        if *id == item.id
+                            && let Some(stored) = stored
+                        {
+                            *id = stored;
+                        }
+                    }
+                }
+                self.insert_planned_request(&request, input.now).await?;
+                Ok(())
+            }
+        }
+    }
+
+    /// Marks the segment `extracted` once the latest attempt of every planned chunk is applied
+    /// (invariant 1): a chunk whose cut answer planned a continuation, or whose continuation
+    /// failed and waits for its next attempt, is not done. Returns whether this transaction did.
     async fn finish_segment(&mut self, input: &ApplyInput, segment_id: SegmentId) -> Result<bool> {
         Ok(self
             .execute(sql!(
@@ -456,8 +533,13 @@ impl WriteTx {
                                      claimed_by = NULL, claimed_until = NULL, last_error = NULL
                  WHERE id = $1 AND status <> 'extracted'
                    AND planned_chunks IS NOT NULL
-                   AND planned_chunks <= (SELECT COUNT(DISTINCT chunk_index) FROM llm_requests
-                                          WHERE segment_id = $1 AND purpose = 'extraction' AND status = 'applied')",
+                   AND planned_chunks <= (SELECT COUNT(DISTINCT r.chunk_index) FROM llm_requests r
+                                          WHERE r.segment_id = $1 AND r.purpose = 'extraction' AND r.status = 'applied'
+                                            AND NOT EXISTS (SELECT 1 FROM llm_requests later
+                                                            WHERE later.segment_id = r.segment_id
+                                                              AND later.purpose = r.purpose
+                                                              AND later.chunk_index = r.chunk_index
+                                                              AND later.attempt > r.attempt))",
                 segment_id,
                 input.now,
                 &input.prompt_version,

@@ -53,7 +53,9 @@ mod users;
 mod vectors;
 mod workers;
 
-pub use apply::{ApplyInput, ApplyOutcome, DuplicateEvidence, DuplicateOf, ItemEmbeddings, NewMemory};
+pub use apply::{
+    ApplyInput, ApplyOutcome, ContinuationPlan, DuplicateEvidence, DuplicateOf, ItemEmbeddings, NewMemory,
+};
 pub use batches::{BatchRow, PackPolicy, PackedBatch, ReconcileMiss};
 pub use erasure::{ErasureReceipt, FactKeys};
 pub use erasure_key::ErasureKey;

@@ -14,6 +14,9 @@ pub(crate) const DEFAULT_IMPORTANCE: f64 = 0.5;
 /// A memory row to insert.
 #[derive(Clone, Debug)]
 pub(crate) struct MemoryInsert<'a> {
+    /// The id it is written under (an extraction chooses it before the write, so a continuation
+    /// planned in the same transaction can show the memory by it).
+    pub(crate) id: MemoryId,
     pub(crate) user_id: UserId,
     /// The text as stored (whitespace collapsed by the caller).
     pub(crate) text: &'a str,
@@ -54,7 +57,7 @@ impl WriteTx {
         if self.is_tombstoned(memory.user_id, memory.dedupe_key).await? {
             return Ok(Inserted::Erased);
         }
-        let id = MemoryId::new_v7();
+        let id = memory.id;
         let (embedding, embedding_model, embedding_dim) = match &memory.embedding {
             Some((bytes, model, dimension)) => (Some(bytes.clone()), Some(*model), Some(*dimension)),
             None => (None, None, None),

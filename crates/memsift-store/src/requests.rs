@@ -64,6 +64,8 @@ pub struct StoredOutput {
     pub user_id: UserId,
     /// Its segment, for extraction.
     pub segment_id: Option<SegmentId>,
+    /// Which chunk of the segment.
+    pub chunk_index: i64,
     /// Its status.
     pub status: RequestStatus,
     /// Prompt version.
@@ -160,7 +162,9 @@ pub struct RequestUsage {
 struct FailedAttempt {
     id: String,
     segment_id: Option<String>,
-    attempt: i64,
+    /// Attempts of this piece of work so far: of its chunk, or of its continuation of a cut answer
+    /// (which continues its chunk's attempt numbers but has attempts of its own).
+    tries: i64,
     status: String,
     error: Option<String>,
 }
@@ -305,11 +309,12 @@ impl Requests<'_> {
             Json<Value>,
             String,
             Json<Value>,
+            i64,
         );
         let row: Option<Row> = self
             .read_optional(sql!(
                 "SELECT user_id, segment_id, status, prompt_version, model, raw_output, stop_reason, context, purpose,
-                        subject
+                        subject, chunk_index
                  FROM llm_requests WHERE id = $1",
                 request_id
             ))
@@ -325,6 +330,7 @@ impl Requests<'_> {
             Json(context),
             purpose,
             Json(subject),
+            chunk_index,
         ) = row.ok_or_else(|| StoreError::NotFound(format!("no request {request_id}")))?;
         Ok(StoredOutput {
             request_id,
@@ -333,6 +339,7 @@ impl Requests<'_> {
                 .map(|id| SegmentId::parse(&id))
                 .transpose()
                 .map_err(|error| corrupt("llm_requests", error))?,
+            chunk_index,
             status: RequestStatus::parse(&status).map_err(|error| corrupt("llm_requests", error))?,
             prompt_version,
             model,
@@ -601,7 +608,14 @@ impl Requests<'_> {
         self.write(async |tx| {
             let failed: Vec<FailedAttempt> = tx
                 .fetch_all(sql!(
-                    "SELECT r.id, r.segment_id, r.attempt, r.status, r.error FROM llm_requests r
+                    "SELECT r.id, r.segment_id, r.status, r.error,
+                            CASE WHEN r.segment_id IS NOT NULL AND r.parent_request_id IS NOT NULL
+                                 THEN (SELECT COUNT(*) FROM llm_requests piece
+                                       WHERE piece.purpose = r.purpose AND piece.segment_id = r.segment_id
+                                         AND piece.chunk_index = r.chunk_index
+                                         AND piece.parent_request_id = r.parent_request_id)
+                                 ELSE r.attempt END AS tries
+                     FROM llm_requests r
                      WHERE r.status IN ('errored', 'expired', 'canceled') AND ($1 IS NULL OR r.segment_id = $1)
                        AND NOT EXISTS (SELECT 1 FROM llm_requests later
                                        WHERE later.purpose = r.purpose AND later.user_id = r.user_id
@@ -616,12 +630,12 @@ impl Requests<'_> {
             for FailedAttempt {
                 id,
                 segment_id,
-                attempt,
+                tries,
                 status,
                 error,
             } in failed
             {
-                if attempt < max_attempts {
+                if tries < max_attempts {
                     tx.execute(sql!(
                         "INSERT INTO llm_requests (id, purpose, user_id, segment_id, chunk_index, subject, lane, config_key,
                                                    provider, model, prompt_version, context, request_body, status, attempt,
@@ -639,7 +653,7 @@ impl Requests<'_> {
                     report.n_replanned += 1;
                 } else {
                     let reason = format!(
-                        "request {id} {status} on attempt {attempt} of {max_attempts}: {}",
+                        "request {id} {status} on attempt {tries} of {max_attempts}: {}",
                         error.as_deref().unwrap_or("no detail")
                     );
                     tx.execute(sql!("UPDATE llm_requests SET status = 'dead' WHERE id = $1", &id))

@@ -233,6 +233,7 @@ impl WriteTx {
         ))
         .await?;
         let memory = MemoryInsert {
+            id: MemoryId::new_v7(),
             user_id: target.user_id,
             text,
             dedupe_key: &key,

@@ -148,7 +148,7 @@ impl Config {
     }
 
     /// The counts and sizes.
-    fn count_bounds(&self) -> [Bound; 13] {
+    fn count_bounds(&self) -> [Bound; 14] {
         let (batch, extraction) = (&self.batch, &self.extraction);
         [
             count(
@@ -179,6 +179,13 @@ impl Config {
                 1,
                 100,
                 "default 3",
+            ),
+            count(
+                "extraction.max_continuations",
+                extraction.max_continuations,
+                0,
+                20,
+                "default 2",
             ),
             count(
                 "extraction.similar_memories",

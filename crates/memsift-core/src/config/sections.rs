@@ -78,6 +78,9 @@ pub struct ExtractionConfig {
     /// The user's most similar existing memories shown with each segment (after the ones its
     /// turns referenced); 0 shows only referenced memories.
     pub similar_memories: u32,
+    /// Continuations planned at most per chunk for answers whose JSON was cut off (whatever the
+    /// stop reason); 0 plans none, and the rest of a cut chunk is not extracted.
+    pub max_continuations: u32,
 }
 
 /// Importance scoring settings (the formula is documented in `memsift_store::scoring`).

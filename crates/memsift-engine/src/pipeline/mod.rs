@@ -14,6 +14,7 @@
 //! of the environment (the database unreachable, the embedder missing) counts against no item: it
 //! ends the step with the error, and the work waits.
 
+mod continuation;
 mod drain;
 mod held;
 mod lanes;

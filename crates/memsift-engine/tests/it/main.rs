@@ -4,6 +4,7 @@
 mod batch_endings;
 mod batch_lane;
 mod budgets;
+mod continuations;
 mod crash;
 mod erasure;
 mod pipeline;

@@ -343,6 +343,7 @@ impl crate::tx::WriteTx {
             .await?;
         let model = self.model_of_request(input.request_id).await?;
         let memory = MemoryInsert {
+            id: MemoryId::new_v7(),
             user_id: input.user_id,
             text,
             dedupe_key: key,

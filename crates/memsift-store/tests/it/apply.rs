@@ -2,8 +2,10 @@
 //! vectors and model; dedupe keeps one memory per fact and passes a duplicate's evidence on.
 
 use memsift_core::MemoryId;
-use memsift_core::status::{Lane, Temporal};
-use memsift_store::{ApplyInput, ApplyOutcome, DuplicateEvidence, DuplicateOf, ItemEmbeddings, NewRequest, Store};
+use memsift_core::status::{Lane, RequestStatus, Temporal};
+use memsift_store::{
+    ApplyInput, ApplyOutcome, ContinuationPlan, DuplicateEvidence, DuplicateOf, ItemEmbeddings, NewRequest, Store,
+};
 
 use crate::helpers::{apply_input, closed_claimed_segment, item, request, segment_statuses, t0};
 
@@ -73,6 +75,139 @@ pub async fn a_segment_is_extracted_only_when_every_chunk_is_applied(store: &Sto
     };
     assert!(segment_extracted);
     assert_eq!(segment_statuses(store, "ana").await, vec![("extracted".to_owned(), 2)]);
+}
+
+pub async fn a_cut_answers_continuation_is_planned_with_its_apply_and_holds_its_segment_open(store: &Store) {
+    let (segment_id, user_id, _) = closed_claimed_segment(store, "ana", "c1").await;
+    let cut = request(segment_id, user_id, 0);
+    store
+        .requests()
+        .plan_segment_requests(segment_id, std::slice::from_ref(&cut), t0())
+        .await
+        .unwrap();
+    store
+        .record_output(cut.id, "[{...}, {\"te", Some("end_turn"), t0())
+        .await
+        .unwrap();
+    // The second item meets the first at write: the continuation shows it by the stored memory.
+    let items = vec![
+        item("Ana lives in Lisbon.", vec![]),
+        item("Ana lives in Lisbon.", vec![]),
+    ];
+    let mut continuation = NewRequest {
+        parent_request_id: Some(cut.id),
+        ..request(segment_id, user_id, 0)
+    };
+    continuation.context.continuation = 1;
+    for (short, item) in ["aaaaaa", "bbbbbb"].into_iter().zip(&items) {
+        continuation
+            .context
+            .memories
+            .insert(short.to_owned(), (item.id, item.text.clone()));
+    }
+    let input = ApplyInput {
+        continuation: ContinuationPlan::Continue(Box::new(continuation.clone())),
+        ..apply_input(&cut, items.clone())
+    };
+    let ApplyOutcome::Applied {
+        memory_ids,
+        segment_extracted,
+        ..
+    } = store.memories().apply(&input).await.unwrap()
+    else {
+        panic!("the cut answer applies")
+    };
+    assert_eq!(memory_ids, vec![items[0].id], "the caller's id");
+    assert!(!segment_extracted, "the continuation holds the segment open");
+    assert_eq!(segment_statuses(store, "ana").await, vec![("extracting".to_owned(), 2)]);
+    // Applying again writes nothing and plans no second continuation.
+    assert_eq!(
+        store.memories().apply(&input).await.unwrap(),
+        ApplyOutcome::AlreadyApplied
+    );
+    let rows = store.listing().list_requests(Some("ana"), None, None).await.unwrap();
+    let mut planned: Vec<(i64, i64, String)> = rows
+        .iter()
+        .map(|row| (row.chunk_index, row.attempt, row.status.clone()))
+        .collect();
+    planned.sort();
+    assert_eq!(
+        planned,
+        vec![(0, 1, "applied".to_owned()), (0, 2, "planned".to_owned())]
+    );
+    let shown = store.requests().stored_output(continuation.id).await.unwrap().context;
+    assert_eq!(shown.continuation, 1);
+    let shown_ids: Vec<MemoryId> = shown.memories.values().map(|(id, _)| *id).collect();
+    assert_eq!(shown_ids, vec![items[0].id, items[0].id]);
+
+    store
+        .record_output(continuation.id, "[]", Some("end_turn"), t0())
+        .await
+        .unwrap();
+    let ApplyOutcome::Applied { segment_extracted, .. } = store
+        .memories()
+        .apply(&apply_input(&continuation, vec![]))
+        .await
+        .unwrap()
+    else {
+        panic!("the continuation applies")
+    };
+    assert!(segment_extracted);
+    assert_eq!(segment_statuses(store, "ana").await, vec![("extracted".to_owned(), 2)]);
+}
+
+pub async fn a_failed_continuation_has_attempts_of_its_own(store: &Store) {
+    let (segment_id, user_id, _) = closed_claimed_segment(store, "ana", "c1").await;
+    let cut = request(segment_id, user_id, 0);
+    store
+        .requests()
+        .plan_segment_requests(segment_id, std::slice::from_ref(&cut), t0())
+        .await
+        .unwrap();
+    store
+        .record_output(cut.id, "[{\"te", Some("max_tokens"), t0())
+        .await
+        .unwrap();
+    let continuation = NewRequest {
+        parent_request_id: Some(cut.id),
+        ..request(segment_id, user_id, 0)
+    };
+    let input = ApplyInput {
+        continuation: ContinuationPlan::Continue(Box::new(continuation.clone())),
+        ..apply_input(&cut, vec![])
+    };
+    store.memories().apply(&input).await.unwrap();
+    // The continuation is the chunk's attempt 2, but its first try: with two tries allowed it
+    // is tried again, then the segment goes dead with the reason.
+    let max_attempts = 2;
+    let mut failing = continuation.id;
+    for expected in [(1, 0), (0, 1)] {
+        store
+            .requests()
+            .record_failure(failing, RequestStatus::Errored, "overloaded", t0())
+            .await
+            .unwrap();
+        let report = store
+            .requests()
+            .replan_failed_requests(max_attempts, t0())
+            .await
+            .unwrap();
+        assert_eq!((report.n_replanned, report.n_dead), expected);
+        let rows = store
+            .listing()
+            .list_requests(Some("ana"), Some("planned"), None)
+            .await
+            .unwrap();
+        if let Some(next) = rows.first() {
+            failing = next.id.parse().unwrap();
+            let next = store.requests().stored_output(failing).await.unwrap();
+            assert_eq!(next.chunk_index, 0);
+        }
+    }
+    let segments = store.listing().list_segments(Some("ana"), None, None).await.unwrap();
+    assert_eq!(segments[0].status, "dead");
+    let reason = segments[0].last_error.clone().unwrap_or_default();
+    assert!(reason.contains("attempt 2 of 2"), "{reason}");
 }
 
 pub async fn the_same_fact_from_two_segments_is_stored_once(store: &Store) {

@@ -45,6 +45,7 @@ pub async fn segment_statuses(store: &Store, user: &str) -> Vec<(String, i64)> {
 
 pub(crate) fn item(text: &str, evidence: Vec<MessageId>) -> NewMemory {
     NewMemory {
+        id: memsift_core::MemoryId::new_v7(),
         text: text.to_owned(),
         dedupe_key: memsift_core::text::dedupe_key(text),
         confidence: 0.9,
@@ -126,6 +127,7 @@ pub(crate) fn apply_input(request: &NewRequest, items: Vec<NewMemory>) -> ApplyI
         duplicate_evidence: Vec::new(),
         n_dropped: 0,
         embeddings: None,
+        continuation: Default::default(),
         replay: None,
         now: t0(),
     }

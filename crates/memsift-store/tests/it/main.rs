@@ -77,6 +77,8 @@ store_suite!(cases: [
     concurrent_claims_take_disjoint_segments,
     apply_writes_a_result_exactly_once,
     a_segment_is_extracted_only_when_every_chunk_is_applied,
+    a_cut_answers_continuation_is_planned_with_its_apply_and_holds_its_segment_open,
+    a_failed_continuation_has_attempts_of_its_own,
     the_same_fact_from_two_segments_is_stored_once,
     a_segment_goes_dead_after_max_attempts,
     entities_are_upserted_and_joined,

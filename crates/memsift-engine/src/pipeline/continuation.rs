@@ -1,0 +1,168 @@
+//! Continuations: the request that asks again for the rest of a chunk whose answer was cut off.
+//!
+//! The apply path asks (`context::ContinuationPlanner`) while it holds the cut answer; the request
+//! is built here like a chunk's first one (the extraction prompt, today's date, the turns as
+//! `<turn>` elements, routed by the user's tier and reserved against their daily budget) and
+//! written by the apply's own transaction. It reads the chunk's turns from the last one a kept
+//! item cites (`memsift_processor::unfinished_turns`), with the kept items first among the known
+//! memories, so the model does not restate them and the processor's dedupe meets any it does.
+//! Its depth (`RequestContext::continuation`) is bounded by `[extraction] max_continuations`, so a
+//! model that always stops early ends with its chunk extracted and the reason recorded.
+
+use std::collections::HashSet;
+use std::future::Future;
+use std::pin::Pin;
+
+use anyhow::Context;
+use memsift_core::config::{OverBudget, ProviderKind};
+use memsift_core::request::{RequestBody, RequestContext, RequestSubject};
+use memsift_core::status::{Lane, Purpose, Role};
+use memsift_core::{MessageId, RequestId};
+use memsift_llm::ResolvedLlm;
+use memsift_payload::{KnownMemory, PayloadOptions, build_extraction_chunks};
+use memsift_processor::unfinished_turns;
+use memsift_routing::Route;
+use memsift_store::{ContinuationPlan, NewRequest};
+
+use crate::app::{App, OVER_BUDGET_KEY};
+use crate::budget::{Pending, estimate_usd, within_budget};
+use crate::context::{ContinuationPlanner, CutAnswer};
+
+impl ContinuationPlanner for App {
+    fn plan_continuation<'a>(
+        &'a self,
+        cut: CutAnswer<'a>,
+    ) -> Pin<Box<dyn Future<Output = anyhow::Result<ContinuationPlan>> + 'a>> {
+        Box::pin(plan_continuation(self, cut))
+    }
+}
+
+/// The continuation of `cut`, or why there is none (the bound on continuations, a rest of the
+/// chunk without a user turn, or a daily budget that defers).
+async fn plan_continuation(app: &App, cut: CutAnswer<'_>) -> anyhow::Result<ContinuationPlan> {
+    let stored = cut.stored;
+    let chunk = stored.chunk_index;
+    let depth = stored.context.continuation;
+    let max = app.config.extraction.max_continuations;
+    if depth >= max {
+        return Ok(ContinuationPlan::NotContinued(format!(
+            "the answer was cut off and chunk {chunk} was continued {depth} times already ([extraction] \
+             max_continuations = {max}): the rest of the chunk is not extracted"
+        )));
+    }
+    let segment_id = stored
+        .segment_id
+        .with_context(|| format!("extraction request {} has no segment", stored.request_id))?;
+    let segment_turns = app.store.segments().segment_turns(segment_id).await?;
+    let shown: HashSet<MessageId> = stored.context.turns.values().copied().collect();
+    let chunk_turns: Vec<_> = segment_turns
+        .into_iter()
+        .filter(|turn| shown.contains(&turn.message_id))
+        .collect();
+    let order: Vec<MessageId> = chunk_turns.iter().map(|turn| turn.message_id).collect();
+    let n_rest = unfinished_turns(cut.output, &order).map_or(0, <[MessageId]>::len);
+    let turns: Vec<_> = chunk_turns[order.len() - n_rest..]
+        .iter()
+        .map(|turn| (turn.message_id, turn.turn.clone()))
+        .collect();
+    let assistant_labels: HashSet<String> = turns
+        .iter()
+        .filter(|(_, turn)| turn.role == Role::Assistant)
+        .map(|(_, turn)| turn.label.clone())
+        .collect();
+    // The kept items first: they are what this model must not write again.
+    let known: Vec<KnownMemory> = cut
+        .item_ids
+        .iter()
+        .zip(&cut.output.items)
+        .map(|(id, item)| (*id, item.text.clone()))
+        .chain(stored.context.memories.values().cloned())
+        .map(|(id, text)| KnownMemory { id, text })
+        .collect();
+    let prompt = app.prompts.get("extraction")?.clone();
+    let now = app.clock.now();
+    // A part of one chunk fits the chunk's budget; one chunk, whatever its size, with every
+    // known memory (counting the tokens is chunking's CPU work, off the serving task).
+    let options = PayloadOptions {
+        chunk_budget_tokens: usize::MAX,
+        max_known_memories: known.len(),
+    };
+    let payload = tokio::task::spawn_blocking(move || build_extraction_chunks(&prompt, now, &turns, &known, &options))
+        .await
+        .context("building a continuation's payload ended abnormally")?
+        .into_iter()
+        .next();
+    let Some(payload) = payload else {
+        return Ok(ContinuationPlan::NotContinued(format!(
+            "the answer was cut off, but the rest of chunk {chunk} holds no user turn: nothing is left to extract"
+        )));
+    };
+    let tier = app
+        .billing
+        .tier_of(app.store.users().user_billing_tier(stored.user_id).await?.as_deref());
+    let mut route = app.router.route(Purpose::Extraction, &tier, false, now)?;
+    let mut reserved_usd = estimate_usd(&app.config, &route.llm, route.lane, payload.n_tokens as u64);
+    let pending = Pending::default();
+    if let Some(over) = within_budget(app, stored.user_id, &tier, route.lane, reserved_usd, &pending).await? {
+        match app.config.billing.over_budget {
+            OverBudget::Heuristic => {
+                tracing::info!(request_id = %stored.request_id, %tier, "{over}; continuing on the heuristic lane.");
+                route = Route {
+                    lane: Lane::Heuristic,
+                    config_key: OVER_BUDGET_KEY.to_owned(),
+                    llm: ResolvedLlm::offline(OVER_BUDGET_KEY),
+                };
+                reserved_usd = 0.0;
+            }
+            OverBudget::Defer => {
+                return Ok(ContinuationPlan::NotContinued(format!(
+                    "the answer was cut off and the {over}: the rest of chunk {chunk} is not extracted \
+                     ([billing] over_budget = \"defer\")"
+                )));
+            }
+        }
+    }
+    let prompt_version = match route.llm.provider {
+        ProviderKind::Heuristic => memsift_heuristic::RULES_VERSION.to_owned(),
+        _ => payload.prompt_version.clone(),
+    };
+    let memories = payload
+        .short_ids
+        .iter()
+        .map(|(short, id)| {
+            let text = payload.known_texts.get(short).cloned().unwrap_or_default();
+            (short.clone(), (*id, text))
+        })
+        .collect();
+    Ok(ContinuationPlan::Continue(Box::new(NewRequest {
+        id: RequestId::new_v7(),
+        purpose: Purpose::Extraction,
+        user_id: stored.user_id,
+        segment_id: Some(segment_id),
+        chunk_index: chunk,
+        lane: route.lane,
+        config_key: route.config_key,
+        provider: route.llm.provider.as_str().to_owned(),
+        model: Some(route.llm.model).filter(|model| !model.is_empty()),
+        prompt_version,
+        context: RequestContext {
+            assistant_turns: payload
+                .turns
+                .keys()
+                .filter(|label| assistant_labels.contains(label.as_str()))
+                .cloned()
+                .collect(),
+            turns: payload.turns,
+            memories,
+            continuation: depth + 1,
+            ..RequestContext::default()
+        },
+        request_body: RequestBody {
+            system: payload.system_prompt,
+            user_message: payload.user_message,
+        },
+        subject: RequestSubject::default(),
+        parent_request_id: Some(stored.request_id),
+        reserved_usd,
+    })))
+}
