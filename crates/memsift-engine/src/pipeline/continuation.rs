@@ -25,7 +25,7 @@ use memsift_routing::Route;
 use memsift_store::{ContinuationPlan, NewRequest};
 
 use crate::app::{App, OVER_BUDGET_KEY};
-use crate::budget::{Pending, estimate_usd, within_budget};
+use crate::budget::{Pending, estimate_usd, output_allowance, within_budget};
 use crate::context::{ContinuationPlanner, CutAnswer};
 
 impl ContinuationPlanner for App {
@@ -101,7 +101,14 @@ async fn plan_continuation(app: &App, cut: CutAnswer<'_>) -> anyhow::Result<Cont
         .billing
         .tier_of(app.store.users().user_billing_tier(stored.user_id).await?.as_deref());
     let mut route = app.router.route(Purpose::Extraction, &tier, false, now)?;
-    let mut reserved_usd = estimate_usd(&app.config, &route.llm, route.lane, payload.n_tokens as u64);
+    // The same learned output allowance as any request of its purpose and model.
+    let mut allowance = output_allowance(app, Purpose::Extraction, &tier, &route.llm, route.lane).await?;
+    let mut reserved_usd = estimate_usd(
+        &app.config,
+        &route.llm.with_output_cap(allowance),
+        route.lane,
+        payload.n_tokens as u64,
+    );
     let pending = Pending::default();
     if let Some(over) = within_budget(app, stored.user_id, &tier, route.lane, reserved_usd, &pending).await? {
         match app.config.billing.over_budget {
@@ -113,6 +120,7 @@ async fn plan_continuation(app: &App, cut: CutAnswer<'_>) -> anyhow::Result<Cont
                     llm: ResolvedLlm::offline(OVER_BUDGET_KEY),
                 };
                 reserved_usd = 0.0;
+                allowance = None;
             }
             OverBudget::Defer => {
                 return Ok(ContinuationPlan::NotContinued(format!(
@@ -164,5 +172,6 @@ async fn plan_continuation(app: &App, cut: CutAnswer<'_>) -> anyhow::Result<Cont
         subject: RequestSubject::default(),
         parent_request_id: Some(stored.request_id),
         reserved_usd,
+        max_output_tokens: allowance,
     })))
 }
