@@ -13,6 +13,7 @@ use rand::seq::SliceRandom;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::limits;
 use crate::records::{OpenAiBatch, Status, StoredFile};
 use crate::state::{
     Generated, GenerationRequest, PromptCache, Provider, SharedState, State as SimState, embed, invalid,
@@ -112,6 +113,15 @@ fn answer_chat(
             json!({"error": {"message": message, "type": "invalid_request_error", "param": null, "code": null}}),
         )
     })?;
+    // The cap is optional here: without one only the input is held to the window.
+    let cap_param = ["max_completion_tokens", "max_tokens"]
+        .into_iter()
+        .find(|key| body.get(key).and_then(Value::as_u64).is_some());
+    let cap = cap_param.map(|_| u64::from(request.max_tokens));
+    if let Err(refusal) = limits::check(&shared.config.prices, &request, cap) {
+        limits::record(state, &refusal);
+        return Err((400, refusal.openai_body(cap_param.unwrap_or("max_completion_tokens"))));
+    }
     match state.generate(&shared.config, now, &request) {
         Ok(generated) => Ok(completion_json(state, &request.model, &generated, now.timestamp())),
         Err(error) => Err((
