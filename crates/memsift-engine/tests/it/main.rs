@@ -10,6 +10,7 @@ mod pipeline;
 mod postprocess;
 mod search;
 mod vectors;
+mod windows;
 
 /// The engine's test support, under the name these tests have always used.
 mod helpers {
