@@ -66,6 +66,21 @@ pub(crate) fn check(
     }
 }
 
+/// [`check`] for an OpenAI chat body, whose cap is optional (without one only the input is held
+/// to the window) and set under `max_completion_tokens` or the older `max_tokens`; `Err` carries
+/// the name the body used, for the error's `param`.
+pub(crate) fn check_chat(
+    prices: &BTreeMap<String, ModelPrice>,
+    request: &GenerationRequest,
+    body: &Value,
+) -> Result<(), (Refusal, &'static str)> {
+    let cap_param = ["max_completion_tokens", "max_tokens"]
+        .into_iter()
+        .find(|key| body.get(key).and_then(Value::as_u64).is_some());
+    let cap = cap_param.map(|_| u64::from(request.max_tokens));
+    check(prices, request, cap).map_err(|refusal| (refusal, cap_param.unwrap_or("max_completion_tokens")))
+}
+
 /// Counts a refusal under its reason (`GET /_sim/counters`, `refused`).
 pub(crate) fn record(state: &mut State, refusal: &Refusal) {
     *state.counters.refused.entry(refusal.name().to_owned()).or_default() += 1;

@@ -113,14 +113,9 @@ fn answer_chat(
             json!({"error": {"message": message, "type": "invalid_request_error", "param": null, "code": null}}),
         )
     })?;
-    // The cap is optional here: without one only the input is held to the window.
-    let cap_param = ["max_completion_tokens", "max_tokens"]
-        .into_iter()
-        .find(|key| body.get(key).and_then(Value::as_u64).is_some());
-    let cap = cap_param.map(|_| u64::from(request.max_tokens));
-    if let Err(refusal) = limits::check(&shared.config.prices, &request, cap) {
+    if let Err((refusal, cap_param)) = limits::check_chat(&shared.config.prices, &request, body) {
         limits::record(state, &refusal);
-        return Err((400, refusal.openai_body(cap_param.unwrap_or("max_completion_tokens"))));
+        return Err((400, refusal.openai_body(cap_param)));
     }
     match state.generate(&shared.config, now, &request) {
         Ok(generated) => Ok(completion_json(state, &request.model, &generated, now.timestamp())),
