@@ -86,24 +86,27 @@ pub(crate) fn split_turn(
         }
     }
     let placeholder = Some((widest, widest));
-    let fits = |bytes: Range<usize>| {
+    let count = |bytes: Range<usize>| {
         let piece = Piece {
             turn: index,
             bytes,
             part: placeholder,
             with_speaker,
         };
-        piece.tokens(turn) <= room
+        piece.tokens(turn)
     };
     let text = turn.content.as_str();
     let tags = framing(with_speaker);
-    // Bytes per token over the whole text: the first guess of each cut, corrected by counting.
-    let density = text.len() as f64 / whole_tokens.saturating_sub(tags).max(1) as f64;
-    let target = room.saturating_sub(tags).max(1);
+    // Bytes per token, first over the whole text, then over the last part cut: the first guess of
+    // each cut, corrected by counting.
+    let mut density = text.len() as f64 / whole_tokens.saturating_sub(tags).max(1) as f64;
     let mut ranges = Vec::new();
     let mut start = 0;
     while start < text.len() {
-        let end = cut_end(text, start, target, density, &fits);
+        let (end, tokens) = cut_end(text, start, Fit { room, tags, density }, &count);
+        if tokens > tags {
+            density = (end - start) as f64 / (tokens - tags) as f64;
+        }
         ranges.push(start..end);
         start = end;
     }
@@ -124,26 +127,41 @@ pub(crate) fn split_turn(
         .collect())
 }
 
-/// The end of the part that starts at `start`: as long as `fits` allows, found by guessing from
-/// the density, growing while the guess fits and halving the gap once one does not. Each count is
-/// linear in the part and a part takes a bounded number of them, so cutting stays linear in the
-/// text; the part is never empty.
-fn cut_end(text: &str, start: usize, target: usize, density: f64, fits: &impl Fn(Range<usize>) -> bool) -> usize {
+/// What a part must fit: the room for its element, the tokens of its tags, and the bytes per
+/// token expected of its text.
+#[derive(Clone, Copy)]
+struct Fit {
+    room: usize,
+    tags: usize,
+    density: f64,
+}
+
+/// The end of the part that starts at `start`, with its element's tokens: the longest `count`
+/// keeps within the room, found by guessing from the density, growing while the guess fits and
+/// halving the gap once one does not, and taken as soon as it fills nine tenths of the room. A
+/// part takes a bounded number of counts, each linear in the part, so cutting stays linear in the
+/// text (usually one count a part); the part is never empty.
+fn cut_end(text: &str, start: usize, fit: Fit, count: &impl Fn(Range<usize>) -> usize) -> (usize, usize) {
     let mut good = next_boundary(text, start);
-    if !fits(start..good) {
+    let mut good_tokens = count(start..good);
+    if good_tokens > fit.room {
         // Not even one character fits beside the tags (the caller's room rules this out); one
         // character still moves the cut forward.
-        return good;
+        return (good, good_tokens);
     }
+    let full = fit.room - fit.room / 10;
+    let target = fit.room.saturating_sub(fit.tags).max(1);
     let mut bad: Option<usize> = None;
-    let mut end = floor_boundary(text, start + (target as f64 * density * 0.9) as usize).max(next_boundary(text, good));
+    let mut end =
+        floor_boundary(text, start + (target as f64 * fit.density * 0.95) as usize).max(next_boundary(text, good));
     for _ in 0..24 {
         if end <= good || bad.is_some_and(|bad| end >= bad) {
             break;
         }
-        if fits(start..end) {
-            good = end;
-            if end == text.len() {
+        let tokens = count(start..end);
+        if tokens <= fit.room {
+            (good, good_tokens) = (end, tokens);
+            if end == text.len() || tokens >= full {
                 break;
             }
         } else {
@@ -156,7 +174,13 @@ fn cut_end(text: &str, start: usize, target: usize, density: f64, fits: &impl Fn
         };
     }
     let tidy = after_whitespace(text, start, good);
-    if tidy != good && fits(start..tidy) { tidy } else { good }
+    if tidy != good {
+        let tokens = count(start..tidy);
+        if tokens <= fit.room {
+            return (tidy, tokens);
+        }
+    }
+    (good, good_tokens)
 }
 
 /// `end`, moved back to just after a whitespace character in the last eighth of the part when
