@@ -13,21 +13,38 @@ use crate::status::Role;
 pub fn render_turns(turns: &[Turn]) -> String {
     let mut out = String::new();
     for turn in turns {
-        out.push_str("<turn label=\"");
-        out.push_str(&escape(&turn.label));
-        out.push_str("\" role=\"");
-        out.push_str(turn.role.as_str());
-        if let Some(speaker) = &turn.speaker {
-            out.push_str("\" speaker=\"");
-            out.push_str(&escape(speaker));
-        }
-        out.push_str("\" at=\"");
-        out.push_str(&turn.at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
-        out.push_str("\">\n");
-        out.push_str(&escape(&turn.content));
-        out.push_str("\n</turn>\n");
+        render_turn_part(turn, &turn.content, None, true, &mut out);
     }
     out
+}
+
+/// Appends one element for `turn` showing `content`: its whole text, or, for a turn too long for
+/// one request, `part` = (k, n), the k-th of n consecutive slices of it, marked `part="k of n"`
+/// and labelled like the whole so evidence cited from any part maps to the same message.
+/// `with_speaker` false leaves the speaker attribute out (a name too long to send).
+pub fn render_turn_part(
+    turn: &Turn,
+    content: &str,
+    part: Option<(usize, usize)>,
+    with_speaker: bool,
+    out: &mut String,
+) {
+    out.push_str("<turn label=\"");
+    out.push_str(&escape(&turn.label));
+    out.push_str("\" role=\"");
+    out.push_str(turn.role.as_str());
+    if let Some(speaker) = turn.speaker.as_ref().filter(|_| with_speaker) {
+        out.push_str("\" speaker=\"");
+        out.push_str(&escape(speaker));
+    }
+    out.push_str("\" at=\"");
+    out.push_str(&turn.at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
+    if let Some((index, of)) = part {
+        out.push_str(&format!("\" part=\"{index} of {of}"));
+    }
+    out.push_str("\">\n");
+    out.push_str(&escape(content));
+    out.push_str("\n</turn>\n");
 }
 
 /// Parses what [`render_turns`] wrote, wherever it appears inside `text`. Malformed elements are skipped.
@@ -40,7 +57,11 @@ pub fn parse_turns(text: &str) -> Vec<Turn> {
         let head = &rest[..head_end];
         rest = &rest[head_end + 1..];
         let Some(body_end) = rest.find("</turn>") else { break };
-        let body = rest[..body_end].trim_matches('\n');
+        // Exactly the newline the renderer wrote on each side: a text's own leading or trailing
+        // newlines are part of it.
+        let body = &rest[..body_end];
+        let body = body.strip_prefix('\n').unwrap_or(body);
+        let body = body.strip_suffix('\n').unwrap_or(body);
         rest = &rest[body_end + "</turn>".len()..];
         let attribute = |name: &str| -> Option<String> {
             let key = format!("{name}=\"");
@@ -110,5 +131,26 @@ mod tests {
         let rendered = render_turns(&turns);
         let parsed = parse_turns(&format!("preamble\n{rendered}\nepilogue"));
         assert_eq!(parsed, turns);
+    }
+
+    #[test]
+    fn a_part_keeps_its_label_and_says_which_part_it_is() {
+        let whole = turn("t3", Role::User, "\nfirst half|second half\n\n");
+        let mut rendered = String::new();
+        render_turn_part(&whole, &whole.content[..11], Some((1, 2)), true, &mut rendered);
+        render_turn_part(&whole, &whole.content[11..], Some((2, 2)), false, &mut rendered);
+        assert!(
+            rendered.contains("part=\"1 of 2\">") && rendered.contains("part=\"2 of 2\">"),
+            "{rendered}"
+        );
+        let parsed = parse_turns(&rendered);
+        assert_eq!(parsed.len(), 2);
+        assert!(parsed.iter().all(|part| part.label == "t3"));
+        assert_eq!(parsed[1].speaker, None, "the speaker is left out when asked");
+        assert_eq!(
+            format!("{}{}", parsed[0].content, parsed[1].content),
+            whole.content,
+            "every byte, newlines at either end included"
+        );
     }
 }

@@ -116,6 +116,7 @@ impl App {
             Some(dir) => PromptRegistry::with_overrides(dir)?,
             None => PromptRegistry::built_in(),
         };
+        crate::setup::check_chunk_budget(&config, &prompts, clock.now())?;
         let billing: Arc<dyn BillingBackend> = Arc::new(ColumnBilling {
             default_tier: config.billing.default_tier.clone(),
         });

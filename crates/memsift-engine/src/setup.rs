@@ -1,10 +1,12 @@
 //! Where a command's database, configuration and erasure key come from: the operator's flags,
-//! environment and files, resolved before an [`crate::app::App`] is opened.
+//! environment and files, resolved before an [`crate::app::App`] is opened; and the one check of
+//! the configuration that needs the prompts (the chunk budget holds the extraction prompt).
 
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use memsift_core::config::{Config, default_data_dir};
+use memsift_core::config::{Config, ConfigError, default_data_dir};
+use memsift_core::prompt::PromptRegistry;
 
 /// The variable naming the database (clap reads it into `--database`).
 pub const DATABASE_URL_ENV: &str = "MEMSIFT_DATABASE_URL";
@@ -98,6 +100,31 @@ pub fn load_config(path: Option<&Path>) -> anyhow::Result<Config> {
         Some(path) => Config::load(path)?,
         None => Config::defaults(),
     })
+}
+
+/// The chunk budget holds the extraction prompt, a chunk's fixed text and room for turns: below
+/// it no chunk could be cut under the budget. The same rule for `check-config` and start-up.
+pub fn check_chunk_budget(
+    config: &Config,
+    prompts: &PromptRegistry,
+    today: chrono::DateTime<chrono::Utc>,
+) -> anyhow::Result<()> {
+    let prompt = prompts.get("extraction")?;
+    let needed = memsift_payload::minimum_chunk_budget(prompt, today);
+    let budget = config.batch.chunk_budget_tokens;
+    if (budget as usize) < needed {
+        return Err(ConfigError::Invalid {
+            key: "batch.chunk_budget_tokens".to_owned(),
+            value: budget.to_string(),
+            fix: format!(
+                "the extraction prompt ({}) and a chunk's date line and closing instruction leave under {} tokens for turns; use at least {needed}",
+                prompt.version,
+                memsift_payload::MIN_TURN_ROOM_TOKENS
+            ),
+        }
+        .into());
+    }
+    Ok(())
 }
 
 /// The erasure key: `MEMSIFT_ERASURE_KEY` (64 hex digits), else `[erasure] key_file`, else

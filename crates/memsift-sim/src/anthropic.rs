@@ -12,6 +12,7 @@ use rand::seq::SliceRandom;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::limits;
 use crate::records::{AnthropicBatch, Counts, ProcessingStatus};
 use crate::state::{
     Generated, GenerationRequest, PromptCache, Provider, SharedState, State as SimState, anthropic_error, invalid,
@@ -132,8 +133,13 @@ pub(crate) async fn create_message(State(shared): State<SharedState>, headers: H
         Ok(request) => request,
         Err(message) => return invalid(Provider::Anthropic, &message),
     };
+    let refused = limits::check(&shared.config.prices, &request, Some(u64::from(request.max_tokens)));
     let now = shared.now();
     let mut state = shared.lock();
+    if let Err(refusal) = refused {
+        limits::record(&mut state, &refusal);
+        return invalid(Provider::Anthropic, &refusal.anthropic_message());
+    }
     match state.generate(&shared.config, now, &request) {
         Ok(generated) => Json(message_json(&mut state, &request.model, &generated, "standard")).into_response(),
         Err(error) => anthropic_error(
@@ -306,6 +312,11 @@ fn result_for(
         Ok(request) => request,
         Err(message) => return errored("invalid_request_error", &message),
     };
+    // Checked when the batch runs, as the provider validates params: an errored result.
+    if let Err(refusal) = limits::check(&shared.config.prices, &request, Some(u64::from(request.max_tokens))) {
+        limits::record(state, &refusal);
+        return errored("invalid_request_error", &refusal.anthropic_message());
+    }
     match state.generate(&shared.config, now, &request) {
         Ok(generated) => {
             json!({"type": "succeeded", "message": message_json(state, &request.model, &generated, "batch")})

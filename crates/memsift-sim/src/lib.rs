@@ -2,8 +2,9 @@
 //!
 //! It speaks Anthropic's Messages and Message Batches and OpenAI's chat, embeddings, Files and
 //! Batches wire formats on one listener, answers with a pluggable [`Responder`], injects seeded,
-//! reproducible faults from a [`FaultConfig`], and moves batches along on an injectable clock, so
-//! tests never sleep. `GET /_sim/counters` (and [`SimHandle::counters`]) is the tests' oracle.
+//! reproducible faults from a [`FaultConfig`], refuses what each provider refuses for a model's
+//! context window and output cap (read from the same `[prices]` table memsift uses), and moves
+//! batches along on an injectable clock, so tests never sleep. `GET /_sim/counters` (and [`SimHandle::counters`]) is the tests' oracle.
 
 #![deny(missing_docs)]
 // Handler helpers return the finished error `Response` as their `Err`; it is moved once, on an
@@ -14,6 +15,7 @@ mod anthropic;
 mod bodies;
 pub mod config;
 mod error;
+mod limits;
 mod models;
 mod openai;
 mod records;

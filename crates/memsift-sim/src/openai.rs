@@ -13,6 +13,7 @@ use rand::seq::SliceRandom;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::limits;
 use crate::records::{OpenAiBatch, Status, StoredFile};
 use crate::state::{
     Generated, GenerationRequest, PromptCache, Provider, SharedState, State as SimState, embed, invalid,
@@ -112,6 +113,10 @@ fn answer_chat(
             json!({"error": {"message": message, "type": "invalid_request_error", "param": null, "code": null}}),
         )
     })?;
+    if let Err((refusal, cap_param)) = limits::check_chat(&shared.config.prices, &request, body) {
+        limits::record(state, &refusal);
+        return Err((400, refusal.openai_body(cap_param)));
+    }
     match state.generate(&shared.config, now, &request) {
         Ok(generated) => Ok(completion_json(state, &request.model, &generated, now.timestamp())),
         Err(error) => Err((

@@ -42,6 +42,9 @@ pub struct Counters {
     pub per_endpoint: BTreeMap<String, u64>,
     /// Every injected fault, by name.
     pub faults: BTreeMap<String, u64>,
+    /// Requests refused as the provider refuses them (`context_window`, `max_tokens`), by reason.
+    #[serde(default)]
+    pub refused: BTreeMap<String, u64>,
 }
 
 /// Which wire format an error must use.

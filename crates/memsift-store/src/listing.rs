@@ -37,6 +37,8 @@ pub struct SegmentRow {
     pub n_memories: i64,
     /// The last failure.
     pub last_error: Option<String>,
+    /// What planning did to make its turns fit the chunk budget (a turn sent in parts), if anything.
+    pub plan_note: Option<String>,
 }
 
 /// One row of `memsift memories`.
@@ -216,7 +218,7 @@ impl Listing<'_> {
             "SELECT s.id, u.external_id AS user, s.conversation_key, s.external_id AS name, s.status, s.n_messages,
                         s.first_message_at, s.last_message_at, s.close_reason, s.attempts,
                         (SELECT COUNT(*) FROM memories m WHERE m.source_segment_id = s.id) AS n_memories,
-                        s.last_error
+                        s.last_error, s.plan_note
                  FROM segments s JOIN users u ON u.id = s.user_id
                  WHERE ($1 IS NULL OR u.external_id = $1) AND ($2 IS NULL OR s.status = $2)
                  ORDER BY s.first_message_at, s.id

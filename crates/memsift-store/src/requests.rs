@@ -278,6 +278,19 @@ impl Requests<'_> {
         requests: &[NewRequest],
         now: DateTime<Utc>,
     ) -> Result<()> {
+        self.plan_segment_requests_with_note(segment_id, requests, None, now)
+            .await
+    }
+
+    /// [`Requests::plan_segment_requests`], recording `note` on the segment (`plan_note`): what
+    /// planning did to make its turns fit, for an admin to see; `None` clears an older note.
+    pub async fn plan_segment_requests_with_note(
+        self,
+        segment_id: SegmentId,
+        requests: &[NewRequest],
+        note: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> Result<()> {
         self.write(async |tx| {
             for request in requests {
                 if !tx.insert_planned_request(request, now).await? {
@@ -286,9 +299,11 @@ impl Requests<'_> {
                 }
             }
             tx.execute(sql!(
-                "UPDATE segments SET planned_chunks = $2, claimed_by = NULL, claimed_until = NULL WHERE id = $1",
+                "UPDATE segments SET planned_chunks = $2, plan_note = $3, claimed_by = NULL, claimed_until = NULL
+                 WHERE id = $1",
                 segment_id,
-                requests.len()
+                requests.len(),
+                note
             ))
             .await?;
             Ok(())

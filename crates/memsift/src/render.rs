@@ -114,6 +114,7 @@ pub fn segments_table(rows: &[SegmentRow]) -> Grid {
         "tries",
         "memories",
         "last error",
+        "note",
     ]);
     for row in rows {
         table.add_row(vec![
@@ -127,6 +128,7 @@ pub fn segments_table(rows: &[SegmentRow]) -> Grid {
             row.attempts.to_string(),
             row.n_memories.to_string(),
             row.last_error.clone().unwrap_or_default(),
+            row.plan_note.clone().unwrap_or_default(),
         ]);
     }
     table

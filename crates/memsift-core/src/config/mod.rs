@@ -5,8 +5,8 @@
 //! knobs (log level, "run until idle") are CLI flags, not configuration.
 //!
 //! [`Config`] is the whole file; its parts live by concern: `sections` (the plain tables),
-//! `llm` (the `[llm.*]` routes and which of them a tier reaches), `prices` (`[prices.*]` and the
-//! cache rules), `load` (the built-in defaults and the operator's overlay), `validate` (the checks
+//! `llm` (the `[llm.*]` routes and which of them a tier reaches), `prices` (`[prices.*]`: the
+//! cache rules and context windows), `load` (the built-in defaults and the operator's overlay), `validate` (the checks
 //! run on every load), `error` and `paths`. Every public item is re-exported here, so callers name
 //! `memsift_core::config::X` whichever file holds it.
 
@@ -28,7 +28,7 @@ pub use error::ConfigError;
 pub use llm::{LanePolicy, LlmConfig, ProviderKind, declared_llm_sections};
 pub use load::{DEFAULT_CONFIG_TOML, MAX_CONFIG_BYTES, read_config_text};
 pub use paths::default_data_dir;
-pub use prices::{ModelPrice, price_for};
+pub use prices::{ModelPrice, price_entry_for, price_for};
 pub use ranges::{MAX_DAYS, MAX_SECS};
 pub use sections::{
     ApiConfig, BatchConfig, BillingConfig, DaemonConfig, DatabaseConfig, EmbeddingBackend, EmbeddingsConfig,

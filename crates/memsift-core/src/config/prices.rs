@@ -1,5 +1,5 @@
-//! `[prices.*]`: what a model costs and the provider's prompt-cache rules for it, looked up by
-//! exact name or longest configured prefix.
+//! `[prices.*]`: what a model costs, the provider's prompt-cache rules for it and its context
+//! window, looked up by exact name or longest configured prefix.
 
 use std::collections::BTreeMap;
 
@@ -39,6 +39,11 @@ pub struct ModelPrice {
     /// Anthropic calls batch cache hits best-effort and quotes 30 % to 98 %; it decides whether
     /// marking a prompt in a batch pays, so raise it only from hit rates you have seen.
     pub batch_cache_hit_share: f64,
+    /// The model's context window: the input tokens of one request and the output it may write
+    /// (`max_tokens`, thinking included) together. A provider refuses a request over it (400).
+    pub context_window_tokens: u64,
+    /// The most output tokens one request may ask for (`max_tokens`); a provider refuses more.
+    pub max_output_tokens: u64,
 }
 
 impl ModelPrice {
@@ -56,13 +61,21 @@ impl ModelPrice {
 /// The prices of `model` in `prices`: an exact name first, then the longest configured name that
 /// prefixes it (so `claude-haiku-4-5` prices `claude-haiku-4-5-20251001`).
 pub fn price_for<'a>(prices: &'a BTreeMap<String, ModelPrice>, model: &str) -> Option<&'a ModelPrice> {
-    prices.get(model).or_else(|| {
-        prices
-            .iter()
-            .filter(|(name, _)| model.starts_with(name.as_str()))
-            .max_by_key(|(name, _)| name.len())
-            .map(|(_, price)| price)
-    })
+    price_entry_for(prices, model).map(|(_, price)| price)
+}
+
+/// [`price_for`] with the name of the section that answered, for messages that send the operator
+/// to the line to change.
+pub fn price_entry_for<'a>(prices: &'a BTreeMap<String, ModelPrice>, model: &str) -> Option<(&'a str, &'a ModelPrice)> {
+    prices
+        .get_key_value(model)
+        .or_else(|| {
+            prices
+                .iter()
+                .filter(|(name, _)| model.starts_with(name.as_str()))
+                .max_by_key(|(name, _)| name.len())
+        })
+        .map(|(name, price)| (name.as_str(), price))
 }
 
 #[cfg(test)]
@@ -91,6 +104,10 @@ mod tests {
         );
         assert_eq!(openai.cacheable_tokens(1152), 1152);
         assert!(price_for(&prices, "unknown-model").is_none());
+        assert_eq!(
+            price_entry_for(&prices, "claude-haiku-4-5-20251001").map(|(name, _)| name),
+            Some("claude-haiku-4-5")
+        );
         // The longest configured prefix wins: Sonnet 4.5 is not priced as Sonnet 4.
         assert_eq!(
             price_for(&prices, "claude-sonnet-4-5-20250929").unwrap(),

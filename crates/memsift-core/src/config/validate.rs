@@ -1,5 +1,6 @@
-//! Validation, run on every load: each section's values are in range, and every route a tier can
-//! take names an `[llm.*]` section that exists (invariant 15).
+//! Validation, run on every load: each section's values are in range, every route a tier can
+//! take names an `[llm.*]` section that exists (invariant 15), and no configured request can pass
+//! its model's context window.
 //!
 //! One check per section, run in a fixed order so the first problem reported stays the same one
 //! whichever file a check sits in; each returns the first value it refuses.
@@ -8,7 +9,7 @@ use std::collections::BTreeMap;
 
 use super::Config;
 use super::error::{ConfigError, invalid};
-use super::prices::ModelPrice;
+use super::prices::{ModelPrice, price_entry_for};
 use super::sections::{BatchConfig, DatabaseConfig, EmbeddingBackend, EmbeddingsConfig, QuotaConfig};
 
 impl Config {
@@ -25,7 +26,8 @@ impl Config {
         validate_embeddings(&self.embeddings)?;
         self.validate_fallbacks()?;
         validate_quotas(&self.quotas)?;
-        self.validate_llm_sections()
+        self.validate_llm_sections()?;
+        self.validate_context_windows()
     }
 
     /// A request body can carry the largest message with its JSON around it.
@@ -173,6 +175,62 @@ impl Config {
     }
 }
 
+impl Config {
+    /// No section asks its model for more output than it writes, and no extraction chunk with its
+    /// output can pass the window of a model that may answer it (a tier's route or a fallback):
+    /// the provider would refuse such a request (400) and its segment would die. A model without a
+    /// `[prices]` section has no known window and is not checked.
+    fn validate_context_windows(&self) -> Result<(), ConfigError> {
+        for (key, llm) in &self.llm {
+            let Some((name, limits)) = llm
+                .model
+                .as_deref()
+                .and_then(|model| price_entry_for(&self.prices, model))
+            else {
+                continue;
+            };
+            if u64::from(llm.max_tokens) > limits.max_output_tokens {
+                return Err(invalid(
+                    &format!("llm.{key}.max_tokens"),
+                    llm.max_tokens,
+                    &format!(
+                        "{name} writes at most {} output tokens (prices.\"{name}\".max_output_tokens); use at most that",
+                        limits.max_output_tokens
+                    ),
+                ));
+            }
+        }
+        let budget = u64::from(self.batch.chunk_budget_tokens);
+        for tier in &self.billing.tiers {
+            for key in self.provider_chain(&format!("extraction_{tier}")) {
+                let Some(llm) = self.llm.get(&key) else { continue };
+                let Some((name, limits)) = llm
+                    .model
+                    .as_deref()
+                    .and_then(|model| price_entry_for(&self.prices, model))
+                else {
+                    continue;
+                };
+                let max_tokens = u64::from(llm.max_tokens);
+                if budget + max_tokens > limits.context_window_tokens {
+                    return Err(invalid(
+                        "batch.chunk_budget_tokens",
+                        budget,
+                        &format!(
+                            "a chunk (system prompt included) and llm.{key}.max_tokens = {max_tokens} would pass {name}'s \
+                             {}-token context window (prices.\"{name}\".context_window_tokens); use at most {}, or lower \
+                             llm.{key}.max_tokens",
+                            limits.context_window_tokens,
+                            limits.context_window_tokens.saturating_sub(max_tokens)
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 /// The URL, when given, is not blank, and SQLite's `synchronous` is one of the two levels that
 /// keep a committed intent.
 fn validate_database(database: &DatabaseConfig) -> Result<(), ConfigError> {
@@ -262,6 +320,23 @@ fn validate_prices(prices: &BTreeMap<String, ModelPrice>) -> Result<(), ConfigEr
                 "use 0 to 10000000 tokens",
             ));
         }
+        if !(1..=100_000_000).contains(&price.context_window_tokens) {
+            return Err(invalid(
+                &format!("prices.\"{model}\".context_window_tokens"),
+                price.context_window_tokens,
+                "use the model's published context window, 1 to 100000000 tokens (Claude 4.5: 200000)",
+            ));
+        }
+        if !(1..=price.context_window_tokens).contains(&price.max_output_tokens) {
+            return Err(invalid(
+                &format!("prices.\"{model}\".max_output_tokens"),
+                price.max_output_tokens,
+                &format!(
+                    "use the model's published output cap, at least 1 and at most prices.\"{model}\".context_window_tokens = {} (Claude 4.5: 64000)",
+                    price.context_window_tokens
+                ),
+            ));
+        }
         if !(1..=1_000_000).contains(&price.cache_step_tokens) {
             return Err(invalid(
                 &format!("prices.\"{model}\".cache_step_tokens"),
@@ -342,11 +417,78 @@ mod tests {
         let overlay = "[prices.\"my-model\"]\ninput_per_mtok = -1.0\noutput_per_mtok = 1.0\ncache_write_5m_multiplier = 1.0\n\
                        cache_write_1h_multiplier = 1.0\ncache_read_multiplier = 0.5\nbatch_discount = 0.5\n\
                        min_cacheable_tokens = 1024\ncache_step_tokens = 128\nautomatic_cache = true\n\
-                       batch_cache_hit_share = 0.3\n";
+                       batch_cache_hit_share = 0.3\ncontext_window_tokens = 128000\nmax_output_tokens = 16384\n";
         let err = Config::from_layers(Some(("test.toml", overlay)))
             .unwrap_err()
             .to_string();
         assert!(err.starts_with("config: prices.\"my-model\""), "{err}");
+    }
+
+    #[test]
+    fn every_priced_model_has_its_published_window_and_output_cap() {
+        let prices = Config::defaults().prices;
+        for (model, price) in &prices {
+            let expected = if model.starts_with("claude-") {
+                (200_000, 64_000)
+            } else {
+                (128_000, 16_384)
+            };
+            assert_eq!(
+                (price.context_window_tokens, price.max_output_tokens),
+                expected,
+                "{model}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_request_that_could_pass_its_models_window_is_refused_at_load_in_one_line() {
+        let route = "[llm.extraction_standard]\nprovider = \"anthropic\"\nmodel = \"claude-haiku-4-5-20251001\"\n";
+        let load = |extra: &str| Config::from_layers(Some(("t.toml", &format!("{route}{extra}"))));
+        assert!(load("max_tokens = 64000\n").is_ok(), "the cap itself is taken");
+        assert_eq!(
+            load("max_tokens = 64001\n").unwrap_err().to_string(),
+            "config: llm.extraction_standard.max_tokens = 64001 is invalid: claude-haiku-4-5 writes at most 64000 output tokens (prices.\"claude-haiku-4-5\".max_output_tokens); use at most that"
+        );
+        assert!(load("max_tokens = 64000\n[batch]\nchunk_budget_tokens = 136000\n").is_ok());
+        assert_eq!(
+            load("max_tokens = 64000\n[batch]\nchunk_budget_tokens = 136001\n")
+                .unwrap_err()
+                .to_string(),
+            "config: batch.chunk_budget_tokens = 136001 is invalid: a chunk (system prompt included) and llm.extraction_standard.max_tokens = 64000 would pass claude-haiku-4-5's 200000-token context window (prices.\"claude-haiku-4-5\".context_window_tokens); use at most 136000, or lower llm.extraction_standard.max_tokens"
+        );
+        // A fallback carries the same chunks, so its window counts too.
+        let fallback = "fallback = [\"extraction_small\"]\n[llm.extraction_small]\nprovider = \"openai\"\nmodel = \"gpt-4o-mini\"\nmax_tokens = 16384\n[batch]\nchunk_budget_tokens = 120000\n";
+        let err = load(fallback).unwrap_err().to_string();
+        assert!(
+            err.contains("llm.extraction_small.max_tokens = 16384 would pass gpt-4o-mini's 128000-token")
+                && err.contains("use at most 111616"),
+            "{err}"
+        );
+        // A model without a [prices] section has no known window: nothing to check.
+        let unpriced = "[llm.extraction_standard]\nprovider = \"openai_compatible\"\nendpoint = \"http://127.0.0.1:11434/v1\"\nmodel = \"llama3.1\"\nmax_tokens = 1000000\n";
+        assert!(Config::from_layers(Some(("t.toml", unpriced))).is_ok());
+    }
+
+    #[test]
+    fn a_window_or_output_cap_out_of_range_is_refused() {
+        let err = Config::from_layers(Some((
+            "t.toml",
+            "[prices.\"gpt-4o-mini\"]\nmax_output_tokens = 200000\n",
+        )))
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.starts_with("config: prices.\"gpt-4o-mini\".max_output_tokens = 200000 is invalid"),
+            "{err}"
+        );
+        let err = Config::from_layers(Some((
+            "t.toml",
+            "[prices.\"gpt-4o-mini\"]\ncontext_window_tokens = 0\n",
+        )))
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("context_window_tokens = 0"), "{err}");
     }
 
     #[test]

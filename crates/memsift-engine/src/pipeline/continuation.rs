@@ -81,15 +81,17 @@ async fn plan_continuation(app: &App, cut: CutAnswer<'_>) -> anyhow::Result<Cont
         .collect();
     let prompt = app.prompts.get("extraction")?.clone();
     let now = app.clock.now();
-    // A part of one chunk fits the chunk's budget; one chunk, whatever its size, with every
-    // known memory (counting the tokens is chunking's CPU work, off the serving task).
+    // The rest of one chunk's turns fit one chunk again; the known memories (the kept items
+    // first) are cut to what the budget leaves, like any chunk's, so the window holds.
     let options = PayloadOptions {
-        chunk_budget_tokens: usize::MAX,
+        chunk_budget_tokens: app.config.batch.chunk_budget_tokens as usize,
         max_known_memories: known.len(),
     };
     let payload = tokio::task::spawn_blocking(move || build_extraction_chunks(&prompt, now, &turns, &known, &options))
         .await
         .context("building a continuation's payload ended abnormally")?
+        .context("cutting a continuation's turns into a chunk")?
+        .chunks
         .into_iter()
         .next();
     let Some(payload) = payload else {

@@ -1,5 +1,5 @@
-//! Planning claimed segments: chunks under a token budget, each routed by its user's tier and
-//! reserved against the daily budget.
+//! Planning claimed segments: chunks under a token budget (a turn larger than a chunk in parts,
+//! noted on the segment), each routed by its user's tier and reserved against the daily budget.
 
 use std::collections::HashMap;
 
@@ -111,12 +111,20 @@ pub async fn plan_segment(app: &App, segment: &ClaimedSegment) -> anyhow::Result
     // Chunking counts the tokens of the whole segment: for a megabyte of text, CPU time that the
     // task serving the API and the watchdog pings cannot spare, so it runs on a blocking thread.
     let worker_id = app.worker_id.clone();
-    let chunks = tokio::task::spawn_blocking(move || {
+    let budget = options.chunk_budget_tokens;
+    let chunking = tokio::task::spawn_blocking(move || {
         crate::app::worker_fail_point("pipeline::chunking", &worker_id);
         build_extraction_chunks(&prompt, now, &turns, &known, &options)
     })
     .await
-    .context("chunking the segment ended abnormally")?;
+    .context("chunking the segment ended abnormally")?
+    .context("cutting the segment into chunks")?;
+    // A turn larger than a chunk went in parts: said on the segment, where an admin looks.
+    let note = chunking.note(budget);
+    if let Some(note) = &note {
+        tracing::info!(segment_id = %segment.id, note = %note, "A turn larger than a chunk is sent in parts.");
+    }
+    let chunks = chunking.chunks;
     if chunks.is_empty() {
         app.store.segments().finish_empty_segment(segment.id, now).await?;
         return Ok(0);
@@ -205,7 +213,7 @@ pub async fn plan_segment(app: &App, segment: &ClaimedSegment) -> anyhow::Result
         .collect();
     app.store
         .requests()
-        .plan_segment_requests(segment.id, &requests, now)
+        .plan_segment_requests_with_note(segment.id, &requests, note.as_deref(), now)
         .await?;
     Ok(requests.len() as u64)
 }

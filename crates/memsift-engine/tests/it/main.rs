@@ -11,6 +11,7 @@ mod pipeline;
 mod postprocess;
 mod search;
 mod vectors;
+mod windows;
 
 /// The engine's test support, under the name these tests have always used.
 mod helpers {

@@ -8,3 +8,4 @@ mod faults;
 mod locomo;
 mod openai;
 mod support;
+mod windows;

@@ -64,11 +64,18 @@ fn main() -> ExitCode {
             turn("t2", Role::Assistant, "Thanks, I will look at it.".to_owned()),
         ];
         let started = Instant::now();
-        let chunks = build_extraction_chunks(prompt, now, &turns, &[], &PayloadOptions::default());
+        let chunks = match build_extraction_chunks(prompt, now, &turns, &[], &PayloadOptions::default()) {
+            Ok(chunking) => chunking.chunks,
+            Err(error) => {
+                eprintln!("chunk-bench: {error}");
+                return ExitCode::FAILURE;
+            }
+        };
         let seconds = started.elapsed().as_secs_f64();
         let tokens: usize = chunks.iter().map(|chunk| chunk.n_tokens).sum();
+        let largest = chunks.iter().map(|chunk| chunk.n_tokens).max().unwrap_or(0);
         println!(
-            "{kib} KiB one-word message: {} chunk(s), {tokens} tokens, {seconds:.3} s",
+            "{kib} KiB one-word message: {} chunk(s), {tokens} tokens, largest {largest}, {seconds:.3} s",
             chunks.len()
         );
     }

@@ -43,6 +43,7 @@ pub(super) async fn check_config(config: &memsift_core::config::Config, cli: &Cl
         Some(dir) => memsift_core::prompt::PromptRegistry::with_overrides(dir)?,
         None => memsift_core::prompt::PromptRegistry::built_in(),
     };
+    memsift_engine::setup::check_chunk_budget(config, &prompts, chrono::Utc::now())?;
     for warning in memsift_llm::cache_warnings(config, &prompts) {
         println!("warning: {warning}");
     }

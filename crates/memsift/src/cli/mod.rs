@@ -32,7 +32,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         faults,
     } = &cli.command
     {
-        return tools::run_sim(listen, responder, faults.as_deref()).await;
+        return tools::run_sim(&config, listen, responder, faults.as_deref()).await;
     }
     if let Command::Distill { out, dims, model_dir } = &cli.command {
         return tools::distill(&config, out, *dims, model_dir.as_deref()).await;

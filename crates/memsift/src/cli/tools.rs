@@ -4,11 +4,17 @@
 use anyhow::Context;
 use memsift_engine::app::App;
 
-/// `memsift sim`: the provider simulator until Ctrl-C.
-pub(super) async fn run_sim(listen: &str, responder: &str, faults: Option<&std::path::Path>) -> anyhow::Result<()> {
+/// `memsift sim`: the provider simulator until Ctrl-C, with the configuration's `[prices]`: each
+/// model's cache rules, context window and output cap are the ones memsift plans with.
+pub(super) async fn run_sim(
+    memsift_config: &memsift_core::config::Config,
+    listen: &str,
+    responder: &str,
+    faults: Option<&std::path::Path>,
+) -> anyhow::Result<()> {
     use std::io::Write;
 
-    let config = memsift_sim::SimConfig::from_cli(responder, faults)?;
+    let config = memsift_sim::SimConfig::from_cli(responder, faults)?.with_prices(memsift_config.prices.clone());
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("sim: cannot listen on {listen}"))?;

@@ -122,6 +122,28 @@ fn check_config_names_the_missing_key_of_a_tier() {
 }
 
 #[test]
+fn check_config_refuses_a_request_that_could_pass_its_models_window_in_one_line() {
+    let route = "[llm.extraction_standard]\nprovider = \"anthropic\"\nmodel = \"claude-haiku-4-5\"\napi_key_env = \"ANTHROPIC_API_KEY\"\n";
+    let output = check_config(&format!("{route}max_tokens = 64001\n"));
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8(output.stderr).unwrap(),
+        "error: config: llm.extraction_standard.max_tokens = 64001 is invalid: claude-haiku-4-5 writes at most 64000 output tokens (prices.\"claude-haiku-4-5\".max_output_tokens); use at most that\n"
+    );
+    // A budget that cannot hold the extraction prompt is refused here as at start-up.
+    let output = check_config("[batch]\nchunk_budget_tokens = 300\n");
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(
+        stderr.starts_with(
+            "error: config: batch.chunk_budget_tokens = 300 is invalid: the extraction prompt (extraction@"
+        ) && stderr.contains("; use at least ")
+            && stderr.lines().count() == 1,
+        "{stderr}"
+    );
+}
+
+#[test]
 fn check_config_warns_when_a_marked_prompt_can_never_be_cached() {
     let output = check_config(
         "[llm.extraction_standard]\nprovider = \"anthropic\"\nmodel = \"claude-haiku-4-5\"\napi_key_env = \"ANTHROPIC_API_KEY\"\ncache_ttl = \"5m\"\n",
