@@ -39,7 +39,8 @@ pub enum FaultClass {
     /// counts against the lane's health and spends no request's attempt: a batch create failing
     /// so opens the lane at once, an immediate call's request waits for the lane's next probe.
     Outage,
-    /// Try the same call again later (429, 408, 409): says nothing about health or the request.
+    /// Try the same call again later (429, 408, 409): says nothing about the request; the client
+    /// retries it, and one that outlasts those retries waits for its lane like an outage.
     Retry,
     /// This one request cannot succeed as it is (400, 413, 422): its attempt is spent.
     Request,

@@ -43,6 +43,7 @@ mod schedules;
 mod scoring;
 mod search;
 mod segments;
+mod spend;
 mod stage;
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -71,14 +72,13 @@ pub use listing::{
     CostRow, Counts, IdKind, MemoryDetail, MemoryRow, MetricsSnapshot, RequestDetail, RequestRow, SegmentRow,
     UsageTotals,
 };
-pub use requests::{
-    ApplyFailure, NewRequest, RecentOutput, ReplanReport, RequestUsage, Spend, StoredOutput, WorkRequest,
-};
+pub use requests::{ApplyFailure, NewRequest, ReplanReport, RequestUsage, StoredOutput, WorkRequest};
 pub use revisions::{MemoryState, Revised, Revision};
 pub use schedules::ScheduleRow;
 pub use scoring::{ScoringPolicy, ScoringReport, importance};
 pub use search::{MemoryCard, TurnCard};
 pub use segments::{ClaimedSegment, SegmentTurn};
+pub use spend::{RecentOutput, Spend};
 pub use stage::{
     Covered, EntityDecision, EntityRow, LinkEnd, Narrowed, NewLink, ProposalToReview, RefinementRules, Replacement,
     ReviewMemory, RunCap, StageApplied, StageMemory, StageOutcome, share_cap,

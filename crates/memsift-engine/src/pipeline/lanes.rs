@@ -71,89 +71,117 @@ pub(super) async fn execute_lane(
             Lane::Heuristic => answer_offline(app, &execution).await?,
             _ => app.immediate.execute(&execution).await,
         };
-        let now = app.clock.now();
-        if let (Some(lane_key), Some(signal)) = (&lane_key, outcome.health_signal()) {
-            app.health.record(lane_key, &signal, now);
-        }
-        match outcome {
-            ExecutionOutcome::Completed {
-                raw_output,
-                stop_reason,
-                usage,
+        record_outcome(app, &request, lane, lane_key.as_ref(), outcome, report).await?;
+    }
+    Ok(())
+}
+
+/// Records what executing `request` on `lane` came to: the answer, or a fault that holds it
+/// (unspent) or spends its attempt, feeding the lane's breaker on the way.
+async fn record_outcome(
+    app: &App,
+    request: &WorkRequest,
+    lane: Lane,
+    lane_key: Option<&LaneKey>,
+    outcome: ExecutionOutcome,
+    report: &mut StepReport,
+) -> anyhow::Result<()> {
+    let now = app.clock.now();
+    if let (Some(lane_key), Some(signal)) = (lane_key, outcome.health_signal()) {
+        // A throttle that outlasted the client's own retries (each honouring `retry-after`)
+        // counts like an outage here: the request waits unspent below, and only the breaker
+        // can end that wait if the provider never lets it through.
+        let signal = match (&outcome, signal) {
+            (
+                ExecutionOutcome::Failed {
+                    class: FaultClass::Retry,
+                    error,
+                    ..
+                },
+                _,
+            ) => memsift_llm::HealthSignal::Outage(error.clone()),
+            (_, signal) => signal,
+        };
+        app.health.record(lane_key, &signal, now);
+    }
+    match outcome {
+        ExecutionOutcome::Completed {
+            raw_output,
+            stop_reason,
+            usage,
+            cost_usd,
+            ..
+        } => {
+            let usage = RequestUsage {
+                input_tokens: usage.input_tokens as i64,
+                output_tokens: usage.output_tokens as i64,
+                cache_creation_tokens: (usage.cache_creation_5m_tokens + usage.cache_creation_1h_tokens) as i64,
+                cache_read_tokens: usage.cache_read_tokens as i64,
                 cost_usd,
-                ..
-            } => {
-                let usage = RequestUsage {
-                    input_tokens: usage.input_tokens as i64,
-                    output_tokens: usage.output_tokens as i64,
-                    cache_creation_tokens: (usage.cache_creation_5m_tokens + usage.cache_creation_1h_tokens) as i64,
-                    cache_read_tokens: usage.cache_read_tokens as i64,
-                    cost_usd,
-                };
-                record_answer(
-                    app,
+            };
+            record_answer(
+                app,
+                request.id,
+                &raw_output,
+                stop_reason.as_deref(),
+                &usage,
+                now,
+                report,
+            )
+            .await?;
+        }
+        ExecutionOutcome::Failed {
+            class: FaultClass::Setting,
+            error,
+            fix,
+        } if lane_key.is_some() => {
+            // The lane's breaker opened on this answer: the request waits, unspent.
+            let lane_key = lane_key.expect("matched Some");
+            let cause = match app.health.state(lane_key, now) {
+                BreakerState::Open { cause, .. } | BreakerState::HalfOpen { cause, .. } => cause,
+                BreakerState::Closed { .. } => OpenCause {
+                    setting_fault: true,
+                    reason: error,
+                    fix,
+                    opened_at: now,
+                    cool_down: app.health.policy().cool_down,
+                },
+            };
+            hold_request(app, request.id, lane_key, &cause).await?;
+            report.n_requests_held += 1;
+        }
+        ExecutionOutcome::Failed {
+            class: FaultClass::Outage | FaultClass::Retry,
+            error,
+            ..
+        } if lane_key.is_some() => {
+            // The provider is unwell or throttling, which says nothing about the request: it waits, unspent,
+            // for the lane's next probe (the outage was counted on the breaker above, which
+            // opens after a few and then pauses the lane or moves its work to another way).
+            let lane_key = lane_key.expect("matched Some");
+            let not_before = match app.health.state(lane_key, now) {
+                BreakerState::Open { until, .. } => until,
+                _ => now + app.health.policy().cool_down,
+            };
+            let reason = format!("lane {} unwell: {error}; waiting, no attempt spent", lane_key.name());
+            app.store.lanes().hold_request(request.id, &reason, not_before).await?;
+            report.n_requests_held += 1;
+        }
+        ExecutionOutcome::Failed { error, class, .. } => {
+            record_failed_attempt(app, request, &error, class, now, report).await?;
+        }
+        ExecutionOutcome::Deferred => {
+            // Only the batch lane defers; anything else is a bug in a strategy. The attempt
+            // fails with the reason instead of stopping the lane.
+            app.store
+                .requests()
+                .record_failure(
                     request.id,
-                    &raw_output,
-                    stop_reason.as_deref(),
-                    &usage,
+                    RequestStatus::Errored,
+                    &format!("lane {lane} deferred the request; only the batch lane defers"),
                     now,
-                    report,
                 )
                 .await?;
-            }
-            ExecutionOutcome::Failed {
-                class: FaultClass::Setting,
-                error,
-                fix,
-            } if lane_key.is_some() => {
-                // The lane's breaker opened on this answer: the request waits, unspent.
-                let lane_key = lane_key.as_ref().expect("matched Some");
-                let cause = match app.health.state(lane_key, now) {
-                    BreakerState::Open { cause, .. } | BreakerState::HalfOpen { cause, .. } => cause,
-                    BreakerState::Closed { .. } => OpenCause {
-                        setting_fault: true,
-                        reason: error,
-                        fix,
-                        opened_at: now,
-                        cool_down: app.health.policy().cool_down,
-                    },
-                };
-                hold_request(app, request.id, lane_key, &cause).await?;
-                report.n_requests_held += 1;
-            }
-            ExecutionOutcome::Failed {
-                class: FaultClass::Outage,
-                error,
-                ..
-            } if lane_key.is_some() => {
-                // The provider is unwell, which says nothing about the request: it waits, unspent,
-                // for the lane's next probe (the outage was counted on the breaker above, which
-                // opens after a few and then pauses the lane or moves its work to another way).
-                let lane_key = lane_key.as_ref().expect("matched Some");
-                let not_before = match app.health.state(lane_key, now) {
-                    BreakerState::Open { until, .. } => until,
-                    _ => now + app.health.policy().cool_down,
-                };
-                let reason = format!("lane {} unwell: {error}; waiting, no attempt spent", lane_key.name());
-                app.store.lanes().hold_request(request.id, &reason, not_before).await?;
-                report.n_requests_held += 1;
-            }
-            ExecutionOutcome::Failed { error, class, .. } => {
-                record_failed_attempt(app, &request, &error, class, now, report).await?;
-            }
-            ExecutionOutcome::Deferred => {
-                // Only the batch lane defers; anything else is a bug in a strategy. The attempt
-                // fails with the reason instead of stopping the lane.
-                app.store
-                    .requests()
-                    .record_failure(
-                        request.id,
-                        RequestStatus::Errored,
-                        &format!("lane {lane} deferred the request; only the batch lane defers"),
-                        now,
-                    )
-                    .await?;
-            }
         }
     }
     Ok(())
@@ -196,8 +224,8 @@ async fn record_answer(
     Ok(())
 }
 
-/// Records a failed call that did not pause or hold its lane: a throttle is retried as a new
-/// attempt, a request refused as it is goes dead at once, with its extraction segment.
+/// Records a failed call that did not pause or hold its lane (a request refused as it is, or a
+/// provider fault off a provider lane): refused, it goes dead at once, with its extraction segment.
 async fn record_failed_attempt(
     app: &App,
     request: &WorkRequest,

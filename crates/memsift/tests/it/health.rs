@@ -343,11 +343,11 @@ async fn a_revoked_key_on_the_immediate_lane_holds_requests_unspent_until_a_prob
 
 #[tokio::test]
 async fn provider_outages_on_the_immediate_lane_spend_no_attempt_whatever_their_status() {
-    // Before: every 5xx of an immediate call spent an attempt, so three in a row killed a segment
+    // Before: every 5xx or exhausted 429 of an immediate call spent an attempt, so three in a row killed a segment
     // before the breaker (five outages) opened. Now the request waits for the lane's next probe,
     // unspent; with no other way, the run stops with the paused lane's line, and once the
     // provider answers everything is extracted on its first attempt.
-    for (name, fault) in [("500", "server_error"), ("529", "overloaded")] {
+    for (name, fault) in [("500", "server_error"), ("529", "overloaded"), ("429", "rate_limit")] {
         let burst = HttpFault {
             share: 1.0,
             endpoints: vec!["messages".to_owned()],
@@ -356,6 +356,13 @@ async fn provider_outages_on_the_immediate_lane_spend_no_attempt_whatever_their_
         let faults = match fault {
             "server_error" => FaultConfig {
                 server_error: Some(burst),
+                ..FaultConfig::default()
+            },
+            "rate_limit" => FaultConfig {
+                rate_limit: Some(HttpFault {
+                    retry_after_ms: Some(1000),
+                    ..burst
+                }),
                 ..FaultConfig::default()
             },
             _ => FaultConfig {
