@@ -73,8 +73,11 @@ impl ExecutionOutcome {
                     reason: error.clone(),
                     fix: fix.clone(),
                 },
-                FaultClass::Outage => HealthSignal::Outage(error.clone()),
-                FaultClass::Retry | FaultClass::Request => HealthSignal::Neutral,
+                // An executed call fails only after the client's own retries (each honouring
+                // `retry-after`): a throttle that outlasted them is the lane's trouble like an
+                // outage, and only the breaker can end the wait if it never lets up.
+                FaultClass::Outage | FaultClass::Retry => HealthSignal::Outage(error.clone()),
+                FaultClass::Request => HealthSignal::Neutral,
             }),
         }
     }

@@ -88,20 +88,6 @@ async fn record_outcome(
 ) -> anyhow::Result<()> {
     let now = app.clock.now();
     if let (Some(lane_key), Some(signal)) = (lane_key, outcome.health_signal()) {
-        // A throttle that outlasted the client's own retries (each honouring `retry-after`)
-        // counts like an outage here: the request waits unspent below, and only the breaker
-        // can end that wait if the provider never lets it through.
-        let signal = match (&outcome, signal) {
-            (
-                ExecutionOutcome::Failed {
-                    class: FaultClass::Retry,
-                    error,
-                    ..
-                },
-                _,
-            ) => memsift_llm::HealthSignal::Outage(error.clone()),
-            (_, signal) => signal,
-        };
         app.health.record(lane_key, &signal, now);
     }
     match outcome {
