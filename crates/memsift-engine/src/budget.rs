@@ -20,13 +20,14 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 
 use memsift_core::UserId;
-use memsift_core::config::{Config, ProviderKind, price_for};
+use memsift_core::config::{Config, OverBudget, ProviderKind, price_for};
 use memsift_core::status::{Lane, Purpose};
 use memsift_llm::ResolvedLlm;
 use memsift_llm::usage::{TokenUsage, cost};
+use memsift_routing::Route;
 use memsift_store::RecentOutput;
 
-use crate::app::App;
+use crate::app::{App, OVER_BUDGET_KEY};
 
 /// The most a request on `lane` through `llm` can cost: its counted input tokens, uncached, plus
 /// `max_tokens` of output (pass the config capped at the request's allowance), at `[prices]`, with the batch discount on the batch lane. The offline
@@ -158,6 +159,66 @@ pub(crate) async fn within_budget(
     }
     pending.add(user_id, estimate_usd);
     Ok(None)
+}
+
+/// What the budget made of requests about to be planned.
+pub(crate) enum Reserved {
+    /// They go `route`'s way, each with its reservation (none on the offline lane) and the output
+    /// allowance it is sent with.
+    Granted {
+        route: Route,
+        reservations: Vec<f64>,
+        allowance: Option<u32>,
+    },
+    /// Over budget under `over_budget = "defer"`: why, for the caller to record.
+    Deferred(String),
+}
+
+/// Prices requests of `purpose` for `user_id` on `route`, one per entry of `input_tokens` (a
+/// segment's chunks reserve together, all or none), and reserves them against the daily budget
+/// of `tier` beside `pending`; when they do not fit, follows `[billing] over_budget`: the offline
+/// lane with nothing reserved, or [`Reserved::Deferred`].
+pub(crate) async fn reserve(
+    app: &App,
+    purpose: Purpose,
+    user_id: UserId,
+    tier: &str,
+    route: Route,
+    input_tokens: &[u64],
+    pending: &Pending,
+) -> anyhow::Result<Reserved> {
+    let allowance = output_allowance(app, purpose, tier, &route.llm, route.lane).await?;
+    let allowed = route.llm.with_output_cap(allowance);
+    let reservations: Vec<f64> = input_tokens
+        .iter()
+        .map(|&tokens| estimate_usd(&app.config, &allowed, route.lane, tokens))
+        .collect();
+    let needed = reservations.iter().sum();
+    let Some(over) = within_budget(app, user_id, tier, route.lane, needed, pending).await? else {
+        return Ok(Reserved::Granted {
+            route,
+            reservations,
+            allowance,
+        });
+    };
+    match app.config.billing.over_budget {
+        OverBudget::Heuristic => {
+            tracing::info!(%user_id, %tier, %purpose, "{over}; going on the heuristic lane.");
+            Ok(Reserved::Granted {
+                route: Route {
+                    lane: Lane::Heuristic,
+                    config_key: OVER_BUDGET_KEY.to_owned(),
+                    llm: ResolvedLlm::offline(OVER_BUDGET_KEY),
+                },
+                reservations: vec![0.0; input_tokens.len()],
+                allowance: None,
+            })
+        }
+        OverBudget::Defer => {
+            tracing::info!(%user_id, %tier, %purpose, "{over}; waiting until the budget allows.");
+            Ok(Reserved::Deferred(over))
+        }
+    }
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 
 use super::Config;
 use super::error::{ConfigError, invalid};
+use super::llm::LlmConfig;
 use super::prices::{ModelPrice, price_entry_for};
 use super::sections::{BatchConfig, DatabaseConfig, EmbeddingBackend, EmbeddingsConfig, QuotaConfig};
 
@@ -180,13 +181,16 @@ impl Config {
     /// output can pass the window of a model that may answer it (a tier's route or a fallback):
     /// the provider would refuse such a request (400) and its segment would die. A model without a
     /// `[prices]` section has no known window and is not checked.
+    /// The priced entry (its name and limits) of a section's model, if it has one.
+    fn limits_of(&self, llm: &LlmConfig) -> Option<(&str, &ModelPrice)> {
+        llm.model
+            .as_deref()
+            .and_then(|model| price_entry_for(&self.prices, model))
+    }
+
     fn validate_context_windows(&self) -> Result<(), ConfigError> {
         for (key, llm) in &self.llm {
-            let Some((name, limits)) = llm
-                .model
-                .as_deref()
-                .and_then(|model| price_entry_for(&self.prices, model))
-            else {
+            let Some((name, limits)) = self.limits_of(llm) else {
                 continue;
             };
             if u64::from(llm.max_tokens) > limits.max_output_tokens {
@@ -204,11 +208,7 @@ impl Config {
         for tier in &self.billing.tiers {
             for key in self.provider_chain(&format!("extraction_{tier}")) {
                 let Some(llm) = self.llm.get(&key) else { continue };
-                let Some((name, limits)) = llm
-                    .model
-                    .as_deref()
-                    .and_then(|model| price_entry_for(&self.prices, model))
-                else {
+                let Some((name, limits)) = self.limits_of(llm) else {
                     continue;
                 };
                 let max_tokens = u64::from(llm.max_tokens);

@@ -14,18 +14,16 @@ use std::future::Future;
 use std::pin::Pin;
 
 use anyhow::Context;
-use memsift_core::config::{OverBudget, ProviderKind};
+use memsift_core::config::ProviderKind;
 use memsift_core::request::{RequestBody, RequestContext, RequestSubject};
-use memsift_core::status::{Lane, Purpose, Role};
+use memsift_core::status::{Purpose, Role};
 use memsift_core::{MessageId, RequestId};
-use memsift_llm::ResolvedLlm;
 use memsift_payload::{KnownMemory, PayloadOptions, build_extraction_chunks};
 use memsift_processor::unfinished_turns;
-use memsift_routing::Route;
 use memsift_store::{ContinuationPlan, NewRequest};
 
-use crate::app::{App, OVER_BUDGET_KEY};
-use crate::budget::{Pending, estimate_usd, output_allowance, within_budget};
+use crate::app::App;
+use crate::budget::{Pending, Reserved, reserve};
 use crate::context::{ContinuationPlanner, CutAnswer};
 
 impl ContinuationPlanner for App {
@@ -102,36 +100,32 @@ async fn plan_continuation(app: &App, cut: CutAnswer<'_>) -> anyhow::Result<Cont
     let tier = app
         .billing
         .tier_of(app.store.users().user_billing_tier(stored.user_id).await?.as_deref());
-    let mut route = app.router.route(Purpose::Extraction, &tier, false, now)?;
-    // The same learned output allowance as any request of its purpose and model.
-    let mut allowance = output_allowance(app, Purpose::Extraction, &tier, &route.llm, route.lane).await?;
-    let mut reserved_usd = estimate_usd(
-        &app.config,
-        &route.llm.with_output_cap(allowance),
-        route.lane,
-        payload.n_tokens as u64,
-    );
-    let pending = Pending::default();
-    if let Some(over) = within_budget(app, stored.user_id, &tier, route.lane, reserved_usd, &pending).await? {
-        match app.config.billing.over_budget {
-            OverBudget::Heuristic => {
-                tracing::info!(request_id = %stored.request_id, %tier, "{over}; continuing on the heuristic lane.");
-                route = Route {
-                    lane: Lane::Heuristic,
-                    config_key: OVER_BUDGET_KEY.to_owned(),
-                    llm: ResolvedLlm::offline(OVER_BUDGET_KEY),
-                };
-                reserved_usd = 0.0;
-                allowance = None;
-            }
-            OverBudget::Defer => {
-                return Ok(ContinuationPlan::NotContinued(format!(
-                    "the answer was cut off and the {over}: the rest of chunk {chunk} is not extracted \
-                     ([billing] over_budget = \"defer\")"
-                )));
-            }
+    let route = app.router.route(Purpose::Extraction, &tier, false, now)?;
+    // Priced, allowed and over budget like any request of its purpose.
+    let input_tokens = [payload.n_tokens as u64];
+    let reserved = reserve(
+        app,
+        Purpose::Extraction,
+        stored.user_id,
+        &tier,
+        route,
+        &input_tokens,
+        &Pending::default(),
+    )
+    .await?;
+    let (route, reserved_usd, allowance) = match reserved {
+        Reserved::Granted {
+            route,
+            reservations,
+            allowance,
+        } => (route, reservations[0], allowance),
+        Reserved::Deferred(over) => {
+            return Ok(ContinuationPlan::NotContinued(format!(
+                "the answer was cut off and the {over}: the rest of chunk {chunk} is not extracted \
+                 ([billing] over_budget = \"defer\")"
+            )));
         }
-    }
+    };
     let prompt_version = match route.llm.provider {
         ProviderKind::Heuristic => memsift_heuristic::RULES_VERSION.to_owned(),
         _ => payload.prompt_version.clone(),

@@ -5,18 +5,15 @@ use std::collections::HashMap;
 
 use anyhow::Context;
 use chrono::Duration;
-use memsift_core::config::{OverBudget, ProviderKind};
+use memsift_core::config::ProviderKind;
 use memsift_core::request::{RequestBody, RequestContext, RequestSubject};
-use memsift_core::status::{Lane, Purpose, Role};
+use memsift_core::status::{Purpose, Role};
 use memsift_core::{MemoryId, RequestId};
-use memsift_llm::ResolvedLlm;
 use memsift_payload::{KnownMemory, PayloadOptions, build_extraction_chunks};
-use memsift_routing::Route;
 use memsift_store::{ClaimedSegment, NewRequest};
 
 use crate::app::App;
-use crate::app::OVER_BUDGET_KEY;
-use crate::budget::{Pending, estimate_usd, output_allowance, within_budget};
+use crate::budget::{Pending, Reserved, reserve};
 use crate::context::is_environment_fault;
 use crate::timings::{Phase, timed};
 
@@ -88,7 +85,7 @@ pub async fn plan_segment(app: &App, segment: &ClaimedSegment) -> anyhow::Result
     let tier = app
         .billing
         .tier_of(app.store.users().user_billing_tier(segment.user_id).await?.as_deref());
-    let mut route = app.router.route(Purpose::Extraction, &tier, false, now)?;
+    let route = app.router.route(Purpose::Extraction, &tier, false, now)?;
     let segment_turns = app.store.segments().segment_turns(segment.id).await?;
     let turns: Vec<_> = segment_turns
         .iter()
@@ -129,39 +126,35 @@ pub async fn plan_segment(app: &App, segment: &ClaimedSegment) -> anyhow::Result
         app.store.segments().finish_empty_segment(segment.id, now).await?;
         return Ok(0);
     }
-    let mut allowance = output_allowance(app, Purpose::Extraction, &tier, &route.llm, route.lane).await?;
-    let allowed = route.llm.with_output_cap(allowance);
-    let estimates: Vec<f64> = chunks
-        .iter()
-        .map(|chunk| estimate_usd(&app.config, &allowed, route.lane, chunk.n_tokens as u64))
-        .collect();
-    let needed: f64 = estimates.iter().sum();
-    let mut reserve = true;
-    if let Some(over) = within_budget(app, segment.user_id, &tier, route.lane, needed, &Pending::default()).await? {
-        match app.config.billing.over_budget {
-            OverBudget::Heuristic => {
-                tracing::info!(segment_id = %segment.id, %tier, "{over}; extracting on the heuristic lane.");
-                route = Route {
-                    lane: Lane::Heuristic,
-                    config_key: OVER_BUDGET_KEY.to_owned(),
-                    llm: ResolvedLlm::offline(OVER_BUDGET_KEY),
-                };
-                reserve = false;
-                allowance = None;
-            }
-            OverBudget::Defer => {
-                let tomorrow = (now.date_naive() + chrono::Days::new(1))
-                    .and_hms_opt(0, 0, 0)
-                    .expect("midnight exists")
-                    .and_utc();
-                app.store
-                    .segments()
-                    .defer_segment(segment.id, tomorrow, &format!("{over}; deferred to {tomorrow}"))
-                    .await?;
-                return Ok(0);
-            }
+    let input_tokens: Vec<u64> = chunks.iter().map(|chunk| chunk.n_tokens as u64).collect();
+    let (route, estimates, allowance) = match reserve(
+        app,
+        Purpose::Extraction,
+        segment.user_id,
+        &tier,
+        route,
+        &input_tokens,
+        &Pending::default(),
+    )
+    .await?
+    {
+        Reserved::Granted {
+            route,
+            reservations,
+            allowance,
+        } => (route, reservations, allowance),
+        Reserved::Deferred(over) => {
+            let tomorrow = (now.date_naive() + chrono::Days::new(1))
+                .and_hms_opt(0, 0, 0)
+                .expect("midnight exists")
+                .and_utc();
+            app.store
+                .segments()
+                .defer_segment(segment.id, tomorrow, &format!("{over}; deferred to {tomorrow}"))
+                .await?;
+            return Ok(0);
         }
-    }
+    };
     let prompt_version = match route.llm.provider {
         ProviderKind::Heuristic => memsift_heuristic::RULES_VERSION.to_owned(),
         _ => extraction_prompt_version,
@@ -206,7 +199,7 @@ pub async fn plan_segment(app: &App, segment: &ClaimedSegment) -> anyhow::Result
                 },
                 subject: RequestSubject::default(),
                 parent_request_id: None,
-                reserved_usd: if reserve { *estimate } else { 0.0 },
+                reserved_usd: *estimate,
                 max_output_tokens: allowance,
             }
         })

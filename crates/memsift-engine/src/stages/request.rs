@@ -2,21 +2,17 @@
 
 use std::collections::HashMap;
 
-use memsift_core::config::{OverBudget, ProviderKind};
+use memsift_core::config::ProviderKind;
 use memsift_core::request::{RequestBody, RequestContext, RequestSubject};
-use memsift_core::status::Lane;
 use memsift_core::status::Purpose;
 use memsift_core::{MemoryId, RequestId, UserId};
-use memsift_llm::ResolvedLlm;
 use memsift_payload::count_tokens;
 use memsift_postprocess::StageRequest;
 use memsift_postprocess::offline;
-use memsift_routing::Route;
 use memsift_store::{NewRequest, RunCap, Store};
 
 use crate::app::App;
-use crate::app::OVER_BUDGET_KEY;
-use crate::budget::{Pending, estimate_usd, output_allowance, within_budget};
+use crate::budget::{Pending, Reserved, reserve};
 
 /// One user's share of a stage run.
 pub(super) struct UserRun<'a> {
@@ -77,33 +73,17 @@ pub(super) async fn stage_request_with(
     let tier = app
         .billing
         .tier_of(app.store.users().user_billing_tier(user_id).await?.as_deref());
-    let mut route = app.router.route(purpose, &tier, false, app.clock.now())?;
+    let route = app.router.route(purpose, &tier, false, app.clock.now())?;
     let input_tokens = (count_tokens(&request.system) + count_tokens(&request.user_message)) as u64;
-    let mut allowance = output_allowance(app, purpose, &tier, &route.llm, route.lane).await?;
-    let mut reserved_usd = estimate_usd(
-        &app.config,
-        &route.llm.with_output_cap(allowance),
-        route.lane,
-        input_tokens,
-    );
-    if let Some(over) = within_budget(app, user_id, &tier, route.lane, reserved_usd, pending).await? {
-        match app.config.billing.over_budget {
-            OverBudget::Heuristic => {
-                tracing::info!(%user_id, %tier, %purpose, "{over}; planning on the heuristic lane.");
-                route = Route {
-                    lane: Lane::Heuristic,
-                    config_key: OVER_BUDGET_KEY.to_owned(),
-                    llm: ResolvedLlm::offline(OVER_BUDGET_KEY),
-                };
-                reserved_usd = 0.0;
-                allowance = None;
-            }
-            OverBudget::Defer => {
-                tracing::info!(%user_id, %tier, %purpose, "{over}; not planned until the budget allows.");
-                return Ok(None);
-            }
-        }
-    }
+    let (route, reserved_usd, allowance) =
+        match reserve(app, purpose, user_id, &tier, route, &[input_tokens], pending).await? {
+            Reserved::Granted {
+                route,
+                reservations,
+                allowance,
+            } => (route, reservations[0], allowance),
+            Reserved::Deferred(_) => return Ok(None),
+        };
     let prompt = app.prompts.get(purpose.as_str())?;
     let prompt_version = match route.llm.provider {
         ProviderKind::Heuristic => offline::OFFLINE_VERSION.to_owned(),

@@ -66,6 +66,26 @@ async fn sim_app(faults: FaultConfig, config_for: impl FnOnce(&SimHandle, &std::
     TestApp::on_sim(TestDb::sqlite().await, sim_config, config_for).await
 }
 
+/// An app whose extraction goes to the simulator's Anthropic immediate lane, with a 60 s
+/// breaker cool-down.
+async fn immediate_app(faults: FaultConfig) -> TestApp {
+    sim_app(faults, |sim, key_file| {
+        config(
+            key_file,
+            "cool_down_secs = 60",
+            &section(
+                "extraction_standard",
+                "anthropic",
+                &sim.base_url,
+                "claude-haiku-4-5",
+                "immediate",
+                "",
+            ),
+        )
+    })
+    .await
+}
+
 async fn statuses(test: &TestApp) -> Vec<String> {
     let mut statuses: Vec<String> = test
         .app
@@ -304,21 +324,7 @@ async fn a_revoked_key_on_the_immediate_lane_holds_requests_unspent_until_a_prob
         auth_error: Some(HttpFault::first(1, "messages")),
         ..FaultConfig::default()
     };
-    let test = sim_app(faults, |sim, key_file| {
-        config(
-            key_file,
-            "cool_down_secs = 60",
-            &section(
-                "extraction_standard",
-                "anthropic",
-                &sim.base_url,
-                "claude-haiku-4-5",
-                "immediate",
-                "",
-            ),
-        )
-    })
-    .await;
+    let test = immediate_app(faults).await;
     test.import("chat.jsonl", &conversations("")).await.unwrap();
     let step = run_once(&test.app).await.unwrap();
     assert_eq!(step.n_requests_held, 3, "the 401 and the two behind it wait: {step:?}");
@@ -370,21 +376,7 @@ async fn provider_outages_on_the_immediate_lane_spend_no_attempt_whatever_their_
                 ..FaultConfig::default()
             },
         };
-        let test = sim_app(faults, |sim, key_file| {
-            config(
-                key_file,
-                "cool_down_secs = 60",
-                &section(
-                    "extraction_standard",
-                    "anthropic",
-                    &sim.base_url,
-                    "claude-haiku-4-5",
-                    "immediate",
-                    "",
-                ),
-            )
-        })
-        .await;
+        let test = immediate_app(faults).await;
         test.import("chat.jsonl", &conversations("")).await.unwrap();
         // The client's own retries of each failing call wait on a virtual clock, not for seconds.
         let app = crate::helpers::with_virtual_retries(&test.app);
