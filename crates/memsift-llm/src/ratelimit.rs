@@ -122,7 +122,7 @@ impl RateLimiter {
 
     /// Splits every quota between `processes` processes (at least 1), from now on.
     ///
-    /// Several daemons on one PostgreSQL database each call this with the number of live ones, so
+    /// Several daemons on one PostgreSQL database each call this with the number using the quota, so
     /// together they stay under the provider's quota without a round trip per call.
     pub fn set_share(&self, processes: u32) {
         let processes = processes.max(1);
