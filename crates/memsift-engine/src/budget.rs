@@ -109,18 +109,22 @@ pub(crate) async fn output_allowance(
     Ok((sent < llm.max_tokens).then_some(sent))
 }
 
-/// Estimates granted by a planning pass whose requests are written together at its end, by user:
-/// the store cannot count them yet, so the pass counts them itself.
+/// What one planning pass knows that the store cannot tell it yet: the estimates it granted, by
+/// user (its requests are written together at its end), and the output allowances it learned,
+/// by purpose, tier, lane and model (read once per pass, not once per request).
 #[derive(Debug, Default)]
-pub(crate) struct Pending(RefCell<HashMap<UserId, f64>>);
+pub(crate) struct Pending {
+    granted: RefCell<HashMap<UserId, f64>>,
+    allowances: RefCell<HashMap<(Purpose, String), Option<u32>>>,
+}
 
 impl Pending {
     fn of(&self, user_id: UserId) -> f64 {
-        self.0.borrow().get(&user_id).copied().unwrap_or(0.0)
+        self.granted.borrow().get(&user_id).copied().unwrap_or(0.0)
     }
 
     fn add(&self, user_id: UserId, usd: f64) {
-        *self.0.borrow_mut().entry(user_id).or_default() += usd;
+        *self.granted.borrow_mut().entry(user_id).or_default() += usd;
     }
 }
 
@@ -187,7 +191,17 @@ pub(crate) async fn reserve(
     input_tokens: &[u64],
     pending: &Pending,
 ) -> anyhow::Result<Reserved> {
-    let allowance = output_allowance(app, purpose, tier, &route.llm, route.lane).await?;
+    // Tier and lane decide whether there is an allowance at all; the model, what it is.
+    let learned = (purpose, format!("{tier}/{}/{}", route.lane, route.llm.model));
+    let known = pending.allowances.borrow().get(&learned).copied();
+    let allowance = match known {
+        Some(allowance) => allowance,
+        None => {
+            let allowance = output_allowance(app, purpose, tier, &route.llm, route.lane).await?;
+            pending.allowances.borrow_mut().insert(learned, allowance);
+            allowance
+        }
+    };
     let allowed = route.llm.with_output_cap(allowance);
     let reservations: Vec<f64> = input_tokens
         .iter()
