@@ -50,12 +50,21 @@ pub struct TurnCard {
     pub text: String,
 }
 
-/// `$first, $first+1, …` for `n` values.
-fn placeholders(first: usize, n: usize) -> String {
-    (first..first + n)
-        .map(|at| format!("${at}"))
-        .collect::<Vec<_>>()
-        .join(", ")
+/// ` IN <the ids bound as one JSON array at parameter $at>`, to follow a column. One statement text
+/// for any number of ids: an `IN ($2, …, $101)` list was a new prepared statement for every length.
+/// On PostgreSQL the set is an array built once (`= ANY(ARRAY(…))`), which an index scan takes as
+/// its key; `IN (SELECT …)` was planned as a join over the whole table (90 ms at 10k memories).
+fn in_set(kind: BackendKind, at: usize) -> String {
+    match kind {
+        BackendKind::Sqlite => format!(" IN (SELECT value FROM json_each(${at}))"),
+        BackendKind::Postgres => format!(" = ANY(ARRAY(SELECT jsonb_array_elements_text(${at})))"),
+    }
+}
+
+/// The ids for an [`id_set`] parameter.
+fn ids_arg<T: ToString>(ids: impl IntoIterator<Item = T>) -> Arg {
+    let ids: Vec<String> = ids.into_iter().map(|id| id.to_string()).collect();
+    Arg::json(&ids)
 }
 
 /// The lexical query for `terms`, any of which may match: FTS5 quoted strings joined by `OR`
@@ -73,6 +82,19 @@ fn lexical_query(kind: BackendKind, terms: &[String]) -> String {
             .map(|term| term.replace(['"', '-', '\''], " "))
             .collect::<Vec<_>>()
             .join(" or "),
+    }
+}
+
+/// `column` as a filter that the query planner must not pick an index for. Card and link queries
+/// name a hundred ids at most and check the user as well; without statistics (a fresh or freshly
+/// filled table) both planners preferred the user's index and read all their rows (10k memories,
+/// every message) to find those ids, where the primary key finds them directly. A unary `+` is
+/// SQLite's documented way to say so; PostgreSQL has no planner hints, and an expression is not
+/// what its index holds.
+fn not_indexed(kind: BackendKind, column: &str) -> String {
+    match kind {
+        BackendKind::Sqlite => format!("+{column}"),
+        BackendKind::Postgres => format!("({column} || '')"),
     }
 }
 
@@ -129,6 +151,24 @@ impl Search<'_> {
         rows.into_iter()
             .map(|(id, score)| Ok((MemoryId::parse(&id).map_err(|error| corrupt("memories", error))?, score)))
             .collect()
+    }
+
+    /// Every active memory of `user_id` as (id, text), with the memory version read first: a write
+    /// that lands between the two reads moves the version, so a cache built from these rows is
+    /// rebuilt at its next check rather than kept stale.
+    pub async fn user_memory_texts(self, user_id: UserId) -> Result<(i64, Vec<(MemoryId, String)>)> {
+        let version = self.vectors().memory_version(user_id).await?;
+        let rows: Vec<(String, String)> = self
+            .read_all(crate::tx::sql!(
+                "SELECT id, text FROM memories WHERE user_id = $1 AND archived_at IS NULL ORDER BY id",
+                user_id
+            ))
+            .await?;
+        let memories = rows
+            .into_iter()
+            .map(|(id, text)| Ok((MemoryId::parse(&id).map_err(|error| corrupt("memories", error))?, text)))
+            .collect::<Result<_>>()?;
+        Ok((version, memories))
     }
 
     /// `user_id`'s turns that no active memory cites, matching any of `terms`, best first.
@@ -230,12 +270,12 @@ impl Search<'_> {
         }
         let sql = format!(
             "SELECT m.id, COUNT(*) AS n FROM memory_entities me JOIN memories m ON m.id = me.memory_id
-             WHERE m.user_id = $1 AND m.archived_at IS NULL AND me.entity_id IN ({})
+             WHERE {} = $1 AND m.archived_at IS NULL AND me.entity_id{}
              GROUP BY m.id ORDER BY n DESC, m.importance DESC, m.id LIMIT $2",
-            placeholders(3, named.len())
+            not_indexed(self.kind(), "m.user_id"),
+            in_set(self.kind(), 3)
         );
-        let mut args = vec![Arg::from(user_id), Arg::from(limit)];
-        args.extend(named.into_iter().map(Arg::from));
+        let args = vec![Arg::from(user_id), Arg::from(limit), ids_arg(named)];
         let rows: Vec<(String, i64)> = self.read_all(Statement { sql: &sql, args }).await?;
         rows.into_iter()
             .map(|(id, n)| Ok((MemoryId::parse(&id).map_err(|error| corrupt("memories", error))?, n)))
@@ -278,11 +318,11 @@ impl Search<'_> {
         }
         let sql = format!(
             "SELECT e.message_id, m.id FROM memory_evidence e JOIN memories m ON m.id = e.memory_id
-             WHERE m.user_id = $1 AND m.archived_at IS NULL AND e.message_id IN ({})",
-            placeholders(2, turn_ids.len())
+             WHERE {} = $1 AND m.archived_at IS NULL AND e.message_id{}",
+            not_indexed(self.kind(), "m.user_id"),
+            in_set(self.kind(), 2)
         );
-        let mut args = vec![Arg::from(user_id)];
-        args.extend(turn_ids.iter().map(Arg::from));
+        let args = vec![Arg::from(user_id), ids_arg(turn_ids)];
         let rows: Vec<(String, String)> = self.read_all(Statement { sql: &sql, args }).await?;
         rows.into_iter()
             .map(|(turn, id)| Ok((turn, MemoryId::parse(&id).map_err(|error| corrupt("memories", error))?)))
@@ -294,22 +334,21 @@ impl Search<'_> {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        let list = placeholders(2, ids.len());
-        let with_ids = |sql: String| {
-            let mut args = vec![Arg::from(user_id)];
-            args.extend(ids.iter().map(Arg::from));
-            (sql, args)
-        };
+        let list = in_set(self.kind(), 2);
+        let with_ids = |sql: String| (sql, vec![Arg::from(user_id), ids_arg(ids)]);
+        let user = |column: &str| not_indexed(self.kind(), column);
         let (sql, args) = with_ids(format!(
             "SELECT id, text, importance, happens_at, created_at FROM memories
-             WHERE user_id = $1 AND archived_at IS NULL AND id IN ({list})"
+             WHERE {} = $1 AND archived_at IS NULL AND id{list}",
+            user("user_id")
         ));
         type CardRow = (String, String, f64, Option<DateTime<Utc>>, DateTime<Utc>);
         let rows: Vec<CardRow> = self.read_all(Statement { sql: &sql, args }).await?;
         let (sql, args) = with_ids(format!(
             "SELECT e.memory_id, msg.id, msg.external_id, msg.seq, msg.role, msg.speaker, msg.created_at, msg.content
              FROM memory_evidence e JOIN messages msg ON msg.id = e.message_id
-             WHERE msg.user_id = $1 AND e.memory_id IN ({list}) ORDER BY msg.created_at, msg.seq"
+             WHERE {} = $1 AND e.memory_id{list} ORDER BY msg.created_at, msg.seq",
+            user("msg.user_id")
         ));
         type EvidenceRow = (
             String,
@@ -324,7 +363,8 @@ impl Search<'_> {
         let evidence: Vec<EvidenceRow> = self.read_all(Statement { sql: &sql, args }).await?;
         let (sql, args) = with_ids(format!(
             "SELECT me.memory_id, en.name FROM memory_entities me JOIN entities en ON en.id = me.entity_id
-             WHERE en.user_id = $1 AND me.memory_id IN ({list}) ORDER BY en.name"
+             WHERE {} = $1 AND me.memory_id{list} ORDER BY en.name",
+            user("en.user_id")
         ));
         let entities: Vec<(String, String)> = self.read_all(Statement { sql: &sql, args }).await?;
         rows.into_iter()
@@ -368,11 +408,11 @@ impl Search<'_> {
         }
         let sql = format!(
             "SELECT id, external_id, seq, role, speaker, created_at, content FROM messages
-             WHERE user_id = $1 AND id IN ({})",
-            placeholders(2, ids.len())
+             WHERE {} = $1 AND id{}",
+            not_indexed(self.kind(), "user_id"),
+            in_set(self.kind(), 2)
         );
-        let mut args = vec![Arg::from(user_id)];
-        args.extend(ids.iter().map(Arg::from));
+        let args = vec![Arg::from(user_id), ids_arg(ids)];
         let rows: Vec<TurnRow> = self.read_all(Statement { sql: &sql, args }).await?;
         Ok(rows.into_iter().map(turn_card).collect())
     }
@@ -391,12 +431,11 @@ impl Search<'_> {
         // user's active memories by primary key. Joining `memories` twice in the same statement
         // let PostgreSQL plan a product of the user's memories with themselves (0.5 s at 1k
         // memories, 50 s at 10k), whatever way the link condition was written.
-        let list = placeholders(1, ids.len());
+        let list = in_set(self.kind(), 1);
         let mut rows: Vec<(String, String, String, f64)> = Vec::new();
         for end in ["source_id", "target_id"] {
-            let sql =
-                format!("SELECT source_id, target_id, kind, confidence FROM memory_links WHERE {end} IN ({list})");
-            let args = ids.iter().map(Arg::from).collect();
+            let sql = format!("SELECT source_id, target_id, kind, confidence FROM memory_links WHERE {end}{list}");
+            let args = vec![ids_arg(ids)];
             rows.extend(
                 self.read_all::<(String, String, String, f64)>(Statement { sql: &sql, args })
                     .await?,
@@ -408,11 +447,11 @@ impl Search<'_> {
             std::collections::HashSet::new()
         } else {
             let sql = format!(
-                "SELECT id FROM memories WHERE user_id = $1 AND archived_at IS NULL AND id IN ({})",
-                placeholders(2, ends.len())
+                "SELECT id FROM memories WHERE {} = $1 AND archived_at IS NULL AND id{}",
+                not_indexed(self.kind(), "user_id"),
+                in_set(self.kind(), 2)
             );
-            let mut args = vec![Arg::from(user_id)];
-            args.extend(ends.iter().map(|id| Arg::from(*id)));
+            let args = vec![Arg::from(user_id), ids_arg(&ends)];
             let found: Vec<(String,)> = self.read_all(Statement { sql: &sql, args }).await?;
             found.into_iter().map(|(id,)| id).collect()
         };
@@ -450,6 +489,6 @@ mod tests {
             "\"caroline\" OR \"ne\"\"ar\" OR \"or\""
         );
         assert_eq!(lexical_query(BackendKind::Postgres, &terms), "caroline or ne ar or or");
-        assert_eq!(placeholders(3, 2), "$3, $4");
+        assert_eq!(in_set(BackendKind::Sqlite, 3), " IN (SELECT value FROM json_each($3))");
     }
 }
