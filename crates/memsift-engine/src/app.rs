@@ -16,6 +16,7 @@ use memsift_store::{Store, StoreOptions, redact};
 
 use crate::context::ApplyContext;
 use crate::embedding::Vectors;
+use crate::lexicon::Lexicons;
 use crate::setup::{connectable_url, load_erasure_key};
 use crate::wait::{SleepWaiter, Waiter};
 
@@ -49,6 +50,8 @@ pub struct App {
     pub waiter: Arc<dyn Waiter>,
     /// The embedder (loaded on first use) and per-user exact vector indexes.
     pub vectors: Arc<Vectors>,
+    /// Per-user lexical indexes over memory texts, for search.
+    pub lexicons: Arc<Lexicons>,
     /// Every provider lane's breaker, fed by every lane and the coordinator, read by routing.
     pub health: Arc<HealthBoard>,
     /// One rate limiter per provider and model, shared by every lane and route of the process.
@@ -143,6 +146,7 @@ impl App {
             coordinator,
             waiter,
             vectors,
+            lexicons: Arc::default(),
             health,
             limiter,
             registered: Arc::default(),

@@ -11,11 +11,16 @@ use crate::app::App;
 /// in the receipt's counts and the log, never undone.
 pub async fn erase_user(app: &App, user: &str) -> anyhow::Result<ErasureReceipt> {
     let batches = app.store.batches().batches_of_user(user).await?;
+    let user_id = app.store.listing().user_id(user).await?;
     let mut receipt = app
         .store
         .erasure()
         .erase_user(user, app.clock.now(), &fact_keys)
         .await?;
+    if let Some(user_id) = user_id {
+        // No word of an erased memory stays in this process's search index either.
+        app.lexicons.forget(user_id);
+    }
     match (&app.coordinator, app.config.erasure.delete_provider_batches) {
         (Some(coordinator), true) => {
             let (deleted, skipped, failures) = coordinator.delete_provider_data(&batches).await;

@@ -5,7 +5,8 @@
 //!
 //! Modules import in one direction, from the bottom up:
 //! - shared context: [`setup`] (where the database, configuration and keys come from), [`wait`],
-//!   [`timings`], [`turn_index`], [`embedding`], [`context`] (what an apply reads and returns), then [`app`];
+//!   [`timings`], [`turn_index`], [`embedding`], [`lexicon`], [`context`] (what an apply reads and returns), then
+//!   [`app`];
 //! - what works on the context: [`budget`], [`health`] (lane breakers), [`erase`], [`ingest`];
 //! - the post-processing [`stages`], then the one [`apply`] path that also dispatches to them;
 //! - the [`pipeline`] on top, which steps everything;
@@ -21,6 +22,7 @@ pub mod embedding;
 pub mod erase;
 pub mod health;
 pub mod ingest;
+pub mod lexicon;
 pub mod pipeline;
 pub mod process;
 pub mod search;

@@ -1,5 +1,5 @@
-//! A phase timer for `memsift run --until-idle --timings`: wall time per pipeline phase, summed
-//! over the run and printed as a tree, so a slow run says where its seconds went.
+//! A phase timer for `memsift run --until-idle --timings` and `search-bench --timings`: wall time
+//! per phase, summed over the run and printed as a tree, so a slow run says where its seconds went.
 //!
 //! Off unless [`enable`] is called; then a span costs two clock reads and two atomic adds. The
 //! sums live in process-wide slots (one per phase) because the phases are spread over modules
@@ -42,11 +42,27 @@ pub enum Phase {
     SearchTurns,
     /// Closing idle segments, quotas, health, reviews and re-planning.
     Bookkeeping,
+    /// One search (the read side), from the request to its answer.
+    Search,
+    /// Embedding the query.
+    SearchEmbed,
+    /// Loading (when stale) and searching the user's memory and turn vector indexes.
+    SearchVectors,
+    /// BM25 over memory texts (the in-memory lexicon, rebuilt when stale).
+    SearchLexical,
+    /// The database's full-text index over stored turns: evidence turns, uncited turns.
+    SearchTurnText,
+    /// The entity and date lists.
+    SearchNamed,
+    /// Reading the cards (text, evidence, entities) of the ranked memories and turns.
+    SearchCards,
+    /// Following typed links from the best memories.
+    SearchLinks,
 }
 
 impl Phase {
     /// Every phase, each after its parent: the order of the printed tree.
-    pub const ALL: [Phase; 15] = [
+    pub const ALL: [Phase; 23] = [
         Phase::Run,
         Phase::Waits,
         Phase::Step,
@@ -62,6 +78,14 @@ impl Phase {
         Phase::Writes,
         Phase::SearchTurns,
         Phase::Bookkeeping,
+        Phase::Search,
+        Phase::SearchEmbed,
+        Phase::SearchVectors,
+        Phase::SearchLexical,
+        Phase::SearchTurnText,
+        Phase::SearchNamed,
+        Phase::SearchCards,
+        Phase::SearchLinks,
     ];
 
     /// The phase's slot in the sums.
@@ -72,7 +96,7 @@ impl Phase {
     /// The phase this one is timed inside.
     pub fn parent(self) -> Option<Phase> {
         match self {
-            Phase::Run => None,
+            Phase::Run | Phase::Search => None,
             Phase::Waits | Phase::Step => Some(Phase::Run),
             Phase::Planning
             | Phase::Lanes
@@ -82,6 +106,13 @@ impl Phase {
             | Phase::Bookkeeping => Some(Phase::Step),
             Phase::PlanningEmbed => Some(Phase::Planning),
             Phase::Reads | Phase::Processing | Phase::EmbedAnswers | Phase::Index | Phase::Writes => Some(Phase::Drain),
+            Phase::SearchEmbed
+            | Phase::SearchVectors
+            | Phase::SearchLexical
+            | Phase::SearchTurnText
+            | Phase::SearchNamed
+            | Phase::SearchCards
+            | Phase::SearchLinks => Some(Phase::Search),
         }
     }
 
@@ -103,6 +134,14 @@ impl Phase {
             Phase::Writes => "writes (apply transactions)",
             Phase::SearchTurns => "embedding stored turns for search",
             Phase::Bookkeeping => "bookkeeping (close, quotas, health, reviews, replan)",
+            Phase::Search => "searches",
+            Phase::SearchEmbed => "embedding the query",
+            Phase::SearchVectors => "vector indexes (memories, turns)",
+            Phase::SearchLexical => "BM25 over memory texts (lexicon)",
+            Phase::SearchTurnText => "full text over turns (evidence, uncited)",
+            Phase::SearchNamed => "entity and date lists",
+            Phase::SearchCards => "cards (texts, evidence, entities)",
+            Phase::SearchLinks => "links followed",
         }
     }
 }
@@ -115,6 +154,14 @@ static COUNTS: [AtomicU64; N_PHASES] = [const { AtomicU64::new(0) }; N_PHASES];
 /// Starts timing for the rest of the process.
 pub fn enable() {
     ENABLED.store(true, Ordering::SeqCst);
+}
+
+/// Forgets every sum so far (a bench leaves its warm-up out).
+pub fn reset() {
+    for slot in 0..N_PHASES {
+        NANOS[slot].store(0, Ordering::Relaxed);
+        COUNTS[slot].store(0, Ordering::Relaxed);
+    }
 }
 
 /// Times `phase` until the returned guard is dropped; nothing when timing is off.
@@ -189,8 +236,15 @@ mod tests {
                 assert!(parent.slot() < position, "{phase:?}'s parent {parent:?} comes first");
             }
         }
-        let roots = Phase::ALL.iter().filter(|phase| phase.parent().is_none()).count();
-        assert_eq!(roots, 1, "one tree");
+        let roots: Vec<Phase> = Phase::ALL
+            .into_iter()
+            .filter(|phase| phase.parent().is_none())
+            .collect();
+        assert_eq!(
+            roots,
+            [Phase::Run, Phase::Search],
+            "one tree for runs, one for searches"
+        );
         let labels: std::collections::HashSet<_> = Phase::ALL.iter().map(|phase| phase.label()).collect();
         assert_eq!(labels.len(), Phase::ALL.len(), "every label names one phase");
     }

@@ -2,7 +2,8 @@
 //! resident memory it takes.
 //!
 //! `cargo run --release -p memsift-engine --features testing --bin search-bench -- [SIZES] [--postgres]`
-//! (SIZES defaults to 1000,10000,100000; PostgreSQL as the store tests find it). Each memory is a
+//! (SIZES defaults to 1000,10000,100000; PostgreSQL as the store tests find it; `--timings` also
+//! prints where the queries' time went, phase by phase). Each memory is a
 //! sentence of words drawn from a fixed vocabulary with a random unit vector stored as the
 //! configured MiniLM's: what a search costs does not depend on what the vectors say. Every query
 //! is embedded by the real model, so the figures include query embedding. Prints figures only.
@@ -88,7 +89,7 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[rank - 1]
 }
 
-async fn bench(db: &TestDb, backend: &str, size: usize, words: &[String]) -> anyhow::Result<()> {
+async fn bench(db: &TestDb, backend: &str, size: usize, words: &[String], timings: bool) -> anyhow::Result<()> {
     let clock = ManualClock::new(Utc::now());
     let app = app_on(&db.store, &clock, Config::defaults(), "bench");
     let embedder = app.vectors.embedder().await?;
@@ -127,6 +128,7 @@ async fn bench(db: &TestDb, backend: &str, size: usize, words: &[String]) -> any
                 started.elapsed().as_secs_f64() * 1000.0,
                 answer.results.len()
             );
+            memsift_engine::timings::reset();
             continue;
         }
         latencies.push(started.elapsed().as_secs_f64() * 1000.0);
@@ -141,6 +143,9 @@ async fn bench(db: &TestDb, backend: &str, size: usize, words: &[String]) -> any
         resident_mb() - before,
         load_secs,
     );
+    if timings {
+        print!("{}", memsift_engine::timings::report());
+    }
     Ok(())
 }
 
@@ -148,6 +153,10 @@ async fn bench(db: &TestDb, backend: &str, size: usize, words: &[String]) -> any
 async fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let postgres = args.iter().any(|arg| arg == "--postgres");
+    let timings = args.iter().any(|arg| arg == "--timings");
+    if timings {
+        memsift_engine::timings::enable();
+    }
     let sizes: Vec<usize> = args
         .iter()
         .find(|arg| !arg.starts_with("--"))
@@ -162,7 +171,7 @@ async fn main() -> anyhow::Result<()> {
         } else {
             TestDb::sqlite().await
         };
-        bench(&db, if postgres { "postgres" } else { "sqlite" }, size, &words).await?;
+        bench(&db, if postgres { "postgres" } else { "sqlite" }, size, &words, timings).await?;
         db.finish().await;
     }
     Ok(())

@@ -22,6 +22,7 @@ use memsift_store::{MemoryCard, TurnCard};
 use serde::Serialize;
 
 use crate::app::App;
+use crate::timings::{Phase, timed};
 pub use fuse::{Key, ScoreParts, Signal, Weights};
 use fuse::{Link, RankedList};
 use query::TimeRange;
@@ -221,6 +222,7 @@ pub async fn search(app: &App, request: &SearchRequest) -> anyhow::Result<Search
     {
         return Err(SearchError::EmptyRange.into());
     }
+    let _timed = timed(Phase::Search);
     let Some(user_id) = app.store.listing().user_id(&request.user).await? else {
         return Ok(SearchAnswer::default());
     };
@@ -228,6 +230,7 @@ pub async fn search(app: &App, request: &SearchRequest) -> anyhow::Result<Search
     let weights = &request.weights;
     let mut ranked = fuse::fuse(&lists, weights);
     let memory_ids: Vec<MemoryId> = memory_keys(&ranked);
+    let cards_timed = timed(Phase::SearchCards);
     let mut cards: HashMap<String, MemoryCard> = app
         .store
         .search()
@@ -236,6 +239,7 @@ pub async fn search(app: &App, request: &SearchRequest) -> anyhow::Result<Search
         .into_iter()
         .map(|card| (card.id.to_string(), card))
         .collect();
+    drop(cards_timed);
     let now = app.clock.now();
     if request.signals.priors {
         let priors = cards
@@ -251,6 +255,7 @@ pub async fn search(app: &App, request: &SearchRequest) -> anyhow::Result<Search
     }
     let mut followed = HashMap::new();
     if request.signals.links {
+        let _timed = timed(Phase::SearchLinks);
         let parents: Vec<MemoryId> = memory_keys(&ranked).into_iter().take(weights.link_parents).collect();
         let links: Vec<Link> = app
             .store
@@ -283,6 +288,7 @@ pub async fn search(app: &App, request: &SearchRequest) -> anyhow::Result<Search
             Key::Memory(_) => None,
         })
         .collect();
+    let cards_timed = timed(Phase::SearchCards);
     let turns: HashMap<String, TurnCard> = app
         .store
         .search()
@@ -291,6 +297,7 @@ pub async fn search(app: &App, request: &SearchRequest) -> anyhow::Result<Search
         .into_iter()
         .map(|card| (card.id.clone(), card))
         .collect();
+    drop(cards_timed);
     let n_candidates = ranked.len();
     let hits = ranked
         .into_iter()
@@ -333,83 +340,138 @@ fn memory_keys(ranked: &[(Key, ScoreParts)]) -> Vec<MemoryId> {
         .collect()
 }
 
-/// Each enabled signal's ranked list of candidates.
+/// Each enabled signal's ranked list of candidates. The lists are independent, so they are read
+/// at once: the query embedding (a blocking task) overlaps the database reads, and on PostgreSQL
+/// the reads overlap each other's round trips.
 async fn gather(app: &App, user_id: UserId, request: &SearchRequest) -> anyhow::Result<Vec<(Signal, RankedList)>> {
-    let signals = request.signals;
     let terms = query::terms(&request.query);
-    let limit = CANDIDATES_PER_SIGNAL as i64;
-    let mut lists = Vec::new();
-    let query_vector = if signals.vector || signals.turn_vectors {
-        let text = if request.weights.vector_as_statement > 0.0 {
-            query::as_statement(&request.query)
-        } else {
-            request.query.clone()
-        };
-        let vector = app.vectors.embed(vec![text]).await?.pop();
-        Some(vector.ok_or_else(|| anyhow::anyhow!("the embedder returned no vector for the query"))?)
+    let (vectors, lexical, stored, named) = tokio::try_join!(
+        vector_lists(app, user_id, request),
+        lexical_list(app, user_id, request, &terms),
+        stored_text_lists(app, user_id, request, &terms),
+        named_lists(app, user_id, request, &terms),
+    )?;
+    Ok(vectors.into_iter().chain(lexical).chain(stored).chain(named).collect())
+}
+
+/// The query's vector against memories' and (through their vectors) turns'.
+async fn vector_lists(
+    app: &App,
+    user_id: UserId,
+    request: &SearchRequest,
+) -> anyhow::Result<Vec<(Signal, RankedList)>> {
+    let signals = request.signals;
+    if !signals.vector && !signals.turn_vectors {
+        return Ok(Vec::new());
+    }
+    let text = if request.weights.vector_as_statement > 0.0 {
+        query::as_statement(&request.query)
     } else {
-        None
+        request.query.clone()
     };
-    if let (true, Some(vector)) = (signals.vector, &query_vector) {
+    let embed_timed = timed(Phase::SearchEmbed);
+    let vector = app.vectors.embed(vec![text]).await?.pop();
+    let vector = vector.ok_or_else(|| anyhow::anyhow!("the embedder returned no vector for the query"))?;
+    drop(embed_timed);
+    let _timed = timed(Phase::SearchVectors);
+    let mut lists = Vec::new();
+    if signals.vector {
         let index = app.vectors.fresh_index(&app.store, user_id).await?;
         let items = index
-            .search(vector, CANDIDATES_PER_SIGNAL)?
+            .search(&vector, CANDIDATES_PER_SIGNAL)?
             .into_iter()
             .map(|neighbour| (Key::Memory(neighbour.memory_id.to_string()), f64::from(neighbour.score)))
             .collect();
         lists.push((Signal::Vector, RankedList { items }));
     }
-    if let (true, Some(vector)) = (signals.turn_vectors, &query_vector) {
-        lists.extend(turn_vector_lists(app, user_id, vector, request.include_turns).await?);
+    if signals.turn_vectors {
+        lists.extend(turn_vector_lists(app, user_id, &vector, request.include_turns).await?);
     }
-    if signals.lexical && !terms.is_empty() {
-        let items = app
-            .store
-            .search()
-            .lexical_memories(user_id, &terms, limit)
-            .await?
+    Ok(lists)
+}
+
+/// BM25 over the user's memory texts, from the in-memory lexicon.
+async fn lexical_list(
+    app: &App,
+    user_id: UserId,
+    request: &SearchRequest,
+    terms: &[String],
+) -> anyhow::Result<Option<(Signal, RankedList)>> {
+    if !request.signals.lexical || terms.is_empty() {
+        return Ok(None);
+    }
+    let _timed = timed(Phase::SearchLexical);
+    let lexicon = app.lexicons.fresh(&app.store, user_id).await?;
+    let items = lexicon
+        .search(terms, CANDIDATES_PER_SIGNAL)
+        .into_iter()
+        .map(|(id, score)| (Key::Memory(id.to_string()), score))
+        .collect();
+    Ok(Some((Signal::Lexical, RankedList { items })))
+}
+
+/// The database's full-text index over stored turns: memories through their evidence turns' words
+/// and, with `include_turns`, the turns no active memory cites.
+async fn stored_text_lists(
+    app: &App,
+    user_id: UserId,
+    request: &SearchRequest,
+    terms: &[String],
+) -> anyhow::Result<Vec<(Signal, RankedList)>> {
+    if terms.is_empty() {
+        return Ok(Vec::new());
+    }
+    let _timed = timed(Phase::SearchTurnText);
+    let limit = CANDIDATES_PER_SIGNAL as i64;
+    let search = app.store.search();
+    let evidence = async {
+        if !request.signals.evidence {
+            return Ok(None);
+        }
+        let found = search.memories_by_evidence_text(user_id, terms, limit).await?;
+        let items = found
             .into_iter()
             .map(|(id, score)| (Key::Memory(id.to_string()), score))
             .collect();
-        lists.push((Signal::Lexical, RankedList { items }));
-    }
-    if signals.evidence && !terms.is_empty() {
+        anyhow::Ok(Some((Signal::Evidence, RankedList { items })))
+    };
+    let uncited = async {
+        if !request.include_turns {
+            return Ok(None);
+        }
+        let found = search.lexical_turns(user_id, terms, limit).await?;
+        let items = found.into_iter().map(|(id, score)| (Key::Turn(id), score)).collect();
+        anyhow::Ok(Some((Signal::Turns, RankedList { items })))
+    };
+    let (evidence, uncited) = tokio::try_join!(evidence, uncited)?;
+    Ok(evidence.into_iter().chain(uncited).collect())
+}
+
+/// Memories naming an entity the query names, and memories in the time range it names.
+async fn named_lists(
+    app: &App,
+    user_id: UserId,
+    request: &SearchRequest,
+    terms: &[String],
+) -> anyhow::Result<Vec<(Signal, RankedList)>> {
+    let _timed = timed(Phase::SearchNamed);
+    let limit = CANDIDATES_PER_SIGNAL as i64;
+    let mut lists = Vec::new();
+    if request.signals.entities && !terms.is_empty() {
         let items = app
             .store
             .search()
-            .memories_by_evidence_text(user_id, &terms, limit)
-            .await?
-            .into_iter()
-            .map(|(id, score)| (Key::Memory(id.to_string()), score))
-            .collect();
-        lists.push((Signal::Evidence, RankedList { items }));
-    }
-    if signals.entities && !terms.is_empty() {
-        let items = app
-            .store
-            .search()
-            .entity_memories(user_id, &terms, limit)
+            .entity_memories(user_id, terms, limit)
             .await?
             .into_iter()
             .map(|(id, n_named)| (Key::Memory(id.to_string()), n_named as f64))
             .collect();
         lists.push((Signal::Entity, RankedList { items }));
     }
-    if signals.dates
+    if request.signals.dates
         && let Some(range) = query::time_range(&request.query, app.clock.now())
     {
         lists.push((Signal::Date, dated(app, user_id, range, limit).await?));
-    }
-    if request.include_turns && !terms.is_empty() {
-        let items = app
-            .store
-            .search()
-            .lexical_turns(user_id, &terms, limit)
-            .await?
-            .into_iter()
-            .map(|(id, score)| (Key::Turn(id.to_string()), score))
-            .collect();
-        lists.push((Signal::Turns, RankedList { items }));
     }
     Ok(lists)
 }

@@ -1,10 +1,12 @@
 //! The read side end to end: memories extracted by the pipeline come back with their evidence, a
 //! turn no memory cites is found with `include_turns`, budgets and time windows hold, links are
-//! followed, and nothing of another user is ever read.
+//! followed, the lexical index follows every write and erasure, and nothing of another user is
+//! ever read.
 
 use chrono::Duration;
 use memsift_engine::pipeline::run_until_idle;
-use memsift_engine::search::{Key, SearchError, SearchRequest, search};
+use memsift_engine::search::{Key, SearchError, SearchRequest, Signals, search};
+use memsift_store::Revision;
 
 use crate::helpers::{TestApp, line, t0};
 
@@ -205,4 +207,70 @@ async fn a_confident_link_brings_its_memory_along_and_says_so() {
     );
     let _ = ana;
     test.finish().await;
+}
+
+fn lexical_only(user: &str, query: &str) -> SearchRequest {
+    SearchRequest {
+        signals: Signals {
+            lexical: true,
+            ..Signals::none()
+        },
+        record_access: false,
+        ..request(user, query)
+    }
+}
+
+async fn texts(test: &TestApp, request: &SearchRequest) -> Vec<String> {
+    let answer = search(&test.app, request).await.unwrap();
+    answer.results.into_iter().map(|hit| hit.text).collect()
+}
+
+/// The lexicon is rebuilt from the memory texts whenever the user's memory version moves, so a
+/// new memory is found at the next search, an expired one is not, and erasure leaves nothing of
+/// the user in the process.
+async fn the_lexical_index_follows_writes_and_erasure(test: TestApp) {
+    let store = &test.app.store;
+    let (ana, bees) = store
+        .insert_test_memory("ana", "Ana keeps bees on her roof.")
+        .await
+        .unwrap();
+    store.bump_memory_version(ana).await.unwrap();
+    assert_eq!(
+        texts(&test, &lexical_only("ana", "beekeeping bees")).await,
+        ["Ana keeps bees on her roof."]
+    );
+    assert!(texts(&test, &lexical_only("ana", "honey")).await.is_empty());
+
+    store
+        .insert_test_memory("ana", "Ana sells honey at the market.")
+        .await
+        .unwrap();
+    store.bump_memory_version(ana).await.unwrap();
+    assert_eq!(
+        texts(&test, &lexical_only("ana", "honey")).await,
+        ["Ana sells honey at the market."]
+    );
+
+    store
+        .memories()
+        .revise_memory("ana", bees, &Revision::Expire, "moved away", t0())
+        .await
+        .unwrap();
+    assert!(texts(&test, &lexical_only("ana", "bees roof")).await.is_empty());
+    assert!(test.app.lexicons.holds(ana));
+
+    memsift_engine::erase::erase_user(&test.app, "ana").await.unwrap();
+    assert!(!test.app.lexicons.holds(ana), "erasure drops the user's lexicon");
+    assert!(texts(&test, &lexical_only("ana", "honey")).await.is_empty());
+    test.finish().await;
+}
+
+#[tokio::test]
+async fn the_lexical_index_follows_writes_and_erasure_on_sqlite() {
+    the_lexical_index_follows_writes_and_erasure(TestApp::sqlite().await).await;
+}
+
+#[tokio::test]
+async fn the_lexical_index_follows_writes_and_erasure_on_postgres() {
+    the_lexical_index_follows_writes_and_erasure(TestApp::postgres().await).await;
 }
