@@ -117,6 +117,37 @@ static TRAILING_FILLER: LazyLock<Regex> = LazyLock::new(|| {
         .expect("the trailing filler pattern is a fixed literal covered by the statement tests")
 });
 
+/// Adverbs that only colour the fact ("Jon still has the scarf", "Joanna finally finished her
+/// script", "Mel even went on a hike"), with the word after them: that word decides whether the
+/// adverb carries meaning of its own ("even if", "even more"), and then it stays.
+static FILLER_ADVERB: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)\b(?:still|even|finally)\s+(?P<next>\p{L}+)")
+        .expect("the filler adverb pattern is a fixed literal covered by the statement tests")
+});
+
+/// Words after which "still", "even" or "finally" is part of the meaning, not filler.
+const MEANINGFUL_AFTER: &[&str] = &[
+    "if", "though", "when", "while", "so", "as", "more", "less", "better", "worse", "after", "before", "now", "then",
+];
+
+/// Chat shorthand a memory writes out, so it reads (and is searched) as plain words.
+const SHORTHAND: &[(&str, &str)] = &[
+    ("fam", "family"),
+    ("gf", "girlfriend"),
+    ("bf", "boyfriend"),
+    ("bday", "birthday"),
+    ("kiddos", "kids"),
+    ("doggo", "dog"),
+    ("doggos", "dogs"),
+    ("fave", "favorite"),
+    ("convo", "conversation"),
+];
+
+static SHORTHAND_WORD: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)\b(?:fam|gf|bf|bday|kiddos|doggos?|fave|convo)\b")
+        .expect("the shorthand pattern is a fixed literal covered by the statement tests")
+});
+
 static EMOTICON: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?:^|\s)[:;=]-?[)(DPp/\\|*]+|<3")
         .expect("the emoticon pattern is a fixed literal covered by the statement tests")
@@ -452,6 +483,21 @@ pub(crate) fn tidy(rewritten: &str) -> String {
     let text = INTENSIFIER.replace_all(&text, |caps: &regex::Captures<'_>| match caps.name("copula") {
         Some(copula) => format!("{} ", copula.as_str()),
         None => String::new(),
+    });
+    let text = FILLER_ADVERB.replace_all(&text, |caps: &regex::Captures<'_>| {
+        let next = &caps["next"];
+        if MEANINGFUL_AFTER.contains(&next.to_lowercase().as_str()) {
+            caps[0].to_owned()
+        } else {
+            next.to_owned()
+        }
+    });
+    let text = SHORTHAND_WORD.replace_all(&text, |caps: &regex::Captures<'_>| {
+        let word = caps[0].to_lowercase();
+        SHORTHAND
+            .iter()
+            .find(|(short, _)| *short == word)
+            .map_or_else(|| caps[0].to_owned(), |(_, long)| (*long).to_owned())
     });
     let squashed = text
         .split_whitespace()

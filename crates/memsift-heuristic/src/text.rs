@@ -31,7 +31,10 @@ static PREAMBLE: LazyLock<Regex> = LazyLock::new(|| {
               |for\s+the\s+record|for\s+context|as\s+you\s+know|as\s+for\s+me|sure|right|true|totally|cool|great|awesome|nice
               |thanks|thank\s+you|thx|congrats|congratulations|aw+|omg|yay|oof|ooh|whoa|phew|gosh|sorry|indeed|exactly
               |absolutely|definitely|agreed|plus|guess\s+what|to\s+be\s+honest|i'll\s+be\s+honest|i\s+must\s+say
-              |i\s+have\s+to\s+say|i\s+gotta\s+say|not\s+gonna\s+lie|i'm\s+not\s+gonna\s+lie)
+              |i\s+have\s+to\s+say|i\s+gotta\s+say|not\s+gonna\s+lie|i'm\s+not\s+gonna\s+lie
+              |now|yea|yeah\s+so|on\s+another\s+note|on\s+a\s+different\s+note|speaking\s+of\s+which|speaking\s+of\s+that
+              |no\s+problem|not\s+a\s+problem|no\s+worries|of\s+course|besides\s+that|apart\s+from\s+that|other\s+than\s+that
+              |since\s+(?:we|i)\s+last\s+(?:talked|chatted|spoke)|since\s+our\s+last\s+(?:chat|talk|conversation))
             \b\s*[,!:\-]*\s+
         )+",
     )
