@@ -20,6 +20,7 @@ mod dates;
 mod entities;
 mod photo;
 pub mod reading;
+mod remark;
 mod rules;
 mod speech;
 mod statement;
@@ -251,14 +252,19 @@ fn extract_turn(turn: &Turn, chunk: &Chunk, today: Option<NaiveDate>) -> Vec<Ext
             items.insert(first, joined);
             continue;
         }
+        let table_fired = !from_table.is_empty();
         items.extend(from_table);
-        if let Some(general) = general {
-            // The fact without its evaluative tail goes before the whole statement, for the
-            // same reason: of the two, it is the one a later question asks about.
-            let first = items.len();
-            items.extend(statement::without_tail(&general, &subject.name));
-            open_statement = Some((first, items.len()));
-            items.push(general);
+        match general {
+            Some(general) => {
+                // The fact without its evaluative tail goes before the whole statement, for the
+                // same reason: of the two, it is the one a later question asks about.
+                let first = items.len();
+                items.extend(statement::without_tail(&general, &subject.name));
+                open_statement = Some((first, items.len()));
+                items.push(general);
+            }
+            None if !table_fired => items.extend(remark::remark(&sentence, &speaker, today, &turn.label)),
+            None => {}
         }
     }
     // A caption says only what a picture looks like; it stands for the turn when the turn said
