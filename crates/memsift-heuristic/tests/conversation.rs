@@ -384,6 +384,26 @@ proptest! {
         prop_assert_eq!(extract(&turns), items, "deterministic");
     }
 
+    /// A long sentence of any letters without "I" is at most what its own speaker said: it names
+    /// them, cites their turn only, and never opens with the other speaker.
+    #[test]
+    fn an_account_without_i_stays_with_its_speaker(
+        first in name(),
+        second in "[A-Z][a-z]{2,8}",
+        words in prop::collection::vec("[\\p{L}]{2,10}", 6..14),
+        ending in prop::sample::select(vec![".", "!", "", " :)"]),
+    ) {
+        prop_assume!(!first.trim().is_empty() && !second.starts_with(first.trim()) && !first.trim().starts_with(&second));
+        let sentence = format!("The {}{ending}", words.join(" "));
+        let turns = [said("D1:1", &first, &sentence), said("D1:2", &second, "Nice!")];
+        for item in extract(&turns) {
+            prop_assert_eq!(&item.evidence_turns, &vec!["D1:1".to_owned()]);
+            prop_assert!(item.text.to_lowercase().contains(&shown_name(&first)), "{:?}", item.text);
+            prop_assert!(!item.text.starts_with(&second), "{:?}", item.text);
+            prop_assert!((0.0..=1.0).contains(&item.confidence));
+        }
+    }
+
     /// Relative days resolve across month and year ends, leap days included.
     #[test]
     fn relative_days_resolve_at_month_and_year_ends(
@@ -424,4 +444,12 @@ fn huge_and_empty_turns_extract() {
     assert!(extract(&[said("D1:1", "Ana", &one_sentence)]).is_empty());
     assert!(extract(&[said("D1:1", "Ana", "")]).is_empty());
     assert!(extract(&[]).is_empty());
+    let accounts =
+        "The old harbour market sells fresh fish, warm bread and painted ceramic bowls. ".repeat((1 << 20) / 80);
+    let said_once = extract(&[said("D1:1", "Ana", &accounts)]);
+    assert_eq!(
+        said_once.iter().map(|item| item.text.as_str()).collect::<Vec<_>>(),
+        vec!["Ana said the old harbour market sells fresh fish, warm bread and painted ceramic bowls."],
+        "a repeated account is one memory"
+    );
 }
