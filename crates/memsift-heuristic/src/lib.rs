@@ -38,7 +38,7 @@ use crate::rules::{COMPILED, Category, Rule};
 use crate::statement::Speaker;
 
 /// The version of the rule set, recorded on requests like a prompt version.
-pub const RULES_VERSION: &str = "heuristic@3";
+pub const RULES_VERSION: &str = "heuristic@4";
 
 /// Memories shorter than this say nothing useful on their own.
 const MIN_TEXT_CHARS: usize = 10;
