@@ -546,6 +546,37 @@ fn next_is_past(sentence: &str, words: &[(usize, usize)], index: usize) -> bool 
         .is_some_and(|word| is_past(&word))
 }
 
+/// The "-ing" form of a verb ("see" → "seeing", "make" → "making", "get" → "getting"); a
+/// word it cannot place gets a plain "-ing".
+pub(crate) fn gerund(verb: &str) -> String {
+    let lower = verb.to_lowercase();
+    let chars: Vec<char> = lower.chars().collect();
+    let is_vowel = |c: char| matches!(c, 'a' | 'e' | 'i' | 'o' | 'u');
+    if lower.ends_with("ie") {
+        return format!("{}ying", &verb[..verb.len() - 2]);
+    }
+    if lower.ends_with('e')
+        && !lower.ends_with("ee")
+        && !lower.ends_with("ye")
+        && !lower.ends_with("oe")
+        && chars.len() > 2
+    {
+        return format!("{}ing", &verb[..verb.len() - 1]);
+    }
+    // One short syllable ending consonant-vowel-consonant doubles its last letter ("get", "shop").
+    if let [.., a, b, c] = chars[..]
+        && chars.len() <= 4
+        && !is_vowel(a)
+        && is_vowel(b)
+        && !is_vowel(c)
+        && !matches!(c, 'w' | 'x' | 'y')
+        && c.is_ascii_alphabetic()
+    {
+        return format!("{verb}{c}ing");
+    }
+    format!("{verb}ing")
+}
+
 pub(crate) fn is_adverb(lower: &str) -> bool {
     ADVERBS.contains(&lower) || (lower.ends_with("ly") && lower.len() > 4 && !LY_VERBS.contains(&lower))
 }
@@ -583,6 +614,27 @@ mod tests {
     fn rewrite(sentence: &str) -> Option<String> {
         let plural = plural_subject("Mel", None, sentence);
         third_person(sentence, "Mel", &plural, Some("Caro")).map(|rewritten| rewritten.text)
+    }
+
+    #[test]
+    fn gerunds_follow_english_spelling() {
+        for (verb, expected) in [
+            ("see", "seeing"),
+            ("make", "making"),
+            ("get", "getting"),
+            ("shop", "shopping"),
+            ("try", "trying"),
+            ("lie", "lying"),
+            ("check", "checking"),
+            ("visit", "visiting"),
+            ("go", "going"),
+            ("show", "showing"),
+            ("Hear", "Hearing"),
+            ("ver", "verring"),
+            ("ß", "ßing"),
+        ] {
+            assert_eq!(gerund(verb), expected, "{verb}");
+        }
     }
 
     #[test]

@@ -117,6 +117,45 @@ static TRAILING_FILLER: LazyLock<Regex> = LazyLock::new(|| {
         .expect("the trailing filler pattern is a fixed literal covered by the statement tests")
 });
 
+/// Adverbs that only colour the fact ("Jon still has the scarf", "Joanna finally finished her
+/// script", "Mel even went on a hike"), with the word after them: that word decides whether the
+/// adverb carries meaning of its own ("even if", "even more"), and then it stays.
+static FILLER_ADVERB: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)\b(?:still|even|finally)\s+(?P<next>\p{L}+)")
+        .expect("the filler adverb pattern is a fixed literal covered by the statement tests")
+});
+
+/// Words after which "still", "even" or "finally" is part of the meaning, not filler.
+const MEANINGFUL_AFTER: &[&str] = &[
+    "if", "though", "when", "while", "so", "as", "more", "less", "better", "worse", "after", "before", "now", "then",
+];
+
+/// Chat shorthand a memory writes out, so it reads (and is searched) as plain words.
+const SHORTHAND: &[(&str, &str)] = &[
+    ("fam", "family"),
+    ("gf", "girlfriend"),
+    ("bf", "boyfriend"),
+    ("bday", "birthday"),
+    ("kiddos", "kids"),
+    ("doggo", "dog"),
+    ("doggos", "dogs"),
+    ("fave", "favorite"),
+    ("convo", "conversation"),
+];
+
+static SHORTHAND_WORD: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)\b(?:fam|gf|bf|bday|kiddos|doggos?|fave|convo)\b")
+        .expect("the shorthand pattern is a fixed literal covered by the statement tests")
+});
+
+/// "Cannot wait to …" after the speaker's name: chat's way of saying they look forward to it.
+static CANNOT_WAIT: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(&format!(
+        r"(?i){SPEAKER_MARK}\s+(?:cannot|can't|can\s+not)\s+wait(?:\s+(?:to\s+(?P<verb>\p{{L}}+)|for)\b|(?P<end>[.!\s]*$))?"
+    ))
+    .expect("the anticipation pattern is built from fixed literals covered by the statement tests")
+});
+
 static EMOTICON: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?:^|\s)[:;=]-?[)(DPp/\\|*]+|<3")
         .expect("the emoticon pattern is a fixed literal covered by the statement tests")
@@ -190,7 +229,7 @@ impl Speaker<'_> {
 
     /// The tidied text with the names written back; an opening name takes a capital if its
     /// first letter has a one-letter capital ("the user" → "The user").
-    fn unmark(&self, text: &str) -> String {
+    pub(crate) fn unmark(&self, text: &str) -> String {
         let listener = self.listener().unwrap_or_default();
         let text = text.replace(LISTENER_MARK, listener);
         match text.strip_prefix(SPEAKER_MARK) {
@@ -208,7 +247,7 @@ impl Speaker<'_> {
 /// tidied: a name can be any text ("Really", ":(", "It's"), and the tidying that removes
 /// intensifiers, emoticons and contractions must never reach it. Private-use characters never
 /// reach the rules (`text::normalise` blanks them), so a mark cannot clash with what was said.
-const SPEAKER_MARK: &str = "\u{E000}";
+pub(crate) const SPEAKER_MARK: &str = "\u{E000}";
 const LISTENER_MARK: &str = "\u{E001}";
 
 /// Whether a sentence opens with a pronoun pointing back at what came before it.
@@ -303,7 +342,7 @@ fn read_statement(
     // Two words of its own are enough, not three, when both are specific ("adopted a puppy",
     // "knees hurt") or when the statement is dated ("got a puppy two weeks ago"): the day is
     // part of what it says.
-    let dateless = tidy(&dateless);
+    let dateless = tidy_with(&dateless, false);
     let short = chatter::MIN_CONTENT_WORDS - 1;
     let enough = chatter::says_enough(&dateless, SPEAKER_MARK)
         || chatter::says_enough_with(&dateless, SPEAKER_MARK, short, short)
@@ -377,9 +416,8 @@ pub(crate) fn elaboration(sentence: &str, speaker: &Speaker<'_>, today: Option<N
         Some(hit) => format!("{} {} {}", &text[..hit.start], hit.phrase(), &text[hit.end..]),
         None => text,
     };
-    let text = tidy(&text);
-    chatter::says_enough(&text, SPEAKER_MARK).then(|| Addition {
-        text: speaker.unmark(&text),
+    chatter::says_enough(&tidy_with(&text, false), SPEAKER_MARK).then(|| Addition {
+        text: speaker.unmark(&tidy(&text)),
         happens_at: hit.as_ref().map(dates::DateHit::iso),
         sensitive: rules::mentions_private_detail(core),
         entities: entities::entities(core, speaker.name),
@@ -443,6 +481,12 @@ fn temporal(text: &str, name: &str, dated: bool, past: bool) -> Temporal {
 
 /// Writes contractions out, drops intensifiers and emoticons, and ends the sentence with a full stop.
 pub(crate) fn tidy(rewritten: &str) -> String {
+    tidy_with(rewritten, true)
+}
+
+/// [`tidy`], leaving the adverbs that only colour the fact when `drop_colour` is false: whether
+/// a statement says enough is judged on what was said, and only the memory's wording drops them.
+fn tidy_with(rewritten: &str, drop_colour: bool) -> String {
     let mut text = EMOTICON.replace_all(rewritten, " ").into_owned();
     for (pattern, replacement) in COMPILED_CONTRACTIONS.iter() {
         if pattern.is_match(&text) {
@@ -452,6 +496,26 @@ pub(crate) fn tidy(rewritten: &str) -> String {
     let text = INTENSIFIER.replace_all(&text, |caps: &regex::Captures<'_>| match caps.name("copula") {
         Some(copula) => format!("{} ", copula.as_str()),
         None => String::new(),
+    });
+    let text = CANNOT_WAIT.replace_all(&text, |caps: &regex::Captures<'_>| match caps.name("verb") {
+        Some(verb) => format!("{SPEAKER_MARK} is looking forward to {}", speech::gerund(verb.as_str())),
+        None if caps.name("end").is_some() => format!("{SPEAKER_MARK} is looking forward to it."),
+        None => format!("{SPEAKER_MARK} is looking forward to"),
+    });
+    let text = FILLER_ADVERB.replace_all(&text, |caps: &regex::Captures<'_>| {
+        let next = &caps["next"];
+        if !drop_colour || MEANINGFUL_AFTER.contains(&next.to_lowercase().as_str()) {
+            caps[0].to_owned()
+        } else {
+            next.to_owned()
+        }
+    });
+    let text = SHORTHAND_WORD.replace_all(&text, |caps: &regex::Captures<'_>| {
+        let word = caps[0].to_lowercase();
+        SHORTHAND
+            .iter()
+            .find(|(short, _)| *short == word)
+            .map_or_else(|| caps[0].to_owned(), |(_, long)| (*long).to_owned())
     });
     let squashed = text
         .split_whitespace()
@@ -583,6 +647,59 @@ mod tests {
             "Lots of stuff happened since we last talked.",
         ] {
             assert_eq!(said(sentence), None, "{sentence}");
+        }
+    }
+
+    #[test]
+    fn adverbs_that_only_colour_and_chat_shorthand_leave_the_memory() {
+        assert_eq!(
+            said("I still have the scarf my fam gave me.").unwrap().text,
+            "Caroline has the scarf their family gave Caroline."
+        );
+        assert_eq!(
+            said("I finally finished my first screenplay!").unwrap().text,
+            "Caroline finished their first screenplay."
+        );
+        assert_eq!(
+            said("I practice even when it rains hard.").unwrap().text,
+            "Caroline practices even when it rains hard.",
+            "\"even when\" is meaning, not colour"
+        );
+    }
+
+    #[test]
+    fn cannot_wait_is_looking_forward() {
+        assert_eq!(
+            said("I can't wait to see the new gallery downtown!").unwrap().text,
+            "Caroline is looking forward to seeing the new gallery downtown."
+        );
+        assert_eq!(
+            said("I can't wait for the pottery workshop next month!").unwrap().text,
+            "Caroline is looking forward to the pottery workshop in June 2023."
+        );
+    }
+
+    #[test]
+    fn tidying_leaves_a_name_that_looks_like_a_filler_alone() {
+        let others = vec!["Melanie".to_owned()];
+        for name in ["Still", "Fam", "Even"] {
+            let speaker = Speaker {
+                name,
+                plural: name,
+                others: &others,
+                acquaintances: &[],
+            };
+            let item = statement(
+                "I still love hiking with my fam in the mountains.",
+                &speaker,
+                None,
+                "D1:1",
+            )
+            .unwrap();
+            assert_eq!(
+                item.text,
+                format!("{name} loves hiking with their family in the mountains.")
+            );
         }
     }
 

@@ -26,7 +26,10 @@ static PREAMBLE: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
         r"(?ix)^(?:
             (?:hey|hi|hello)\s+(?-i:\p{Lu}\p{L}+)\s*[,!]+\s*
-          | (?:oh\s+yeah|oh|ah|well|yeah|yes|yep|yup|no|nope|so|and|but|also|actually|btw|by\s+the\s+way|honestly
+          | (?:no\s+problem|not\s+a\s+problem|no\s+worries|of\s+course|besides\s+that|apart\s+from\s+that|other\s+than\s+that
+              |on\s+another\s+note|on\s+a\s+different\s+note|speaking\s+of\s+which|speaking\s+of\s+that|yeah\s+so
+              |since\s+(?:we|i)\s+last\s+(?:talked|chatted|spoke)|since\s+our\s+last\s+(?:chat|talk|conversation)
+              |now|yea|oh\s+yeah|oh|ah|well|yeah|yes|yep|yup|no|nope|so|and|but|also|actually|btw|by\s+the\s+way|honestly
               |anyway|anyways|ok|okay|haha|hah|lol|wow|um|uh|hmm|hey|hi|hello|fun\s+fact|fyi|just\s+so\s+you\s+know
               |for\s+the\s+record|for\s+context|as\s+you\s+know|as\s+for\s+me|sure|right|true|totally|cool|great|awesome|nice
               |thanks|thank\s+you|thx|congrats|congratulations|aw+|omg|yay|oof|ooh|whoa|phew|gosh|sorry|indeed|exactly
@@ -372,6 +375,20 @@ mod tests {
             clauses("My wife, Ann and I are going"),
             vec!["My wife, Ann and I are going"]
         );
+    }
+
+    #[test]
+    fn discourse_openers_are_preambles() {
+        for (sentence, rest) in [
+            ("Now, I'm aiming to open a studio.", "I'm aiming to open a studio."),
+            ("On another note, I upgraded my desk.", "I upgraded my desk."),
+            ("Speaking of which, I adopted a pup.", "I adopted a pup."),
+            ("No worries, I found the keys.", "I found the keys."),
+            ("Since we last talked, I moved to Lyon.", "I moved to Lyon."),
+            ("Nowadays I paint.", "Nowadays I paint."),
+        ] {
+            assert_eq!(strip_preamble(sentence), rest, "{sentence}");
+        }
     }
 
     #[test]
