@@ -121,41 +121,84 @@ impl Lexicon {
     }
 }
 
-/// Each user's lexicon, checked against the database's memory version before use.
+/// How many memories the held lexicons may cover together before the least recently searched
+/// users' are dropped (about 150 MB of postings; a dropped one is rebuilt at its next search).
+pub const HELD_MEMORIES: usize = 100_000;
+
+/// Each user's lexicon, checked against the database's memory version before use, the least
+/// recently searched dropped first once they cover more than [`HELD_MEMORIES`] memories: a daemon
+/// that answers many users must not keep every one it ever searched.
 #[derive(Debug, Default)]
 pub struct Lexicons {
-    by_user: Mutex<HashMap<UserId, Arc<Lexicon>>>,
+    held: Mutex<Held>,
+}
+
+/// The lexicons held, with when each was last used.
+#[derive(Debug, Default)]
+struct Held {
+    by_user: HashMap<UserId, (Arc<Lexicon>, u64)>,
+    uses: u64,
+}
+
+impl Held {
+    fn get(&mut self, user_id: UserId) -> Option<Arc<Lexicon>> {
+        self.uses += 1;
+        let (lexicon, used) = self.by_user.get_mut(&user_id)?;
+        *used = self.uses;
+        Some(Arc::clone(lexicon))
+    }
+
+    /// Holds `lexicon` for `user_id`, then drops the least recently used others until all held
+    /// cover at most `budget` memories (the one just built stays, however large).
+    fn insert(&mut self, user_id: UserId, lexicon: Arc<Lexicon>, budget: usize) {
+        self.uses += 1;
+        self.by_user.insert(user_id, (lexicon, self.uses));
+        let mut held: usize = self.by_user.values().map(|(lexicon, _)| lexicon.len()).sum();
+        while held > budget {
+            let Some((&oldest, _)) = self
+                .by_user
+                .iter()
+                .filter(|(user, _)| **user != user_id)
+                .min_by_key(|(_, (_, used))| *used)
+            else {
+                break;
+            };
+            if let Some((dropped, _)) = self.by_user.remove(&oldest) {
+                held -= dropped.len();
+            }
+        }
+    }
 }
 
 impl Lexicons {
     /// `user_id`'s lexicon, rebuilt when the memory version moved since it was built.
     pub async fn fresh(&self, store: &Store, user_id: UserId) -> anyhow::Result<Arc<Lexicon>> {
         let version = store.vectors().memory_version(user_id).await?;
-        if let Some(lexicon) = self.lock().get(&user_id)
+        if let Some(lexicon) = self.lock().get(user_id)
             && lexicon.version() == version
         {
-            return Ok(Arc::clone(lexicon));
+            return Ok(lexicon);
         }
         let (version, memories) = store.search().user_memory_texts(user_id).await?;
         // Tokenising and stemming 10k texts is tens of milliseconds: off the async threads.
         let lexicon = Arc::new(tokio::task::spawn_blocking(move || Lexicon::build(version, memories)).await?);
-        self.lock().insert(user_id, Arc::clone(&lexicon));
+        self.lock().insert(user_id, Arc::clone(&lexicon), HELD_MEMORIES);
         Ok(lexicon)
     }
 
     /// Whether `user_id`'s lexicon is held (built and not forgotten).
     pub fn holds(&self, user_id: UserId) -> bool {
-        self.lock().contains_key(&user_id)
+        self.lock().by_user.contains_key(&user_id)
     }
 
     /// Drops `user_id`'s lexicon (erasure: no word of an erased memory stays in this process).
     pub fn forget(&self, user_id: UserId) {
-        self.lock().remove(&user_id);
+        self.lock().by_user.remove(&user_id);
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<UserId, Arc<Lexicon>>> {
+    fn lock(&self) -> MutexGuard<'_, Held> {
         // A stale entry is the worst a panic can leave, and the version check catches it.
-        self.by_user.lock().unwrap_or_else(PoisonError::into_inner)
+        self.held.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -195,6 +238,26 @@ mod tests {
         assert_eq!(top, vec![(ids[3], top[0].1)]);
         assert!(lexicon.search(&words(&["lisbon"]), 10).is_empty());
         assert!(lexicon.search(&[], 10).is_empty());
+    }
+
+    #[test]
+    fn the_least_recently_searched_users_go_first_once_the_budget_is_passed() {
+        let (a, b, c, d) = (UserId::new_v7(), UserId::new_v7(), UserId::new_v7(), UserId::new_v7());
+        let sized = |n: usize| Arc::new(lexicon(&vec!["Noor swims."; n]).0);
+        let mut held = Held::default();
+        held.insert(a, sized(3), 5);
+        held.insert(b, sized(2), 5);
+        assert!(held.get(a).is_some(), "a is now the most recently used");
+        held.insert(c, sized(2), 5);
+        let kept = |held: &Held, user: UserId| held.by_user.contains_key(&user);
+        assert!(
+            kept(&held, a) && kept(&held, c) && !kept(&held, b),
+            "b was the least recently used"
+        );
+        held.insert(d, sized(9), 5);
+        assert!(kept(&held, d), "the one just built stays, however large");
+        assert_eq!(held.by_user.len(), 1);
+        assert!(held.get(b).is_none());
     }
 
     proptest! {
