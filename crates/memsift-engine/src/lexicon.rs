@@ -1,6 +1,10 @@
 //! The lexical signal over memory texts: a per-user inverted index in memory, ranked by BM25 with
 //! the user's own statistics, kept current with the database like the vector index.
 //!
+//! A memory's document is its text, counted twice, and the words of the turns it rests on: a
+//! question often uses the speaker's words where the memory paraphrased them (on LoCoMo, BM25
+//! alone found 0.583 of the evidence at k = 5 this way against 0.534 over the memory text only).
+//!
 //! Why in memory and not the database's full-text index: a memory store names its user in nearly
 //! every memory ("Noor moved to Porto."), so a query naming the user matched every row, and both
 //! FTS5 and PostgreSQL scored every one of them (17 ms and 109 ms a query at 10k memories). Here a
@@ -43,15 +47,20 @@ pub struct Lexicon {
 }
 
 impl Lexicon {
-    /// The index of `memories` (id, text) as of the user's memory `version`.
-    pub fn build(version: i64, memories: Vec<(MemoryId, String)>) -> Self {
+    /// The index of `memories` (id, text, what its evidence turns said) as of the user's memory
+    /// `version`.
+    pub fn build(version: i64, memories: Vec<(MemoryId, String, String)>) -> Self {
         let stemmer = Stemmer::create(Algorithm::English);
         let mut ids = Vec::with_capacity(memories.len());
         let mut lengths = Vec::with_capacity(memories.len());
         let mut postings: HashMap<String, Vec<(u32, u32)>> = HashMap::new();
-        for (document, (id, text)) in memories.into_iter().enumerate() {
+        for (document, (id, text, said)) in memories.into_iter().enumerate() {
             let document = u32::try_from(document).unwrap_or(u32::MAX);
-            let terms = index_terms(&stemmer, &text);
+            // The memory's own words weigh twice what was said around them.
+            let own = index_terms(&stemmer, &text);
+            let mut terms = own.clone();
+            terms.extend(own);
+            terms.extend(index_terms(&stemmer, &said));
             let mut counts: HashMap<String, u32> = HashMap::new();
             for term in &terms {
                 *counts.entry(term.clone()).or_default() += 1;
@@ -213,7 +222,7 @@ mod tests {
         let memories = ids
             .iter()
             .zip(texts)
-            .map(|(id, text)| (*id, (*text).to_owned()))
+            .map(|(id, text)| (*id, (*text).to_owned(), String::new()))
             .collect();
         (Lexicon::build(1, memories), ids)
     }
@@ -238,6 +247,27 @@ mod tests {
         assert_eq!(top, vec![(ids[3], top[0].1)]);
         assert!(lexicon.search(&words(&["lisbon"]), 10).is_empty());
         assert!(lexicon.search(&[], 10).is_empty());
+    }
+
+    #[test]
+    fn a_memory_is_found_by_what_its_turns_said_and_its_own_words_weigh_more() {
+        let (paraphrased, worded) = (MemoryId::new_v7(), MemoryId::new_v7());
+        let lexicon = Lexicon::build(
+            1,
+            vec![
+                (
+                    paraphrased,
+                    "Noor adopted a cat.".to_owned(),
+                    "I finally got a kitten from the shelter!".to_owned(),
+                ),
+                (worded, "Noor volunteers at the shelter.".to_owned(), String::new()),
+            ],
+        );
+        let found = lexicon.search(&words(&["kitten"]), 10);
+        assert_eq!(found.iter().map(|hit| hit.0).collect::<Vec<_>>(), [paraphrased]);
+        let found = lexicon.search(&words(&["shelter"]), 10);
+        assert_eq!(found[0].0, worded, "the memory's own word outweighs its turn's");
+        assert_eq!(found.len(), 2);
     }
 
     #[test]

@@ -153,10 +153,11 @@ impl Search<'_> {
             .collect()
     }
 
-    /// Every active memory of `user_id` as (id, text), with the memory version read first: a write
-    /// that lands between the two reads moves the version, so a cache built from these rows is
-    /// rebuilt at its next check rather than kept stale.
-    pub async fn user_memory_texts(self, user_id: UserId) -> Result<(i64, Vec<(MemoryId, String)>)> {
+    /// Every active memory of `user_id` as (id, its text, what its evidence turns said, joined),
+    /// with the memory version read first: a write that lands between the reads moves the
+    /// version, so a cache built from these rows is rebuilt at its next check rather than kept
+    /// stale.
+    pub async fn user_memory_texts(self, user_id: UserId) -> Result<(i64, Vec<(MemoryId, String, String)>)> {
         let version = self.vectors().memory_version(user_id).await?;
         let rows: Vec<(String, String)> = self
             .read_all(crate::tx::sql!(
@@ -164,11 +165,29 @@ impl Search<'_> {
                 user_id
             ))
             .await?;
-        let memories = rows
-            .into_iter()
-            .map(|(id, text)| Ok((MemoryId::parse(&id).map_err(|error| corrupt("memories", error))?, text)))
-            .collect::<Result<_>>()?;
-        Ok((version, memories))
+        let evidence: Vec<(String, String)> = self
+            .read_all(crate::tx::sql!(
+                "SELECT e.memory_id, msg.content FROM memory_evidence e
+                 JOIN memories m ON m.id = e.memory_id JOIN messages msg ON msg.id = e.message_id
+                 WHERE m.user_id = $1 AND m.archived_at IS NULL ORDER BY msg.created_at, msg.seq",
+                user_id
+            ))
+            .await?;
+        let mut said: std::collections::HashMap<String, String> = std::collections::HashMap::new();
+        for (id, content) in evidence {
+            let joined = said.entry(id).or_default();
+            if !joined.is_empty() {
+                joined.push('\n');
+            }
+            joined.push_str(&content);
+        }
+        rows.into_iter()
+            .map(|(id, text)| {
+                let memory_id = MemoryId::parse(&id).map_err(|error| corrupt("memories", error))?;
+                Ok((memory_id, text, said.remove(&id).unwrap_or_default()))
+            })
+            .collect::<Result<_>>()
+            .map(|memories| (version, memories))
     }
 
     /// `user_id`'s turns that no active memory cites, matching any of `terms`, best first.
