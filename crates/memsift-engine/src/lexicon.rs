@@ -24,6 +24,8 @@ use rust_stemmers::{Algorithm, Stemmer};
 const K1: f64 = 1.2;
 /// BM25's length normalisation.
 const B: f64 = 0.75;
+/// How many times a memory's own words count against what its evidence turns said.
+const OWN_WEIGHT: u32 = 2;
 
 /// The index terms of `text`: lower-cased runs of letters or digits, English-stemmed (so "painted"
 /// finds "painting"), each as often as it occurs. Queries go through the same function, so what
@@ -56,20 +58,21 @@ impl Lexicon {
         let mut postings: HashMap<String, Vec<(u32, u32)>> = HashMap::new();
         for (document, (id, text, said)) in memories.into_iter().enumerate() {
             let document = u32::try_from(document).unwrap_or(u32::MAX);
-            // The memory's own words weigh twice what was said around them.
             let own = index_terms(&stemmer, &text);
-            let mut terms = own.clone();
-            terms.extend(own);
-            terms.extend(index_terms(&stemmer, &said));
+            let heard = index_terms(&stemmer, &said);
             let mut counts: HashMap<String, u32> = HashMap::new();
-            for term in &terms {
-                *counts.entry(term.clone()).or_default() += 1;
+            for (term, weight) in own
+                .iter()
+                .map(|term| (term, OWN_WEIGHT))
+                .chain(heard.iter().map(|term| (term, 1)))
+            {
+                *counts.entry(term.clone()).or_default() += weight;
             }
             for (term, count) in counts {
                 postings.entry(term).or_default().push((document, count));
             }
             ids.push(id);
-            lengths.push(u32::try_from(terms.len()).unwrap_or(u32::MAX));
+            lengths.push(u32::try_from(OWN_WEIGHT as usize * own.len() + heard.len()).unwrap_or(u32::MAX));
         }
         let total: f64 = lengths.iter().map(|&length| f64::from(length)).sum();
         let average_length = if ids.is_empty() { 0.0 } else { total / ids.len() as f64 };

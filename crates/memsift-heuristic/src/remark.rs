@@ -154,7 +154,8 @@ pub(crate) fn remark(
 mod tests {
     use super::*;
 
-    fn said(sentence: &str) -> Option<String> {
+    /// What Deborah's `sentence`, said to Jolene on 8 May 2023, is kept as.
+    fn remarked(sentence: &str) -> Option<ExtractedItem> {
         let others = vec!["Jolene".to_owned()];
         let speaker = Speaker {
             name: "Deborah",
@@ -162,7 +163,11 @@ mod tests {
             others: &others,
             acquaintances: &[],
         };
-        remark(sentence, &speaker, NaiveDate::from_ymd_opt(2023, 5, 8), "D1:1").map(|item| item.text)
+        remark(sentence, &speaker, NaiveDate::from_ymd_opt(2023, 5, 8), "D1:1")
+    }
+
+    fn said(sentence: &str) -> Option<String> {
+        remarked(sentence).map(|item| item.text)
     }
 
     #[test]
@@ -186,20 +191,9 @@ mod tests {
 
     #[test]
     fn a_date_phrase_resolves() {
-        let others = vec!["Jolene".to_owned()];
-        let speaker = Speaker {
-            name: "Deborah",
-            plural: "Deborah",
-            others: &others,
-            acquaintances: &[],
-        };
-        let item = remark(
-            "Last Saturday the whole neighborhood cleaned the beach and planted twenty new palm trees.",
-            &speaker,
-            NaiveDate::from_ymd_opt(2023, 5, 8),
-            "D1:1",
-        )
-        .unwrap();
+        let item =
+            remarked("Last Saturday the whole neighborhood cleaned the beach and planted twenty new palm trees.")
+                .unwrap();
         assert_eq!(item.happens_at.as_deref(), Some("2023-05-06"));
         assert_eq!(item.temporal, Temporal::OneOff);
         assert!(item.text.contains("6 May 2023"), "{}", item.text);
