@@ -25,7 +25,7 @@ pub enum Key {
 pub enum Signal {
     /// Cosine similarity of the query's vector to each memory's.
     Vector,
-    /// BM25 (SQLite FTS5) or `ts_rank_cd` (PostgreSQL) over memory texts.
+    /// BM25 over memory texts and the turns they cite (the in-memory lexicon).
     Lexical,
     /// Memories whose evidence turns match the query lexically (what was said, not how the
     /// memory words it).

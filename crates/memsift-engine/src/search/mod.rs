@@ -39,9 +39,9 @@ pub const MAX_K: usize = 100;
 pub struct Signals {
     /// The query's vector against each memory's.
     pub vector: bool,
-    /// BM25 (or `ts_rank_cd`) over memory texts.
+    /// BM25 over memory texts and the turns they cite (the in-memory lexicon).
     pub lexical: bool,
-    /// The same over each memory's evidence turns.
+    /// The database's full text (FTS5 BM25, PostgreSQL `ts_rank_cd`) over each memory's evidence turns.
     pub evidence: bool,
     /// Stored turn vectors (`[embeddings] embed_turns`): memories through their evidence turns'
     /// vectors and, with `include_turns`, uncited turns by vector.
