@@ -118,7 +118,8 @@ impl Erasure<'_> {
                 // The external id is the person's identifier in the host app: replaced by an opaque one.
                 // Their erased facts hang off its keyed fingerprint, not off this row.
                 tx.execute(sql!(
-                    "UPDATE users SET memory_version = memory_version + 1, external_id = $2 WHERE id = $1",
+                    "UPDATE users SET memory_version = memory_version + 1, turn_version = turn_version + 1, external_id = $2
+                     WHERE id = $1",
                     user_id,
                     format!("{ERASED_USER_PREFIX}{user_key}:{user_id}")
                 ))

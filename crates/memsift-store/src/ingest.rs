@@ -64,6 +64,8 @@ struct Ingest<'a> {
     open_segments: HashMap<(UserId, &'a str), Option<OpenSegment>>,
     idle_timeout: Duration,
     now: DateTime<Utc>,
+    /// Users given a new turn: their turn version moves, so every daemon's turn indexes reload.
+    added_to: Vec<UserId>,
 }
 
 impl Messages<'_> {
@@ -99,6 +101,7 @@ impl Messages<'_> {
                 open_segments: HashMap::new(),
                 idle_timeout,
                 now,
+                added_to: Vec::new(),
             };
             for user in distinct {
                 let (user_id, created) = tx.lock_or_create_user(user, now).await?;
@@ -109,6 +112,13 @@ impl Messages<'_> {
                 let user_id = state.users[user];
                 tx.ingest_message(&mut state, user_id, message, &mut report).await?;
                 progress(message_idx as u64 + 1);
+            }
+            for user_id in std::mem::take(&mut state.added_to) {
+                tx.execute(sql!(
+                    "UPDATE users SET turn_version = turn_version + 1 WHERE id = $1",
+                    user_id
+                ))
+                .await?;
             }
             Ok(())
         })
@@ -255,6 +265,9 @@ impl WriteTx {
         ))
         .await?;
         report.n_added += 1;
+        if !state.added_to.contains(&user_id) {
+            state.added_to.push(user_id);
+        }
         segment.n_messages += 1;
         segment.last_at = segment.last_at.max(at);
         self.execute(sql!(

@@ -76,7 +76,7 @@ pub use requests::{ApplyFailure, NewRequest, ReplanReport, RequestUsage, StoredO
 pub use revisions::{MemoryState, Revised, Revision};
 pub use schedules::ScheduleRow;
 pub use scoring::{ScoringPolicy, ScoringReport, importance};
-pub use search::{MemoryCard, TurnCard};
+pub use search::{MemoryCard, TurnCard, TurnText};
 pub use segments::{ClaimedSegment, SegmentTurn};
 pub use spend::{RecentOutput, Spend};
 pub use stage::{

@@ -50,6 +50,19 @@ pub struct TurnCard {
     pub text: String,
 }
 
+/// A stored turn's words, for the in-memory lexical index over turns.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TurnText {
+    /// The message id.
+    pub id: String,
+    /// Its segment (conversation stretch): a turn's neighbours are read within it.
+    pub segment_id: String,
+    /// The speaker's name, when given.
+    pub speaker: Option<String>,
+    /// What was said.
+    pub text: String,
+}
+
 /// ` IN <the ids bound as one JSON array at parameter $at>`, to follow a column. One statement text
 /// for any number of ids: an `IN ($2, …, $101)` list was a new prepared statement for every length.
 /// On PostgreSQL the set is an array built once (`= ANY(ARRAY(…))`), which an index scan takes as
@@ -188,6 +201,28 @@ impl Search<'_> {
             })
             .collect::<Result<_>>()
             .map(|memories| (version, memories))
+    }
+
+    /// Every turn of `user_id` as (id, segment, speaker, text), in conversation order, with the
+    /// turn version read first (a concurrent write can only make the result look older).
+    pub async fn user_turn_texts(self, user_id: UserId) -> Result<(i64, Vec<TurnText>)> {
+        let version = self.vectors().turn_version(user_id).await?;
+        let rows: Vec<(String, String, Option<String>, String)> = self
+            .read_all(crate::tx::sql!(
+                "SELECT id, segment_id, speaker, content FROM messages WHERE user_id = $1 ORDER BY segment_id, seq",
+                user_id
+            ))
+            .await?;
+        let turns = rows
+            .into_iter()
+            .map(|(id, segment_id, speaker, text)| TurnText {
+                id,
+                segment_id,
+                speaker,
+                text,
+            })
+            .collect();
+        Ok((version, turns))
     }
 
     /// `user_id`'s turns that no active memory cites, matching any of `terms`, best first.

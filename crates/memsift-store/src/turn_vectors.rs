@@ -81,7 +81,8 @@ impl Vectors<'_> {
         .await
     }
 
-    /// `user_id`'s turn version: it moves whenever one of the user's turn vectors is written.
+    /// `user_id`'s turn version: it moves whenever one of the user's turns or turn vectors is written,
+    /// and at erasure.
     pub async fn turn_version(self, user_id: UserId) -> Result<i64> {
         Ok(self
             .read_scalar_optional(sql!("SELECT turn_version FROM users WHERE id = $1", user_id))

@@ -124,6 +124,7 @@ store_suite!(cases: [
     drops_are_counted_by_reason_once_and_read_back_typed,
     the_lexical_index_follows_every_memory_write_and_stays_within_its_user,
     uncited_turns_are_found_by_their_words_and_only_the_users_own,
+    every_turn_is_read_in_order_and_a_new_turn_moves_the_turn_version,
     any_query_text_is_matched_as_words_never_as_query_syntax,
     an_erasure_racing_any_write_of_the_user_leaves_nothing_of_them,
     parallel_appends_to_one_conversation_all_succeed_with_distinct_sequence_numbers,

@@ -139,6 +139,59 @@ pub async fn uncited_turns_are_found_by_their_words_and_only_the_users_own(store
     );
 }
 
+/// The turn lexicon reads every turn of one user, in conversation order with its speaker, and
+/// is rebuilt when the turn version moves: a new turn moves it, a re-sent one does not, and
+/// another user's turn never touches it.
+pub async fn every_turn_is_read_in_order_and_a_new_turn_moves_the_turn_version(store: &Store) {
+    let mut answer = message("ana", "c1", 1, Role::User, "Coco came from the shelter.");
+    answer.speaker = Some("Ana".to_owned());
+    let first = [message("ana", "c1", 0, Role::Assistant, "Where is Coco from?"), answer];
+    store
+        .messages()
+        .ingest(&first, idle(), t0(), &no_progress)
+        .await
+        .unwrap();
+    let ana = user_id(store, "ana").await;
+    let (version, turns) = store.search().user_turn_texts(ana).await.unwrap();
+    let said: Vec<(&str, Option<&str>)> = turns
+        .iter()
+        .map(|turn| (turn.text.as_str(), turn.speaker.as_deref()))
+        .collect();
+    assert_eq!(
+        said,
+        [
+            ("Where is Coco from?", None),
+            ("Coco came from the shelter.", Some("Ana"))
+        ]
+    );
+    assert_eq!(turns[0].segment_id, turns[1].segment_id);
+    assert!(version > 0, "ingest moved the turn version");
+
+    store
+        .messages()
+        .ingest(&first, idle(), t0(), &no_progress)
+        .await
+        .unwrap();
+    let bo = [message("bo", "c1", 0, Role::User, "Coco is my favourite singer.")];
+    store.messages().ingest(&bo, idle(), t0(), &no_progress).await.unwrap();
+    let (unchanged, again) = store.search().user_turn_texts(ana).await.unwrap();
+    assert_eq!(
+        (unchanged, again.len()),
+        (version, 2),
+        "a re-sent turn and bo's turn leave ana's alone"
+    );
+
+    let later = [message("ana", "c1", 2, Role::User, "She sleeps a lot.")];
+    store
+        .messages()
+        .ingest(&later, idle(), t0(), &no_progress)
+        .await
+        .unwrap();
+    let (moved, turns) = store.search().user_turn_texts(ana).await.unwrap();
+    assert!(moved > version);
+    assert_eq!(turns.last().map(|turn| turn.text.as_str()), Some("She sleeps a lot."));
+}
+
 pub async fn any_query_text_is_matched_as_words_never_as_query_syntax(store: &Store) {
     use proptest::strategy::{Strategy, ValueTree};
     store
