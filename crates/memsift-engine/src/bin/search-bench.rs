@@ -6,7 +6,8 @@
 //! prints where the queries' time went, phase by phase). Each memory is a
 //! sentence of words drawn from a fixed vocabulary with a random unit vector stored as the
 //! configured MiniLM's: what a search costs does not depend on what the vectors say. Every query
-//! is embedded by the real model, so the figures include query embedding. Prints figures only.
+//! is embedded by the real model, so the figures include query embedding. For each size it also
+//! times a rebuild of the turn lexicon over that many turns. Prints figures only.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -149,6 +150,32 @@ async fn bench(db: &TestDb, backend: &str, size: usize, words: &[String], timing
     Ok(())
 }
 
+/// What rebuilding the turn lexicon costs for `size` turns (it is rebuilt at the first search after
+/// an import adds a turn): sentences like the memories', twenty turns a conversation.
+fn turn_lexicon_build(size: usize, words: &[String]) {
+    let mut noise = Noise(0x51_7cc1_b727_220a ^ size as u64);
+    let turns: Vec<memsift_store::TurnText> = (0..size)
+        .map(|index| memsift_store::TurnText {
+            id: format!("turn-{index}"),
+            segment_id: format!("segment-{}", index / 20),
+            speaker: Some("Noor".to_owned()),
+            text: {
+                let n_words = 6 + noise.below(10);
+                sentence(&mut noise, words, n_words)
+            },
+        })
+        .collect();
+    let before = resident_mb();
+    let started = Instant::now();
+    let lexicon = memsift_engine::lexicon::Lexicon::build(1, memsift_engine::lexicon::turn_documents(&turns));
+    println!(
+        "turn lexicon n={size}: built in {:.1} ms, {:+.0} MB resident",
+        started.elapsed().as_secs_f64() * 1000.0,
+        resident_mb() - before,
+    );
+    drop(lexicon);
+}
+
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -173,6 +200,7 @@ async fn main() -> anyhow::Result<()> {
         };
         bench(&db, if postgres { "postgres" } else { "sqlite" }, size, &words, timings).await?;
         db.finish().await;
+        turn_lexicon_build(size, &words);
     }
     Ok(())
 }

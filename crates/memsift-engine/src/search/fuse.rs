@@ -27,8 +27,8 @@ pub enum Signal {
     Vector,
     /// BM25 over memory texts and the turns they cite (the in-memory lexicon).
     Lexical,
-    /// Memories whose evidence turns match the query lexically (what was said, not how the
-    /// memory words it).
+    /// Memories whose evidence turns match the query by BM25 over the turn lexicon (what was said,
+    /// not how the memory words it).
     Evidence,
     /// Memories whose evidence turns' vectors are nearest the query's.
     EvidenceVector,
@@ -37,7 +37,7 @@ pub enum Signal {
     /// Memories whose time (when it happens, or when its evidence was said) is in the range the
     /// query names.
     Date,
-    /// Turns no active memory cites, by the same lexical match.
+    /// Turns no active memory cites, by BM25 over the turn lexicon.
     Turns,
     /// Turns no active memory cites, by their vectors.
     TurnVector,
@@ -87,14 +87,14 @@ pub struct Weights {
 impl Default for Weights {
     fn default() -> Self {
         Weights {
-            rrf_k: 20.0,
+            rrf_k: 5.0,
             vector: 1.3,
             lexical: 1.0,
-            evidence: 0.5,
+            evidence: 1.0,
             evidence_vector: 1.0,
             entity: 0.3,
             date: 0.5,
-            turns: 1.5,
+            turns: 2.0,
             turn_vector: 1.0,
             importance_prior: 0.2,
             recency_prior: 0.0,

@@ -1,9 +1,9 @@
 //! The read side: what memsift knows about a question, with the evidence behind each answer.
 //!
 //! A search gathers ranked lists from several signals over one user's store (the query's vector
-//! against each memory's, a lexical match over memory texts, entities the query names, the time
-//! range it names, and, with `include_turns`, a lexical match over the turns no active memory
-//! cites), fuses them by weighted reciprocal rank fusion (`fuse`), scales by importance and
+//! against each memory's and each turn's, BM25 over memory texts and over turns (a turn's match
+//! ranks the memories that cite it), entities the query names, the time range it names, and, with `include_turns`, the turns no active memory cites, by their words and
+//! their vectors), fuses them by weighted reciprocal rank fusion (`fuse`), scales by importance and
 //! recency, follows typed links from the best memories, and answers each result with its evidence
 //! turns, entities, links followed and the score parts that ranked it. `budget_tokens` packs the
 //! best results that fit, never a turn twice.
@@ -41,7 +41,8 @@ pub struct Signals {
     pub vector: bool,
     /// BM25 over memory texts and the turns they cite (the in-memory lexicon).
     pub lexical: bool,
-    /// The database's full text (FTS5 BM25, PostgreSQL `ts_rank_cd`) over each memory's evidence turns.
+    /// BM25 over every stored turn (the in-memory turn lexicon): memories through the turns they
+    /// cite.
     pub evidence: bool,
     /// Stored turn vectors (`[embeddings] embed_turns`): memories through their evidence turns'
     /// vectors and, with `include_turns`, uncited turns by vector.
@@ -348,7 +349,7 @@ async fn gather(app: &App, user_id: UserId, request: &SearchRequest) -> anyhow::
     let (vectors, lexical, stored, named) = tokio::try_join!(
         vector_lists(app, user_id, request),
         lexical_list(app, user_id, request, &terms),
-        stored_text_lists(app, user_id, request, &terms),
+        turn_lexical_lists(app, user_id, request, &terms),
         named_lists(app, user_id, request, &terms),
     )?;
     Ok(vectors.into_iter().chain(lexical).chain(stored).chain(named).collect())
@@ -410,43 +411,6 @@ async fn lexical_list(
     Ok(Some((Signal::Lexical, RankedList { items })))
 }
 
-/// The database's full-text index over stored turns: memories through their evidence turns' words
-/// and, with `include_turns`, the turns no active memory cites.
-async fn stored_text_lists(
-    app: &App,
-    user_id: UserId,
-    request: &SearchRequest,
-    terms: &[String],
-) -> anyhow::Result<Vec<(Signal, RankedList)>> {
-    if terms.is_empty() {
-        return Ok(Vec::new());
-    }
-    let _timed = timed(Phase::SearchTurnText);
-    let limit = CANDIDATES_PER_SIGNAL as i64;
-    let search = app.store.search();
-    let evidence = async {
-        if !request.signals.evidence {
-            return Ok(None);
-        }
-        let found = search.memories_by_evidence_text(user_id, terms, limit).await?;
-        let items = found
-            .into_iter()
-            .map(|(id, score)| (Key::Memory(id.to_string()), score))
-            .collect();
-        anyhow::Ok(Some((Signal::Evidence, RankedList { items })))
-    };
-    let uncited = async {
-        if !request.include_turns {
-            return Ok(None);
-        }
-        let found = search.lexical_turns(user_id, terms, limit).await?;
-        let items = found.into_iter().map(|(id, score)| (Key::Turn(id), score)).collect();
-        anyhow::Ok(Some((Signal::Turns, RankedList { items })))
-    };
-    let (evidence, uncited) = tokio::try_join!(evidence, uncited)?;
-    Ok(evidence.into_iter().chain(uncited).collect())
-}
-
 /// Memories naming an entity the query names, and memories in the time range it names.
 async fn named_lists(
     app: &App,
@@ -492,7 +456,26 @@ async fn turn_vector_lists(
         return Ok(Vec::new());
     }
     let index = app.vectors.turn_index(&app.store, user_id).await?;
-    let hits = index.search(vector, TURN_CANDIDATES);
+    let hits = index
+        .search(vector, TURN_CANDIDATES)
+        .into_iter()
+        .map(|(id, score)| (id, f64::from(score)))
+        .collect();
+    let (memories, uncited) = split_by_citation(app, user_id, hits).await?;
+    let mut lists = vec![(Signal::EvidenceVector, memories)];
+    if include_turns {
+        lists.push((Signal::TurnVector, uncited));
+    }
+    Ok(lists)
+}
+
+/// Ranked turns split into the memories that cite them (each at its best turn's place) and the
+/// turns no active memory cites, each list cut to [`CANDIDATES_PER_SIGNAL`].
+async fn split_by_citation(
+    app: &App,
+    user_id: UserId,
+    hits: Vec<(String, f64)>,
+) -> anyhow::Result<(RankedList, RankedList)> {
     let ids: Vec<String> = hits.iter().map(|(id, _)| id.clone()).collect();
     let mut citing: HashMap<String, Vec<MemoryId>> = HashMap::new();
     for (turn, memory) in app.store.search().turn_citations(user_id, &ids).await? {
@@ -506,18 +489,39 @@ async fn turn_vector_lists(
             Some(cited_by) => {
                 for memory in cited_by {
                     if seen.insert(*memory) {
-                        memories.items.push((Key::Memory(memory.to_string()), f64::from(score)));
+                        memories.items.push((Key::Memory(memory.to_string()), score));
                     }
                 }
             }
-            None => uncited.items.push((Key::Turn(turn), f64::from(score))),
+            None => uncited.items.push((Key::Turn(turn), score)),
         }
     }
     memories.items.truncate(CANDIDATES_PER_SIGNAL);
     uncited.items.truncate(CANDIDATES_PER_SIGNAL);
-    let mut lists = vec![(Signal::EvidenceVector, memories)];
-    if include_turns {
-        lists.push((Signal::TurnVector, uncited));
+    Ok((memories, uncited))
+}
+
+/// BM25 over every stored turn, from the in-memory turn lexicon: memories through the turns they
+/// cite, and, with `include_turns`, the turns no active memory cites.
+async fn turn_lexical_lists(
+    app: &App,
+    user_id: UserId,
+    request: &SearchRequest,
+    terms: &[String],
+) -> anyhow::Result<Vec<(Signal, RankedList)>> {
+    if terms.is_empty() || !(request.signals.evidence || request.include_turns) {
+        return Ok(Vec::new());
+    }
+    let _timed = timed(Phase::SearchTurnText);
+    let lexicon = app.lexicons.fresh_turns(&app.store, user_id).await?;
+    let hits = lexicon.search(terms, TURN_CANDIDATES);
+    let (memories, uncited) = split_by_citation(app, user_id, hits).await?;
+    let mut lists = Vec::new();
+    if request.signals.evidence {
+        lists.push((Signal::Evidence, memories));
+    }
+    if request.include_turns {
+        lists.push((Signal::Turns, uncited));
     }
     Ok(lists)
 }

@@ -226,8 +226,8 @@ async fn texts(test: &TestApp, request: &SearchRequest) -> Vec<String> {
 }
 
 /// The lexicon is rebuilt from the memory texts whenever the user's memory version moves, so a
-/// new memory is found at the next search, an expired one is not, and erasure leaves nothing of
-/// the user in the process.
+/// new memory is found at the next search, an expired one is not; the turn lexicon likewise
+/// follows the turn version; and erasure leaves nothing of the user in the process.
 async fn the_lexical_index_follows_writes_and_erasure(test: TestApp) {
     let store = &test.app.store;
     let (ana, bees) = store
@@ -259,9 +259,42 @@ async fn the_lexical_index_follows_writes_and_erasure(test: TestApp) {
     assert!(texts(&test, &lexical_only("ana", "bees roof")).await.is_empty());
     assert!(test.app.lexicons.holds(ana));
 
+    // Turns: a new turn is found at its first search after the import, by its neighbour's words too.
+    let turns_only = |query: &str| SearchRequest {
+        include_turns: true,
+        signals: Signals::none(),
+        record_access: false,
+        ..request("ana", query)
+    };
+    test.import(
+        "a.jsonl",
+        &line("ana", "c9", 0, "user", "The hive swarmed in June.", false),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        texts(&test, &turns_only("hive swarm")).await,
+        ["The hive swarmed in June."]
+    );
+    test.import("b.jsonl", &line("ana", "c9", 1, "user", "We caught the queen.", true))
+        .await
+        .unwrap();
+    assert_eq!(
+        texts(&test, &turns_only("queen")).await,
+        ["We caught the queen.", "The hive swarmed in June."],
+        "a new turn is read at once, first by its own words, and its neighbour by it as context"
+    );
+    assert_eq!(
+        texts(&test, &turns_only("swarm")).await,
+        ["The hive swarmed in June.", "We caught the queen."]
+    );
+    assert!(test.app.lexicons.holds_turns(ana));
+
     memsift_engine::erase::erase_user(&test.app, "ana").await.unwrap();
     assert!(!test.app.lexicons.holds(ana), "erasure drops the user's lexicon");
+    assert!(!test.app.lexicons.holds_turns(ana), "and the lexicon over turns");
     assert!(texts(&test, &lexical_only("ana", "honey")).await.is_empty());
+    assert!(texts(&test, &turns_only("queen")).await.is_empty());
     test.finish().await;
 }
 
