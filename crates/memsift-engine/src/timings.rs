@@ -50,7 +50,7 @@ pub enum Phase {
     SearchVectors,
     /// BM25 over memory texts (the in-memory lexicon, rebuilt when stale).
     SearchLexical,
-    /// The database's full-text index over stored turns: evidence turns, uncited turns.
+    /// BM25 over stored turns (the in-memory turn lexicon, rebuilt when stale): evidence turns, uncited turns.
     SearchTurnText,
     /// The entity and date lists.
     SearchNamed,
@@ -138,7 +138,7 @@ impl Phase {
             Phase::SearchEmbed => "embedding the query",
             Phase::SearchVectors => "vector indexes (memories, turns)",
             Phase::SearchLexical => "BM25 over memory texts (lexicon)",
-            Phase::SearchTurnText => "full text over turns (evidence, uncited)",
+            Phase::SearchTurnText => "BM25 over turns (lexicon; evidence, uncited)",
             Phase::SearchNamed => "entity and date lists",
             Phase::SearchCards => "cards (texts, evidence, entities)",
             Phase::SearchLinks => "links followed",

@@ -2,8 +2,8 @@
 //!
 //! A search gathers ranked lists from several signals over one user's store (the query's vector
 //! against each memory's and each turn's, BM25 over memory texts and over turns (a turn's match
-//! ranks the memories that cite it), entities the query names, the time range it names, and, with `include_turns`, the turns no active memory cites, by their words and
-//! their vectors), fuses them by weighted reciprocal rank fusion (`fuse`), scales by importance and
+//! ranks the memories that cite it), entities the query names, the time range it names, and, with
+//! `include_turns`, the turns no active memory cites, by their words and their vectors), fuses them by weighted reciprocal rank fusion (`fuse`), scales by importance and
 //! recency, follows typed links from the best memories, and answers each result with its evidence
 //! turns, entities, links followed and the score parts that ranked it. `budget_tokens` packs the
 //! best results that fit, never a turn twice.
