@@ -596,14 +596,19 @@ fn agree(word: &str, lower: &str) -> String {
     crate::text::third_person_verb(word)
 }
 
-/// The text with a capital first letter, when that letter has a one-letter capital: a letter
-/// whose capital is longer ("ὒ" → "Υ̓̀") is left alone, so a speaker's name is never respelled.
+/// The text with a capital first letter, when that letter has a one-letter capital that lowers
+/// back to it: a letter whose capital is longer ("ὒ" → "Υ̓̀") or lowers to another letter
+/// ("ᲀ" → "В" → "в") is left alone, so a speaker's name is never respelled.
 pub(crate) fn capitalise_first(text: &str) -> String {
     let mut chars = text.chars();
-    match chars.next() {
-        Some(first) if first.to_uppercase().count() == 1 => first.to_uppercase().chain(chars).collect(),
-        Some(_) => text.to_owned(),
-        None => String::new(),
+    let Some(first) = chars.next() else {
+        return String::new();
+    };
+    let capital: String = first.to_uppercase().collect();
+    if capital.chars().count() == 1 && capital.to_lowercase() == first.to_lowercase().to_string() {
+        capital + chars.as_str()
+    } else {
+        text.to_owned()
     }
 }
 
@@ -753,5 +758,27 @@ mod tests {
         assert!(third_person("I went home", "A", "A and others", None).unwrap().past);
         assert!(third_person("I've finished", "A", "A and others", None).unwrap().past);
         assert!(!third_person("I love it", "A", "A and others", None).unwrap().past);
+    }
+}
+
+#[cfg(test)]
+mod capital_tests {
+    use proptest::prelude::*;
+
+    use super::capitalise_first;
+
+    proptest! {
+        /// Any text: capitalising never respells it, it only changes case.
+        #[test]
+        fn capitalising_keeps_the_text_up_to_case(text in "\\PC{0,8}") {
+            let capitalised = capitalise_first(&text);
+            prop_assert_eq!(capitalised.to_lowercase(), text.to_lowercase());
+        }
+    }
+
+    #[test]
+    fn a_letter_whose_capital_lowers_to_another_is_left_alone() {
+        assert_eq!(capitalise_first("ᲀa"), "ᲀa");
+        assert_eq!(capitalise_first("noor"), "Noor");
     }
 }
