@@ -342,7 +342,8 @@ pub enum EvalCommand {
         #[arg(long, value_name = "TEXT")]
         only: Option<String>,
         /// Write each question the last configuration measured does not fully cover within
-        /// k = 10 to FILE (JSON lines: the question, its evidence, the results' texts and labels).
+        /// k = 10 to FILE (JSON lines: the question, its evidence, the results' texts and labels,
+        /// and where in the top 100 each evidence turn was first cited).
         #[arg(long, value_name = "FILE")]
         misses: Option<PathBuf>,
     },

@@ -10,7 +10,7 @@
 pub mod questions;
 pub mod score;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -221,6 +221,18 @@ fn cited(results: &[memsift_engine::search::SearchHit]) -> Vec<BTreeSet<String>>
         .collect()
 }
 
+/// For each evidence label, the rank (from 1) of the first result citing it, if any does: where a
+/// miss at k = 10 was, so that a change to the ranking can be aimed.
+fn first_ranks(evidence: &BTreeSet<String>, labels: &[BTreeSet<String>]) -> BTreeMap<String, Option<usize>> {
+    evidence
+        .iter()
+        .map(|label| {
+            let rank = labels.iter().position(|cited| cited.contains(label)).map(|at| at + 1);
+            (label.clone(), rank)
+        })
+        .collect()
+}
+
 /// One configuration to measure.
 struct Setup<'a> {
     name: &'a str,
@@ -251,10 +263,16 @@ async fn measure(
         let millis = started.elapsed().as_secs_f64() * 1000.0;
         let labels = cited(&answer.results);
         if score::recall_at(&question.evidence, &labels, 10) < 1.0 {
+            let deeper = SearchRequest {
+                k: memsift_engine::search::MAX_K,
+                ..request.clone()
+            };
+            let ranks = first_ranks(&question.evidence, &cited(&search(app, &deeper).await?.results));
             misses.push(serde_json::json!({
                 "user": question.user,
                 "question": question.text,
                 "evidence": question.evidence,
+                "evidence_ranks": ranks,
                 "results": answer.results.iter().map(|hit| serde_json::json!({
                     "text": hit.text,
                     "labels": hit.evidence.iter().map(|turn| turn.label.as_str()).collect::<Vec<_>>(),
