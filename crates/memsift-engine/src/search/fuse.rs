@@ -82,6 +82,9 @@ pub struct Weights {
     pub link_parents: usize,
     /// Above 0, the query is embedded as a statement (its question framing dropped).
     pub vector_as_statement: f64,
+    /// When the query names some of the people who speak in the user's conversations, a result
+    /// about none of them has its score multiplied by this (1 turns it off).
+    pub speaker_focus: f64,
 }
 
 impl Default for Weights {
@@ -103,6 +106,7 @@ impl Default for Weights {
             link_confidence_floor: 0.6,
             link_parents: 10,
             vector_as_statement: 0.0,
+            speaker_focus: 0.7,
         }
     }
 }
@@ -174,6 +178,8 @@ pub struct ScoreParts {
     pub prior: f64,
     /// The part that came from following a link to it.
     pub from_links: f64,
+    /// The factor applied because the query names other people than this result is about.
+    pub speaker_focus: Option<f64>,
     /// The final score.
     pub fused: f64,
 }

@@ -3,14 +3,17 @@
 //! A search gathers ranked lists from several signals over one user's store (the query's vector
 //! against each memory's and each turn's, BM25 over memory texts and over turns (a turn's match
 //! ranks the memories that cite it), entities the query names, the time range it names, and, with
-//! `include_turns`, the turns no active memory cites, by their words and their vectors), fuses them by weighted reciprocal rank fusion (`fuse`), scales by importance and
-//! recency, follows typed links from the best memories, and answers each result with its evidence
-//! turns, entities, links followed and the score parts that ranked it. `budget_tokens` packs the
-//! best results that fit, never a turn twice.
+//! `include_turns`, the turns no active memory cites, by their words and their vectors), fuses
+//! them by weighted reciprocal rank fusion (`fuse`), scales by importance and recency, follows
+//! typed links from the best memories, lowers results about people other than the ones the query
+//! names (`focus`), and answers each result with its evidence turns, entities, links followed and
+//! the score parts that ranked it. `budget_tokens` packs the best results that fit, never a turn
+//! twice.
 //!
 //! Every list is read exactly, per user: a per-user filter after an approximate scan would lose
 //! recall, and one user's store is small enough to read whole.
 
+pub mod focus;
 pub mod fuse;
 pub mod query;
 
@@ -57,6 +60,8 @@ pub struct Signals {
     pub links: bool,
     /// Results whose evidence is already in an earlier result go after the rest.
     pub diversify: bool,
+    /// When the query names some of the speakers, results about the others count for less.
+    pub speakers: bool,
 }
 
 impl Default for Signals {
@@ -71,6 +76,7 @@ impl Default for Signals {
             priors: true,
             links: true,
             diversify: true,
+            speakers: true,
         }
     }
 }
@@ -88,6 +94,7 @@ impl Signals {
             priors: false,
             links: false,
             diversify: false,
+            speakers: false,
         }
     }
 }
@@ -300,11 +307,15 @@ pub async fn search(app: &App, request: &SearchRequest) -> anyhow::Result<Search
         .collect();
     drop(cards_timed);
     let n_candidates = ranked.len();
-    let hits = ranked
+    let mut hits = ranked
         .into_iter()
         .filter_map(|(key, parts)| hit(key, parts, &cards, &turns, &followed))
         .filter(|hit| in_window(hit, request.since, request.until))
         .collect::<Vec<_>>();
+    if request.signals.speakers {
+        let named = focus::named_speakers(&request.query, &hits);
+        focus::focus(&mut hits, &named, weights.speaker_focus);
+    }
     let hits = if request.signals.diversify {
         diversify(hits)
     } else {

@@ -1,0 +1,202 @@
+//! Speaker focus: when a question names some of the people who speak in the user's conversations,
+//! results about the others count for less.
+//!
+//! In a conversation between people most memories name one of them, and a question about one
+//! ("What did Noor paint?") shares its name with half the store: BM25 gives a word in half the
+//! documents almost no weight and a sentence vector blurs it, so the question's other words decide
+//! and a friend's painting ranks beside Noor's. The people are known without any extraction: they
+//! are the speakers of the candidates' evidence turns. Pure: the hits and the query arrive as
+//! arguments.
+
+use std::collections::BTreeSet;
+
+use super::SearchHit;
+
+/// The words of `text`, lower-cased (runs of letters or digits, in any script).
+fn words(text: &str) -> BTreeSet<String> {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|word| !word.is_empty())
+        .map(str::to_lowercase)
+        .collect()
+}
+
+/// A speaker's name as words to look for; words under three letters ("Al", "J") are too often
+/// something else to count as naming anyone.
+fn name_words(speaker: &str) -> BTreeSet<String> {
+    words(speaker)
+        .into_iter()
+        .filter(|word| word.chars().count() >= 3)
+        .collect()
+}
+
+/// Whether any word of `name` is among `said`.
+fn names(said: &BTreeSet<String>, name: &BTreeSet<String>) -> bool {
+    name.iter().any(|word| said.contains(word))
+}
+
+/// The people a question is about: the speakers of the hits' evidence whose names the query
+/// uses. Empty when it names none, or all of them (then nobody is set apart).
+pub fn named_speakers(query: &str, hits: &[SearchHit]) -> Vec<String> {
+    let speakers: BTreeSet<&str> = hits
+        .iter()
+        .flat_map(|hit| hit.evidence.iter())
+        .filter_map(|turn| turn.speaker.as_deref())
+        .filter(|speaker| !name_words(speaker).is_empty())
+        .collect();
+    let asked = words(query);
+    let named: Vec<String> = speakers
+        .iter()
+        .filter(|speaker| names(&asked, &name_words(speaker)))
+        .map(|speaker| (*speaker).to_owned())
+        .collect();
+    if named.len() == speakers.len() {
+        Vec::new()
+    } else {
+        named
+    }
+}
+
+/// Scales the score of every hit not about one of `named` by `factor`, records it in the hit's
+/// parts, and re-sorts (stable, so equal scores keep their order). A hit is about a named person
+/// when its text names them, or when one of them said its evidence and its text names no other
+/// speaker: a memory "Ana lent Noor a brush" is about Noor; a turn of Ana's that does not name
+/// Noor is not.
+pub fn focus(hits: &mut [SearchHit], named: &[String], factor: f64) {
+    if named.is_empty() || factor >= 1.0 {
+        return;
+    }
+    let named_words: Vec<BTreeSet<String>> = named.iter().map(|speaker| name_words(speaker)).collect();
+    for hit in hits.iter_mut() {
+        let said = words(&hit.text);
+        let names_named = named_words.iter().any(|name| names(&said, name));
+        let others: BTreeSet<&str> = hit
+            .evidence
+            .iter()
+            .filter_map(|turn| turn.speaker.as_deref())
+            .filter(|speaker| !named.iter().any(|name| name == speaker))
+            .collect();
+        let names_other = others.iter().any(|speaker| names(&said, &name_words(speaker)));
+        let said_by_named = hit
+            .evidence
+            .iter()
+            .any(|turn| turn.speaker.as_ref().is_some_and(|speaker| named.contains(speaker)));
+        if names_named || (said_by_named && !names_other) {
+            continue;
+        }
+        hit.score *= factor;
+        hit.parts.fused *= factor;
+        hit.parts.speaker_focus = Some(factor);
+    }
+    hits.sort_by(|a, b| b.score.total_cmp(&a.score));
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::{DateTime, Utc};
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::search::{EvidenceTurn, Key, ScoreParts};
+
+    fn hit(text: &str, speakers: &[&str], score: f64) -> SearchHit {
+        SearchHit {
+            key: Key::Memory(text.to_owned()),
+            text: text.to_owned(),
+            score,
+            parts: ScoreParts {
+                fused: score,
+                ..ScoreParts::default()
+            },
+            happens_at: None,
+            evidence: speakers
+                .iter()
+                .enumerate()
+                .map(|(index, speaker)| EvidenceTurn {
+                    id: format!("{text}-{index}"),
+                    label: format!("t{index}"),
+                    role: "user".to_owned(),
+                    speaker: Some((*speaker).to_owned()),
+                    at: DateTime::<Utc>::UNIX_EPOCH,
+                    text: String::new(),
+                })
+                .collect(),
+            entities: Vec::new(),
+            links: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_question_naming_one_speaker_puts_the_others_results_after_its_own() {
+        let mut hits = vec![
+            hit("Ana painted a lake at sunrise.", &["Ana"], 1.0),
+            hit("Noor painted her cat.", &["Noor"], 0.9),
+            hit("Ana lent Noor a brush.", &["Ana"], 0.8),
+            hit("I paint on Sundays.", &["Ana"], 0.7),
+            hit("Mine are all of birds.", &["Noor"], 0.6),
+        ];
+        let named = named_speakers("What did noor paint?", &hits);
+        assert_eq!(named, ["Noor"]);
+        focus(&mut hits, &named, 0.5);
+        let order: Vec<&str> = hits.iter().map(|hit| hit.text.as_str()).collect();
+        assert_eq!(
+            order,
+            [
+                "Noor painted her cat.",
+                "Ana lent Noor a brush.",
+                "Mine are all of birds.",
+                "Ana painted a lake at sunrise.",
+                "I paint on Sundays."
+            ]
+        );
+        assert_eq!(hits[3].parts.speaker_focus, Some(0.5));
+        assert_eq!(hits[3].parts.fused, 0.5);
+        assert_eq!(hits[0].parts.speaker_focus, None);
+    }
+
+    #[test]
+    fn naming_everyone_or_nobody_or_a_short_word_sets_nobody_apart() {
+        let hits = vec![hit("Ana swims.", &["Ana"], 1.0), hit("Al runs.", &["Al"], 0.9)];
+        assert!(
+            named_speakers("Do Ana and Al swim?", &hits).is_empty(),
+            "Al is too short to be a name"
+        );
+        assert!(named_speakers("Who swims?", &hits).is_empty());
+        let both = vec![hit("Ana swims.", &["Ana"], 1.0), hit("Noor runs.", &["Noor"], 0.9)];
+        assert!(named_speakers("Do Ana and Noor swim?", &both).is_empty());
+    }
+
+    proptest! {
+        /// Focus only ever lowers scores, keeps every hit, and leaves the hits about the named
+        /// speaker in the order they had.
+        #[test]
+        fn focus_keeps_every_hit_and_the_named_speakers_order(
+            rows in proptest::collection::vec(("[A-Za-z ]{0,20}", 0usize..3, 0.0f64..10.0), 0..12),
+            factor in 0.0f64..1.0,
+        ) {
+            let speakers = ["Ana", "Noor", "Kofi"];
+            let mut hits: Vec<SearchHit> = rows
+                .iter()
+                .enumerate()
+                .map(|(index, (text, speaker, score))| SearchHit {
+                    key: Key::Memory(index.to_string()),
+                    ..hit(text, &[speakers[*speaker]], *score)
+                })
+                .collect();
+            hits.sort_by(|a, b| b.score.total_cmp(&a.score));
+            let before: Vec<(Key, f64)> = hits.iter().map(|hit| (hit.key.clone(), hit.score)).collect();
+            focus(&mut hits, &["Noor".to_owned()], factor);
+            prop_assert_eq!(hits.len(), before.len());
+            for pair in hits.windows(2) {
+                prop_assert!(pair[0].score >= pair[1].score);
+            }
+            let unfocused = |key: &Key| hits.iter().any(|hit| &hit.key == key && hit.parts.speaker_focus.is_none());
+            for hit in &hits {
+                let old = before.iter().find(|(key, _)| *key == hit.key).map(|(_, score)| *score);
+                prop_assert!(old.is_some_and(|old| hit.score <= old));
+            }
+            let kept_after: Vec<&Key> = hits.iter().filter(|hit| hit.parts.speaker_focus.is_none()).map(|hit| &hit.key).collect();
+            let kept_before: Vec<&Key> = before.iter().map(|(key, _)| key).filter(|key| unfocused(key)).collect();
+            prop_assert_eq!(kept_after, kept_before);
+        }
+    }
+}
