@@ -53,26 +53,53 @@ impl<Id: Clone + Ord> Lexicon<Id> {
     /// evidence turns said) as of the user's `version`.
     pub fn build(version: i64, memories: Vec<(Id, String, String)>) -> Self {
         let stemmer = Stemmer::create(Algorithm::English);
-        let mut ids = Vec::with_capacity(memories.len());
-        let mut lengths = Vec::with_capacity(memories.len());
-        let mut postings: HashMap<String, Vec<(u32, u32)>> = HashMap::new();
-        for (document, (id, text, said)) in memories.into_iter().enumerate() {
-            let document = u32::try_from(document).unwrap_or(u32::MAX);
-            let own = index_terms(&stemmer, &text);
-            let heard = index_terms(&stemmer, &said);
-            let mut counts: HashMap<String, u32> = HashMap::new();
-            for (term, weight) in own
+        let documents: Vec<(Id, Vec<String>, Vec<String>)> = memories
+            .into_iter()
+            .map(|(id, text, said)| (id, index_terms(&stemmer, &text), index_terms(&stemmer, &said)))
+            .collect();
+        Self::from_terms(
+            version,
+            documents
                 .iter()
+                .map(|(id, own, heard)| (id.clone(), [own.as_slice(), &[]], [heard.as_slice(), &[]])),
+        )
+    }
+
+    /// The index of documents already cut into index terms: per document its id, its own terms
+    /// (in up to two parts, counted [`OWN_WEIGHT`] times) and the terms around it (two parts,
+    /// counted once). Parts, not one list, so that a turn's terms are stemmed once and then read
+    /// as its own words and as each neighbour's context without being copied.
+    fn from_terms<'a>(
+        version: i64,
+        documents: impl Iterator<Item = (Id, [&'a [String]; 2], [&'a [String]; 2])>,
+    ) -> Self {
+        let mut ids = Vec::new();
+        let mut lengths = Vec::new();
+        let mut postings: HashMap<String, Vec<(u32, u32)>> = HashMap::new();
+        let mut counts: HashMap<&str, u32> = HashMap::new();
+        for (document, (id, own, heard)) in documents.enumerate() {
+            let document = u32::try_from(document).unwrap_or(u32::MAX);
+            counts.clear();
+            let own_terms = own.iter().flat_map(|part| part.iter());
+            let heard_terms = heard.iter().flat_map(|part| part.iter());
+            for (term, weight) in own_terms
                 .map(|term| (term, OWN_WEIGHT))
-                .chain(heard.iter().map(|term| (term, 1)))
+                .chain(heard_terms.map(|term| (term, 1)))
             {
-                *counts.entry(term.clone()).or_default() += weight;
+                *counts.entry(term.as_str()).or_default() += weight;
             }
-            for (term, count) in counts {
-                postings.entry(term).or_default().push((document, count));
+            for (term, count) in counts.drain() {
+                match postings.get_mut(term) {
+                    Some(list) => list.push((document, count)),
+                    None => {
+                        postings.insert(term.to_owned(), vec![(document, count)]);
+                    }
+                }
             }
             ids.push(id);
-            lengths.push(u32::try_from(OWN_WEIGHT as usize * own.len() + heard.len()).unwrap_or(u32::MAX));
+            let n_own: usize = own.iter().map(|part| part.len()).sum();
+            let n_heard: usize = heard.iter().map(|part| part.len()).sum();
+            lengths.push(u32::try_from(OWN_WEIGHT as usize * n_own + n_heard).unwrap_or(u32::MAX));
         }
         let total: f64 = lengths.iter().map(|&length| f64::from(length)).sum();
         let average_length = if ids.is_empty() { 0.0 } else { total / ids.len() as f64 };
@@ -130,6 +157,46 @@ impl<Id: Clone + Ord> Lexicon<Id> {
         ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         ranked.truncate(limit);
         ranked
+    }
+}
+
+impl Lexicon<String> {
+    /// The index of `turns` (by message id) as of the user's turn `version`: the documents
+    /// [`turn_documents`] describes, with each turn's words stemmed once instead of three times
+    /// (as itself and as each neighbour's context), which is most of a rebuild's cost.
+    pub fn of_turns(version: i64, turns: &[TurnText]) -> Self {
+        let stemmer = Stemmer::create(Algorithm::English);
+        let said: Vec<Vec<String>> = turns.iter().map(|turn| index_terms(&stemmer, &turn.text)).collect();
+        let speakers: Vec<Vec<String>> = turns
+            .iter()
+            .map(|turn| {
+                turn.speaker
+                    .as_deref()
+                    .map(|speaker| index_terms(&stemmer, speaker))
+                    .unwrap_or_default()
+            })
+            .collect();
+        let neighbour = |index: usize, at: Option<usize>| -> &[String] {
+            at.filter(|&at| {
+                turns
+                    .get(at)
+                    .is_some_and(|other| other.segment_id == turns[index].segment_id)
+            })
+            .map_or(&[], |at| said[at].as_slice())
+        };
+        Self::from_terms(
+            version,
+            turns.iter().enumerate().map(|(index, turn)| {
+                (
+                    turn.id.clone(),
+                    [speakers[index].as_slice(), said[index].as_slice()],
+                    [
+                        neighbour(index, index.checked_sub(1)),
+                        neighbour(index, index.checked_add(1)),
+                    ],
+                )
+            }),
+        )
     }
 }
 
@@ -220,8 +287,7 @@ impl Lexicons {
             return Ok(lexicon);
         }
         let (version, turns) = store.search().user_turn_texts(user_id).await?;
-        let lexicon =
-            Arc::new(tokio::task::spawn_blocking(move || Lexicon::build(version, turn_documents(&turns))).await?);
+        let lexicon = Arc::new(tokio::task::spawn_blocking(move || Lexicon::of_turns(version, &turns)).await?);
         lock(&self.turns).insert(user_id, Arc::clone(&lexicon), HELD_TURNS);
         Ok(lexicon)
     }
@@ -402,6 +468,31 @@ mod tests {
     }
 
     proptest! {
+        /// The turn index built from each turn's terms stemmed once is the index of the documents
+        /// `turn_documents` describes: the same postings, lengths and order, for any turns.
+        #[test]
+        fn the_turn_index_is_the_index_of_the_turn_documents(
+            rows in prop::collection::vec((0u8..3, prop::option::of("\\PC{0,12}"), "\\PC{0,40}"), 0..14),
+        ) {
+            let turns: Vec<TurnText> = rows
+                .iter()
+                .enumerate()
+                .map(|(index, (segment, speaker, text))| TurnText {
+                    id: format!("t{index}"),
+                    segment_id: format!("s{segment}"),
+                    speaker: speaker.clone(),
+                    text: text.clone(),
+                })
+                .collect();
+            let fast = Lexicon::of_turns(7, &turns);
+            let reference = Lexicon::build(7, turn_documents(&turns));
+            prop_assert_eq!(&fast.ids, &reference.ids);
+            prop_assert_eq!(&fast.lengths, &reference.lengths);
+            prop_assert_eq!(&fast.postings, &reference.postings);
+            prop_assert_eq!(fast.average_length.to_bits(), reference.average_length.to_bits());
+            prop_assert_eq!(fast.version(), 7);
+        }
+
         /// Any text and any query: scores are finite and positive, best first, at most `limit`,
         /// and every memory found shares an index term with the query.
         #[test]

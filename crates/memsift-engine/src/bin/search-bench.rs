@@ -166,11 +166,16 @@ fn turn_lexicon_build(size: usize, words: &[String]) {
         })
         .collect();
     let started = Instant::now();
-    let lexicon = memsift_engine::lexicon::Lexicon::build(1, memsift_engine::lexicon::turn_documents(&turns));
+    let lexicon = memsift_engine::lexicon::Lexicon::of_turns(1, &turns);
+    let built = started.elapsed();
+    let started = Instant::now();
+    let reference = memsift_engine::lexicon::Lexicon::build(1, memsift_engine::lexicon::turn_documents(&turns));
     println!(
-        "turn lexicon n={size}: built in {:.1} ms, {} turns",
-        started.elapsed().as_secs_f64() * 1000.0,
+        "turn lexicon n={size}: built in {:.1} ms, {} turns (from the documents, each turn stemmed three times: {:.1} ms, {} turns)",
+        built.as_secs_f64() * 1000.0,
         lexicon.len(),
+        started.elapsed().as_secs_f64() * 1000.0,
+        reference.len(),
     );
 }
 
