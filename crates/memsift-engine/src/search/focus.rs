@@ -1,16 +1,23 @@
-//! Speaker focus: when a question names some of the people who speak in the user's conversations,
-//! results about the others count for less.
+//! Focus on what a question names: when it names some of the people who speak in the user's
+//! conversations, results about the others count for less; when it names a time, results from
+//! that time count for more.
 //!
 //! In a conversation between people most memories name one of them, and a question about one
 //! ("What did Noor paint?") shares its name with half the store: BM25 gives a word in half the
 //! documents almost no weight and a sentence vector blurs it, so the question's other words decide
 //! and a friend's painting ranks beside Noor's. The people are known without any extraction: they
-//! are the speakers of the candidates' evidence turns. Pure: the hits and the query arrive as
+//! are the speakers of the candidates' evidence turns.
+//!
+//! A time ("on 31 July 2023", "in March") is a condition, not an order: the date list ranks the
+//! memories of that time by their distance to its middle, which within one day is no order at
+//! all, and it cannot reach uncited turns. Lifting every result of that time, memory or turn,
+//! keeps the other signals' order among them. Pure: the hits, the query and its range arrive as
 //! arguments.
 
 use std::collections::BTreeSet;
 
 use super::SearchHit;
+use super::query::{TimeRange, is_stopword};
 
 /// The words of `text`, lower-cased (runs of letters or digits, in any script).
 fn words(text: &str) -> BTreeSet<String> {
@@ -20,12 +27,12 @@ fn words(text: &str) -> BTreeSet<String> {
         .collect()
 }
 
-/// A speaker's name as words to look for; words under three letters ("Al", "J") are too often
-/// something else to count as naming anyone.
+/// A speaker's name as words to look for; words under three letters ("Al", "J") and common words
+/// ("The Doctor") are too often something else to count as naming anyone.
 fn name_words(speaker: &str) -> BTreeSet<String> {
     words(speaker)
         .into_iter()
-        .filter(|word| word.chars().count() >= 3)
+        .filter(|word| word.chars().count() >= 3 && !is_stopword(word))
         .collect()
 }
 
@@ -86,6 +93,24 @@ pub fn focus(hits: &mut [SearchHit], named: &[String], factor: f64) {
         hit.score *= factor;
         hit.parts.fused *= factor;
         hit.parts.speaker_focus = Some(factor);
+    }
+    hits.sort_by(|a, b| b.score.total_cmp(&a.score));
+}
+
+/// Multiplies the score of every hit from `range` (it happens then, or one of its evidence turns
+/// was said then) by `1 + boost`, records it in the hit's parts, and re-sorts (stable).
+pub fn lift_in_range(hits: &mut [SearchHit], range: TimeRange, boost: f64) {
+    if boost <= 0.0 {
+        return;
+    }
+    for hit in hits.iter_mut() {
+        let then = hit.happens_at.is_some_and(|at| range.contains(at))
+            || hit.evidence.iter().any(|turn| range.contains(turn.at));
+        if then {
+            hit.score *= 1.0 + boost;
+            hit.parts.fused *= 1.0 + boost;
+            hit.parts.in_range = Some(1.0 + boost);
+        }
     }
     hits.sort_by(|a, b| b.score.total_cmp(&a.score));
 }
@@ -161,8 +186,47 @@ mod tests {
             "Al is too short to be a name"
         );
         assert!(named_speakers("Who swims?", &hits).is_empty());
+        let titled = vec![hit("I swim.", &["The Doctor"], 1.0), hit("Noor runs.", &["Noor"], 0.9)];
+        assert!(
+            named_speakers("Who swims in the sea?", &titled).is_empty(),
+            "`the` names nobody"
+        );
+        assert_eq!(named_speakers("Where does the doctor swim?", &titled), ["The Doctor"]);
         let both = vec![hit("Ana swims.", &["Ana"], 1.0), hit("Noor runs.", &["Noor"], 0.9)];
         assert!(named_speakers("Do Ana and Noor swim?", &both).is_empty());
+    }
+
+    #[test]
+    fn results_from_the_named_time_go_first_in_their_order() {
+        let at = |day: u32| {
+            chrono::NaiveDate::from_ymd_opt(2023, 7, day)
+                .unwrap()
+                .and_hms_opt(12, 0, 0)
+                .unwrap()
+                .and_utc()
+        };
+        let mut hits = vec![
+            hit("a", &["Ana"], 1.0),
+            hit("b", &["Ana"], 0.9),
+            hit("c", &["Ana"], 0.8),
+            hit("d", &["Ana"], 0.7),
+        ];
+        hits[0].evidence[0].at = at(1);
+        hits[1].evidence[0].at = at(31);
+        hits[2].happens_at = Some(at(31));
+        hits[3].evidence[0].at = at(31);
+        let range = TimeRange {
+            from: at(31) - chrono::Duration::hours(12),
+            to: at(31) + chrono::Duration::hours(12),
+        };
+        lift_in_range(&mut hits, range, 0.5);
+        let order: Vec<&str> = hits.iter().map(|hit| hit.text.as_str()).collect();
+        assert_eq!(order, ["b", "c", "d", "a"]);
+        assert_eq!(hits[0].parts.in_range, Some(1.5));
+        assert_eq!(hits[3].parts.in_range, None);
+        let before: Vec<f64> = hits.iter().map(|hit| hit.score).collect();
+        lift_in_range(&mut hits, range, 0.0);
+        assert_eq!(hits.iter().map(|hit| hit.score).collect::<Vec<_>>(), before);
     }
 
     proptest! {

@@ -85,6 +85,9 @@ pub struct Weights {
     /// When the query names some of the people who speak in the user's conversations, a result
     /// about none of them has its score multiplied by this (1 turns it off).
     pub speaker_focus: f64,
+    /// When the query names a time, a result from then (it happens then, or its evidence was said
+    /// then) has its score multiplied by `1 + date_boost` (0 turns it off).
+    pub date_boost: f64,
 }
 
 impl Default for Weights {
@@ -96,7 +99,7 @@ impl Default for Weights {
             evidence: 1.0,
             evidence_vector: 1.0,
             entity: 0.3,
-            date: 0.5,
+            date: 1.0,
             turns: 2.0,
             turn_vector: 1.0,
             importance_prior: 0.2,
@@ -107,6 +110,7 @@ impl Default for Weights {
             link_parents: 10,
             vector_as_statement: 0.0,
             speaker_focus: 0.7,
+            date_boost: 1.0,
         }
     }
 }
@@ -180,6 +184,8 @@ pub struct ScoreParts {
     pub from_links: f64,
     /// The factor applied because the query names other people than this result is about.
     pub speaker_focus: Option<f64>,
+    /// The factor applied because it is from the time the query names.
+    pub in_range: Option<f64>,
     /// The final score.
     pub fused: f64,
 }

@@ -6,9 +6,9 @@
 //! `include_turns`, the turns no active memory cites, by their words and their vectors), fuses
 //! them by weighted reciprocal rank fusion (`fuse`), scales by importance and recency, follows
 //! typed links from the best memories, lowers results about people other than the ones the query
-//! names (`focus`), and answers each result with its evidence turns, entities, links followed and
-//! the score parts that ranked it. `budget_tokens` packs the best results that fit, never a turn
-//! twice.
+//! names and lifts results from the time it names (`focus`), and answers each result with its
+//! evidence turns, entities, links followed and the score parts that ranked it. `budget_tokens`
+//! packs the best results that fit, never a turn twice.
 //!
 //! Every list is read exactly, per user: a per-user filter after an approximate scan would lose
 //! recall, and one user's store is small enough to read whole.
@@ -315,6 +315,11 @@ pub async fn search(app: &App, request: &SearchRequest) -> anyhow::Result<Search
     if request.signals.speakers {
         let named = focus::named_speakers(&request.query, &hits);
         focus::focus(&mut hits, &named, weights.speaker_focus);
+    }
+    if request.signals.dates
+        && let Some(range) = query::time_range(&request.query, now)
+    {
+        focus::lift_in_range(&mut hits, range, weights.date_boost);
     }
     let hits = if request.signals.diversify {
         diversify(hits)

@@ -17,6 +17,11 @@ const STOPWORDS: &[&str] = &[
     "who", "whom", "whose", "why", "will", "with", "would", "you", "your", "yours", "yes", "ever", "kind", "likely",
 ];
 
+/// Whether `word` (lower-case) is too common to be searched for.
+pub fn is_stopword(word: &str) -> bool {
+    STOPWORDS.contains(&word)
+}
+
 /// The most terms one lexical query carries: a pasted page must not become a thousand-term OR.
 pub const MAX_TERMS: usize = 32;
 

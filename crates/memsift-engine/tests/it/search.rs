@@ -5,7 +5,7 @@
 
 use chrono::Duration;
 use memsift_engine::pipeline::run_until_idle;
-use memsift_engine::search::{Key, SearchError, SearchRequest, Signals, search};
+use memsift_engine::search::{Key, SearchError, SearchRequest, Signals, Weights, search};
 use memsift_store::Revision;
 
 use crate::helpers::{TestApp, line, t0};
@@ -120,6 +120,36 @@ async fn results_are_answered_with_their_evidence_and_stay_with_their_user(test:
         ..request("ana", "Where does she live?")
     };
     assert!(!search(&test.app, &earlier).await.unwrap().results.is_empty());
+
+    // A time the question names lifts what is from then, and says so; another day lifts nothing.
+    let dated = |query: &str, dates: bool| SearchRequest {
+        signals: Signals {
+            dates,
+            ..Signals::default()
+        },
+        ..request("ana", query)
+    };
+    let then = search(&test.app, &dated("Where did she live on 1 March 2026?", true))
+        .await
+        .unwrap();
+    assert!(!then.results.is_empty());
+    assert!(
+        then.results
+            .iter()
+            .all(|hit| hit.parts.in_range == Some(1.0 + Weights::default().date_boost)),
+        "{:?}",
+        then.results
+    );
+    for (query, dates) in [
+        ("Where did she live on 2 March 2026?", true),
+        ("Where did she live on 1 March 2026?", false),
+    ] {
+        let answer = search(&test.app, &dated(query, dates)).await.unwrap();
+        assert!(
+            answer.results.iter().all(|hit| hit.parts.in_range.is_none()),
+            "{query}: {answer:?}"
+        );
+    }
 
     // Nobody's memories for a user who does not exist; bad requests say what is wrong.
     assert!(
