@@ -76,17 +76,14 @@ pub fn focus(hits: &mut [SearchHit], named: &[String], factor: f64) {
     for hit in hits.iter_mut() {
         let said = words(&hit.text);
         let names_named = named_words.iter().any(|name| names(&said, name));
-        let others: BTreeSet<&str> = hit
-            .evidence
-            .iter()
-            .filter_map(|turn| turn.speaker.as_deref())
-            .filter(|speaker| !named.iter().any(|name| name == speaker))
-            .collect();
-        let names_other = others.iter().any(|speaker| names(&said, &name_words(speaker)));
-        let said_by_named = hit
-            .evidence
-            .iter()
-            .any(|turn| turn.speaker.as_ref().is_some_and(|speaker| named.contains(speaker)));
+        let (mut said_by_named, mut names_other) = (false, false);
+        for speaker in hit.evidence.iter().filter_map(|turn| turn.speaker.as_deref()) {
+            if named.iter().any(|name| name == speaker) {
+                said_by_named = true;
+            } else if names(&said, &name_words(speaker)) {
+                names_other = true;
+            }
+        }
         if names_named || (said_by_named && !names_other) {
             continue;
         }

@@ -234,7 +234,14 @@ pub async fn search(app: &App, request: &SearchRequest) -> anyhow::Result<Search
     let Some(user_id) = app.store.listing().user_id(&request.user).await? else {
         return Ok(SearchAnswer::default());
     };
-    let lists = gather(app, user_id, request).await?;
+    let now = app.clock.now();
+    // Parsed once: the date list reads it, and the lift after fusion applies it.
+    let range = if request.signals.dates {
+        query::time_range(&request.query, now)
+    } else {
+        None
+    };
+    let lists = gather(app, user_id, request, range).await?;
     let weights = &request.weights;
     let mut ranked = fuse::fuse(&lists, weights);
     let memory_ids: Vec<MemoryId> = memory_keys(&ranked);
@@ -248,7 +255,6 @@ pub async fn search(app: &App, request: &SearchRequest) -> anyhow::Result<Search
         .map(|card| (card.id.to_string(), card))
         .collect();
     drop(cards_timed);
-    let now = app.clock.now();
     if request.signals.priors {
         let priors = cards
             .iter()
@@ -316,9 +322,7 @@ pub async fn search(app: &App, request: &SearchRequest) -> anyhow::Result<Search
         let named = focus::named_speakers(&request.query, &hits);
         focus::focus(&mut hits, &named, weights.speaker_focus);
     }
-    if request.signals.dates
-        && let Some(range) = query::time_range(&request.query, now)
-    {
+    if let Some(range) = range {
         focus::lift_in_range(&mut hits, range, weights.date_boost);
     }
     let hits = if request.signals.diversify {
@@ -360,13 +364,18 @@ fn memory_keys(ranked: &[(Key, ScoreParts)]) -> Vec<MemoryId> {
 /// Each enabled signal's ranked list of candidates. The lists are independent, so they are read
 /// at once: the query embedding (a blocking task) overlaps the database reads, and on PostgreSQL
 /// the reads overlap each other's round trips.
-async fn gather(app: &App, user_id: UserId, request: &SearchRequest) -> anyhow::Result<Vec<(Signal, RankedList)>> {
+async fn gather(
+    app: &App,
+    user_id: UserId,
+    request: &SearchRequest,
+    range: Option<TimeRange>,
+) -> anyhow::Result<Vec<(Signal, RankedList)>> {
     let terms = query::terms(&request.query);
     let (vectors, lexical, stored, named) = tokio::try_join!(
         vector_lists(app, user_id, request),
         lexical_list(app, user_id, request, &terms),
         turn_lexical_lists(app, user_id, request, &terms),
-        named_lists(app, user_id, request, &terms),
+        named_lists(app, user_id, request, &terms, range),
     )?;
     Ok(vectors.into_iter().chain(lexical).chain(stored).chain(named).collect())
 }
@@ -427,12 +436,14 @@ async fn lexical_list(
     Ok(Some((Signal::Lexical, RankedList { items })))
 }
 
-/// Memories naming an entity the query names, and memories in the time range it names.
+/// Memories naming an entity the query names, and memories in the time range it names (`range`,
+/// `None` when it names none or dates are off).
 async fn named_lists(
     app: &App,
     user_id: UserId,
     request: &SearchRequest,
     terms: &[String],
+    range: Option<TimeRange>,
 ) -> anyhow::Result<Vec<(Signal, RankedList)>> {
     let _timed = timed(Phase::SearchNamed);
     let limit = CANDIDATES_PER_SIGNAL as i64;
@@ -448,9 +459,7 @@ async fn named_lists(
             .collect();
         lists.push((Signal::Entity, RankedList { items }));
     }
-    if request.signals.dates
-        && let Some(range) = query::time_range(&request.query, app.clock.now())
-    {
+    if let Some(range) = range {
         lists.push((Signal::Date, dated(app, user_id, range, limit).await?));
     }
     Ok(lists)

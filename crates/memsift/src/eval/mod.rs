@@ -133,15 +133,20 @@ pub async fn run(config: Config, target: &Target<'_>, lanes: Lanes, weights: &We
     let extract_secs = started.elapsed().as_secs_f64();
     let mut rows = Vec::new();
     let mut missed = Vec::new();
-    let chosen = configurations()
+    let chosen: Vec<_> = configurations()
         .into_iter()
-        .filter(|(name, _, _)| target.only.is_none_or(|only| name.contains(only)));
-    for (name, signals, include_turns) in chosen {
+        .filter(|(name, _, _)| target.only.is_none_or(|only| name.contains(only)))
+        .collect();
+    let n_chosen = chosen.len();
+    for (index, (name, signals, include_turns)) in chosen.into_iter().enumerate() {
         let setup = Setup {
             name,
             signals,
             include_turns,
             with_budgets: signals == Signals::default(),
+            // Only the last configuration's misses are written, and finding where each miss sits
+            // costs a second, deeper search.
+            keep_misses: target.misses.is_some() && index + 1 == n_chosen,
             weights,
         };
         let (row, misses) = measure(&app, &questions, &setup).await?;
@@ -239,10 +244,12 @@ struct Setup<'a> {
     signals: Signals,
     include_turns: bool,
     with_budgets: bool,
+    keep_misses: bool,
     weights: &'a Weights,
 }
 
-/// The row of one configuration, and the questions it does not fully cover within k = 10.
+/// The row of one configuration, and (when `keep_misses`) the questions it does not fully cover
+/// within k = 10.
 async fn measure(
     app: &App,
     questions: &[Question],
@@ -262,7 +269,7 @@ async fn measure(
         let answer = search(app, &request).await?;
         let millis = started.elapsed().as_secs_f64() * 1000.0;
         let labels = cited(&answer.results);
-        if score::recall_at(&question.evidence, &labels, 10) < 1.0 {
+        if setup.keep_misses && score::recall_at(&question.evidence, &labels, 10) < 1.0 {
             let deeper = SearchRequest {
                 k: memsift_engine::search::MAX_K,
                 ..request.clone()
@@ -342,5 +349,29 @@ pub fn default_responder(file: &Path, format: EvalFormat) -> String {
     match format {
         EvalFormat::Locomo => format!("locomo:{}", PathBuf::from(file).display()),
         EvalFormat::Memsift => "heuristic".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(labels: &[&str]) -> BTreeSet<String> {
+        labels.iter().map(|label| (*label).to_owned()).collect()
+    }
+
+    #[test]
+    fn each_evidence_turn_gets_the_rank_of_the_first_result_citing_it_or_none() {
+        let evidence = set(&["D1:1", "D1:2", "D1:3"]);
+        let results = [set(&["D1:2"]), set(&[]), set(&["D1:1", "D1:2"])];
+        let ranks = first_ranks(&evidence, &results);
+        assert_eq!(
+            ranks,
+            BTreeMap::from([
+                ("D1:1".to_owned(), Some(3)),
+                ("D1:2".to_owned(), Some(1)),
+                ("D1:3".to_owned(), None),
+            ])
+        );
     }
 }
