@@ -340,19 +340,31 @@ impl Vectors {
 pub const TURN_PAGE: i64 = 256;
 
 impl Vectors {
-    /// `user_id`'s turn index, read again when the database's turn version has moved.
+    /// `user_id`'s turn index. When the database's turn version has moved it is brought forward
+    /// by the vectors stamped since it was read, unless turns went away meanwhile (erasure), which
+    /// reads it again whole.
     pub async fn turn_index(&self, store: &Store, user_id: UserId) -> anyhow::Result<Arc<TurnIndex>> {
         let loaded = self.loaded().await?;
+        let model_id = loaded.embedder.model_id();
         let version = store.vectors().turn_version(user_id).await?;
         let cached = loaded.turns().get(&user_id).cloned();
-        if let Some(index) = cached.filter(|index| index.version == version) {
-            return Ok(index);
+        if let Some(index) = cached.as_ref().filter(|index| index.version == version) {
+            return Ok(Arc::clone(index));
         }
-        let read = store
+        let mut base = cached.filter(|index| index.version < version);
+        let mut read = store
             .vectors()
-            .user_turn_vectors(user_id, loaded.embedder.model_id())
+            .user_turn_vectors(user_id, model_id, base.as_ref().map(|index| index.version))
             .await?;
-        let index = Arc::new(TurnIndex::new(read.version, loaded.embedder.dimension(), read.rows));
+        // The floor read with the rows decides: one read before them could miss an erasure.
+        if base.as_ref().is_some_and(|index| !read.state.can_extend(index.version)) {
+            base = None;
+            read = store.vectors().user_turn_vectors(user_id, model_id, None).await?;
+        }
+        let index = Arc::new(match base {
+            Some(base) => base.merged(read.state.version, read.rows),
+            None => TurnIndex::new(read.state.version, loaded.embedder.dimension(), read.rows),
+        });
         loaded.turns().insert(user_id, Arc::clone(&index));
         Ok(index)
     }

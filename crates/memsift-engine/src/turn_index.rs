@@ -1,6 +1,8 @@
 //! One user's turn vectors in memory: contiguous unit rows searched exactly, like the memory
 //! index, and remembered with the turn version they were read at.
 
+use std::collections::HashMap;
+
 /// A user's turn vectors of one model.
 #[derive(Debug)]
 pub struct TurnIndex {
@@ -25,6 +27,38 @@ impl TurnIndex {
         TurnIndex {
             version,
             dimension,
+            ids,
+            rows,
+        }
+    }
+
+    /// This index at `version` with `changed` rows in place of its own of the same ids, and the
+    /// new ones after: what reading every row again would hold, for the cost of a copy.
+    pub fn merged(&self, version: i64, changed: Vec<(String, Vec<f32>)>) -> Self {
+        let mut rows = self.rows.clone();
+        let mut ids = self.ids.clone();
+        let mut position: HashMap<String, usize> = self
+            .ids
+            .iter()
+            .enumerate()
+            .map(|(index, id)| (id.clone(), index))
+            .collect();
+        for (id, vector) in changed {
+            if vector.len() != self.dimension {
+                continue;
+            }
+            match position.get(&id) {
+                Some(&index) => rows[index * self.dimension..(index + 1) * self.dimension].copy_from_slice(&vector),
+                None => {
+                    position.insert(id.clone(), ids.len());
+                    ids.push(id);
+                    rows.extend_from_slice(&vector);
+                }
+            }
+        }
+        TurnIndex {
+            version,
+            dimension: self.dimension,
             ids,
             rows,
         }
@@ -88,5 +122,23 @@ mod tests {
         assert!((found[1].1 - 0.6).abs() < 1e-6);
         assert!(index.search(&[1.0], 2).is_empty());
         assert!(index.search(&[0.0, 0.0], 2).is_empty());
+    }
+
+    #[test]
+    fn merging_replaces_rows_of_known_ids_appends_new_ones_and_skips_other_lengths() {
+        let index = TurnIndex::new(3, 2, vec![("a".into(), vec![1.0, 0.0]), ("b".into(), vec![0.0, 1.0])]);
+        let merged = index.merged(
+            5,
+            vec![
+                ("b".into(), vec![1.0, 0.0]),
+                ("c".into(), vec![0.0, 1.0]),
+                ("bad".into(), vec![1.0]),
+            ],
+        );
+        assert_eq!((merged.version, merged.len()), (5, 3));
+        let nearest_x: Vec<String> = merged.search(&[1.0, 0.0], 2).into_iter().map(|(id, _)| id).collect();
+        assert_eq!(nearest_x, ["a", "b"], "b's row was replaced");
+        assert_eq!(merged.search(&[0.0, 1.0], 1)[0].0, "c");
+        assert_eq!(index.len(), 2, "the index merged from is left as it was");
     }
 }

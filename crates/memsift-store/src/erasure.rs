@@ -117,8 +117,11 @@ impl Erasure<'_> {
                 tx.delete_user_rows(user_id, kind, &mut receipt).await?;
                 // The external id is the person's identifier in the host app: replaced by an opaque one.
                 // Their erased facts hang off its keyed fingerprint, not off this row.
+                // Turns went away: the floor moves with the version, so no cached turn index is
+                // brought forward past this; each is read again whole.
                 tx.execute(sql!(
-                    "UPDATE users SET memory_version = memory_version + 1, turn_version = turn_version + 1, external_id = $2
+                    "UPDATE users SET memory_version = memory_version + 1, turn_version = turn_version + 1,
+                                      turn_floor = turn_version + 1, external_id = $2
                      WHERE id = $1",
                     user_id,
                     format!("{ERASED_USER_PREFIX}{user_key}:{user_id}")

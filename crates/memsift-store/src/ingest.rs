@@ -248,9 +248,12 @@ impl WriteTx {
         let mut segment = self.segment_for(state, user_id, message, at, open, report).await?;
         let referenced: Vec<String> = message.referenced_memory_ids.iter().map(ToString::to_string).collect();
         self.execute(sql!(
+            // Stamped with the turn version this transaction ends at (it moves the version once per
+            // user, after its messages), so a search's cached turn index reads it as new.
             "INSERT INTO messages (id, user_id, segment_id, seq, role, speaker, content, created_at, external_id, dedupe_key,
-                                   referenced_memory_ids)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+                                   referenced_memory_ids, turn_stamp)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11,
+                     (SELECT turn_version + 1 FROM users WHERE id = $2))",
             MessageId::new_v7(),
             user_id,
             segment.id,

@@ -83,7 +83,7 @@ pub use stage::{
     Covered, EntityDecision, EntityRow, LinkEnd, Narrowed, NewLink, ProposalToReview, RefinementRules, Replacement,
     ReviewMemory, RunCap, StageApplied, StageMemory, StageOutcome, share_cap,
 };
-pub use turn_vectors::{TurnToEmbed, UserTurnVectors};
+pub use turn_vectors::{TurnState, TurnToEmbed, UserTurnVectors};
 pub use tx::{storable_json, storable_text};
 pub use undo::Undone;
 pub use vectors::{

@@ -11,6 +11,7 @@ use chrono::{DateTime, Utc};
 use memsift_core::{MemoryId, UserId};
 
 use crate::handles::Search;
+use crate::turn_vectors::TurnState;
 use crate::tx::{Arg, Statement};
 use crate::{BackendKind, Result, corrupt};
 
@@ -206,13 +207,37 @@ impl Search<'_> {
     /// Every turn of `user_id` as (id, segment, speaker, text), in conversation order, with the
     /// turn version read first (a concurrent write can only make the result look older).
     pub async fn user_turn_texts(self, user_id: UserId) -> Result<(i64, Vec<TurnText>)> {
-        let version = self.vectors().turn_version(user_id).await?;
-        let rows: Vec<(String, String, Option<String>, String)> = self
-            .read_all(crate::tx::sql!(
-                "SELECT id, segment_id, speaker, content FROM messages WHERE user_id = $1 ORDER BY segment_id, seq",
-                user_id
-            ))
-            .await?;
+        let (state, turns) = self.turn_texts_since(user_id, None).await?;
+        Ok((state.version, turns))
+    }
+
+    /// The turns of every segment of `user_id` that has a turn stamped after `since` (all of them
+    /// with `None`), whole and in conversation order, with the turn version read first: what a
+    /// turn index built at `since` must re-read, since a new turn also changes its neighbour's
+    /// context. The state is read first, so the rows are at least as new as it says; a caller
+    /// bringing an index forward checks `since` against this floor, not one read before.
+    pub async fn turn_texts_since(self, user_id: UserId, since: Option<i64>) -> Result<(TurnState, Vec<TurnText>)> {
+        let state = self.vectors().turn_state(user_id).await?;
+        let rows: Vec<(String, String, Option<String>, String)> = match since {
+            None => {
+                self.read_all(crate::tx::sql!(
+                    "SELECT id, segment_id, speaker, content FROM messages WHERE user_id = $1 ORDER BY segment_id, seq",
+                    user_id
+                ))
+                .await?
+            }
+            Some(since) => {
+                self.read_all(crate::tx::sql!(
+                    "SELECT id, segment_id, speaker, content FROM messages
+                     WHERE user_id = $1 AND segment_id IN
+                           (SELECT segment_id FROM messages WHERE user_id = $1 AND turn_stamp > $2)
+                     ORDER BY segment_id, seq",
+                    user_id,
+                    since
+                ))
+                .await?
+            }
+        };
         let turns = rows
             .into_iter()
             .map(|(id, segment_id, speaker, text)| TurnText {
@@ -222,7 +247,7 @@ impl Search<'_> {
                 text,
             })
             .collect();
-        Ok((version, turns))
+        Ok((state, turns))
     }
 
     /// `user_id`'s turns that no active memory cites, matching any of `terms`, best first.

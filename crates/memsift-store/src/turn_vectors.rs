@@ -18,11 +18,29 @@ pub struct TurnToEmbed {
     pub content: String,
 }
 
+/// Where a user's turns stand, for a cache of them built at some version.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TurnState {
+    /// `users.turn_version`: moves whenever one of the user's turns or turn vectors is written.
+    pub version: i64,
+    /// `users.turn_floor`: the version at which turns last went away. A cache built before it is
+    /// read again whole; one built at or after it can be brought forward by the turns stamped
+    /// since.
+    pub floor: i64,
+}
+
+impl TurnState {
+    /// Whether a cache built at `built` can be brought forward by reading what was stamped after it.
+    pub fn can_extend(self, built: i64) -> bool {
+        built >= self.floor && built <= self.version
+    }
+}
+
 /// A user's turn vectors of one model, with the turn version they were read at.
 #[derive(Clone, Debug, PartialEq)]
 pub struct UserTurnVectors {
-    /// `users.turn_version` read before the rows.
-    pub version: i64,
+    /// `users.turn_version` and `turn_floor`, read before the rows.
+    pub state: TurnState,
     /// (message id, unit-length vector).
     pub rows: Vec<(String, Vec<f32>)>,
 }
@@ -48,33 +66,45 @@ impl Vectors<'_> {
             .collect()
     }
 
-    /// Stores each `(message id, vector)` as made by `model_id`, and bumps the turn version of
-    /// every user it touched, so search's cached turn index of that user is read again.
+    /// Stores each `(message id, vector)` as made by `model_id`, and moves the turn version of
+    /// every user it touched, stamping the rows with it, so search's cached turn index of that
+    /// user reads them as new.
     pub async fn set_turn_embeddings(self, model_id: &str, written: &[(TurnToEmbed, Vec<f32>)]) -> Result<()> {
         if written.is_empty() {
             return Ok(());
         }
-        self.write(async |tx| {
-            let mut users: Vec<UserId> = Vec::new();
-            for (turn, vector) in written {
-                tx.execute(sql!(
-                    "UPDATE messages SET embedding = $1, embedding_model = $2 WHERE id = $3 AND user_id = $4",
-                    vector_to_le_bytes(vector),
-                    model_id,
-                    turn.id.as_str(),
-                    turn.user_id
-                ))
-                .await?;
-                if !users.contains(&turn.user_id) {
-                    users.push(turn.user_id);
-                }
+        let mut users: Vec<UserId> = Vec::new();
+        for (turn, _) in written {
+            if !users.contains(&turn.user_id) {
+                users.push(turn.user_id);
             }
-            for user_id in users {
-                tx.execute(sql!(
-                    "UPDATE users SET turn_version = turn_version + 1 WHERE id = $1",
-                    user_id
-                ))
-                .await?;
+        }
+        self.write(async |tx| {
+            for user_id in &users {
+                // The version first: it takes the user's row lock, so no other writer can stamp
+                // between this version and the rows that carry it.
+                let Some(version) = tx
+                    .scalar_optional::<i64>(sql!(
+                        "UPDATE users SET turn_version = turn_version + 1 WHERE id = $1 RETURNING turn_version",
+                        *user_id
+                    ))
+                    .await?
+                else {
+                    // Erased since its turns were read: they went with it.
+                    continue;
+                };
+                for (turn, vector) in written.iter().filter(|(turn, _)| turn.user_id == *user_id) {
+                    tx.execute(sql!(
+                        "UPDATE messages SET embedding = $1, embedding_model = $2, turn_stamp = $3
+                         WHERE id = $4 AND user_id = $5",
+                        vector_to_le_bytes(vector),
+                        model_id,
+                        version,
+                        turn.id.as_str(),
+                        turn.user_id
+                    ))
+                    .await?;
+                }
             }
             Ok(())
         })
@@ -84,21 +114,40 @@ impl Vectors<'_> {
     /// `user_id`'s turn version: it moves whenever one of the user's turns or turn vectors is written,
     /// and at erasure.
     pub async fn turn_version(self, user_id: UserId) -> Result<i64> {
-        Ok(self
-            .read_scalar_optional(sql!("SELECT turn_version FROM users WHERE id = $1", user_id))
-            .await?
-            .unwrap_or(0))
+        Ok(self.turn_state(user_id).await?.version)
     }
 
-    /// Every turn vector of `user_id` made by `model_id`, normalised, with the turn version read
-    /// first (a concurrent write can only make the result look older, never newer).
-    pub async fn user_turn_vectors(self, user_id: UserId, model_id: &str) -> Result<UserTurnVectors> {
-        let version = self.turn_version(user_id).await?;
+    /// `user_id`'s turn version and floor (zeros for a user not stored).
+    pub async fn turn_state(self, user_id: UserId) -> Result<TurnState> {
+        let row: Option<(i64, i64)> = self
+            .read_optional(sql!(
+                "SELECT turn_version, turn_floor FROM users WHERE id = $1",
+                user_id
+            ))
+            .await?;
+        let (version, floor) = row.unwrap_or((0, 0));
+        Ok(TurnState { version, floor })
+    }
+
+    /// The turn vectors of `user_id` made by `model_id` (with `since`, only those of turns stamped
+    /// after it), normalised, with the turn version read first (a concurrent write can only make
+    /// the result look older, never newer).
+    pub async fn user_turn_vectors(
+        self,
+        user_id: UserId,
+        model_id: &str,
+        since: Option<i64>,
+    ) -> Result<UserTurnVectors> {
+        let state = self.turn_state(user_id).await?;
         let rows: Vec<(String, Vec<u8>)> = self
             .read_all(Statement {
                 sql: "SELECT id, embedding FROM messages
-                      WHERE user_id = $1 AND embedding_model = $2 AND embedding IS NOT NULL",
-                args: vec![Arg::from(user_id), Arg::from(model_id)],
+                      WHERE user_id = $1 AND embedding_model = $2 AND embedding IS NOT NULL AND turn_stamp > $3",
+                args: vec![
+                    Arg::from(user_id),
+                    Arg::from(model_id),
+                    Arg::from(since.unwrap_or(i64::MIN)),
+                ],
             })
             .await?;
         let rows = rows
@@ -113,6 +162,6 @@ impl Vectors<'_> {
                 Some((id, vector))
             })
             .collect();
-        Ok(UserTurnVectors { version, rows })
+        Ok(UserTurnVectors { state, rows })
     }
 }

@@ -7,7 +7,8 @@
 //! sentence of words drawn from a fixed vocabulary with a random unit vector stored as the
 //! configured MiniLM's: what a search costs does not depend on what the vectors say. Every query
 //! is embedded by the real model, so the figures include query embedding. For each size it also
-//! times a rebuild of the turn lexicon over that many turns. Prints figures only.
+//! times a rebuild of the turn lexicon over that many turns, and what bringing the turn lexicon
+//! and turn vectors forward by one new turn costs instead (live ingest). Prints figures only.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -176,6 +177,34 @@ fn turn_lexicon_build(size: usize, words: &[String]) {
         lexicon.len(),
         started.elapsed().as_secs_f64() * 1000.0,
         reference.len(),
+    );
+    // Live ingest: one more turn in the last conversation, so its segment is read again whole.
+    let mut segment: Vec<memsift_store::TurnText> = turns
+        .iter()
+        .filter(|turn| turn.segment_id == turns[size - 1].segment_id)
+        .cloned()
+        .collect();
+    segment.push(memsift_store::TurnText {
+        id: format!("turn-{size}"),
+        ..segment[0].clone()
+    });
+    let started = Instant::now();
+    let forward = lexicon.merged(2, memsift_engine::lexicon::Lexicon::of_turns(2, &segment));
+    let lexicon_forward = started.elapsed();
+    let dimension = 384;
+    let rows: Vec<(String, Vec<f32>)> = turns
+        .iter()
+        .map(|turn| (turn.id.clone(), (0..dimension).map(|_| noise.unit()).collect()))
+        .collect();
+    let index = memsift_engine::turn_index::TurnIndex::new(1, dimension, rows);
+    let started = Instant::now();
+    let index_forward = index.merged(2, vec![(format!("turn-{size}"), vec![0.5; dimension])]);
+    println!(
+        "turn indexes n={size}, one turn added: lexicon brought forward in {:.1} ms ({} turns), vectors in {:.1} ms ({} rows)",
+        lexicon_forward.as_secs_f64() * 1000.0,
+        forward.len(),
+        started.elapsed().as_secs_f64() * 1000.0,
+        index_forward.len(),
     );
 }
 

@@ -319,12 +319,44 @@ async fn the_lexical_index_follows_writes_and_erasure(test: TestApp) {
         ["The hive swarmed in June.", "We caught the queen."]
     );
     assert!(test.app.lexicons.holds_turns(ana));
+    assert_eq!(
+        test.app.lexicons.turn_builds(),
+        (1, 1),
+        "the second import's segment was read again, not every turn"
+    );
+
+    // Another daemon on the same store keeps its own indexes: brought forward by a new turn and
+    // its vector, and read again whole (empty) after an erasure it did not run.
+    let other = memsift_engine::testing::app_on(store, &test.clock, test.app.config.clone(), "other");
+    let held_turns = |app: &memsift_engine::app::App| {
+        let app = app.clone();
+        async move {
+            let lexicon = app.lexicons.fresh_turns(&app.store, ana).await.unwrap();
+            let index = app.vectors.turn_index(&app.store, ana).await.unwrap();
+            (lexicon.len(), index.len())
+        }
+    };
+    assert_eq!(held_turns(&other).await, (2, 0));
+    while test.app.vectors.embed_turns(store).await.unwrap() > 0 {}
+    assert_eq!(held_turns(&other).await, (2, 2), "the vectors written are read in");
+    test.import("c.jsonl", &line("ana", "c9", 2, "user", "She laid eggs.", false))
+        .await
+        .unwrap();
+    while test.app.vectors.embed_turns(store).await.unwrap() > 0 {}
+    assert_eq!(held_turns(&other).await, (3, 3));
+    assert_eq!(other.lexicons.turn_builds(), (1, 2));
 
     memsift_engine::erase::erase_user(&test.app, "ana").await.unwrap();
     assert!(!test.app.lexicons.holds(ana), "erasure drops the user's lexicon");
     assert!(!test.app.lexicons.holds_turns(ana), "and the lexicon over turns");
     assert!(texts(&test, &lexical_only("ana", "honey")).await.is_empty());
     assert!(texts(&test, &turns_only("queen")).await.is_empty());
+    assert_eq!(
+        held_turns(&other).await,
+        (0, 0),
+        "no word or vector of an erased turn stays in the other daemon"
+    );
+    assert_eq!(other.lexicons.turn_builds(), (2, 2), "rebuilt whole past the erasure");
     test.finish().await;
 }
 

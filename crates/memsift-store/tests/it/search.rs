@@ -228,3 +228,101 @@ pub async fn any_query_text_is_matched_as_words_never_as_query_syntax(store: &St
         .unwrap();
     assert_eq!(found.len(), 1, "words that are query operators are matched as words");
 }
+
+/// What a cached turn index needs to be brought forward: the segments with a turn written since
+/// it was built (whole, since a new turn changes its neighbour's context), the vectors written
+/// since, nothing of another user, and after erasure a floor that refuses every older index.
+pub async fn a_turn_index_reads_only_what_changed_since_it_was_built_until_turns_go_away(store: &Store) {
+    let first = [
+        message("ana", "c1", 0, Role::User, "Coco came from the shelter."),
+        message("ana", "c1", 1, Role::Assistant, "How old is Coco?"),
+    ];
+    store
+        .messages()
+        .ingest(&first, idle(), t0(), &no_progress)
+        .await
+        .unwrap();
+    let ana = user_id(store, "ana").await;
+    let built = store.vectors().turn_state(ana).await.unwrap();
+    let (state, nothing) = store.search().turn_texts_since(ana, Some(built.version)).await.unwrap();
+    assert_eq!((state, nothing.len()), (built, 0), "nothing was written since");
+
+    let other = [message("ana", "c2", 5, Role::User, "I start a new job on Monday.")];
+    store
+        .messages()
+        .ingest(&other, idle(), t0(), &no_progress)
+        .await
+        .unwrap();
+    let bo = [message("bo", "c1", 0, Role::User, "Coco is my favourite singer.")];
+    store.messages().ingest(&bo, idle(), t0(), &no_progress).await.unwrap();
+    let (state, changed) = store.search().turn_texts_since(ana, Some(built.version)).await.unwrap();
+    let texts: Vec<&str> = changed.iter().map(|turn| turn.text.as_str()).collect();
+    assert_eq!(
+        texts,
+        ["I start a new job on Monday."],
+        "only the segment written to, only ana's"
+    );
+    assert!(state.version > built.version && state.can_extend(built.version));
+
+    let later = [message("ana", "c1", 2, Role::User, "She is two.")];
+    store
+        .messages()
+        .ingest(&later, idle(), t0(), &no_progress)
+        .await
+        .unwrap();
+    let (_, changed) = store.search().turn_texts_since(ana, Some(state.version)).await.unwrap();
+    let texts: Vec<&str> = changed.iter().map(|turn| turn.text.as_str()).collect();
+    assert_eq!(
+        texts,
+        ["Coco came from the shelter.", "How old is Coco?", "She is two."],
+        "the segment a turn joined is read whole, in order"
+    );
+
+    let before_vectors = store.vectors().turn_state(ana).await.unwrap();
+    let to_embed = store.vectors().turns_needing_embedding(100).await.unwrap();
+    let one: Vec<_> = to_embed
+        .into_iter()
+        .filter(|turn| turn.content == "She is two.")
+        .map(|turn| (turn, vec![0.0, 2.0]))
+        .collect();
+    store.vectors().set_turn_embeddings("m", &one).await.unwrap();
+    let read = store
+        .vectors()
+        .user_turn_vectors(ana, "m", Some(before_vectors.version))
+        .await
+        .unwrap();
+    assert_eq!(read.rows.len(), 1);
+    assert_eq!(read.rows[0].1, [0.0, 1.0], "normalised");
+    assert!(read.state.version > before_vectors.version);
+    let none = store
+        .vectors()
+        .user_turn_vectors(ana, "m", Some(read.state.version))
+        .await
+        .unwrap();
+    assert!(none.rows.is_empty());
+    assert_eq!(
+        store
+            .vectors()
+            .user_turn_vectors(ana, "m", None)
+            .await
+            .unwrap()
+            .rows
+            .len(),
+        1
+    );
+
+    let last = store.vectors().turn_state(ana).await.unwrap();
+    store
+        .erasure()
+        .erase_user("ana", t0(), &crate::races::json_fact_keys)
+        .await
+        .unwrap();
+    let erased = store.vectors().turn_state(ana).await.unwrap();
+    assert!(erased.version > last.version);
+    assert_eq!(erased.floor, erased.version);
+    assert!(
+        !erased.can_extend(last.version),
+        "an index built before the erasure is read again whole"
+    );
+    assert!(erased.can_extend(erased.version));
+}
