@@ -362,7 +362,14 @@ impl Vectors {
             read = store.vectors().user_turn_vectors(user_id, model_id, None).await?;
         }
         let index = Arc::new(match base {
-            Some(base) => base.merged(read.state.version, read.rows),
+            Some(base) => {
+                // Taken out of the cache first, so that unless a search still reads it, it is
+                // brought forward in place instead of copied.
+                loaded.turns().remove(&user_id);
+                let mut index = Arc::try_unwrap(base).unwrap_or_else(|shared| (*shared).clone());
+                index.merge(read.state.version, read.rows);
+                index
+            }
             None => TurnIndex::new(read.state.version, loaded.embedder.dimension(), read.rows),
         });
         loaded.turns().insert(user_id, Arc::clone(&index));

@@ -4,63 +4,51 @@
 use std::collections::HashMap;
 
 /// A user's turn vectors of one model.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct TurnIndex {
-    /// `users.turn_version` when read; a different version in the database means reload.
+    /// `users.turn_version` when read; a different version in the database means bring it
+    /// forward, or read it again.
     pub version: i64,
     dimension: usize,
     ids: Vec<String>,
     rows: Vec<f32>,
+    /// Each id's row.
+    position: HashMap<String, usize>,
 }
 
 impl TurnIndex {
     /// An index over `(message id, unit vector)` rows; rows of another length are left out.
     pub fn new(version: i64, dimension: usize, vectors: Vec<(String, Vec<f32>)>) -> Self {
-        let mut ids = Vec::with_capacity(vectors.len());
-        let mut rows = Vec::with_capacity(vectors.len() * dimension);
-        for (id, vector) in vectors {
-            if vector.len() == dimension {
-                ids.push(id);
-                rows.extend_from_slice(&vector);
-            }
-        }
-        TurnIndex {
+        let mut index = TurnIndex {
             version,
             dimension,
-            ids,
-            rows,
-        }
+            ids: Vec::with_capacity(vectors.len()),
+            rows: Vec::with_capacity(vectors.len() * dimension),
+            position: HashMap::with_capacity(vectors.len()),
+        };
+        index.merge(version, vectors);
+        index
     }
 
-    /// This index at `version` with `changed` rows in place of its own of the same ids, and the
-    /// new ones after: what reading every row again would hold, for the cost of a copy.
-    pub fn merged(&self, version: i64, changed: Vec<(String, Vec<f32>)>) -> Self {
-        let mut rows = self.rows.clone();
-        let mut ids = self.ids.clone();
-        let mut position: HashMap<String, usize> = self
-            .ids
-            .iter()
-            .enumerate()
-            .map(|(index, id)| (id.clone(), index))
-            .collect();
+    /// Brings this index to `version`: `changed` rows replace its own of the same ids and the new
+    /// ones go after, which is what reading every row again would hold. In place, so a new turn
+    /// costs its own row, not a copy of every other.
+    pub fn merge(&mut self, version: i64, changed: Vec<(String, Vec<f32>)>) {
+        self.version = version;
         for (id, vector) in changed {
             if vector.len() != self.dimension {
                 continue;
             }
-            match position.get(&id) {
-                Some(&index) => rows[index * self.dimension..(index + 1) * self.dimension].copy_from_slice(&vector),
+            match self.position.get(&id) {
+                Some(&index) => {
+                    self.rows[index * self.dimension..(index + 1) * self.dimension].copy_from_slice(&vector);
+                }
                 None => {
-                    position.insert(id.clone(), ids.len());
-                    ids.push(id);
-                    rows.extend_from_slice(&vector);
+                    self.position.insert(id.clone(), self.ids.len());
+                    self.ids.push(id);
+                    self.rows.extend_from_slice(&vector);
                 }
             }
-        }
-        TurnIndex {
-            version,
-            dimension: self.dimension,
-            ids,
-            rows,
         }
     }
 
@@ -127,7 +115,8 @@ mod tests {
     #[test]
     fn merging_replaces_rows_of_known_ids_appends_new_ones_and_skips_other_lengths() {
         let index = TurnIndex::new(3, 2, vec![("a".into(), vec![1.0, 0.0]), ("b".into(), vec![0.0, 1.0])]);
-        let merged = index.merged(
+        let mut merged = index.clone();
+        merged.merge(
             5,
             vec![
                 ("b".into(), vec![1.0, 0.0]),
@@ -139,6 +128,8 @@ mod tests {
         let nearest_x: Vec<String> = merged.search(&[1.0, 0.0], 2).into_iter().map(|(id, _)| id).collect();
         assert_eq!(nearest_x, ["a", "b"], "b's row was replaced");
         assert_eq!(merged.search(&[0.0, 1.0], 1)[0].0, "c");
-        assert_eq!(index.len(), 2, "the index merged from is left as it was");
+        let twice = TurnIndex::new(1, 2, vec![("a".into(), vec![1.0, 0.0]), ("a".into(), vec![0.0, 1.0])]);
+        assert_eq!(twice.len(), 1, "an id is one row, its last vector");
+        assert_eq!(twice.search(&[0.0, 1.0], 1)[0].1, 1.0);
     }
 }

@@ -196,9 +196,9 @@ fn turn_lexicon_build(size: usize, words: &[String]) {
         .iter()
         .map(|turn| (turn.id.clone(), (0..dimension).map(|_| noise.unit()).collect()))
         .collect();
-    let index = memsift_engine::turn_index::TurnIndex::new(1, dimension, rows);
+    let mut index_forward = memsift_engine::turn_index::TurnIndex::new(1, dimension, rows);
     let started = Instant::now();
-    let index_forward = index.merged(2, vec![(format!("turn-{size}"), vec![0.5; dimension])]);
+    index_forward.merge(2, vec![(format!("turn-{size}"), vec![0.5; dimension])]);
     println!(
         "turn indexes n={size}, one turn added: lexicon brought forward in {:.1} ms ({} turns), vectors in {:.1} ms ({} rows)",
         lexicon_forward.as_secs_f64() * 1000.0,
