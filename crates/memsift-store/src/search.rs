@@ -390,6 +390,30 @@ impl Search<'_> {
             .collect()
     }
 
+    /// The turns said within `span` places of each of `turn_ids` (`user_id`'s messages) in the
+    /// same segment, as (turn, neighbour, places after it: negative before), the turn itself left
+    /// out.
+    pub async fn turn_neighbours(
+        self,
+        user_id: UserId,
+        turn_ids: &[String],
+        span: i64,
+    ) -> Result<Vec<(String, String, i64)>> {
+        if turn_ids.is_empty() || span <= 0 {
+            return Ok(Vec::new());
+        }
+        let sql = format!(
+            "SELECT o.id, n.id, n.seq - o.seq FROM messages o
+             JOIN messages n ON n.segment_id = o.segment_id AND n.seq >= o.seq - $3 AND n.seq <= o.seq + $3
+             WHERE {} = $1 AND o.id{} AND n.id <> o.id
+             ORDER BY o.id, n.seq",
+            not_indexed(self.kind(), "o.user_id"),
+            in_set(self.kind(), 2)
+        );
+        let args = vec![Arg::from(user_id), ids_arg(turn_ids), Arg::from(span)];
+        self.read_all(Statement { sql: &sql, args }).await
+    }
+
     /// Which of `turn_ids` (`user_id`'s messages) active memories cite, as (turn id, memory).
     pub async fn turn_citations(self, user_id: UserId, turn_ids: &[String]) -> Result<Vec<(String, MemoryId)>> {
         if turn_ids.is_empty() {

@@ -88,6 +88,11 @@ pub struct Weights {
     /// When the query names a time, a result from then (it happens then, or its evidence was said
     /// then) has its score multiplied by `1 + date_boost` (0 turns it off).
     pub date_boost: f64,
+    /// What was said next to one of the best results (the memory citing that turn, or the turn)
+    /// gains the result's score × this, halved for each further place (0 turns it off).
+    pub nearby_factor: f64,
+    /// How many of the best results have what was said next to them read.
+    pub nearby_parents: usize,
 }
 
 impl Default for Weights {
@@ -111,6 +116,8 @@ impl Default for Weights {
             vector_as_statement: 0.0,
             speaker_focus: 0.7,
             date_boost: 1.0,
+            nearby_factor: 0.3,
+            nearby_parents: 10,
         }
     }
 }
@@ -182,6 +189,8 @@ pub struct ScoreParts {
     pub prior: f64,
     /// The part that came from following a link to it.
     pub from_links: f64,
+    /// The part that came from being said next to a better result.
+    pub from_nearby: f64,
     /// The factor applied because the query names other people than this result is about.
     pub speaker_focus: Option<f64>,
     /// The factor applied because it is from the time the query names.
@@ -275,6 +284,57 @@ pub fn expand_links(
     }
     *ranked = sorted(by_key);
     followed
+}
+
+/// What was said next to a ranked result, as read from the store.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Nearby {
+    /// The ranked result.
+    pub from: Key,
+    /// The memory citing a turn said next to it, or that turn when no memory cites it.
+    pub to: Key,
+    /// How many places from the result's turn (1 = the turn before or after).
+    pub places: u32,
+}
+
+/// Adds what was said next to the top `weights.nearby_parents` results: each gets the best of its
+/// parents' scores × `nearby_factor` × ½ for each place past the first. An answer often sits a
+/// turn or two from the words a question shares with the conversation ("How did she feel while
+/// watching the meteor shower?" is answered after the turn that names the shower).
+pub fn expand_nearby(ranked: &mut Vec<(Key, ScoreParts)>, nearby: &[Nearby], weights: &Weights) {
+    let parents: HashMap<&Key, f64> = ranked
+        .iter()
+        .take(weights.nearby_parents)
+        .map(|(key, parts)| (key, parts.fused))
+        .collect();
+    let mut added: HashMap<Key, f64> = HashMap::new();
+    for near in nearby {
+        let Some(&parent_score) = parents.get(&near.from) else {
+            continue;
+        };
+        if near.to == near.from || near.places == 0 {
+            continue;
+        }
+        let gain = parent_score * weights.nearby_factor * 0.5f64.powi(near.places.saturating_sub(1).min(60) as i32);
+        if gain.is_nan() || gain <= 0.0 {
+            continue;
+        }
+        let best = added.entry(near.to.clone()).or_default();
+        *best = best.max(gain);
+    }
+    if added.is_empty() {
+        return;
+    }
+    let mut by_key: HashMap<Key, ScoreParts> = ranked.drain(..).collect();
+    for (key, gain) in added {
+        let entry = by_key.entry(key).or_insert_with(|| ScoreParts {
+            prior: 1.0,
+            ..ScoreParts::default()
+        });
+        entry.from_nearby += gain;
+        entry.fused += gain;
+    }
+    *ranked = sorted(by_key);
 }
 
 fn sorted(parts: HashMap<Key, ScoreParts>) -> Vec<(Key, ScoreParts)> {
@@ -373,6 +433,104 @@ mod tests {
                 .contains("vectr")
         );
         assert!(Weights::default().with_overrides("vector=x").is_err());
+    }
+
+    fn near(from: &str, to: &str, places: u32) -> Nearby {
+        Nearby {
+            from: memory(from),
+            to: memory(to),
+            places,
+        }
+    }
+
+    #[test]
+    fn what_was_said_next_to_a_top_result_gains_its_score_halved_per_place_and_only_from_parents() {
+        let weights = Weights {
+            nearby_parents: 2,
+            nearby_factor: 0.5,
+            ..Weights::default()
+        };
+        let mut ranked = fuse(&[(Signal::Vector, list(&["a", "b", "c", "d"]))], &weights);
+        let score = |ranked: &[(Key, ScoreParts)], id: &str| {
+            ranked
+                .iter()
+                .find(|(key, _)| *key == memory(id))
+                .map(|(_, parts)| parts.clone())
+        };
+        let a = score(&ranked, "a").unwrap().fused;
+        let d = score(&ranked, "d").unwrap().fused;
+        let nearby = vec![
+            near("a", "x", 1),
+            near("a", "y", 2),
+            near("b", "x", 1),
+            near("c", "z", 1),
+            near("a", "a", 1),
+            near("a", "d", 1),
+        ];
+        expand_nearby(&mut ranked, &nearby, &weights);
+        let x = score(&ranked, "x").unwrap();
+        assert_eq!(x.from_nearby, a * 0.5, "the best parent's gain, not the sum of both");
+        assert_eq!(
+            score(&ranked, "y").unwrap().from_nearby,
+            a * 0.25,
+            "halved a place further"
+        );
+        assert!(score(&ranked, "z").is_none(), "c is not among the two parents");
+        assert_eq!(
+            score(&ranked, "a").unwrap().from_nearby,
+            0.0,
+            "nothing gains from itself"
+        );
+        let d_after = score(&ranked, "d").unwrap();
+        assert_eq!((d_after.fused, d_after.from_nearby), (d + a * 0.5, a * 0.5));
+        assert!(ranked.windows(2).all(|pair| pair[0].1.fused >= pair[1].1.fused));
+
+        let mut untouched = fuse(&[(Signal::Vector, list(&["a", "b"]))], &weights);
+        let before = untouched.clone();
+        let off = Weights {
+            nearby_factor: 0.0,
+            ..weights
+        };
+        expand_nearby(&mut untouched, &[near("a", "b", 1)], &off);
+        let fused = |ranked: &[(Key, ScoreParts)]| {
+            ranked
+                .iter()
+                .map(|(key, parts)| (key.clone(), parts.fused))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(fused(&untouched), fused(&before), "a factor of 0 changes no score");
+    }
+
+    proptest::proptest! {
+        /// Any ranking and any neighbours: no result is lost, no score goes down, the list stays
+        /// sorted, and nothing gains more than the factor × the best parent's score.
+        #[test]
+        fn nearby_only_adds_within_the_factor_and_keeps_the_order_sound(
+            ids in proptest::collection::vec("[a-h]", 1..8),
+            pairs in proptest::collection::vec(("[a-j]", "[a-j]", 0u32..5), 0..12),
+            factor in 0.0f64..2.0,
+            parents in 0usize..6,
+        ) {
+            let weights = Weights {
+                nearby_factor: factor,
+                nearby_parents: parents,
+                ..Weights::default()
+            };
+            let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+            let mut ranked = fuse(&[(Signal::Vector, list(&ids))], &weights);
+            let before: HashMap<Key, f64> = ranked.iter().map(|(key, parts)| (key.clone(), parts.fused)).collect();
+            let best_parent = ranked.iter().take(parents).map(|(_, parts)| parts.fused).fold(0.0, f64::max);
+            let nearby: Vec<Nearby> = pairs.iter().map(|(from, to, places)| near(from, to, *places)).collect();
+            expand_nearby(&mut ranked, &nearby, &weights);
+            for (key, score) in &before {
+                let after = ranked.iter().find(|(other, _)| other == key).map(|(_, parts)| parts.fused);
+                proptest::prop_assert!(after.is_some_and(|after| after >= *score));
+            }
+            for (_, parts) in &ranked {
+                proptest::prop_assert!(parts.from_nearby >= 0.0 && parts.from_nearby <= factor * best_parent + 1e-12);
+            }
+            proptest::prop_assert!(ranked.windows(2).all(|pair| pair[0].1.fused >= pair[1].1.fused));
+        }
     }
 
     #[test]

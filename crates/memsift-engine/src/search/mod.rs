@@ -15,6 +15,7 @@
 
 pub mod focus;
 pub mod fuse;
+mod nearby;
 pub mod query;
 
 use std::collections::{HashMap, HashSet};
@@ -62,6 +63,8 @@ pub struct Signals {
     pub diversify: bool,
     /// When the query names some of the speakers, results about the others count for less.
     pub speakers: bool,
+    /// What was said next to the best results ranks too.
+    pub nearby: bool,
 }
 
 impl Default for Signals {
@@ -77,6 +80,7 @@ impl Default for Signals {
             links: true,
             diversify: true,
             speakers: true,
+            nearby: true,
         }
     }
 }
@@ -95,6 +99,7 @@ impl Signals {
             links: false,
             diversify: false,
             speakers: false,
+            nearby: false,
         }
     }
 }
@@ -294,6 +299,18 @@ pub async fn search(app: &App, request: &SearchRequest) -> anyhow::Result<Search
         }
         let importance = cards.iter().map(|(id, card)| (id.clone(), card.importance)).collect();
         followed = fuse::expand_links(&mut ranked, &links, &importance, weights);
+    }
+    if request.signals.nearby && weights.nearby_factor > 0.0 {
+        let _timed = timed(Phase::SearchLinks);
+        let nearby = nearby::read(app, user_id, &ranked, &cards, weights, request.include_turns).await?;
+        fuse::expand_nearby(&mut ranked, &nearby, weights);
+        let reached: Vec<MemoryId> = memory_keys(&ranked)
+            .into_iter()
+            .filter(|id| !cards.contains_key(&id.to_string()))
+            .collect();
+        for card in app.store.search().memory_cards(user_id, &reached).await? {
+            cards.insert(card.id.to_string(), card);
+        }
     }
     let turn_ids: Vec<String> = ranked
         .iter()

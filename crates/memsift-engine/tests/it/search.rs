@@ -97,6 +97,31 @@ async fn results_are_answered_with_their_evidence_and_stay_with_their_user(test:
         turns.iter().all(|turn| !turn.contains("Oslo") && !turn.contains("cat")),
         "{turns:?}"
     );
+    // What was said just before the ramen question is read as near it, and says so.
+    let near_ramen = with
+        .results
+        .iter()
+        .find(|hit| {
+            hit.evidence
+                .iter()
+                .any(|turn| turn.text == "Rex is a lovely name for a dog.")
+        })
+        .expect("the turn before the ramen question is among the results");
+    assert!(near_ramen.parts.from_nearby > 0.0, "{:?}", near_ramen.parts);
+    let nearby_off = search(
+        &test.app,
+        &SearchRequest {
+            include_turns: true,
+            weights: Weights {
+                nearby_factor: 0.0,
+                ..Weights::default()
+            },
+            ..request("ana", "ramen harbour")
+        },
+    )
+    .await
+    .unwrap();
+    assert!(nearby_off.results.iter().all(|hit| hit.parts.from_nearby == 0.0));
 
     // A budget keeps the answer within it; a time window keeps what is in it.
     let packed = search(

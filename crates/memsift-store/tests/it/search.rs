@@ -326,3 +326,67 @@ pub async fn a_turn_index_reads_only_what_changed_since_it_was_built_until_turns
     );
     assert!(erased.can_extend(erased.version));
 }
+
+/// A turn's neighbours are the turns within the span in its own segment, with their offsets,
+/// never itself, another conversation's turns or another user's.
+pub async fn a_turns_neighbours_are_read_within_its_segment_and_its_user(store: &Store) {
+    let said: Vec<_> = (0..5)
+        .map(|minute| message("ana", "c1", minute, Role::User, &format!("turn {minute}")))
+        .chain([message("ana", "c2", 9, Role::User, "elsewhere")])
+        .collect();
+    store
+        .messages()
+        .ingest(&said, idle(), t0(), &no_progress)
+        .await
+        .unwrap();
+    let bo = [
+        message("bo", "c1", 0, Role::User, "bo zero"),
+        message("bo", "c1", 1, Role::User, "bo one"),
+    ];
+    store.messages().ingest(&bo, idle(), t0(), &no_progress).await.unwrap();
+    let ana = user_id(store, "ana").await;
+    let (_, turns) = store.search().user_turn_texts(ana).await.unwrap();
+    let id_of = |text: &str| turns.iter().find(|turn| turn.text == text).unwrap().id.clone();
+    let text_of = |id: &str| turns.iter().find(|turn| turn.id == id).unwrap().text.clone();
+    let middle = id_of("turn 2");
+    let found = store.search().turn_neighbours(ana, std::slice::from_ref(&middle), 2).await.unwrap();
+    let read: Vec<(String, String, i64)> = found
+        .into_iter()
+        .map(|(turn, neighbour, offset)| (text_of(&turn), text_of(&neighbour), offset))
+        .collect();
+    let expected: Vec<(String, String, i64)> = [("turn 0", -2), ("turn 1", -1), ("turn 3", 1), ("turn 4", 2)]
+        .into_iter()
+        .map(|(text, offset)| ("turn 2".to_owned(), text.to_owned(), offset))
+        .collect();
+    assert_eq!(read, expected);
+    let edge = store
+        .search()
+        .turn_neighbours(ana, &[id_of("turn 4"), id_of("elsewhere")], 1)
+        .await
+        .unwrap();
+    assert_eq!(
+        edge.len(),
+        1,
+        "the last turn has one neighbour within 1, the lone one none"
+    );
+    assert_eq!(text_of(&edge[0].1), "turn 3");
+    let bo_id = user_id(store, "bo").await;
+    let (_, bo_turns) = store.search().user_turn_texts(bo_id).await.unwrap();
+    assert!(
+        store
+            .search()
+            .turn_neighbours(ana, &[bo_turns[0].id.clone()], 2)
+            .await
+            .unwrap()
+            .is_empty(),
+        "bo's turn is not read as ana's"
+    );
+    assert!(
+        store
+            .search()
+            .turn_neighbours(ana, &[middle], 0)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
