@@ -703,7 +703,9 @@ impl Store {
 
     /// Bench support: `rows` (text, vector) as active memories of `user_external_id` (created on
     /// first use) with embeddings of `model_id`, written in transactions of 1,000 rows; the user's
-    /// memory version is bumped once per transaction, as an apply would.
+    /// memory version is bumped once per transaction, as an apply would. Each memory rests on a
+    /// turn of its own saying its text, with the same vector, twenty turns to a conversation, so
+    /// the turn signals and what was said next to a result have as many turns to read.
     pub async fn insert_bench_memories(
         &self,
         user_external_id: &str,
@@ -726,7 +728,39 @@ impl Store {
             .await?;
         for chunk in rows.chunks(1000) {
             self.write(async |tx| {
-                for (text, vector) in chunk {
+                let mut segment_id = memsift_core::SegmentId::new_v7();
+                for (index, (text, vector)) in chunk.iter().enumerate() {
+                    let seq = index % 20;
+                    if seq == 0 {
+                        segment_id = memsift_core::SegmentId::new_v7();
+                        tx.execute(sql!(
+                            "INSERT INTO segments (id, user_id, conversation_key, status, first_message_at, last_message_at,
+                                                   n_messages, closed_at, close_reason, created_at)
+                             VALUES ($1, $2, $3, 'closed', $4, $4, 20, $4, 'boundary', $4)",
+                            segment_id,
+                            &user_id,
+                            format!("bench-{segment_id}"),
+                            at
+                        ))
+                        .await?;
+                    }
+                    let message_id = memsift_core::MessageId::new_v7();
+                    tx.execute(sql!(
+                        "INSERT INTO messages (id, user_id, segment_id, seq, role, content, created_at, dedupe_key,
+                                               referenced_memory_ids, embedding, embedding_model)
+                         VALUES ($1, $2, $3, $4, 'user', $5, $6, $7, $8, $9, $10)",
+                        message_id,
+                        &user_id,
+                        segment_id,
+                        seq,
+                        text.as_str(),
+                        at,
+                        format!("bench:{message_id}"),
+                        crate::tx::Arg::json(&Vec::<String>::new()),
+                        vector_to_le_bytes(vector),
+                        model_id
+                    ))
+                    .await?;
                     let id = MemoryId::new_v7();
                     tx.execute(sql!(
                         "INSERT INTO memories (id, user_id, text, dedupe_key, confidence, temporal, prompt_version,
@@ -742,9 +776,15 @@ impl Store {
                         vector.len()
                     ))
                     .await?;
+                    tx.execute(sql!(
+                        "INSERT INTO memory_evidence (memory_id, message_id) VALUES ($1, $2)",
+                        id,
+                        message_id
+                    ))
+                    .await?;
                 }
                 tx.execute(sql!(
-                    "UPDATE users SET memory_version = memory_version + 1 WHERE id = $1",
+                    "UPDATE users SET memory_version = memory_version + 1, turn_version = turn_version + 1 WHERE id = $1",
                     &user_id
                 ))
                 .await?;

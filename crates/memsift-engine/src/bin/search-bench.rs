@@ -1,5 +1,6 @@
-//! Search latency for one user with 1k, 10k and 100k memories, on SQLite and PostgreSQL, with the
-//! resident memory it takes.
+//! Search latency for one user with 1k, 10k and 100k memories (each resting on a turn of its own),
+//! on SQLite and PostgreSQL, memories only and with `include_turns`, with the resident memory it
+//! takes.
 //!
 //! `cargo run --release -p memsift-engine --features testing --bin search-bench -- [SIZES] [--postgres]`
 //! (SIZES defaults to 1000,10000,100000; PostgreSQL as the store tests find it; `--timings` also
@@ -113,38 +114,41 @@ async fn bench(db: &TestDb, backend: &str, size: usize, words: &[String], timing
         .await?;
     let load_secs = started.elapsed().as_secs_f64();
     let before = resident_mb();
-    let mut latencies = Vec::with_capacity(QUERIES);
-    for query in 0..=QUERIES {
-        let n_words = 4 + noise.below(5);
-        let text = sentence(&mut noise, words, n_words) + &format!(" {query}");
-        let request = SearchRequest {
-            record_access: false,
-            ..SearchRequest::new(user.clone(), text)
-        };
-        let started = Instant::now();
-        let answer = search(&app, &request).await?;
-        // The first query loads the user's index; it is reported apart, not in the percentiles.
-        if query == 0 {
-            println!(
-                "{backend} n={size}: first query (loads the index) {:.1} ms, {} results",
-                started.elapsed().as_secs_f64() * 1000.0,
-                answer.results.len()
-            );
-            memsift_engine::timings::reset();
-            continue;
+    for include_turns in [false, true] {
+        let mut latencies = Vec::with_capacity(QUERIES);
+        for query in 0..=QUERIES {
+            let n_words = 4 + noise.below(5);
+            let text = sentence(&mut noise, words, n_words) + &format!(" {query}");
+            let request = SearchRequest {
+                record_access: false,
+                include_turns,
+                ..SearchRequest::new(user.clone(), text)
+            };
+            let started = Instant::now();
+            let answer = search(&app, &request).await?;
+            // The first query loads the user's indexes; it is reported apart, not in the percentiles.
+            if query == 0 {
+                println!(
+                    "{backend} n={size} include_turns={include_turns}: first query (loads the indexes) {:.1} ms, {} results",
+                    started.elapsed().as_secs_f64() * 1000.0,
+                    answer.results.len()
+                );
+                memsift_engine::timings::reset();
+                continue;
+            }
+            latencies.push(started.elapsed().as_secs_f64() * 1000.0);
         }
-        latencies.push(started.elapsed().as_secs_f64() * 1000.0);
+        latencies.sort_by(f64::total_cmp);
+        println!(
+            "{backend} n={size} include_turns={include_turns}: p50 {:.1} ms, p95 {:.1} ms over {QUERIES} queries \
+             (query embedding included); resident {:.0} MB after the queries ({:+.0} MB for the indexes); insert {:.1} s",
+            percentile(&latencies, 0.50),
+            percentile(&latencies, 0.95),
+            resident_mb(),
+            resident_mb() - before,
+            load_secs,
+        );
     }
-    latencies.sort_by(f64::total_cmp);
-    println!(
-        "{backend} n={size}: p50 {:.1} ms, p95 {:.1} ms over {QUERIES} queries (query embedding included); \
-         resident {:.0} MB after the queries ({:+.0} MB for the index); insert {:.1} s",
-        percentile(&latencies, 0.50),
-        percentile(&latencies, 0.95),
-        resident_mb(),
-        resident_mb() - before,
-        load_secs,
-    );
     if timings {
         print!("{}", memsift_engine::timings::report());
     }

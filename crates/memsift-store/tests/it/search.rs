@@ -349,7 +349,11 @@ pub async fn a_turns_neighbours_are_read_within_its_segment_and_its_user(store: 
     let id_of = |text: &str| turns.iter().find(|turn| turn.text == text).unwrap().id.clone();
     let text_of = |id: &str| turns.iter().find(|turn| turn.id == id).unwrap().text.clone();
     let middle = id_of("turn 2");
-    let found = store.search().turn_neighbours(ana, std::slice::from_ref(&middle), 2).await.unwrap();
+    let found = store
+        .search()
+        .turn_neighbours(ana, std::slice::from_ref(&middle), 2)
+        .await
+        .unwrap();
     let read: Vec<(String, String, i64)> = found
         .into_iter()
         .map(|(turn, neighbour, offset)| (text_of(&turn), text_of(&neighbour), offset))
