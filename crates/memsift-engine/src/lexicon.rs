@@ -194,7 +194,11 @@ impl<Id: Clone + Ord> Lexicon<Id> {
         wanted.sort();
         wanted.dedup();
         let n = self.ids.len() as f64;
-        let mut scores: HashMap<u32, f64> = HashMap::new();
+        // Dense accumulators: a term in most documents (the user's name) touches most of them, and
+        // a hash map per posting was most of a query at 100k turns.
+        let mut scores = vec![0.0f64; self.ids.len()];
+        let mut matched = vec![false; self.ids.len()];
+        let mut found: Vec<u32> = Vec::new();
         for term in &wanted {
             let Some(postings) = self.postings.get(term) else {
                 continue;
@@ -206,16 +210,28 @@ impl<Id: Clone + Ord> Lexicon<Id> {
                 let tf = f64::from(count);
                 let length = f64::from(self.lengths[document as usize]);
                 let norm = K1 * (1.0 - B + B * length / self.average_length.max(1.0));
-                *scores.entry(document).or_default() += idf * tf * (K1 + 1.0) / (tf + norm);
+                if !matched[document as usize] {
+                    matched[document as usize] = true;
+                    found.push(document);
+                }
+                scores[document as usize] += idf * tf * (K1 + 1.0) / (tf + norm);
             }
         }
-        let mut ranked: Vec<(Id, f64)> = scores
+        // Best first, ties by id; only the best `limit` are sorted, and only their ids copied.
+        let order = |a: &u32, b: &u32| {
+            scores[*b as usize]
+                .total_cmp(&scores[*a as usize])
+                .then_with(|| self.ids[*a as usize].cmp(&self.ids[*b as usize]))
+        };
+        if limit < found.len() {
+            found.select_nth_unstable_by(limit, order);
+            found.truncate(limit);
+        }
+        found.sort_by(order);
+        found
             .into_iter()
-            .map(|(document, score)| (self.ids[document as usize].clone(), score))
-            .collect();
-        ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-        ranked.truncate(limit);
-        ranked
+            .map(|document| (self.ids[document as usize].clone(), scores[document as usize]))
+            .collect()
     }
 }
 
@@ -664,6 +680,20 @@ mod tests {
             prop_assert_eq!(&fast.postings, &reference.postings);
             prop_assert_eq!(fast.average_length.to_bits(), reference.average_length.to_bits());
             prop_assert_eq!(fast.version(), 7);
+        }
+
+        /// The best `limit` are the first `limit` of the whole ranking, in its order.
+        #[test]
+        fn a_limited_search_is_the_head_of_the_whole_ranking(
+            texts in prop::collection::vec("[a-e ]{0,30}", 0..40),
+            query in prop::collection::vec("[a-e]{1,3}", 1..4),
+            limit in 0usize..12,
+        ) {
+            let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+            let (lexicon, _) = lexicon(&refs);
+            let mut whole = lexicon.search(&query, usize::MAX);
+            whole.truncate(limit);
+            prop_assert_eq!(lexicon.search(&query, limit), whole);
         }
 
         /// Any text and any query: scores are finite and positive, best first, at most `limit`,

@@ -428,13 +428,16 @@ impl Search<'_> {
             // Without statistics (a freshly filled table) PostgreSQL took the user's active
             // memories for one row and read every one of them, probing the evidence for each (1 s
             // a search at 10k memories). `OFFSET 0` keeps the memory lookup a subquery of its own,
-            // so it is the primary key's, once per evidence row the turn ids find (2 ms).
+            // and the unindexed user check keeps it on the primary key (the user's index read
+            // every memory of theirs per probe, 10 ms at 1k), once per evidence row the turn ids
+            // find (2 ms).
             BackendKind::Postgres => format!(
                 "SELECT e.message_id, m.id FROM memory_evidence e
                  CROSS JOIN LATERAL (SELECT m.id FROM memories m
-                                     WHERE m.id = e.memory_id AND m.user_id = $1 AND m.archived_at IS NULL
+                                     WHERE m.id = e.memory_id AND {} = $1 AND m.archived_at IS NULL
                                      OFFSET 0) m
                  WHERE e.message_id{}",
+                not_indexed(self.kind(), "m.user_id"),
                 in_set(self.kind(), 2)
             ),
         };
