@@ -97,31 +97,6 @@ async fn results_are_answered_with_their_evidence_and_stay_with_their_user(test:
         turns.iter().all(|turn| !turn.contains("Oslo") && !turn.contains("cat")),
         "{turns:?}"
     );
-    // What was said just before the ramen question is read as near it, and says so.
-    let near_ramen = with
-        .results
-        .iter()
-        .find(|hit| {
-            hit.evidence
-                .iter()
-                .any(|turn| turn.text == "Rex is a lovely name for a dog.")
-        })
-        .expect("the turn before the ramen question is among the results");
-    assert!(near_ramen.parts.from_nearby > 0.0, "{:?}", near_ramen.parts);
-    let nearby_off = search(
-        &test.app,
-        &SearchRequest {
-            include_turns: true,
-            weights: Weights {
-                nearby_factor: 0.0,
-                ..Weights::default()
-            },
-            ..request("ana", "ramen harbour")
-        },
-    )
-    .await
-    .unwrap();
-    assert!(nearby_off.results.iter().all(|hit| hit.parts.from_nearby == 0.0));
 
     // A budget keeps the answer within it; a time window keeps what is in it.
     let packed = search(
@@ -221,6 +196,57 @@ async fn results_are_answered_with_their_evidence_and_stay_with_their_user_on_sq
 #[tokio::test]
 async fn results_are_answered_with_their_evidence_and_stay_with_their_user_on_postgres() {
     results_are_answered_with_their_evidence_and_stay_with_their_user(TestApp::postgres().await).await;
+}
+
+/// The turn just before the best result is brought along as near it, and says so; a factor of 0
+/// brings nothing.
+async fn what_was_said_next_to_a_result_comes_along_and_says_so(test: TestApp) {
+    test.import("chat.jsonl", &conversations()).await.unwrap();
+    run_until_idle(&test.app).await.unwrap();
+    let with = search(
+        &test.app,
+        &SearchRequest {
+            include_turns: true,
+            ..request("ana", "ramen harbour")
+        },
+    )
+    .await
+    .unwrap();
+    let near_ramen = with
+        .results
+        .iter()
+        .find(|hit| {
+            hit.evidence
+                .iter()
+                .any(|turn| turn.text == "Rex is a lovely name for a dog.")
+        })
+        .expect("the turn before the ramen question is among the results");
+    assert!(near_ramen.parts.from_nearby > 0.0, "{:?}", near_ramen.parts);
+    let nearby_off = search(
+        &test.app,
+        &SearchRequest {
+            include_turns: true,
+            weights: Weights {
+                nearby_factor: 0.0,
+                ..Weights::default()
+            },
+            ..request("ana", "ramen harbour")
+        },
+    )
+    .await
+    .unwrap();
+    assert!(nearby_off.results.iter().all(|hit| hit.parts.from_nearby == 0.0));
+    test.finish().await;
+}
+
+#[tokio::test]
+async fn what_was_said_next_to_a_result_comes_along_and_says_so_on_sqlite() {
+    what_was_said_next_to_a_result_comes_along_and_says_so(TestApp::sqlite().await).await;
+}
+
+#[tokio::test]
+async fn what_was_said_next_to_a_result_comes_along_and_says_so_on_postgres() {
+    what_was_said_next_to_a_result_comes_along_and_says_so(TestApp::postgres().await).await;
 }
 
 #[tokio::test]
