@@ -613,6 +613,19 @@ mod tests {
         documents
     }
 
+    /// Generated (segment, speaker, text) rows as turns `t0`, `t1`, … of segments `s<n>`.
+    fn generated_turns(rows: &[(u8, Option<String>, String)]) -> Vec<TurnText> {
+        rows.iter()
+            .enumerate()
+            .map(|(index, (segment, speaker, text))| TurnText {
+                id: format!("t{index}"),
+                segment_id: format!("s{segment}"),
+                speaker: speaker.clone(),
+                text: text.clone(),
+            })
+            .collect()
+    }
+
     /// Turns in conversation order: by segment, then as they arrived.
     fn in_conversation_order(turns: &[TurnText]) -> Vec<TurnText> {
         let mut ordered = turns.to_vec();
@@ -629,16 +642,7 @@ mod tests {
             rows in prop::collection::vec((0u8..4, prop::option::of("[A-Za-z]{0,6}"), "\\PC{0,30}"), 0..16),
             split in 0usize..16,
         ) {
-            let turns: Vec<TurnText> = rows
-                .iter()
-                .enumerate()
-                .map(|(index, (segment, speaker, text))| TurnText {
-                    id: format!("t{index}"),
-                    segment_id: format!("s{segment}"),
-                    speaker: speaker.clone(),
-                    text: text.clone(),
-                })
-                .collect();
+            let turns = generated_turns(&rows);
             let (old, new) = turns.split_at(split.min(turns.len()));
             let base = Lexicon::of_turns(1, &in_conversation_order(old));
             let touched: HashSet<&str> = new.iter().map(|turn| turn.segment_id.as_str()).collect();
@@ -663,16 +667,7 @@ mod tests {
         fn the_turn_index_is_the_index_of_the_turn_documents(
             rows in prop::collection::vec((0u8..3, prop::option::of("\\PC{0,12}"), "\\PC{0,40}"), 0..14),
         ) {
-            let turns: Vec<TurnText> = rows
-                .iter()
-                .enumerate()
-                .map(|(index, (segment, speaker, text))| TurnText {
-                    id: format!("t{index}"),
-                    segment_id: format!("s{segment}"),
-                    speaker: speaker.clone(),
-                    text: text.clone(),
-                })
-                .collect();
+            let turns = generated_turns(&rows);
             let fast = Lexicon::of_turns(7, &turns);
             let reference = Lexicon::build(7, turn_documents(&turns));
             prop_assert_eq!(&fast.ids, &reference.ids);

@@ -141,7 +141,7 @@ impl Phase {
             Phase::SearchTurnText => "BM25 over turns (lexicon; evidence, uncited)",
             Phase::SearchNamed => "entity and date lists",
             Phase::SearchCards => "cards (texts, evidence, entities)",
-            Phase::SearchLinks => "links followed",
+            Phase::SearchLinks => "links and nearby turns followed",
         }
     }
 }

@@ -273,16 +273,7 @@ pub fn expand_links(
             followed.entry(link.to.clone()).or_default().push(link.clone());
         }
     }
-    let mut by_key: HashMap<Key, ScoreParts> = ranked.drain(..).collect();
-    for (key, gain) in added {
-        let entry = by_key.entry(key).or_insert_with(|| ScoreParts {
-            prior: 1.0,
-            ..ScoreParts::default()
-        });
-        entry.from_links += gain;
-        entry.fused += gain;
-    }
-    *ranked = sorted(by_key);
+    add_gains(ranked, added, |parts| &mut parts.from_links);
     followed
 }
 
@@ -322,6 +313,12 @@ pub fn expand_nearby(ranked: &mut Vec<(Key, ScoreParts)>, nearby: &[Nearby], wei
         let best = added.entry(near.to.clone()).or_default();
         *best = best.max(gain);
     }
+    add_gains(ranked, added, |parts| &mut parts.from_nearby);
+}
+
+/// Adds each key's gain to its fused score and to the part `part` names (a key not ranked yet
+/// enters with a neutral prior), then ranks again.
+fn add_gains(ranked: &mut Vec<(Key, ScoreParts)>, added: HashMap<Key, f64>, part: fn(&mut ScoreParts) -> &mut f64) {
     if added.is_empty() {
         return;
     }
@@ -331,7 +328,7 @@ pub fn expand_nearby(ranked: &mut Vec<(Key, ScoreParts)>, nearby: &[Nearby], wei
             prior: 1.0,
             ..ScoreParts::default()
         });
-        entry.from_nearby += gain;
+        *part(entry) += gain;
         entry.fused += gain;
     }
     *ranked = sorted(by_key);

@@ -289,14 +289,8 @@ pub async fn search(app: &App, request: &SearchRequest) -> anyhow::Result<Search
                 confidence,
             })
             .collect();
-        let reached: Vec<MemoryId> = links
-            .iter()
-            .filter(|link| !cards.contains_key(&link.to))
-            .filter_map(|link| MemoryId::parse(&link.to).ok())
-            .collect();
-        for card in app.store.search().memory_cards(user_id, &reached).await? {
-            cards.insert(card.id.to_string(), card);
-        }
+        let reached: Vec<MemoryId> = links.iter().filter_map(|link| MemoryId::parse(&link.to).ok()).collect();
+        read_missing_cards(app, user_id, &mut cards, reached).await?;
         let importance = cards.iter().map(|(id, card)| (id.clone(), card.importance)).collect();
         followed = fuse::expand_links(&mut ranked, &links, &importance, weights);
     }
@@ -304,13 +298,7 @@ pub async fn search(app: &App, request: &SearchRequest) -> anyhow::Result<Search
         let _timed = timed(Phase::SearchLinks);
         let nearby = nearby::read(app, user_id, &ranked, &cards, weights, request.include_turns).await?;
         fuse::expand_nearby(&mut ranked, &nearby, weights);
-        let reached: Vec<MemoryId> = memory_keys(&ranked)
-            .into_iter()
-            .filter(|id| !cards.contains_key(&id.to_string()))
-            .collect();
-        for card in app.store.search().memory_cards(user_id, &reached).await? {
-            cards.insert(card.id.to_string(), card);
-        }
+        read_missing_cards(app, user_id, &mut cards, memory_keys(&ranked)).await?;
     }
     let turn_ids: Vec<String> = ranked
         .iter()
@@ -366,6 +354,24 @@ pub async fn search(app: &App, request: &SearchRequest) -> anyhow::Result<Search
         n_candidates,
         n_tokens,
     })
+}
+
+/// Adds the cards of those of `ids` not in `cards` yet (memories a link or a neighbouring turn
+/// reached after the ranked ones were read).
+async fn read_missing_cards(
+    app: &App,
+    user_id: UserId,
+    cards: &mut HashMap<String, MemoryCard>,
+    ids: Vec<MemoryId>,
+) -> anyhow::Result<()> {
+    let missing: Vec<MemoryId> = ids
+        .into_iter()
+        .filter(|id| !cards.contains_key(&id.to_string()))
+        .collect();
+    for card in app.store.search().memory_cards(user_id, &missing).await? {
+        cards.insert(card.id.to_string(), card);
+    }
+    Ok(())
 }
 
 fn memory_keys(ranked: &[(Key, ScoreParts)]) -> Vec<MemoryId> {
