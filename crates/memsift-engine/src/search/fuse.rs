@@ -83,7 +83,7 @@ pub struct Weights {
     /// Above 0, the query is embedded as a statement (its question framing dropped).
     pub vector_as_statement: f64,
     /// When the query names some of the people who speak in the user's conversations, a result
-    /// about none of them has its score multiplied by this (1 turns it off).
+    /// none of them said has its score multiplied by this (1 turns it off).
     pub speaker_focus: f64,
     /// When the query names a time, a result from then (it happens then, or its evidence was said
     /// then) has its score multiplied by `1 + date_boost` (0 turns it off).
@@ -114,7 +114,7 @@ impl Default for Weights {
             link_confidence_floor: 0.6,
             link_parents: 10,
             vector_as_statement: 0.0,
-            speaker_focus: 0.7,
+            speaker_focus: 0.6,
             date_boost: 1.0,
             nearby_factor: 0.3,
             nearby_parents: 10,
