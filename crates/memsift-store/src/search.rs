@@ -419,10 +419,11 @@ impl Search<'_> {
         if turn_ids.is_empty() {
             return Ok(Vec::new());
         }
+        let user_check = not_indexed(self.kind(), "m.user_id");
         let sql = match self.kind() {
             BackendKind::Sqlite => format!(
                 "SELECT e.message_id, m.id FROM memory_evidence e JOIN memories m ON m.id = e.memory_id
-                 WHERE +m.user_id = $1 AND m.archived_at IS NULL AND e.message_id{}",
+                 WHERE {user_check} = $1 AND m.archived_at IS NULL AND e.message_id{}",
                 in_set(self.kind(), 2)
             ),
             // Without statistics (a freshly filled table) PostgreSQL took the user's active
@@ -434,10 +435,9 @@ impl Search<'_> {
             BackendKind::Postgres => format!(
                 "SELECT e.message_id, m.id FROM memory_evidence e
                  CROSS JOIN LATERAL (SELECT m.id FROM memories m
-                                     WHERE m.id = e.memory_id AND {} = $1 AND m.archived_at IS NULL
+                                     WHERE m.id = e.memory_id AND {user_check} = $1 AND m.archived_at IS NULL
                                      OFFSET 0) m
                  WHERE e.message_id{}",
-                not_indexed(self.kind(), "m.user_id"),
                 in_set(self.kind(), 2)
             ),
         };
