@@ -76,19 +76,19 @@ pub use requests::{ApplyFailure, NewRequest, ReplanReport, RequestUsage, StoredO
 pub use revisions::{MemoryState, Revised, Revision};
 pub use schedules::ScheduleRow;
 pub use scoring::{ScoringPolicy, ScoringReport, importance};
-pub use search::{MemoryCard, TurnCard, TurnText};
+pub use search::{MemoryCard, MemoryTexts, TurnCard, TurnText};
 pub use segments::{ClaimedSegment, SegmentTurn};
 pub use spend::{RecentOutput, Spend};
 pub use stage::{
     Covered, EntityDecision, EntityRow, LinkEnd, Narrowed, NewLink, ProposalToReview, RefinementRules, Replacement,
     ReviewMemory, RunCap, StageApplied, StageMemory, StageOutcome, share_cap,
 };
-pub use turn_vectors::{TurnState, TurnToEmbed, UserTurnVectors};
+pub use turn_vectors::{StampState, TurnToEmbed, UserTurnVectors};
 pub use tx::{storable_json, storable_text};
 pub use undo::Undone;
 pub use vectors::{
-    LoadedIndex, MemoryToEmbed, MemoryVector, Neighbour, UserVectors, VectorCache, VectorIndex, VectorIndexError, dot,
-    vector_from_le_bytes, vector_to_le_bytes,
+    ChangedVectors, LoadedIndex, MemoryToEmbed, MemoryVector, Neighbour, UserVectors, VectorCache, VectorIndex,
+    VectorIndexError, dot, vector_from_le_bytes, vector_to_le_bytes,
 };
 pub use workers::{HeldClaims, WorkerIdentity};
 

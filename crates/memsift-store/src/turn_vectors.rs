@@ -18,18 +18,20 @@ pub struct TurnToEmbed {
     pub content: String,
 }
 
-/// Where a user's turns stand, for a cache of them built at some version.
+/// Where a user's stamped rows (turns, or memories) stand, for a cache of them built at some
+/// version.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct TurnState {
-    /// `users.turn_version`: moves whenever one of the user's turns or turn vectors is written.
+pub struct StampState {
+    /// `users.turn_version` (or `memory_version`): moves whenever one of the user's turns or turn
+    /// vectors (memories) is written.
     pub version: i64,
-    /// `users.turn_floor`: the version at which turns last went away. A cache built before it is
-    /// read again whole; one built at or after it can be brought forward by the turns stamped
-    /// since.
+    /// `users.turn_floor` (or `memory_floor`): the version at which rows last went away. A cache
+    /// built before it is read again whole; one built at or after it can be brought forward by
+    /// the rows stamped since.
     pub floor: i64,
 }
 
-impl TurnState {
+impl StampState {
     /// Whether a cache built at `built` can be brought forward by reading what was stamped after it.
     pub fn can_extend(self, built: i64) -> bool {
         built >= self.floor && built <= self.version
@@ -40,7 +42,7 @@ impl TurnState {
 #[derive(Clone, Debug, PartialEq)]
 pub struct UserTurnVectors {
     /// `users.turn_version` and `turn_floor`, read before the rows.
-    pub state: TurnState,
+    pub state: StampState,
     /// (message id, unit-length vector).
     pub rows: Vec<(String, Vec<f32>)>,
 }
@@ -118,7 +120,7 @@ impl Vectors<'_> {
     }
 
     /// `user_id`'s turn version and floor (zeros for a user not stored).
-    pub async fn turn_state(self, user_id: UserId) -> Result<TurnState> {
+    pub async fn turn_state(self, user_id: UserId) -> Result<StampState> {
         let row: Option<(i64, i64)> = self
             .read_optional(sql!(
                 "SELECT turn_version, turn_floor FROM users WHERE id = $1",
@@ -126,7 +128,7 @@ impl Vectors<'_> {
             ))
             .await?;
         let (version, floor) = row.unwrap_or((0, 0));
-        Ok(TurnState { version, floor })
+        Ok(StampState { version, floor })
     }
 
     /// The turn vectors of `user_id` made by `model_id` (with `since`, only those of turns stamped

@@ -7,7 +7,9 @@
 //!
 //! An index in memory is a cache, and a cache in one daemon cannot see another daemon's writes. So
 //! each index remembers the user's `memory_version` it was loaded at, every embedding write bumps
-//! that version in the same transaction, and [`VectorCache`] reloads whenever the two differ.
+//! that version in the same transaction, and [`VectorCache`] brings the index forward whenever the
+//! two differ: it reads the memories stamped since (the database stamps every insert, archive and
+//! embedding write, migration 0023) and reads the index whole only after a memory row was deleted.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -39,6 +41,17 @@ pub struct UserVectors {
     pub version: i64,
     /// One entry per active memory.
     pub rows: Vec<MemoryVector>,
+}
+
+/// What changed in a user's memory vectors since some version.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChangedVectors {
+    /// `users.memory_version` and `memory_floor`, read before the rows.
+    pub state: crate::StampState,
+    /// Active memories written or changed since, with whatever embedding they have.
+    pub changed: Vec<MemoryVector>,
+    /// Memories that stopped being active since.
+    pub gone: Vec<MemoryId>,
 }
 
 /// A memory that `memsift reembed` must (re-)embed.
@@ -75,6 +88,18 @@ pub fn vector_from_le_bytes(bytes: &[u8]) -> Option<Vec<f32>> {
 
 /// `id, embedding, embedding_model, embedding_dim` as stored.
 type VectorRow = (String, Option<Vec<u8>>, Option<String>, Option<i64>);
+
+/// A [`VectorRow`] with 1 when the memory is active (0 when retired).
+type StampedVectorRow = (String, Option<Vec<u8>>, Option<String>, Option<i64>, i64);
+
+fn memory_vector((id, bytes, model_id, dimension): VectorRow) -> Result<MemoryVector> {
+    Ok(MemoryVector {
+        memory_id: parse_memory_id(&id)?,
+        model_id,
+        dimension: dimension.and_then(|value| usize::try_from(value).ok()),
+        vector: bytes.as_deref().and_then(vector_from_le_bytes),
+    })
+}
 
 fn parse_memory_id(text: &str) -> Result<MemoryId> {
     MemoryId::parse(text).map_err(|error| corrupt("memories", error))
@@ -129,6 +154,18 @@ impl Vectors<'_> {
         version.ok_or_else(|| StoreError::NotFound(format!("no user {user_id}")))
     }
 
+    /// `user_id`'s memory version and floor (zeros for a user not stored).
+    pub async fn memory_state(self, user_id: UserId) -> Result<crate::StampState> {
+        let row: Option<(i64, i64)> = self
+            .read_optional(sql!(
+                "SELECT memory_version, memory_floor FROM users WHERE id = $1",
+                user_id
+            ))
+            .await?;
+        let (version, floor) = row.unwrap_or((0, 0));
+        Ok(crate::StampState { version, floor })
+    }
+
     /// Every active memory of `user_id` with whatever embedding it has, and the version read first.
     pub async fn user_memory_vectors(self, user_id: UserId) -> Result<UserVectors> {
         let version = self.memory_version(user_id).await?;
@@ -140,18 +177,40 @@ impl Vectors<'_> {
                 user_id
             ))
             .await?;
-        let rows = rows
-            .into_iter()
-            .map(|(id, bytes, model_id, dimension)| {
-                Ok(MemoryVector {
-                    memory_id: parse_memory_id(&id)?,
-                    model_id,
-                    dimension: dimension.and_then(|value| usize::try_from(value).ok()),
-                    vector: bytes.as_deref().and_then(vector_from_le_bytes),
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let rows = rows.into_iter().map(memory_vector).collect::<Result<Vec<_>>>()?;
         Ok(UserVectors { version, rows })
+    }
+
+    /// What a vector index built at `since` must re-read: the active memories of `user_id`
+    /// stamped after it, with whatever embedding they have, and the memories stamped after it
+    /// that are no longer active; with the memory version and floor read first, so the rows are
+    /// at least as new as they say.
+    pub async fn memory_vectors_since(self, user_id: UserId, since: i64) -> Result<ChangedVectors> {
+        let state = self.memory_state(user_id).await?;
+        // The user and the stamp are the only conditions, archived rows included: see
+        // `Search::memory_texts_since` for the plan this keeps PostgreSQL from.
+        let rows: Vec<StampedVectorRow> = self
+            .read_all(sql!(
+                "SELECT id, embedding, embedding_model, embedding_dim,
+                        CAST(CASE WHEN archived_at IS NULL THEN 1 ELSE 0 END AS BIGINT)
+                 FROM memories WHERE user_id = $1 AND memory_stamp > $2",
+                user_id,
+                since
+            ))
+            .await?;
+        let mut changed = ChangedVectors {
+            state,
+            changed: Vec::new(),
+            gone: Vec::new(),
+        };
+        for (id, bytes, model_id, dimension, active) in rows {
+            if active == 1 {
+                changed.changed.push(memory_vector((id, bytes, model_id, dimension))?);
+            } else {
+                changed.gone.push(parse_memory_id(&id)?);
+            }
+        }
+        Ok(changed)
     }
 
     /// Active memories whose embedding is missing or was made by another model or dimension,
@@ -265,15 +324,37 @@ impl VectorIndex {
         index.version = vectors.version;
         index.ids.reserve(vectors.rows.len());
         index.rows.reserve(vectors.rows.len() * dimension);
+        let needs_embedding = index.take_rows(vectors.rows);
+        LoadedIndex { index, needs_embedding }
+    }
+
+    /// Brings this index to `version` with what changed since it was read: `changed` rows
+    /// replace their own (or leave when they no longer have a vector of this model) and `gone`
+    /// ones leave. Returns the changed memories that need a vector of this model, as a load would.
+    pub fn bring_forward(&mut self, version: i64, changed: Vec<MemoryVector>, gone: &[MemoryId]) -> Vec<MemoryId> {
+        for memory_id in gone {
+            self.remove(*memory_id);
+        }
+        self.version = version;
+        self.take_rows(changed)
+    }
+
+    /// Inserts each row that has a usable vector of this index's model and dimension, removes the
+    /// others and returns their ids.
+    fn take_rows(&mut self, rows: Vec<MemoryVector>) -> Vec<MemoryId> {
         let mut needs_embedding = Vec::new();
-        for row in vectors.rows {
-            let matches = row.model_id.as_deref() == Some(model_id) && row.dimension == Some(dimension);
+        for row in rows {
+            let matches =
+                row.model_id.as_deref() == Some(self.model_id.as_str()) && row.dimension == Some(self.dimension);
             match row.vector {
-                Some(vector) if matches && index.insert(row.memory_id, &vector).is_ok() => {}
-                _ => needs_embedding.push(row.memory_id),
+                Some(vector) if matches && self.insert(row.memory_id, &vector).is_ok() => {}
+                _ => {
+                    self.remove(row.memory_id);
+                    needs_embedding.push(row.memory_id);
+                }
             }
         }
-        LoadedIndex { index, needs_embedding }
+        needs_embedding
     }
 
     /// Adds or replaces `memory_id`'s vector (normalized here, so a slightly off embedder cannot
@@ -450,6 +531,8 @@ pub struct VectorCache {
     model_id: String,
     dimension: usize,
     indexes: Mutex<HashMap<UserId, Arc<VectorIndex>>>,
+    /// Indexes read whole, and brought forward by the memories stamped since.
+    builds: [std::sync::atomic::AtomicU64; 2],
 }
 
 impl VectorCache {
@@ -459,7 +542,17 @@ impl VectorCache {
             model_id: model_id.to_owned(),
             dimension,
             indexes: Mutex::new(HashMap::new()),
+            builds: Default::default(),
         }
+    }
+
+    /// How many indexes were read whole, and how many were brought forward by the memories
+    /// stamped since, since this cache was made.
+    pub fn builds(&self) -> (u64, u64) {
+        (
+            self.builds[0].load(std::sync::atomic::Ordering::Relaxed),
+            self.builds[1].load(std::sync::atomic::Ordering::Relaxed),
+        )
     }
 
     /// `user_id`'s index, reloaded when the database's memory version moved (a write here or in
@@ -467,11 +560,26 @@ impl VectorCache {
     /// it is empty when the cached index was still current.
     pub async fn fresh(&self, store: &Store, user_id: UserId) -> Result<(Arc<VectorIndex>, Vec<MemoryId>)> {
         let version = store.vectors().memory_version(user_id).await?;
-        if let Some(index) = self.lock().get(&user_id)
-            && index.version() == version
-        {
+        let held = self.lock().get(&user_id).cloned();
+        if let Some(index) = held.as_ref().filter(|index| index.version() == version) {
             return Ok((Arc::clone(index), Vec::new()));
         }
+        if let Some(base) = held.filter(|index| index.version() < version) {
+            let read = store.vectors().memory_vectors_since(user_id, base.version()).await?;
+            // The floor read with the rows decides: one read before them could miss a deletion.
+            if read.state.can_extend(base.version()) {
+                // Taken out of the cache first, so that unless a search still reads it, it is
+                // brought forward in place instead of copied.
+                self.lock().remove(&user_id);
+                let mut index = Arc::try_unwrap(base).unwrap_or_else(|shared| (*shared).clone());
+                let needs_embedding = index.bring_forward(read.state.version, read.changed, &read.gone);
+                let index = Arc::new(index);
+                self.lock().insert(user_id, Arc::clone(&index));
+                self.builds[1].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                return Ok((index, needs_embedding));
+            }
+        }
+        self.builds[0].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let loaded = VectorIndex::load(store, user_id, &self.model_id, self.dimension).await?;
         let index = Arc::new(loaded.index);
         self.lock().insert(user_id, Arc::clone(&index));

@@ -149,9 +149,72 @@ async fn bench(db: &TestDb, backend: &str, size: usize, words: &[String], timing
             load_secs,
         );
     }
+    let written = Written {
+        db,
+        user: &user,
+        model_id: &model_id,
+        clock: &clock,
+    };
+    after_writes(&app, &written, backend, size, &mut noise, words).await?;
     if timings {
         print!("{}", memsift_engine::timings::report());
     }
+    Ok(())
+}
+
+/// Where the bench writes: its store, user, model and clock.
+#[derive(Clone, Copy)]
+struct Written<'a> {
+    db: &'a TestDb,
+    user: &'a str,
+    model_id: &'a str,
+    clock: &'a ManualClock,
+}
+
+/// Searches after writes: each query follows one new memory (on a turn of its own) written
+/// through the store as another daemon would, so the user's versions move and the search must
+/// bring its indexes forward first.
+async fn after_writes(
+    app: &memsift_engine::app::App,
+    written: &Written<'_>,
+    backend: &str,
+    size: usize,
+    noise: &mut Noise,
+    words: &[String],
+) -> anyhow::Result<()> {
+    let Written {
+        db,
+        user,
+        model_id,
+        clock,
+    } = *written;
+    const WRITES: usize = 20;
+    let dimension = app.vectors.embedder().await?.dimension();
+    let mut latencies = Vec::with_capacity(WRITES);
+    for query in 0..WRITES {
+        let row = (
+            sentence(noise, words, 8),
+            (0..dimension).map(|_| noise.unit()).collect::<Vec<f32>>(),
+        );
+        db.store
+            .insert_bench_memories(user, model_id, &[row], clock.now())
+            .await?;
+        let text = sentence(noise, words, 5) + &format!(" w{query}");
+        let request = SearchRequest {
+            record_access: false,
+            include_turns: true,
+            ..SearchRequest::new(user.to_owned(), text)
+        };
+        let started = Instant::now();
+        search(app, &request).await?;
+        latencies.push(started.elapsed().as_secs_f64() * 1000.0);
+    }
+    latencies.sort_by(f64::total_cmp);
+    println!(
+        "{backend} n={size}: search right after another writer added a memory: p50 {:.1} ms, p95 {:.1} ms over {WRITES} writes",
+        percentile(&latencies, 0.50),
+        percentile(&latencies, 0.95),
+    );
     Ok(())
 }
 
@@ -193,7 +256,7 @@ fn turn_lexicon_build(size: usize, words: &[String]) {
         ..segment[0].clone()
     });
     let started = Instant::now();
-    let forward = lexicon.merged(2, memsift_engine::lexicon::Lexicon::of_turns(2, &segment));
+    let forward = lexicon.merged(2, memsift_engine::lexicon::Lexicon::of_turns(2, &segment), &[]);
     let lexicon_forward = started.elapsed();
     let dimension = 384;
     let rows: Vec<(String, Vec<f32>)> = turns

@@ -306,8 +306,8 @@ async fn texts(test: &TestApp, request: &SearchRequest) -> Vec<String> {
     answer.results.into_iter().map(|hit| hit.text).collect()
 }
 
-/// The lexicon is rebuilt from the memory texts whenever the user's memory version moves, so a
-/// new memory is found at the next search, an expired one is not; the turn lexicon likewise
+/// The lexicon is brought forward by the memories stamped since whenever the user's memory
+/// version moves, so a new memory is found at the next search, an expired one is not; the turn lexicon likewise
 /// follows the turn version; and erasure leaves nothing of the user in the process.
 async fn the_lexical_index_follows_writes_and_erasure(test: TestApp) {
     let store = &test.app.store;
@@ -339,6 +339,11 @@ async fn the_lexical_index_follows_writes_and_erasure(test: TestApp) {
         .unwrap();
     assert!(texts(&test, &lexical_only("ana", "bees roof")).await.is_empty());
     assert!(test.app.lexicons.holds(ana));
+    assert_eq!(
+        test.app.lexicons.memory_builds(),
+        (1, 2),
+        "read whole once, then brought forward by the memory written and the one expired"
+    );
 
     // Turns: a new turn is found at its first search after the import, by its neighbour's words too.
     let turns_only = |query: &str| SearchRequest {

@@ -377,7 +377,20 @@ pub async fn a_duplicate_passes_its_evidence_to_the_stored_memory(store: &Store)
         },
     ];
     input.n_dropped = 2;
+    let before = store.vectors().memory_state(user_id).await.unwrap();
     store.memories().apply(&input).await.unwrap();
+    // What its evidence turns said is part of the kept memory's document in the memory lexicon,
+    // so the new evidence stamps it for the lexicons to read again.
+    let (_, restamped) = store
+        .search()
+        .memory_texts_since(user_id, Some(before.version))
+        .await
+        .unwrap();
+    assert_eq!(
+        restamped.changed.iter().map(|(id, _, _)| *id).collect::<Vec<_>>(),
+        [kept]
+    );
+    assert_eq!(restamped.changed[0].2.lines().count(), 3, "all three turns it rests on");
     let rows = store.user_rows(user_id).await.unwrap();
     let mut cited: Vec<String> = rows
         .evidence

@@ -88,6 +88,7 @@ store_suite!(cases: [
     embeddings_are_written_only_within_their_user,
     vectors_of_another_model_or_dimension_are_reported_not_mixed,
     a_write_elsewhere_bumps_the_version_and_the_cache_reloads,
+    a_memory_index_reads_only_what_changed_since_it_was_built_until_a_memory_is_deleted,
     top_k_matches_a_brute_force_reference,
     apply_stores_each_items_vector_with_its_model,
     referenced_memories_are_the_owners_active_ones_in_order,

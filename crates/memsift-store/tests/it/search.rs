@@ -4,7 +4,7 @@
 
 use memsift_core::UserId;
 use memsift_core::status::Role;
-use memsift_store::Store;
+use memsift_store::{MemoryTexts, Store, VectorCache, VectorIndex};
 
 use crate::helpers::{idle, message, no_progress, t0};
 
@@ -393,4 +393,100 @@ pub async fn a_turns_neighbours_are_read_within_its_segment_and_its_user(store: 
             .unwrap()
             .is_empty()
     );
+}
+
+/// What a cached memory index (words, or vectors) needs to be brought forward: the memories
+/// stamped since it was built (written, archived, re-embedded), nothing of another user, and after
+/// a memory row is deleted a floor that refuses every older index. The vector cache brought
+/// forward this way holds what reading it whole would.
+pub async fn a_memory_index_reads_only_what_changed_since_it_was_built_until_a_memory_is_deleted(store: &Store) {
+    let (ana, lisbon) = store.insert_test_memory("ana", "Ana moved to Lisbon.").await.unwrap();
+    store.bump_memory_version(ana).await.unwrap();
+    let built = store.vectors().memory_state(ana).await.unwrap();
+    let (state, nothing) = store
+        .search()
+        .memory_texts_since(ana, Some(built.version))
+        .await
+        .unwrap();
+    assert_eq!(
+        (state, nothing),
+        (built, MemoryTexts::default()),
+        "nothing was written since"
+    );
+
+    let (_, painting) = store.insert_test_memory("ana", "Ana paints sunrises.").await.unwrap();
+    store.bump_memory_version(ana).await.unwrap();
+    let (bo, _) = store.insert_test_memory("bo", "Bo paints too.").await.unwrap();
+    store.bump_memory_version(bo).await.unwrap();
+    let (state, texts) = store
+        .search()
+        .memory_texts_since(ana, Some(built.version))
+        .await
+        .unwrap();
+    assert_eq!(
+        texts
+            .changed
+            .iter()
+            .map(|(id, text, _)| (*id, text.as_str()))
+            .collect::<Vec<_>>(),
+        [(painting, "Ana paints sunrises.")],
+        "only the memory written since, only ana's"
+    );
+    assert!(texts.gone.is_empty());
+    assert!(state.version > built.version && state.can_extend(built.version));
+    let (whole_state, whole) = store.search().memory_texts_since(ana, None).await.unwrap();
+    assert_eq!(
+        (whole_state, whole.changed.len()),
+        (state, 2),
+        "without a version: every active memory"
+    );
+
+    store.archive_test_memory(ana, lisbon).await.unwrap();
+    let (archived, texts) = store
+        .search()
+        .memory_texts_since(ana, Some(state.version))
+        .await
+        .unwrap();
+    assert_eq!(
+        (texts.changed.len(), texts.gone),
+        (0, vec![lisbon]),
+        "archived: read as gone"
+    );
+
+    // The vector cache: read whole once, then brought forward by each change.
+    let cache = VectorCache::new("m", 2);
+    store
+        .set_memory_embedding(ana, painting, "m", &[1.0, 0.0])
+        .await
+        .unwrap();
+    let (index, missing) = cache.fresh(store, ana).await.unwrap();
+    assert_eq!((index.len(), missing.len(), cache.builds()), (1, 0, (1, 0)));
+    let (_, swims) = store.insert_test_memory("ana", "Ana swims.").await.unwrap();
+    store.bump_memory_version(ana).await.unwrap();
+    let (index, missing) = cache.fresh(store, ana).await.unwrap();
+    assert_eq!((index.len(), missing, cache.builds()), (1, vec![swims], (1, 1)));
+    store.set_memory_embedding(ana, swims, "m", &[0.0, 2.0]).await.unwrap();
+    store.archive_test_memory(ana, painting).await.unwrap();
+    let (index, missing) = cache.fresh(store, ana).await.unwrap();
+    assert_eq!((index.len(), missing.len(), cache.builds()), (1, 0, (1, 2)));
+    assert!(index.contains(swims) && !index.contains(painting));
+    let whole = VectorIndex::load(store, ana, "m", 2).await.unwrap().index;
+    assert_eq!(
+        index.search(&[0.0, 1.0], 5).unwrap(),
+        whole.search(&[0.0, 1.0], 5).unwrap(),
+        "brought forward, it holds what a whole read holds"
+    );
+    assert_eq!(index.version(), whole.version());
+
+    // A deleted row leaves no stamp to read: the floor refuses every index built before it.
+    store.delete_test_memory(ana, swims).await.unwrap();
+    let after_delete = store.vectors().memory_state(ana).await.unwrap();
+    assert!(!after_delete.can_extend(archived.version) && !after_delete.can_extend(index.version()));
+    let (index, _) = cache.fresh(store, ana).await.unwrap();
+    assert_eq!(
+        (index.len(), cache.builds()),
+        (0, (2, 2)),
+        "read whole past the deletion"
+    );
+    assert!(after_delete.can_extend(after_delete.version));
 }
