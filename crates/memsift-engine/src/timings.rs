@@ -48,9 +48,9 @@ pub enum Phase {
     SearchEmbed,
     /// Loading (when stale) and searching the user's memory and turn vector indexes.
     SearchVectors,
-    /// BM25 over memory texts (the in-memory lexicon, rebuilt when stale).
+    /// BM25 over memory texts (the in-memory lexicon, brought forward when stale).
     SearchLexical,
-    /// BM25 over stored turns (the in-memory turn lexicon, rebuilt when stale): evidence turns, uncited turns.
+    /// BM25 over stored turns (the in-memory turn lexicon, brought forward when stale): evidence turns, uncited turns.
     SearchTurnText,
     /// The entity and date lists.
     SearchNamed,
