@@ -6,7 +6,8 @@
 -- whole. Triggers stamp, so no write path can forget to: the stamp is the user's memory version
 -- plus one, read under the user's row lock (`FOR UPDATE`), so no other writer can commit a newer
 -- version before this transaction does, and the stamp is at least the version it commits. Every
--- writer takes the user's lock before their other rows already, so this adds no new lock order.
+-- writer takes the user's lock before the user's memory rows (scoring, revisions, undo and
+-- re-embedding take it first since this migration), so this adds no new lock order.
 -- Rows written before this migration keep stamp 0, which every lexicon built after it has read.
 ALTER TABLE memories ADD COLUMN memory_stamp BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE users ADD COLUMN memory_floor BIGINT NOT NULL DEFAULT 0;

@@ -167,12 +167,13 @@ impl Memories<'_> {
             if !tx.lock_live_user(input.user_id).await? || !tx.claim_request(input).await? {
                 return tx.not_claimed(input).await;
             }
-            let written = tx.write_items(input).await?;
-            tx.pass_on_dropped_evidence(input).await?;
+            let mut written = tx.write_items(input).await?;
+            written.n_evidence_passed += tx.pass_on_dropped_evidence(input).await?;
             tx.write_link_hints(input, &written).await?;
-            let memory_version = tx
-                .advance_memory_version(input.user_id, !written.memory_ids.is_empty())
-                .await?;
+            // Evidence passed to a stored memory changes it too: what its turns said is part of
+            // its document in the memory lexicon, which reads it again when the version moves.
+            let changed = !written.memory_ids.is_empty() || written.n_evidence_passed > 0;
+            let memory_version = tx.advance_memory_version(input.user_id, changed).await?;
             let mut segment_extracted = false;
             let mut operation_id = None;
             if let Some(reason) = &input.replay {
@@ -227,6 +228,8 @@ struct Written {
     n_duplicates_at_write: u64,
     /// Items whose fact the user had erased.
     n_erased_at_write: u64,
+    /// Evidence rows added to memories already stored (a duplicate's turns).
+    n_evidence_passed: u64,
 }
 
 /// The row one item becomes, with its embedding when the input carries one.
@@ -323,6 +326,7 @@ impl WriteTx {
             item_positions: Vec::with_capacity(input.items.len()),
             n_duplicates_at_write: 0,
             n_erased_at_write: 0,
+            n_evidence_passed: 0,
         };
         for (position, item) in input.items.iter().enumerate() {
             let memory_id = match self
@@ -336,7 +340,7 @@ impl WriteTx {
                 }
                 Inserted::Duplicate => {
                     written.n_duplicates_at_write += 1;
-                    self.cite_in_stored_duplicate(input.user_id, item).await?;
+                    written.n_evidence_passed += self.cite_in_stored_duplicate(input.user_id, item).await?;
                     continue;
                 }
             };
@@ -348,20 +352,22 @@ impl WriteTx {
         Ok(written)
     }
 
-    /// The same fact read again: its turns support the memory already stored.
-    async fn cite_in_stored_duplicate(&mut self, user_id: UserId, item: &NewMemory) -> Result<()> {
+    /// The same fact read again: its turns support the memory already stored. Returns the rows added.
+    async fn cite_in_stored_duplicate(&mut self, user_id: UserId, item: &NewMemory) -> Result<u64> {
+        let mut added = 0;
         for message_id in &item.evidence {
-            self.execute(sql!(
-                "INSERT INTO memory_evidence (memory_id, message_id)
+            added += self
+                .execute(sql!(
+                    "INSERT INTO memory_evidence (memory_id, message_id)
                  SELECT id, $3 FROM memories WHERE user_id = $1 AND dedupe_key = $2 AND archived_at IS NULL
                  ON CONFLICT DO NOTHING",
-                user_id,
-                &item.dedupe_key,
-                message_id
-            ))
-            .await?;
+                    user_id,
+                    &item.dedupe_key,
+                    message_id
+                ))
+                .await?;
         }
-        Ok(())
+        Ok(added)
     }
 
     /// The turns a new memory came from.
@@ -551,8 +557,9 @@ impl WriteTx {
 
     /// A dropped duplicate of a stored memory passes its turns on as that memory's evidence, so
     /// the facts a question needs stay cited after dedupe. Only this user's memories and messages
-    /// qualify.
-    async fn pass_on_dropped_evidence(&mut self, input: &ApplyInput) -> Result<()> {
+    /// qualify. Returns the rows added.
+    async fn pass_on_dropped_evidence(&mut self, input: &ApplyInput) -> Result<u64> {
+        let mut added = 0;
         for duplicate in &input.duplicate_evidence {
             let (statement, target) = match &duplicate.of {
                 DuplicateOf::Key(key) => (
@@ -573,10 +580,11 @@ impl WriteTx {
                 ),
             };
             for message_id in &duplicate.evidence {
-                self.execute(sql!(statement, &target, message_id, input.user_id))
+                added += self
+                    .execute(sql!(statement, &target, message_id, input.user_id))
                     .await?;
             }
         }
-        Ok(())
+        Ok(added)
     }
 }

@@ -133,6 +133,7 @@ impl Memories<'_> {
              WHERE id = $1 AND user_id = (SELECT id FROM users WHERE external_id = $2)"
         );
         self.write(async |tx| {
+            tx.lock_user(user_external_id, true).await?;
             let before: Option<MemoryState> = tx.fetch_optional(sql!(&select, memory_id, user_external_id)).await?;
             let Some(before) = before else {
                 return Err(StoreError::NotFound(format!(

@@ -141,6 +141,9 @@ impl Memories<'_> {
         now: DateTime<Utc>,
     ) -> Result<()> {
         self.write(async |tx| {
+            if let Some((row, _)) = scored.first() {
+                tx.lock_user(&row.user_id, false).await?;
+            }
             for (row, score) in scored {
                 tx.execute(sql!(
                     "UPDATE memories SET importance = $2 WHERE id = $1",

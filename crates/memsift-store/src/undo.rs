@@ -45,6 +45,7 @@ impl Memories<'_> {
         now: DateTime<Utc>,
     ) -> Result<Undone> {
         self.write(async |tx| {
+            tx.lock_user(user_external_id, true).await?;
             type OperationRow = (String, Json<Value>, Json<Value>, Option<DateTime<Utc>>);
             let row: Option<OperationRow> = tx
                 .fetch_optional(sql!(

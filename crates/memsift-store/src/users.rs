@@ -82,4 +82,25 @@ impl WriteTx {
             .await?;
         Ok(locked == 1)
     }
+
+    /// Takes the row lock of the user named by `user` (its id, or with `by_external_id` its
+    /// external id), erased or not: for writes that change memories they already have (scoring,
+    /// revisions, undo, re-embedding), so that they too take the user's lock before the memory
+    /// rows, as the database's stamp triggers (migration 0023) and every other writer do.
+    pub(crate) async fn lock_user(&mut self, user: &str, by_external_id: bool) -> Result<()> {
+        if by_external_id {
+            self.execute(sql!(
+                "UPDATE users SET memory_version = memory_version WHERE external_id = $1",
+                user
+            ))
+            .await?;
+        } else {
+            self.execute(sql!(
+                "UPDATE users SET memory_version = memory_version WHERE id = $1",
+                user
+            ))
+            .await?;
+        }
+        Ok(())
+    }
 }

@@ -125,6 +125,7 @@ impl Vectors<'_> {
             ));
         }
         self.write(async |tx| {
+            tx.lock_user(&user_id.to_string(), false).await?;
             for (memory_id, vector) in vectors {
                 tx.execute(sql!(
                     "UPDATE memories SET embedding = $1, embedding_model = $2, embedding_dim = $3

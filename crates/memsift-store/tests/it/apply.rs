@@ -381,11 +381,15 @@ pub async fn a_duplicate_passes_its_evidence_to_the_stored_memory(store: &Store)
     store.memories().apply(&input).await.unwrap();
     // What its evidence turns said is part of the kept memory's document in the memory lexicon,
     // so the new evidence stamps it for the lexicons to read again.
-    let (_, restamped) = store
+    let (after, restamped) = store
         .search()
         .memory_texts_since(user_id, Some(before.version))
         .await
         .unwrap();
+    assert!(
+        after.version > before.version,
+        "an apply that only passed evidence on still moves the version, or no cache would read it"
+    );
     assert_eq!(
         restamped.changed.iter().map(|(id, _, _)| *id).collect::<Vec<_>>(),
         [kept]
