@@ -179,15 +179,6 @@ impl Search<'_> {
             .collect()
     }
 
-    /// Every active memory of `user_id` as (id, its text, what its evidence turns said, joined),
-    /// with the memory version read first: a write that lands between the reads moves the
-    /// version, so a cache built from these rows is rebuilt at its next check rather than kept
-    /// stale.
-    pub async fn user_memory_texts(self, user_id: UserId) -> Result<(i64, Vec<(MemoryId, String, String)>)> {
-        let (state, texts) = self.memory_texts_since(user_id, None).await?;
-        Ok((state.version, texts.changed))
-    }
-
     /// What a memory lexicon built at `since` must re-read (every active memory with `None`): the
     /// active memories stamped after it, as (id, text, what its evidence turns said, joined), and
     /// the memories stamped after it that are no longer active. The memory version and floor are

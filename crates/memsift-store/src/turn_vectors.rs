@@ -121,12 +121,17 @@ impl Vectors<'_> {
 
     /// `user_id`'s turn version and floor (zeros for a user not stored).
     pub async fn turn_state(self, user_id: UserId) -> Result<StampState> {
-        let row: Option<(i64, i64)> = self
-            .read_optional(sql!(
-                "SELECT turn_version, turn_floor FROM users WHERE id = $1",
-                user_id
-            ))
-            .await?;
+        self.stamp_state(sql!(
+            "SELECT turn_version, turn_floor FROM users WHERE id = $1",
+            user_id
+        ))
+        .await
+    }
+
+    /// A user's version and floor, as `statement` selects them from `users` (zeros for a user not
+    /// stored).
+    pub(crate) async fn stamp_state(self, statement: Statement<'_>) -> Result<StampState> {
+        let row: Option<(i64, i64)> = self.read_optional(statement).await?;
         let (version, floor) = row.unwrap_or((0, 0));
         Ok(StampState { version, floor })
     }

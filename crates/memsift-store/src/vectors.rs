@@ -157,14 +157,11 @@ impl Vectors<'_> {
 
     /// `user_id`'s memory version and floor (zeros for a user not stored).
     pub async fn memory_state(self, user_id: UserId) -> Result<crate::StampState> {
-        let row: Option<(i64, i64)> = self
-            .read_optional(sql!(
-                "SELECT memory_version, memory_floor FROM users WHERE id = $1",
-                user_id
-            ))
-            .await?;
-        let (version, floor) = row.unwrap_or((0, 0));
-        Ok(crate::StampState { version, floor })
+        self.stamp_state(sql!(
+            "SELECT memory_version, memory_floor FROM users WHERE id = $1",
+            user_id
+        ))
+        .await
     }
 
     /// Every active memory of `user_id` with whatever embedding it has, and the version read first.

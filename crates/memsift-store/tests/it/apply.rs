@@ -7,7 +7,7 @@ use memsift_store::{
     ApplyInput, ApplyOutcome, ContinuationPlan, DuplicateEvidence, DuplicateOf, ItemEmbeddings, NewRequest, Store,
 };
 
-use crate::helpers::{apply_input, closed_claimed_segment, item, request, segment_statuses, t0};
+use crate::helpers::{apply_input, closed_claimed_segment, item, memory_texts_since, request, segment_statuses, t0};
 
 pub async fn apply_writes_a_result_exactly_once(store: &Store) {
     let (segment_id, user_id, message_ids) = closed_claimed_segment(store, "ana", "c1").await;
@@ -381,11 +381,7 @@ pub async fn a_duplicate_passes_its_evidence_to_the_stored_memory(store: &Store)
     store.memories().apply(&input).await.unwrap();
     // What its evidence turns said is part of the kept memory's document in the memory lexicon,
     // so the new evidence stamps it for the lexicons to read again.
-    let (after, restamped) = store
-        .search()
-        .memory_texts_since(user_id, Some(before.version))
-        .await
-        .unwrap();
+    let (after, restamped) = memory_texts_since(store, user_id, Some(before.version)).await;
     assert!(
         after.version > before.version,
         "an apply that only passed evidence on still moves the version, or no cache would read it"

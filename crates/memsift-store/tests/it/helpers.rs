@@ -3,7 +3,7 @@
 use chrono::{DateTime, Duration, Utc};
 use memsift_core::status::{Lane, Purpose, Role, Temporal};
 use memsift_core::{MessageId, RequestId, SegmentId, UserId};
-use memsift_store::{ApplyInput, NewMemory, NewMessage, NewRequest, Store};
+use memsift_store::{ApplyInput, MemoryTexts, NewMemory, NewMessage, NewRequest, StampState, Store};
 
 pub fn t0() -> DateTime<Utc> {
     DateTime::parse_from_rfc3339("2026-03-01T10:00:00Z")
@@ -131,4 +131,9 @@ pub(crate) fn apply_input(request: &NewRequest, items: Vec<NewMemory>) -> ApplyI
         replay: None,
         now: t0(),
     }
+}
+
+/// What a memory lexicon built at `since` (everything with `None`) would read of `user_id`.
+pub async fn memory_texts_since(store: &Store, user_id: UserId, since: Option<i64>) -> (StampState, MemoryTexts) {
+    store.search().memory_texts_since(user_id, since).await.unwrap()
 }

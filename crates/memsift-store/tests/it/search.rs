@@ -6,7 +6,7 @@ use memsift_core::UserId;
 use memsift_core::status::Role;
 use memsift_store::{MemoryTexts, Store, VectorCache, VectorIndex};
 
-use crate::helpers::{idle, message, no_progress, t0};
+use crate::helpers::{idle, memory_texts_since, message, no_progress, t0};
 
 fn terms(words: &[&str]) -> Vec<String> {
     words.iter().map(|word| (*word).to_owned()).collect()
@@ -403,11 +403,7 @@ pub async fn a_memory_index_reads_only_what_changed_since_it_was_built_until_a_m
     let (ana, lisbon) = store.insert_test_memory("ana", "Ana moved to Lisbon.").await.unwrap();
     store.bump_memory_version(ana).await.unwrap();
     let built = store.vectors().memory_state(ana).await.unwrap();
-    let (state, nothing) = store
-        .search()
-        .memory_texts_since(ana, Some(built.version))
-        .await
-        .unwrap();
+    let (state, nothing) = memory_texts_since(store, ana, Some(built.version)).await;
     assert_eq!(
         (state, nothing),
         (built, MemoryTexts::default()),
@@ -418,11 +414,7 @@ pub async fn a_memory_index_reads_only_what_changed_since_it_was_built_until_a_m
     store.bump_memory_version(ana).await.unwrap();
     let (bo, _) = store.insert_test_memory("bo", "Bo paints too.").await.unwrap();
     store.bump_memory_version(bo).await.unwrap();
-    let (state, texts) = store
-        .search()
-        .memory_texts_since(ana, Some(built.version))
-        .await
-        .unwrap();
+    let (state, texts) = memory_texts_since(store, ana, Some(built.version)).await;
     assert_eq!(
         texts
             .changed
@@ -434,7 +426,7 @@ pub async fn a_memory_index_reads_only_what_changed_since_it_was_built_until_a_m
     );
     assert!(texts.gone.is_empty());
     assert!(state.version > built.version && state.can_extend(built.version));
-    let (whole_state, whole) = store.search().memory_texts_since(ana, None).await.unwrap();
+    let (whole_state, whole) = memory_texts_since(store, ana, None).await;
     assert_eq!(
         (whole_state, whole.changed.len()),
         (state, 2),
@@ -442,11 +434,7 @@ pub async fn a_memory_index_reads_only_what_changed_since_it_was_built_until_a_m
     );
 
     store.archive_test_memory(ana, lisbon).await.unwrap();
-    let (archived, texts) = store
-        .search()
-        .memory_texts_since(ana, Some(state.version))
-        .await
-        .unwrap();
+    let (archived, texts) = memory_texts_since(store, ana, Some(state.version)).await;
     assert_eq!(
         (texts.changed.len(), texts.gone),
         (0, vec![lisbon]),

@@ -16,12 +16,14 @@
 
 use std::collections::{HashMap, HashSet};
 use std::hash::Hash;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use memsift_core::{MemoryId, UserId};
-use memsift_store::{Store, TurnText};
+use memsift_core::MemoryId;
+use memsift_store::TurnText;
 use rust_stemmers::{Algorithm, Stemmer};
+
+mod held;
+
+pub use held::{HELD_MEMORIES, HELD_TURNS, Lexicons};
 
 /// BM25's term-frequency saturation.
 const K1: f64 = 1.2;
@@ -277,195 +279,6 @@ impl Lexicon<String> {
     }
 }
 
-/// How many memories the held lexicons may cover together before the least recently searched
-/// users' are dropped (about 150 MB of postings; a dropped one is rebuilt at its next search).
-pub const HELD_MEMORIES: usize = 100_000;
-
-/// How many turns the held turn lexicons may cover together (a turn is shorter than a memory's
-/// document, which carries its evidence turns too).
-pub const HELD_TURNS: usize = 200_000;
-
-/// Each user's lexicons (over memories, checked against the memory version; over turns, against
-/// the turn version) before use, the least recently searched dropped first once they cover more
-/// than [`HELD_MEMORIES`] memories or [`HELD_TURNS`] turns: a daemon that answers many users must
-/// not keep every one it ever searched.
-#[derive(Debug, Default)]
-pub struct Lexicons {
-    memories: Mutex<Held<MemoryId>>,
-    turns: Mutex<Held<String>>,
-    /// Memory lexicons built from every memory, and brought forward by the changed ones only.
-    memory_builds: [AtomicU64; 2],
-    /// Turn lexicons built from every turn, and brought forward by the changed segments only.
-    turn_builds: [AtomicU64; 2],
-}
-
-/// The lexicons held, with when each was last used.
-#[derive(Debug)]
-struct Held<Id> {
-    by_user: HashMap<UserId, (Arc<Lexicon<Id>>, u64)>,
-    uses: u64,
-}
-
-impl<Id> Default for Held<Id> {
-    fn default() -> Self {
-        Held {
-            by_user: HashMap::new(),
-            uses: 0,
-        }
-    }
-}
-
-impl<Id: Clone + Ord> Held<Id> {
-    /// The lexicon held for `user_id`, whatever its version.
-    fn latest(&mut self, user_id: UserId) -> Option<Arc<Lexicon<Id>>> {
-        self.uses += 1;
-        let (lexicon, used) = self.by_user.get_mut(&user_id)?;
-        *used = self.uses;
-        Some(Arc::clone(lexicon))
-    }
-
-    /// Holds `lexicon` for `user_id`, then drops the least recently used others until all held
-    /// cover at most `budget` documents (the one just built stays, however large).
-    fn insert(&mut self, user_id: UserId, lexicon: Arc<Lexicon<Id>>, budget: usize) {
-        self.uses += 1;
-        self.by_user.insert(user_id, (lexicon, self.uses));
-        let mut held: usize = self.by_user.values().map(|(lexicon, _)| lexicon.len()).sum();
-        while held > budget {
-            let Some((&oldest, _)) = self
-                .by_user
-                .iter()
-                .filter(|(user, _)| **user != user_id)
-                .min_by_key(|(_, (_, used))| *used)
-            else {
-                break;
-            };
-            if let Some((dropped, _)) = self.by_user.remove(&oldest) {
-                held -= dropped.len();
-            }
-        }
-    }
-}
-
-impl Lexicons {
-    /// `user_id`'s lexicon over memories. When the memory version moved since the held one was
-    /// built, it is brought forward by re-reading only the memories stamped since (written,
-    /// changed, or no longer active), unless a memory row went away meanwhile, which builds it
-    /// whole: every extraction moves the version, and reading and stemming every memory again at
-    /// each was most of the first search after it (190 ms at 10k memories).
-    pub async fn fresh(&self, store: &Store, user_id: UserId) -> anyhow::Result<Arc<Lexicon>> {
-        let version = store.vectors().memory_version(user_id).await?;
-        let held = lock(&self.memories).latest(user_id);
-        if let Some(lexicon) = held.as_ref().filter(|lexicon| lexicon.version() == version) {
-            return Ok(Arc::clone(lexicon));
-        }
-        let mut base = held.filter(|lexicon| lexicon.version() < version);
-        let (mut state, mut texts) = store
-            .search()
-            .memory_texts_since(user_id, base.as_ref().map(|lexicon| lexicon.version()))
-            .await?;
-        // The floor read with the rows decides: one read before them could miss a deletion.
-        if base
-            .as_ref()
-            .is_some_and(|lexicon| !state.can_extend(lexicon.version()))
-        {
-            base = None;
-            (state, texts) = store.search().memory_texts_since(user_id, None).await?;
-        }
-        self.memory_builds[usize::from(base.is_some())].fetch_add(1, Ordering::Relaxed);
-        // Tokenising and stemming 10k texts is tens of milliseconds: off the async threads.
-        let lexicon = Arc::new(
-            tokio::task::spawn_blocking(move || {
-                let changed = Lexicon::build(state.version, texts.changed);
-                match base {
-                    Some(base) => base.merged(state.version, changed, &texts.gone),
-                    None => changed,
-                }
-            })
-            .await?,
-        );
-        lock(&self.memories).insert(user_id, Arc::clone(&lexicon), HELD_MEMORIES);
-        Ok(lexicon)
-    }
-
-    /// How many memory lexicons were built from every memory, and how many were brought forward
-    /// by the changed memories only, since this process started.
-    pub fn memory_builds(&self) -> (u64, u64) {
-        (
-            self.memory_builds[0].load(Ordering::Relaxed),
-            self.memory_builds[1].load(Ordering::Relaxed),
-        )
-    }
-
-    /// `user_id`'s lexicon over every stored turn (by message id). When the turn version moved
-    /// since the held one was built, it is brought forward by re-reading only the segments with a
-    /// turn written since (a new turn changes its neighbour's context too), unless turns went away
-    /// meanwhile (erasure), which builds it whole: under live ingest every new turn moves the
-    /// version, and a whole rebuild at each was most of a search's time.
-    pub async fn fresh_turns(&self, store: &Store, user_id: UserId) -> anyhow::Result<Arc<Lexicon<String>>> {
-        let version = store.vectors().turn_version(user_id).await?;
-        let held = lock(&self.turns).latest(user_id);
-        if let Some(lexicon) = held.as_ref().filter(|lexicon| lexicon.version() == version) {
-            return Ok(Arc::clone(lexicon));
-        }
-        let mut base = held.filter(|lexicon| lexicon.version() < version);
-        let (mut state, mut turns) = store
-            .search()
-            .turn_texts_since(user_id, base.as_ref().map(|lexicon| lexicon.version()))
-            .await?;
-        // The floor read with the rows decides: one read before them could miss an erasure.
-        if base
-            .as_ref()
-            .is_some_and(|lexicon| !state.can_extend(lexicon.version()))
-        {
-            base = None;
-            (state, turns) = store.search().turn_texts_since(user_id, None).await?;
-        }
-        self.turn_builds[usize::from(base.is_some())].fetch_add(1, Ordering::Relaxed);
-        let lexicon = Arc::new(
-            tokio::task::spawn_blocking(move || {
-                let changed = Lexicon::of_turns(state.version, &turns);
-                match base {
-                    Some(base) => base.merged(state.version, changed, &[]),
-                    None => changed,
-                }
-            })
-            .await?,
-        );
-        lock(&self.turns).insert(user_id, Arc::clone(&lexicon), HELD_TURNS);
-        Ok(lexicon)
-    }
-
-    /// How many turn lexicons were built from every turn, and how many were brought forward by
-    /// the changed segments only, since this process started.
-    pub fn turn_builds(&self) -> (u64, u64) {
-        (
-            self.turn_builds[0].load(Ordering::Relaxed),
-            self.turn_builds[1].load(Ordering::Relaxed),
-        )
-    }
-
-    /// Whether `user_id`'s lexicon over memories is held (built and not forgotten).
-    pub fn holds(&self, user_id: UserId) -> bool {
-        lock(&self.memories).by_user.contains_key(&user_id)
-    }
-
-    /// Whether `user_id`'s lexicon over turns is held.
-    pub fn holds_turns(&self, user_id: UserId) -> bool {
-        lock(&self.turns).by_user.contains_key(&user_id)
-    }
-
-    /// Drops `user_id`'s lexicons (erasure: no word of an erased memory or turn stays in this process).
-    pub fn forget(&self, user_id: UserId) {
-        lock(&self.memories).by_user.remove(&user_id);
-        lock(&self.turns).by_user.remove(&user_id);
-    }
-}
-
-fn lock<T>(held: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A stale entry is the worst a panic can leave, and the version check catches it.
-    held.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 /// Each turn's document: who said it and what (a question names the speaker: "What did Noor
 /// paint?"), with the turns either side of it in the same segment as its context, counted once
 /// against its own words' twice. A turn's meaning is often in its neighbours: the photo a reply is
@@ -599,26 +412,6 @@ mod tests {
             found.contains(&"t2".to_owned()),
             "the question beside the photo is found by it"
         );
-    }
-
-    #[test]
-    fn the_least_recently_searched_users_go_first_once_the_budget_is_passed() {
-        let (a, b, c, d) = (UserId::new_v7(), UserId::new_v7(), UserId::new_v7(), UserId::new_v7());
-        let sized = |n: usize| Arc::new(lexicon(&vec!["Noor swims."; n]).0);
-        let mut held: Held<MemoryId> = Held::default();
-        held.insert(a, sized(3), 5);
-        held.insert(b, sized(2), 5);
-        assert!(held.latest(a).is_some(), "a is now the most recently used");
-        held.insert(c, sized(2), 5);
-        let kept = |held: &Held<MemoryId>, user: UserId| held.by_user.contains_key(&user);
-        assert!(
-            kept(&held, a) && kept(&held, c) && !kept(&held, b),
-            "b was the least recently used"
-        );
-        held.insert(d, sized(9), 5);
-        assert!(kept(&held, d), "the one just built stays, however large");
-        assert_eq!(held.by_user.len(), 1);
-        assert!(held.latest(b).is_none());
     }
 
     type Canonical = BTreeMap<String, (u32, BTreeMap<String, u32>)>;
