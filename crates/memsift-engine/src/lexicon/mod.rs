@@ -14,12 +14,14 @@
 //! another daemon) the index is brought forward by the memories stamped since (migration 0023),
 //! and rebuilt whole only after a memory row was deleted.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::hash::Hash;
 
 use memsift_core::MemoryId;
 use memsift_store::TurnText;
 use rust_stemmers::{Algorithm, Stemmer};
+
+use crate::search::focus::name_words;
 
 mod held;
 
@@ -61,6 +63,9 @@ pub struct Lexicon<Id = MemoryId> {
     average_length: f64,
     /// term → (document, occurrences), documents ascending.
     postings: HashMap<String, Vec<(u32, u32)>>,
+    /// The words of the names of whoever speaks in these documents (turn lexicons only; see
+    /// [`Lexicon::speaker_words`]).
+    speaker_words: BTreeSet<String>,
 }
 
 impl<Id: Clone + Ord> Lexicon<Id> {
@@ -122,6 +127,7 @@ impl<Id: Clone + Ord> Lexicon<Id> {
             ids,
             lengths,
             postings,
+            speaker_words: BTreeSet::new(),
         }
     }
 
@@ -166,13 +172,24 @@ impl<Id: Clone + Ord> Lexicon<Id> {
         }
         ids.extend(replacement.ids);
         lengths.extend(replacement.lengths);
+        // A union is exact: a turn keeps its speaker, and turns leave only by a whole rebuild.
+        let mut speaker_words = self.speaker_words.clone();
+        speaker_words.extend(replacement.speaker_words);
         Lexicon {
             version,
             average_length: average_length(&lengths),
             ids,
             lengths,
             postings,
+            speaker_words,
         }
+    }
+
+    /// The words of the speakers' names in a turn lexicon ("caroline", not "al" or "the"): a
+    /// question names the person it is about, and the search takes those words out of the text it
+    /// embeds (see `query::without_names`). Empty in a memory lexicon.
+    pub fn speaker_words(&self) -> &BTreeSet<String> {
+        &self.speaker_words
     }
 
     /// The memory version this index was built at.
@@ -263,7 +280,12 @@ impl Lexicon<String> {
             })
             .map_or(&[], |at| said[at].as_slice())
         };
-        Self::from_terms(
+        let speaker_words = turns
+            .iter()
+            .filter_map(|turn| turn.speaker.as_deref())
+            .flat_map(name_words)
+            .collect();
+        let lexicon = Self::from_terms(
             version,
             turns.iter().enumerate().map(|(index, turn)| {
                 (
@@ -275,7 +297,11 @@ impl Lexicon<String> {
                     ],
                 )
             }),
-        )
+        );
+        Lexicon {
+            speaker_words,
+            ..lexicon
+        }
     }
 }
 
@@ -412,6 +438,16 @@ mod tests {
             found.contains(&"t2".to_owned()),
             "the question beside the photo is found by it"
         );
+        let named = [
+            turn("t5", "s2", Some("Rui Costa"), "Hi."),
+            turn("t6", "s2", Some("Al"), "Hello."),
+        ];
+        let all: Vec<TurnText> = turns.into_iter().chain(named).collect();
+        assert_eq!(
+            Lexicon::of_turns(1, &all).speaker_words().iter().collect::<Vec<_>>(),
+            ["costa", "noor", "rui"],
+            "names of three letters or more, each word once"
+        );
     }
 
     type Canonical = BTreeMap<String, (u32, BTreeMap<String, u32>)>;
@@ -479,6 +515,7 @@ mod tests {
             let whole = Lexicon::of_turns(2, &in_conversation_order(&turns));
             prop_assert_eq!(canonical(&forward), canonical(&whole));
             prop_assert_eq!(forward.average_length.to_bits(), whole.average_length.to_bits());
+            prop_assert_eq!(forward.speaker_words(), whole.speaker_words());
             prop_assert_eq!(forward.version(), 2);
             for turn in &turns {
                 let query: Vec<String> = turn.text.split_whitespace().map(str::to_owned).collect();

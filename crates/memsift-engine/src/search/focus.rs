@@ -34,7 +34,7 @@ fn word_list(text: &str) -> Vec<String> {
 
 /// A speaker's name as words to look for; words under three letters ("Al", "J") and common words
 /// ("The Doctor") are too often something else to count as naming anyone.
-fn name_words(speaker: &str) -> BTreeSet<String> {
+pub fn name_words(speaker: &str) -> BTreeSet<String> {
     words(speaker)
         .into_iter()
         .filter(|word| word.chars().count() >= 3 && !is_stopword(word))

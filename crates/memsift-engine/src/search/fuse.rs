@@ -82,6 +82,9 @@ pub struct Weights {
     pub link_parents: usize,
     /// Above 0, the query is embedded as a statement (its question framing dropped).
     pub vector_as_statement: f64,
+    /// Above 0, the query is embedded without the words that name the user's speakers (who a
+    /// result is about is `speaker_focus`'s to judge).
+    pub vector_without_names: f64,
     /// When the query names some of the people who speak in the user's conversations, a result
     /// none of them said has its score multiplied by this (1 turns it off).
     pub speaker_focus: f64,
@@ -114,7 +117,8 @@ impl Default for Weights {
             link_confidence_floor: 0.6,
             link_parents: 10,
             vector_as_statement: 0.0,
-            speaker_focus: 0.6,
+            vector_without_names: 1.0,
+            speaker_focus: 0.5,
             date_boost: 1.0,
             nearby_factor: 0.3,
             nearby_parents: 10,

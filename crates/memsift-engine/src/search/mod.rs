@@ -18,7 +18,7 @@ pub mod fuse;
 mod nearby;
 pub mod query;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
 use memsift_core::{MemoryId, UserId};
@@ -26,6 +26,7 @@ use memsift_store::{MemoryCard, TurnCard};
 use serde::Serialize;
 
 use crate::app::App;
+use crate::lexicon::Lexicon;
 use crate::timings::{Phase, timed};
 pub use fuse::{Key, ScoreParts, Signal, Weights};
 use fuse::{Link, RankedList};
@@ -394,20 +395,37 @@ async fn gather(
     range: Option<TimeRange>,
 ) -> anyhow::Result<Vec<(Signal, RankedList)>> {
     let terms = query::terms(&request.query);
+    let signals = request.signals;
+    let reads_turns = !terms.is_empty() && (signals.evidence || request.include_turns);
+    let strips_names = (signals.vector || signals.turn_vectors) && request.weights.vector_without_names > 0.0;
+    // The turn lexicon first: it knows the speakers' names the query is embedded without.
+    let turn_lexicon = if reads_turns || strips_names {
+        let _timed = timed(Phase::SearchTurnText);
+        Some(app.lexicons.fresh_turns(&app.store, user_id).await?)
+    } else {
+        None
+    };
+    let speaker_words = turn_lexicon
+        .as_ref()
+        .filter(|_| strips_names)
+        .map(|lexicon| lexicon.speaker_words());
+    let turn_lexicon = turn_lexicon.as_deref().filter(|_| reads_turns);
     let (vectors, lexical, stored, named) = tokio::try_join!(
-        vector_lists(app, user_id, request),
+        vector_lists(app, user_id, request, speaker_words),
         lexical_list(app, user_id, request, &terms),
-        turn_lexical_lists(app, user_id, request, &terms),
+        turn_lexical_lists(app, user_id, request, &terms, turn_lexicon),
         named_lists(app, user_id, request, &terms, range),
     )?;
     Ok(vectors.into_iter().chain(lexical).chain(stored).chain(named).collect())
 }
 
-/// The query's vector against memories' and (through their vectors) turns'.
+/// The query's vector against memories' and (through their vectors) turns'; the query is
+/// embedded without the words of `speaker_words` when given.
 async fn vector_lists(
     app: &App,
     user_id: UserId,
     request: &SearchRequest,
+    speaker_words: Option<&BTreeSet<String>>,
 ) -> anyhow::Result<Vec<(Signal, RankedList)>> {
     let signals = request.signals;
     if !signals.vector && !signals.turn_vectors {
@@ -417,6 +435,10 @@ async fn vector_lists(
         query::as_statement(&request.query)
     } else {
         request.query.clone()
+    };
+    let text = match speaker_words {
+        Some(words) => query::without_names(&text, words),
+        None => text,
     };
     let embed_timed = timed(Phase::SearchEmbed);
     let vector = app.vectors.embed(vec![text]).await?.pop();
@@ -549,19 +571,20 @@ async fn split_by_citation(
     Ok((memories, uncited))
 }
 
-/// BM25 over every stored turn, from the in-memory turn lexicon: memories through the turns they
-/// cite, and, with `include_turns`, the turns no active memory cites.
+/// BM25 over every stored turn, from the in-memory turn `lexicon` (`None` when neither list is
+/// wanted or the query has no terms): memories through the turns they cite, and, with
+/// `include_turns`, the turns no active memory cites.
 async fn turn_lexical_lists(
     app: &App,
     user_id: UserId,
     request: &SearchRequest,
     terms: &[String],
+    lexicon: Option<&Lexicon<String>>,
 ) -> anyhow::Result<Vec<(Signal, RankedList)>> {
-    if terms.is_empty() || !(request.signals.evidence || request.include_turns) {
+    let Some(lexicon) = lexicon else {
         return Ok(Vec::new());
-    }
+    };
     let _timed = timed(Phase::SearchTurnText);
-    let lexicon = app.lexicons.fresh_turns(&app.store, user_id).await?;
     let hits = lexicon.search(terms, TURN_CANDIDATES);
     let (memories, uncited) = split_by_citation(app, user_id, hits).await?;
     let mut lists = Vec::new();

@@ -5,7 +5,7 @@
 
 use chrono::Duration;
 use memsift_engine::pipeline::run_until_idle;
-use memsift_engine::search::{Key, SearchError, SearchRequest, Signals, Weights, search};
+use memsift_engine::search::{Key, SearchAnswer, SearchError, SearchRequest, Signal, Signals, Weights, search};
 use memsift_store::Revision;
 
 use crate::helpers::{TestApp, line, t0};
@@ -424,4 +424,81 @@ async fn the_lexical_index_follows_writes_and_erasure_on_sqlite() {
 #[tokio::test]
 async fn the_lexical_index_follows_writes_and_erasure_on_postgres() {
     the_lexical_index_follows_writes_and_erasure(TestApp::postgres().await).await;
+}
+
+fn spoken(speaker: &str, minute: i64, text: &str) -> String {
+    let mut row: serde_json::Value = serde_json::from_str(&line("nate", "c1", minute, "user", text, false)).unwrap();
+    row["speaker"] = speaker.into();
+    row.to_string() + "\n"
+}
+
+/// The query is embedded without the speakers' names: a turn that only says a name is no answer
+/// to a question about that person, and who a result is about is judged apart (`speaker_focus`).
+async fn the_query_is_embedded_without_the_speakers_names(test: TestApp) {
+    let turns = [
+        spoken("Joanna", 0, "Nate! Nate, Nate, Nate!"),
+        spoken("Nate", 1, "I baked a chocolate cake and other desserts this week."),
+        spoken("Joanna", 2, "Sounds like a lovely week."),
+    ]
+    .concat();
+    test.import("chat.jsonl", &turns).await.unwrap();
+    while test.app.vectors.embed_turns(&test.app.store).await.unwrap() > 0 {}
+    let by_turn_vectors = |vector_without_names: f64| SearchRequest {
+        include_turns: true,
+        signals: Signals {
+            turn_vectors: true,
+            ..Signals::none()
+        },
+        weights: Weights {
+            vector_without_names,
+            ..Weights::default()
+        },
+        record_access: false,
+        ..request("nate", "What desserts did Nate's family like?")
+    };
+    // The cosine each turn got from the turn vectors (the turn lexicon ranks them too).
+    let cosines = |answer: SearchAnswer| -> Vec<(String, f64)> {
+        answer
+            .results
+            .into_iter()
+            .map(|hit| {
+                let cosine = hit
+                    .parts
+                    .signals
+                    .iter()
+                    .find(|part| part.0 == Signal::TurnVector)
+                    .map(|part| part.2);
+                (hit.text, cosine.unwrap_or(f64::NAN))
+            })
+            .collect()
+    };
+    let cosine =
+        |found: &[(String, f64)], text: &str| found.iter().find(|hit| hit.0 == text).map_or(f64::NAN, |hit| hit.1);
+    let without = cosines(search(&test.app, &by_turn_vectors(1.0)).await.unwrap());
+    let with = cosines(search(&test.app, &by_turn_vectors(0.0)).await.unwrap());
+    let (answer, name_only, small_talk) = (
+        "I baked a chocolate cake and other desserts this week.",
+        "Nate! Nate, Nate, Nate!",
+        "Sounds like a lovely week.",
+    );
+    assert!(
+        cosine(&without, answer) > cosine(&without, small_talk)
+            && cosine(&without, small_talk) > cosine(&without, name_only),
+        "without the name, the turn that only says it is furthest from the question: {without:?}"
+    );
+    assert!(
+        cosine(&with, name_only) > cosine(&with, small_talk) && cosine(&with, name_only) > cosine(&without, name_only),
+        "with the name embedded, it is nearer than a turn sharing a word of the question: {with:?}"
+    );
+    test.finish().await;
+}
+
+#[tokio::test]
+async fn the_query_is_embedded_without_the_speakers_names_on_sqlite() {
+    the_query_is_embedded_without_the_speakers_names(TestApp::sqlite().await).await;
+}
+
+#[tokio::test]
+async fn the_query_is_embedded_without_the_speakers_names_on_postgres() {
+    the_query_is_embedded_without_the_speakers_names(TestApp::postgres().await).await;
 }
