@@ -21,8 +21,6 @@ use memsift_core::MemoryId;
 use memsift_store::TurnText;
 use rust_stemmers::{Algorithm, Stemmer};
 
-use crate::search::focus::name_words;
-
 mod held;
 
 pub use held::{HELD_MEMORIES, HELD_TURNS, Lexicons};
@@ -63,7 +61,7 @@ pub struct Lexicon<Id = MemoryId> {
     average_length: f64,
     /// term → (document, occurrences), documents ascending.
     postings: HashMap<String, Vec<(u32, u32)>>,
-    /// The words of the names of whoever speaks in these documents (turn lexicons only; see
+    /// The names of whoever speaks in these documents (turn lexicons only; see
     /// [`Lexicon::speaker_words`]).
     speaker_words: BTreeSet<String>,
 }
@@ -185,9 +183,9 @@ impl<Id: Clone + Ord> Lexicon<Id> {
         }
     }
 
-    /// The words of the speakers' names in a turn lexicon ("caroline", not "al" or "the"): a
-    /// question names the person it is about, and the search takes those words out of the text it
-    /// embeds (see `query::without_names`). Empty in a memory lexicon.
+    /// The speakers' names in a turn lexicon, as given: a question names the person it is about,
+    /// and the search takes their name words out of the text it embeds (see
+    /// `query::without_names`). Empty in a memory lexicon.
     pub fn speaker_words(&self) -> &BTreeSet<String> {
         &self.speaker_words
     }
@@ -280,11 +278,7 @@ impl Lexicon<String> {
             })
             .map_or(&[], |at| said[at].as_slice())
         };
-        let speaker_words = turns
-            .iter()
-            .filter_map(|turn| turn.speaker.as_deref())
-            .flat_map(name_words)
-            .collect();
+        let speaker_words = turns.iter().filter_map(|turn| turn.speaker.clone()).collect();
         let lexicon = Self::from_terms(
             version,
             turns.iter().enumerate().map(|(index, turn)| {
@@ -445,8 +439,8 @@ mod tests {
         let all: Vec<TurnText> = turns.into_iter().chain(named).collect();
         assert_eq!(
             Lexicon::of_turns(1, &all).speaker_words().iter().collect::<Vec<_>>(),
-            ["costa", "noor", "rui"],
-            "names of three letters or more, each word once"
+            ["Al", "Noor", "Rui Costa"],
+            "each speaker once"
         );
     }
 

@@ -41,6 +41,11 @@ pub fn name_words(speaker: &str) -> BTreeSet<String> {
         .collect()
 }
 
+/// The words that name any of `speakers` (as [`name_words`] reads each).
+pub fn words_naming(speakers: &BTreeSet<String>) -> BTreeSet<String> {
+    speakers.iter().flat_map(|speaker| name_words(speaker)).collect()
+}
+
 /// Whether any word of `name` is among `said`.
 fn names(said: &BTreeSet<String>, name: &BTreeSet<String>) -> bool {
     name.iter().any(|word| said.contains(word))

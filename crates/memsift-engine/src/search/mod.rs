@@ -408,10 +408,10 @@ async fn gather(
     let speaker_words = turn_lexicon
         .as_ref()
         .filter(|_| strips_names)
-        .map(|lexicon| lexicon.speaker_words());
+        .map(|lexicon| focus::words_naming(lexicon.speaker_words()));
     let turn_lexicon = turn_lexicon.as_deref().filter(|_| reads_turns);
     let (vectors, lexical, stored, named) = tokio::try_join!(
-        vector_lists(app, user_id, request, speaker_words),
+        vector_lists(app, user_id, request, speaker_words.as_ref()),
         lexical_list(app, user_id, request, &terms),
         turn_lexical_lists(app, user_id, request, &terms, turn_lexicon),
         named_lists(app, user_id, request, &terms, range),
