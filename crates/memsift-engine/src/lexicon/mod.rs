@@ -62,8 +62,8 @@ pub struct Lexicon<Id = MemoryId> {
     /// term → (document, occurrences), documents ascending.
     postings: HashMap<String, Vec<(u32, u32)>>,
     /// The names of whoever speaks in these documents (turn lexicons only; see
-    /// [`Lexicon::speaker_words`]).
-    speaker_words: BTreeSet<String>,
+    /// [`Lexicon::speakers`]).
+    speakers: BTreeSet<String>,
 }
 
 impl<Id: Clone + Ord> Lexicon<Id> {
@@ -125,7 +125,7 @@ impl<Id: Clone + Ord> Lexicon<Id> {
             ids,
             lengths,
             postings,
-            speaker_words: BTreeSet::new(),
+            speakers: BTreeSet::new(),
         }
     }
 
@@ -171,23 +171,23 @@ impl<Id: Clone + Ord> Lexicon<Id> {
         ids.extend(replacement.ids);
         lengths.extend(replacement.lengths);
         // A union is exact: a turn keeps its speaker, and turns leave only by a whole rebuild.
-        let mut speaker_words = self.speaker_words.clone();
-        speaker_words.extend(replacement.speaker_words);
+        let mut speakers = self.speakers.clone();
+        speakers.extend(replacement.speakers);
         Lexicon {
             version,
             average_length: average_length(&lengths),
             ids,
             lengths,
             postings,
-            speaker_words,
+            speakers,
         }
     }
 
     /// The speakers' names in a turn lexicon, as given: a question names the person it is about,
     /// and the search takes their name words out of the text it embeds (see
     /// `query::without_names`). Empty in a memory lexicon.
-    pub fn speaker_words(&self) -> &BTreeSet<String> {
-        &self.speaker_words
+    pub fn speakers(&self) -> &BTreeSet<String> {
+        &self.speakers
     }
 
     /// The memory version this index was built at.
@@ -261,7 +261,7 @@ impl Lexicon<String> {
     pub fn of_turns(version: i64, turns: &[TurnText]) -> Self {
         let stemmer = Stemmer::create(Algorithm::English);
         let said: Vec<Vec<String>> = turns.iter().map(|turn| index_terms(&stemmer, &turn.text)).collect();
-        let speakers: Vec<Vec<String>> = turns
+        let speaker_terms: Vec<Vec<String>> = turns
             .iter()
             .map(|turn| {
                 turn.speaker
@@ -278,13 +278,12 @@ impl Lexicon<String> {
             })
             .map_or(&[], |at| said[at].as_slice())
         };
-        let speaker_words = turns.iter().filter_map(|turn| turn.speaker.clone()).collect();
         let lexicon = Self::from_terms(
             version,
             turns.iter().enumerate().map(|(index, turn)| {
                 (
                     turn.id.clone(),
-                    [speakers[index].as_slice(), said[index].as_slice()],
+                    [speaker_terms[index].as_slice(), said[index].as_slice()],
                     [
                         neighbour(index, index.checked_sub(1)),
                         neighbour(index, index.checked_add(1)),
@@ -293,7 +292,7 @@ impl Lexicon<String> {
             }),
         );
         Lexicon {
-            speaker_words,
+            speakers: turns.iter().filter_map(|turn| turn.speaker.clone()).collect(),
             ..lexicon
         }
     }
@@ -438,7 +437,7 @@ mod tests {
         ];
         let all: Vec<TurnText> = turns.into_iter().chain(named).collect();
         assert_eq!(
-            Lexicon::of_turns(1, &all).speaker_words().iter().collect::<Vec<_>>(),
+            Lexicon::of_turns(1, &all).speakers().iter().collect::<Vec<_>>(),
             ["Al", "Noor", "Rui Costa"],
             "each speaker once"
         );
@@ -509,7 +508,7 @@ mod tests {
             let whole = Lexicon::of_turns(2, &in_conversation_order(&turns));
             prop_assert_eq!(canonical(&forward), canonical(&whole));
             prop_assert_eq!(forward.average_length.to_bits(), whole.average_length.to_bits());
-            prop_assert_eq!(forward.speaker_words(), whole.speaker_words());
+            prop_assert_eq!(forward.speakers(), whole.speakers());
             prop_assert_eq!(forward.version(), 2);
             for turn in &turns {
                 let query: Vec<String> = turn.text.split_whitespace().map(str::to_owned).collect();

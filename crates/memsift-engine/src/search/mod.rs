@@ -408,7 +408,7 @@ async fn gather(
     let speaker_words = turn_lexicon
         .as_ref()
         .filter(|_| strips_names)
-        .map(|lexicon| focus::words_naming(lexicon.speaker_words()));
+        .map(|lexicon| focus::words_naming(lexicon.speakers()));
     let turn_lexicon = turn_lexicon.as_deref().filter(|_| reads_turns);
     let (vectors, lexical, stored, named) = tokio::try_join!(
         vector_lists(app, user_id, request, speaker_words.as_ref()),
