@@ -7,6 +7,8 @@
 //! the transaction that writes the row (triggers; a generated column), so no write path can
 //! forget them. Every query here is scoped by user in its SQL.
 
+use std::collections::BTreeSet;
+
 use chrono::{DateTime, Utc};
 use memsift_core::{MemoryId, UserId};
 
@@ -288,6 +290,22 @@ impl Search<'_> {
             })
             .collect();
         Ok((state, turns))
+    }
+
+    /// The names of the speakers of `user_id`'s turns stamped after `since`, with the turn version
+    /// and floor read first: what a held turn lexicon at `since` lacks of its speakers, when the
+    /// floor says no turn went away since.
+    pub async fn speakers_since(self, user_id: UserId, since: i64) -> Result<(StampState, BTreeSet<String>)> {
+        let state = self.vectors().turn_state(user_id).await?;
+        let names: Vec<(String,)> = self
+            .read_all(crate::tx::sql!(
+                "SELECT DISTINCT speaker FROM messages
+                 WHERE user_id = $1 AND turn_stamp > $2 AND speaker IS NOT NULL",
+                user_id,
+                since
+            ))
+            .await?;
+        Ok((state, names.into_iter().map(|(name,)| name).collect()))
     }
 
     /// `user_id`'s turns that no active memory cites, matching any of `terms`, best first.

@@ -1,7 +1,7 @@
 //! The lexicons a process holds per user, each brought forward to the user's version before use
 //! and the least recently searched dropped first once they pass a budget.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::hash::Hash;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -162,6 +162,14 @@ impl<Id: Clone + Ord + Hash + Send + Sync + 'static> Shelf<Id> {
         lock(&self.held).by_user.contains_key(&user_id)
     }
 
+    /// The lexicon held for `user_id`, whatever its version, without counting it as used.
+    fn peek(&self, user_id: UserId) -> Option<Arc<Lexicon<Id>>> {
+        lock(&self.held)
+            .by_user
+            .get(&user_id)
+            .map(|(lexicon, _)| Arc::clone(lexicon))
+    }
+
     fn forget(&self, user_id: UserId) {
         lock(&self.held).by_user.remove(&user_id);
     }
@@ -196,6 +204,24 @@ impl Lexicons {
         let read = |since| store.search().turn_texts_since(user_id, since);
         let build = |version, turns: Vec<TurnText>| (Lexicon::of_turns(version, &turns), Vec::new());
         self.turns.current(user_id, version, read, build).await
+    }
+
+    /// The names of `user_id`'s speakers, as the turn lexicon at the current turn version would
+    /// hold them, without waiting for it to be brought forward when one is held: the held one's
+    /// names and those of the turns stamped since (a turn keeps its speaker, and when turns went
+    /// away the floor says so and the lexicon is made current instead). The query is embedded
+    /// without these names, and bringing the lexicon forward before the embedding put the two in
+    /// a row (10 ms more at p95 on the first search after a write, at 10k memories).
+    pub async fn speakers(&self, store: &Store, user_id: UserId) -> anyhow::Result<BTreeSet<String>> {
+        if let Some(held) = self.turns.peek(user_id) {
+            let (state, since) = store.search().speakers_since(user_id, held.version()).await?;
+            if state.can_extend(held.version()) {
+                let mut names = held.speakers().clone();
+                names.extend(since);
+                return Ok(names);
+            }
+        }
+        Ok(self.fresh_turns(store, user_id).await?.speakers().clone())
     }
 
     /// How many turn lexicons were built from every turn, and how many were brought forward by

@@ -26,7 +26,6 @@ use memsift_store::{MemoryCard, TurnCard};
 use serde::Serialize;
 
 use crate::app::App;
-use crate::lexicon::Lexicon;
 use crate::timings::{Phase, timed};
 pub use fuse::{Key, ScoreParts, Signal, Weights};
 use fuse::{Link, RankedList};
@@ -398,22 +397,16 @@ async fn gather(
     let signals = request.signals;
     let reads_turns = !terms.is_empty() && (signals.evidence || request.include_turns);
     let strips_names = (signals.vector || signals.turn_vectors) && request.weights.vector_without_names > 0.0;
-    // The turn lexicon first: it knows the speakers' names the query is embedded without.
-    let turn_lexicon = if reads_turns || strips_names {
-        let _timed = timed(Phase::SearchTurnText);
-        Some(app.lexicons.fresh_turns(&app.store, user_id).await?)
+    // The speakers' names before the embedding; the turn lexicon is brought forward beside it.
+    let speaker_words = if strips_names {
+        Some(focus::words_naming(&app.lexicons.speakers(&app.store, user_id).await?))
     } else {
         None
     };
-    let speaker_words = turn_lexicon
-        .as_ref()
-        .filter(|_| strips_names)
-        .map(|lexicon| focus::words_naming(lexicon.speakers()));
-    let turn_lexicon = turn_lexicon.as_deref().filter(|_| reads_turns);
     let (vectors, lexical, stored, named) = tokio::try_join!(
         vector_lists(app, user_id, request, speaker_words.as_ref()),
         lexical_list(app, user_id, request, &terms),
-        turn_lexical_lists(app, user_id, request, &terms, turn_lexicon),
+        turn_lexical_lists(app, user_id, request, &terms, reads_turns),
         named_lists(app, user_id, request, &terms, range),
     )?;
     Ok(vectors.into_iter().chain(lexical).chain(stored).chain(named).collect())
@@ -571,20 +564,21 @@ async fn split_by_citation(
     Ok((memories, uncited))
 }
 
-/// BM25 over every stored turn, from the in-memory turn `lexicon` (`None` when neither list is
-/// wanted or the query has no terms): memories through the turns they cite, and, with
+/// BM25 over every stored turn, from the in-memory turn lexicon (unless `reads_turns` says neither
+/// list is wanted or the query has no terms): memories through the turns they cite, and, with
 /// `include_turns`, the turns no active memory cites.
 async fn turn_lexical_lists(
     app: &App,
     user_id: UserId,
     request: &SearchRequest,
     terms: &[String],
-    lexicon: Option<&Lexicon<String>>,
+    reads_turns: bool,
 ) -> anyhow::Result<Vec<(Signal, RankedList)>> {
-    let Some(lexicon) = lexicon else {
+    if !reads_turns {
         return Ok(Vec::new());
-    };
+    }
     let _timed = timed(Phase::SearchTurnText);
+    let lexicon = app.lexicons.fresh_turns(&app.store, user_id).await?;
     let hits = lexicon.search(terms, TURN_CANDIDATES);
     let (memories, uncited) = split_by_citation(app, user_id, hits).await?;
     let mut lists = Vec::new();

@@ -502,3 +502,57 @@ async fn the_query_is_embedded_without_the_speakers_names_on_sqlite() {
 async fn the_query_is_embedded_without_the_speakers_names_on_postgres() {
     the_query_is_embedded_without_the_speakers_names(TestApp::postgres().await).await;
 }
+
+/// The names the query is embedded without are the speakers' at the current turn version, read
+/// without bringing the held turn lexicon forward first (it is brought forward beside the
+/// embedding); past an erasure the lexicon is read again whole and names nobody.
+async fn the_speakers_names_are_current_without_waiting_for_the_turn_lexicon(test: TestApp) {
+    let store = &test.app.store;
+    let lexicons = &test.app.lexicons;
+    test.import(
+        "a.jsonl",
+        &[spoken("Joanna", 0, "Hi Nate!"), spoken("Nate", 1, "Hey.")].concat(),
+    )
+    .await
+    .unwrap();
+    let nate = store.listing().user_id("nate").await.unwrap().unwrap();
+    let names = |set: std::collections::BTreeSet<String>| set.into_iter().collect::<Vec<_>>();
+    assert_eq!(names(lexicons.speakers(store, nate).await.unwrap()), ["Joanna", "Nate"]);
+    assert_eq!(
+        lexicons.turn_builds(),
+        (1, 0),
+        "nothing held: the lexicon is read whole"
+    );
+
+    test.import("b.jsonl", &spoken("Evan", 2, "Evan here, hello both."))
+        .await
+        .unwrap();
+    assert_eq!(
+        names(lexicons.speakers(store, nate).await.unwrap()),
+        ["Evan", "Joanna", "Nate"],
+        "a speaker new since the held lexicon is named"
+    );
+    assert_eq!(lexicons.turn_builds(), (1, 0), "without bringing the lexicon forward");
+    assert_eq!(lexicons.fresh_turns(store, nate).await.unwrap().speakers().len(), 3);
+    assert_eq!(lexicons.turn_builds(), (1, 1));
+
+    let other = memsift_engine::testing::app_on(store, &test.clock, test.app.config.clone(), "other");
+    assert_eq!(other.lexicons.speakers(store, nate).await.unwrap().len(), 3);
+    memsift_engine::erase::erase_user(&test.app, "nate").await.unwrap();
+    assert!(
+        other.lexicons.speakers(store, nate).await.unwrap().is_empty(),
+        "no erased speaker's name stays in the other daemon"
+    );
+    assert_eq!(other.lexicons.turn_builds(), (2, 0), "read whole past the erasure");
+    test.finish().await;
+}
+
+#[tokio::test]
+async fn the_speakers_names_are_current_without_waiting_for_the_turn_lexicon_on_sqlite() {
+    the_speakers_names_are_current_without_waiting_for_the_turn_lexicon(TestApp::sqlite().await).await;
+}
+
+#[tokio::test]
+async fn the_speakers_names_are_current_without_waiting_for_the_turn_lexicon_on_postgres() {
+    the_speakers_names_are_current_without_waiting_for_the_turn_lexicon(TestApp::postgres().await).await;
+}
