@@ -449,19 +449,20 @@ impl Search<'_> {
     }
 
     /// The turns said within `span` places of each of `turn_ids` (`user_id`'s messages) in the
-    /// same segment, as (turn, neighbour, places after it: negative before), the turn itself left
-    /// out.
+    /// same segment, as (turn, neighbour, places after it: negative before, 1 when the same
+    /// speaker said both, else 0), the turn itself left out.
     pub async fn turn_neighbours(
         self,
         user_id: UserId,
         turn_ids: &[String],
         span: i64,
-    ) -> Result<Vec<(String, String, i64)>> {
+    ) -> Result<Vec<(String, String, i64, i64)>> {
         if turn_ids.is_empty() || span <= 0 {
             return Ok(Vec::new());
         }
         let sql = format!(
-            "SELECT o.id, n.id, n.seq - o.seq FROM messages o
+            "SELECT o.id, n.id, n.seq - o.seq, CAST(CASE WHEN n.speaker = o.speaker THEN 1 ELSE 0 END AS BIGINT)
+             FROM messages o
              JOIN messages n ON n.segment_id = o.segment_id AND n.seq >= o.seq - $3 AND n.seq <= o.seq + $3
              WHERE {} = $1 AND o.id{} AND n.id <> o.id
              ORDER BY o.id, n.seq",

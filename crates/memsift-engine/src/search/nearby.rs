@@ -7,13 +7,10 @@ use std::collections::HashMap;
 use memsift_core::UserId;
 use memsift_store::MemoryCard;
 
-use super::fuse::{Key, Nearby, ScoreParts, Weights};
+use super::fuse::{Key, MAX_NEARBY_SPAN, Nearby, ScoreParts, Weights};
 use crate::app::App;
 
-/// How many places either side of a result's turn are read.
-const SPAN: i64 = 2;
-
-/// The turns said within [`SPAN`] places of the top `weights.nearby_parents` results' turns (a
+/// The turns said within `weights.nearby_span` places of the top `weights.nearby_parents` results' turns (a
 /// memory's evidence turns, or the turn itself), each as the memories that cite it, or as itself
 /// when none does and `include_turns` is set.
 pub(super) async fn read(
@@ -38,15 +35,21 @@ pub(super) async fn read(
         }
     }
     let turns: Vec<String> = parents_of.keys().cloned().collect();
-    let neighbours = app.store.search().turn_neighbours(user_id, &turns, SPAN).await?;
-    let neighbour_ids: Vec<String> = neighbours.iter().map(|(_, neighbour, _)| neighbour.clone()).collect();
+    let neighbours = app
+        .store
+        .search()
+        .turn_neighbours(user_id, &turns, weights.nearby_span.min(MAX_NEARBY_SPAN))
+        .await?;
+    let neighbour_ids: Vec<String> = neighbours
+        .iter()
+        .map(|(_, neighbour, _, _)| neighbour.clone())
+        .collect();
     let mut citing: HashMap<String, Vec<Key>> = HashMap::new();
     for (turn, memory) in app.store.search().turn_citations(user_id, &neighbour_ids).await? {
         citing.entry(turn).or_default().push(Key::Memory(memory.to_string()));
     }
     let mut nearby = Vec::new();
-    for (turn, neighbour, offset) in neighbours {
-        let places = u32::try_from(offset.unsigned_abs()).unwrap_or(u32::MAX);
+    for (turn, neighbour, _, same_speaker) in neighbours {
         let reached: Vec<Key> = match citing.get(&neighbour) {
             Some(memories) => memories.clone(),
             None if include_turns => vec![Key::Turn(neighbour)],
@@ -57,7 +60,7 @@ pub(super) async fn read(
                 nearby.push(Nearby {
                     from: (*parent).clone(),
                     to: to.clone(),
-                    places,
+                    same_speaker: same_speaker != 0,
                 });
             }
         }

@@ -4,7 +4,7 @@
 
 use memsift_core::UserId;
 use memsift_core::status::Role;
-use memsift_store::{MemoryTexts, Store, VectorCache, VectorIndex};
+use memsift_store::{MemoryTexts, NewMessage, Store, VectorCache, VectorIndex};
 
 use crate::helpers::{idle, memory_texts_since, message, no_progress, t0};
 
@@ -327,11 +327,16 @@ pub async fn a_turn_index_reads_only_what_changed_since_it_was_built_until_turns
     assert!(erased.can_extend(erased.version));
 }
 
-/// A turn's neighbours are the turns within the span in its own segment, with their offsets,
-/// never itself, another conversation's turns or another user's.
+/// A turn's neighbours are the turns within the span in its own segment, with their offsets and
+/// whether the same speaker said them (two alternate here, one turn has none), never itself,
+/// another conversation's turns or another user's.
 pub async fn a_turns_neighbours_are_read_within_its_segment_and_its_user(store: &Store) {
+    let speakers = [Some("Ana"), Some("Noor"), Some("Ana"), Some("Noor"), None];
     let said: Vec<_> = (0..5)
-        .map(|minute| message("ana", "c1", minute, Role::User, &format!("turn {minute}")))
+        .map(|minute| NewMessage {
+            speaker: speakers[minute as usize].map(str::to_owned),
+            ..message("ana", "c1", minute, Role::User, &format!("turn {minute}"))
+        })
         .chain([message("ana", "c2", 9, Role::User, "elsewhere")])
         .collect();
     store
@@ -354,14 +359,15 @@ pub async fn a_turns_neighbours_are_read_within_its_segment_and_its_user(store: 
         .turn_neighbours(ana, std::slice::from_ref(&middle), 2)
         .await
         .unwrap();
-    let read: Vec<(String, String, i64)> = found
+    let read: Vec<(String, String, i64, i64)> = found
         .into_iter()
-        .map(|(turn, neighbour, offset)| (text_of(&turn), text_of(&neighbour), offset))
+        .map(|(turn, neighbour, offset, same)| (text_of(&turn), text_of(&neighbour), offset, same))
         .collect();
-    let expected: Vec<(String, String, i64)> = [("turn 0", -2), ("turn 1", -1), ("turn 3", 1), ("turn 4", 2)]
-        .into_iter()
-        .map(|(text, offset)| ("turn 2".to_owned(), text.to_owned(), offset))
-        .collect();
+    let expected: Vec<(String, String, i64, i64)> =
+        [("turn 0", -2, 1), ("turn 1", -1, 0), ("turn 3", 1, 0), ("turn 4", 2, 0)]
+            .into_iter()
+            .map(|(text, offset, same)| ("turn 2".to_owned(), text.to_owned(), offset, same))
+            .collect();
     assert_eq!(read, expected);
     let edge = store
         .search()
