@@ -450,7 +450,9 @@ impl Search<'_> {
 
     /// The turns said within `span` places of each of `turn_ids` (`user_id`'s messages) in the
     /// same segment, as (turn, neighbour, places after it: negative before, 1 when the same
-    /// speaker said both, else 0), the turn itself left out.
+    /// speaker said both, else 0), the turn itself left out. Turns with no speaker's name (an
+    /// assistant's chat, where the roles say who spoke) are the same speaker's when their roles
+    /// are the same.
     pub async fn turn_neighbours(
         self,
         user_id: UserId,
@@ -461,7 +463,10 @@ impl Search<'_> {
             return Ok(Vec::new());
         }
         let sql = format!(
-            "SELECT o.id, n.id, n.seq - o.seq, CAST(CASE WHEN n.speaker = o.speaker THEN 1 ELSE 0 END AS BIGINT)
+            "SELECT o.id, n.id, n.seq - o.seq,
+                    CAST(CASE WHEN n.speaker = o.speaker
+                                   OR (n.speaker IS NULL AND o.speaker IS NULL AND n.role = o.role)
+                              THEN 1 ELSE 0 END AS BIGINT)
              FROM messages o
              JOIN messages n ON n.segment_id = o.segment_id AND n.seq >= o.seq - $3 AND n.seq <= o.seq + $3
              WHERE {} = $1 AND o.id{} AND n.id <> o.id

@@ -297,7 +297,8 @@ pub struct Nearby {
     pub from: Key,
     /// The memory citing a turn said next to it, or that turn when no memory cites it.
     pub to: Key,
-    /// Whether the result's turn and this one have the same speaker.
+    /// Whether the result's turn and this one have the same speaker (by name, or by role when
+    /// neither has a name).
     pub same_speaker: bool,
 }
 

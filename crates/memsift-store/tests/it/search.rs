@@ -328,8 +328,8 @@ pub async fn a_turn_index_reads_only_what_changed_since_it_was_built_until_turns
 }
 
 /// A turn's neighbours are the turns within the span in its own segment, with their offsets and
-/// whether the same speaker said them (two alternate here, one turn has none), never itself,
-/// another conversation's turns or another user's.
+/// whether the same speaker said them (by name, or by role when neither has a name), never
+/// itself, another conversation's turns or another user's.
 pub async fn a_turns_neighbours_are_read_within_its_segment_and_its_user(store: &Store) {
     let speakers = [Some("Ana"), Some("Noor"), Some("Ana"), Some("Noor"), None];
     let said: Vec<_> = (0..5)
@@ -338,6 +338,11 @@ pub async fn a_turns_neighbours_are_read_within_its_segment_and_its_user(store: 
             ..message("ana", "c1", minute, Role::User, &format!("turn {minute}"))
         })
         .chain([message("ana", "c2", 9, Role::User, "elsewhere")])
+        .chain([
+            message("ana", "c3", 20, Role::User, "plain 0"),
+            message("ana", "c3", 21, Role::Assistant, "plain 1"),
+            message("ana", "c3", 22, Role::User, "plain 2"),
+        ])
         .collect();
     store
         .messages()
@@ -369,6 +374,19 @@ pub async fn a_turns_neighbours_are_read_within_its_segment_and_its_user(store: 
             .map(|(text, offset, same)| ("turn 2".to_owned(), text.to_owned(), offset, same))
             .collect();
     assert_eq!(read, expected);
+    let by_role: Vec<(String, i64)> = store
+        .search()
+        .turn_neighbours(ana, &[id_of("plain 0")], 2)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(_, neighbour, _, same)| (text_of(&neighbour), same))
+        .collect();
+    assert_eq!(
+        by_role,
+        [("plain 1".to_owned(), 0), ("plain 2".to_owned(), 1)],
+        "without names, the same role is the same speaker"
+    );
     let edge = store
         .search()
         .turn_neighbours(ana, &[id_of("turn 4"), id_of("elsewhere")], 1)
