@@ -297,6 +297,10 @@ impl Search<'_> {
     /// floor says no turn went away since.
     pub async fn speakers_since(self, user_id: UserId, since: i64) -> Result<(StampState, BTreeSet<String>)> {
         let state = self.vectors().turn_state(user_id).await?;
+        if state.version == since {
+            // Nothing stamped since: no second round trip on a search whose lexicon is current.
+            return Ok((state, BTreeSet::new()));
+        }
         let names: Vec<(String,)> = self
             .read_all(crate::tx::sql!(
                 "SELECT DISTINCT speaker FROM messages
@@ -449,8 +453,8 @@ impl Search<'_> {
     }
 
     /// The turns said within `span` places of each of `turn_ids` (`user_id`'s messages) in the
-    /// same segment, as (turn, neighbour, places after it: negative before, 1 when the same
-    /// speaker said both, else 0), the turn itself left out. Turns with no speaker's name (an
+    /// same segment, as (turn, neighbour, places after it: negative before, whether the
+    /// same speaker said both), the turn itself left out. Turns with no speaker's name (an
     /// assistant's chat, where the roles say who spoke) are the same speaker's when their roles
     /// are the same.
     pub async fn turn_neighbours(
@@ -458,15 +462,15 @@ impl Search<'_> {
         user_id: UserId,
         turn_ids: &[String],
         span: i64,
-    ) -> Result<Vec<(String, String, i64, i64)>> {
+    ) -> Result<Vec<(String, String, i64, bool)>> {
         if turn_ids.is_empty() || span <= 0 {
             return Ok(Vec::new());
         }
         let sql = format!(
             "SELECT o.id, n.id, n.seq - o.seq,
-                    CAST(CASE WHEN n.speaker = o.speaker
-                                   OR (n.speaker IS NULL AND o.speaker IS NULL AND n.role = o.role)
-                              THEN 1 ELSE 0 END AS BIGINT)
+                    CASE WHEN n.speaker = o.speaker
+                              OR (n.speaker IS NULL AND o.speaker IS NULL AND n.role = o.role)
+                         THEN TRUE ELSE FALSE END
              FROM messages o
              JOIN messages n ON n.segment_id = o.segment_id AND n.seq >= o.seq - $3 AND n.seq <= o.seq + $3
              WHERE {} = $1 AND o.id{} AND n.id <> o.id

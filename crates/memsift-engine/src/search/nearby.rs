@@ -10,9 +10,9 @@ use memsift_store::MemoryCard;
 use super::fuse::{Key, MAX_NEARBY_SPAN, Nearby, ScoreParts, Weights};
 use crate::app::App;
 
-/// The turns said within `weights.nearby_span` places of the top `weights.nearby_parents` results' turns (a
-/// memory's evidence turns, or the turn itself), each as the memories that cite it, or as itself
-/// when none does and `include_turns` is set.
+/// The turns said within `weights.nearby_span` places of the top `weights.nearby_parents`
+/// results' turns (a memory's evidence turns, or the turn itself), each as the memories that cite
+/// it, or as itself when none does and `include_turns` is set.
 pub(super) async fn read(
     app: &App,
     user_id: UserId,
@@ -60,7 +60,7 @@ pub(super) async fn read(
                 nearby.push(Nearby {
                     from: (*parent).clone(),
                     to: to.clone(),
-                    same_speaker: same_speaker != 0,
+                    same_speaker,
                 });
             }
         }

@@ -364,17 +364,21 @@ pub async fn a_turns_neighbours_are_read_within_its_segment_and_its_user(store: 
         .turn_neighbours(ana, std::slice::from_ref(&middle), 2)
         .await
         .unwrap();
-    let read: Vec<(String, String, i64, i64)> = found
+    let read: Vec<(String, String, i64, bool)> = found
         .into_iter()
         .map(|(turn, neighbour, offset, same)| (text_of(&turn), text_of(&neighbour), offset, same))
         .collect();
-    let expected: Vec<(String, String, i64, i64)> =
-        [("turn 0", -2, 1), ("turn 1", -1, 0), ("turn 3", 1, 0), ("turn 4", 2, 0)]
-            .into_iter()
-            .map(|(text, offset, same)| ("turn 2".to_owned(), text.to_owned(), offset, same))
-            .collect();
+    let expected: Vec<(String, String, i64, bool)> = [
+        ("turn 0", -2, true),
+        ("turn 1", -1, false),
+        ("turn 3", 1, false),
+        ("turn 4", 2, false),
+    ]
+    .into_iter()
+    .map(|(text, offset, same)| ("turn 2".to_owned(), text.to_owned(), offset, same))
+    .collect();
     assert_eq!(read, expected);
-    let by_role: Vec<(String, i64)> = store
+    let by_role: Vec<(String, bool)> = store
         .search()
         .turn_neighbours(ana, &[id_of("plain 0")], 2)
         .await
@@ -384,7 +388,7 @@ pub async fn a_turns_neighbours_are_read_within_its_segment_and_its_user(store: 
         .collect();
     assert_eq!(
         by_role,
-        [("plain 1".to_owned(), 0), ("plain 2".to_owned(), 1)],
+        [("plain 1".to_owned(), false), ("plain 2".to_owned(), true)],
         "without names, the same role is the same speaker"
     );
     let edge = store
