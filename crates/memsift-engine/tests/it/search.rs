@@ -556,3 +556,67 @@ async fn the_speakers_names_are_current_without_waiting_for_the_turn_lexicon_on_
 async fn the_speakers_names_are_current_without_waiting_for_the_turn_lexicon_on_postgres() {
     the_speakers_names_are_current_without_waiting_for_the_turn_lexicon(TestApp::postgres().await).await;
 }
+
+/// Over any run of writes (speakers old and new, turns with no speaker, a second conversation),
+/// the names read without bringing the held lexicon forward are those a daemon reading every turn
+/// afresh gets.
+async fn the_speakers_names_after_any_writes_are_a_whole_reads(test: TestApp) {
+    let store = &test.app.store;
+    let pool = [
+        Some("Ana"),
+        Some("Noor"),
+        None,
+        Some("Zoë O'Brien"),
+        Some("李雷"),
+        Some("ana"),
+    ];
+    // A fixed xorshift sequence: the same run every time, many orders of new and known names.
+    let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = move |bound: usize| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        usize::try_from(state % bound as u64).unwrap()
+    };
+    for minute in 0..16 {
+        let conversation = ["c1", "c2"][next(2)];
+        let mut row: serde_json::Value =
+            serde_json::from_str(&line("nate", conversation, minute, "user", "Something said.", false)).unwrap();
+        if let Some(speaker) = pool[next(pool.len())] {
+            row["speaker"] = speaker.into();
+        }
+        test.import(&format!("{minute}.jsonl"), &(row.to_string() + "\n"))
+            .await
+            .unwrap();
+        let nate = store.listing().user_id("nate").await.unwrap().unwrap();
+        let afresh = memsift_engine::testing::app_on(store, &test.clock, test.app.config.clone(), "afresh");
+        let whole = afresh
+            .lexicons
+            .fresh_turns(store, nate)
+            .await
+            .unwrap()
+            .speakers()
+            .clone();
+        assert_eq!(
+            test.app.lexicons.speakers(store, nate).await.unwrap(),
+            whole,
+            "after write {minute}"
+        );
+    }
+    assert_eq!(
+        test.app.lexicons.turn_builds(),
+        (1, 0),
+        "read whole once, never brought forward for names"
+    );
+    test.finish().await;
+}
+
+#[tokio::test]
+async fn the_speakers_names_after_any_writes_are_a_whole_reads_on_sqlite() {
+    the_speakers_names_after_any_writes_are_a_whole_reads(TestApp::sqlite().await).await;
+}
+
+#[tokio::test]
+async fn the_speakers_names_after_any_writes_are_a_whole_reads_on_postgres() {
+    the_speakers_names_after_any_writes_are_a_whole_reads(TestApp::postgres().await).await;
+}
