@@ -110,9 +110,8 @@ pub fn check_chunk_budget(
     today: chrono::DateTime<chrono::Utc>,
 ) -> anyhow::Result<()> {
     let prompt = prompts.get("extraction")?;
-    let needed = memsift_payload::minimum_chunk_budget(prompt, today);
     let budget = config.batch.chunk_budget_tokens;
-    if (budget as usize) < needed {
+    if let Err(needed) = memsift_payload::check_chunk_budget(prompt, today, budget as usize) {
         return Err(ConfigError::Invalid {
             key: "batch.chunk_budget_tokens".to_owned(),
             value: budget.to_string(),

@@ -191,6 +191,27 @@ pub fn minimum_chunk_budget(prompt: &Prompt, today: DateTime<Utc>) -> usize {
     framing_tokens(prompt, today) + MIN_TURN_ROOM_TOKENS
 }
 
+/// Whether a chunk budget of `budget` tokens holds `prompt`: `Ok` when it is at least
+/// [`minimum_chunk_budget`], else `Err` with that minimum.
+///
+/// A token is at least one byte, so a budget at least the framing's length in bytes plus
+/// [`MIN_TURN_ROOM_TOKENS`] is accepted without counting: every command checks its configuration
+/// at start, and the tokenizer's tables are about 50 MB of memory that a daemon should not hold
+/// until it plans its first segment. Only a budget below that bound is counted exactly.
+pub fn check_chunk_budget(prompt: &Prompt, today: DateTime<Utc>, budget: usize) -> Result<(), usize> {
+    if budget >= framing_bytes(prompt, today) + MIN_TURN_ROOM_TOKENS {
+        return Ok(());
+    }
+    let needed = minimum_chunk_budget(prompt, today);
+    if budget >= needed { Ok(()) } else { Err(needed) }
+}
+
+/// An upper bound of [`framing_tokens`]: the same texts' lengths in bytes.
+fn framing_bytes(prompt: &Prompt, today: DateTime<Utc>) -> usize {
+    let empty = MemoryContext::new(&[], 0, 0);
+    prompt.text.len() + header(today, &empty).len() + CLOSING_INSTRUCTION.len() + 1
+}
+
 /// What every chunk spends before its turns and memories.
 fn framing_tokens(prompt: &Prompt, today: DateTime<Utc>) -> usize {
     let empty = MemoryContext::new(&[], 0, 0);

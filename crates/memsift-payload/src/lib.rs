@@ -15,7 +15,7 @@ mod split;
 
 pub use chunk::{
     Chunking, ExtractionChunk, KnownMemory, MIN_TURN_ROOM_TOKENS, PayloadError, PayloadOptions, SplitTurn,
-    build_extraction_chunks, minimum_chunk_budget,
+    build_extraction_chunks, check_chunk_budget, minimum_chunk_budget,
 };
 pub use memsift_tokens::{MAX_PIECE_BYTES, TOKENIZER, bpe_inputs, count_tokens};
 pub use short_id::{MIN_SHORT_ID_LEN, short_ids};

@@ -10,7 +10,7 @@ use memsift_core::transcript::{parse_turns, render_turns};
 use memsift_core::{MemoryId, MessageId};
 use memsift_payload::{
     Chunking, KnownMemory, MIN_SHORT_ID_LEN, MIN_TURN_ROOM_TOKENS, PayloadError, PayloadOptions,
-    build_extraction_chunks, count_tokens, minimum_chunk_budget, short_ids,
+    build_extraction_chunks, check_chunk_budget, count_tokens, minimum_chunk_budget, short_ids,
 };
 use proptest::prelude::*;
 use uuid::Uuid;
@@ -311,6 +311,22 @@ fn a_budget_below_the_prompt_and_a_chunks_fixed_text_is_refused_naming_the_minim
     );
     assert!(error.to_string().contains(&format!("use at least {needed}")), "{error}");
     check(&segment("ua", &[3, 3]), &[], &tight(MIN_TURN_ROOM_TOKENS));
+}
+
+proptest! {
+    /// The start-up check skips counting when the bytes bound it, and must still agree with the
+    /// exact minimum for any prompt (any script, emoji, long words) and any budget near it.
+    #[test]
+    fn the_budget_check_agrees_with_the_exact_minimum_for_any_prompt(
+        text in "\\PC{1,600}",
+        offset in -400i64..4000,
+    ) {
+        let prompt = Prompt::new("extraction", &text);
+        let needed = minimum_chunk_budget(&prompt, today());
+        let budget = (needed as i64 + offset).max(0) as usize;
+        let expected = if budget >= needed { Ok(()) } else { Err(needed) };
+        prop_assert_eq!(check_chunk_budget(&prompt, today(), budget), expected);
+    }
 }
 
 #[test]
