@@ -28,6 +28,7 @@ use serde::Serialize;
 use crate::timings::{Phase, timed};
 
 use crate::context::{Applied, ApplyContext, CutAnswer};
+use crate::embedding::EmbedPurpose;
 
 /// Nearest stored memories compared per item in the vector stage; only the best one decides.
 const VECTOR_NEIGHBOURS: usize = 5;
@@ -221,7 +222,7 @@ pub async fn embed_ahead(ctx: &ApplyContext, request_ids: &[RequestId]) -> HashM
         read.insert(request_id, stored);
     }
     let _embedding = timed(Phase::EmbedAnswers);
-    if let Err(error) = ctx.vectors.embed(texts).await {
+    if let Err(error) = ctx.vectors.embed(texts, EmbedPurpose::Item).await {
         tracing::debug!(error = %format!("{error:#}"), "Embedding a page of answers ahead failed; each apply embeds its own.");
     }
     read
@@ -405,7 +406,10 @@ async fn vector_stage(
     let vectors = {
         let _embedding = timed(Phase::EmbedAnswers);
         ctx.vectors
-            .embed(output.items.iter().map(|item| item.text.clone()).collect())
+            .embed(
+                output.items.iter().map(|item| item.text.clone()).collect(),
+                EmbedPurpose::Item,
+            )
             .await?
     };
     let _index = timed(Phase::Index);

@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use anyhow::Context;
 use chrono::{DateTime, Utc};
 use memsift_core::config::{EmbeddingBackend, EmbeddingsConfig};
-use memsift_core::{Clock, MemoryId, UserId};
+use memsift_core::{Clock, MemoryId, MessageId, SegmentId, UserId};
 use memsift_embed::model::{ModelError, default_model_dir, verify};
 use memsift_embed::{Embedder, HashingEmbedder, HttpEmbedder, MiniLmEmbedder, StaticEmbedder};
 use memsift_llm::ClientOptions;
@@ -32,6 +32,41 @@ use crate::turn_index::TurnIndex;
 /// Vectors of recent texts kept in memory: an item embedded ahead for a page of answers, then
 /// again by its own apply, and a text repeated across answers, are each embedded once.
 pub const RECENT_VECTORS: usize = 4096;
+
+/// Why a text is embedded. Each is counted apart (`memsift_texts_embedded_total{purpose}`, the
+/// last lines of `run --timings`), so a change that embeds the same text twice, or embeds for a
+/// new reason, shows in the figures before it shows in the bill.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EmbedPurpose {
+    /// A stored turn, for search's turn index (and planning's similar memories, which read it).
+    Turn,
+    /// An answer's item, once, at apply: dedupe compares it and the memory written keeps it.
+    Item,
+    /// A search's query.
+    Query,
+    /// An active memory that had no vector of this model (imported, or written by another model).
+    Memory,
+}
+
+impl EmbedPurpose {
+    /// Every purpose, in the order they are reported.
+    pub const ALL: [EmbedPurpose; 4] = [
+        EmbedPurpose::Turn,
+        EmbedPurpose::Item,
+        EmbedPurpose::Query,
+        EmbedPurpose::Memory,
+    ];
+
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EmbedPurpose::Turn => "turn",
+            EmbedPurpose::Item => "item",
+            EmbedPurpose::Query => "query",
+            EmbedPurpose::Memory => "memory",
+        }
+    }
+}
 
 /// Why the configured embedder could not be made ready.
 #[derive(Debug, thiserror::Error)]
@@ -58,6 +93,8 @@ pub struct Vectors {
     // Serialises loading, so two callers needing the embedder at once load it once.
     loading: tokio::sync::Mutex<()>,
     n_loads: AtomicU64,
+    // Texts handed to the embedder (cache misses), per `EmbedPurpose`.
+    n_embedded: [AtomicU64; EmbedPurpose::ALL.len()],
     // The HTTP embedder drives its async client through this handle from blocking threads.
     runtime: Option<tokio::runtime::Handle>,
 }
@@ -105,6 +142,7 @@ impl Vectors {
             }),
             loading: tokio::sync::Mutex::new(()),
             n_loads: AtomicU64::new(0),
+            n_embedded: [const { AtomicU64::new(0) }; EmbedPurpose::ALL.len()],
             runtime: tokio::runtime::Handle::try_current().ok(),
         }
     }
@@ -250,10 +288,16 @@ impl Vectors {
         self.n_loads.load(Ordering::SeqCst)
     }
 
-    /// Embeds `texts` on a blocking thread (a forward pass must not stall the async workers), one
-    /// vector per text in order. Each distinct text is embedded once per call, and one of the
-    /// last [`RECENT_VECTORS`] texts not at all.
-    pub async fn embed(&self, texts: Vec<String>) -> anyhow::Result<Vec<Vec<f32>>> {
+    /// How many texts this process handed to the embedder for `purpose` (recent ones found in
+    /// memory are not counted: they cost nothing).
+    pub fn n_embedded(&self, purpose: EmbedPurpose) -> u64 {
+        self.n_embedded[purpose as usize].load(Ordering::SeqCst)
+    }
+
+    /// Embeds `texts` for `purpose` on a blocking thread (a forward pass must not stall the async
+    /// workers), one vector per text in order. Each distinct text is embedded once per call, and
+    /// one of the last [`RECENT_VECTORS`] texts not at all.
+    pub async fn embed(&self, texts: Vec<String>, purpose: EmbedPurpose) -> anyhow::Result<Vec<Vec<f32>>> {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
@@ -291,6 +335,7 @@ impl Vectors {
                 vectors.len(),
                 missing.len()
             );
+            self.n_embedded[purpose as usize].fetch_add(missing.len() as u64, Ordering::SeqCst);
             let mut recent = loaded.recent();
             for (text, vector) in missing.into_iter().zip(vectors) {
                 let vector: Arc<[f32]> = vector.into();
@@ -315,7 +360,10 @@ impl Vectors {
         }
         let memories = store.segments().active_memory_texts(user_id, &missing).await?;
         let vectors = self
-            .embed(memories.iter().map(|(_, text)| text.clone()).collect())
+            .embed(
+                memories.iter().map(|(_, text)| text.clone()).collect(),
+                EmbedPurpose::Memory,
+            )
             .await?;
         let written: Vec<_> = memories.into_iter().map(|(id, _)| id).zip(vectors).collect();
         store
@@ -336,7 +384,10 @@ impl Vectors {
     }
 }
 
-/// Messages embedded per pipeline step: a page small enough to keep a step short.
+/// Stored turns embedded per call of [`Vectors::index_turns`]. Large enough that the embedder's
+/// length-sorted batches pad little (at 32, one forward batch of turns of every length, LoCoMo's
+/// turns took twice the CPU), small enough that a caller checking for other work between pages
+/// waits a few seconds at most (MiniLM: about 3 s on 2 cores).
 pub const TURN_PAGE: i64 = 256;
 
 impl Vectors {
@@ -376,13 +427,48 @@ impl Vectors {
         Ok(index)
     }
 
-    /// Embeds a page of stored turns that have no vector yet; returns how many. Nothing to do
-    /// (and the embedder not loaded) when `[embeddings] embed_turns` is off.
-    pub async fn embed_turns(&self, store: &Store) -> anyhow::Result<u64> {
-        if !self.config.embed_turns {
+    /// The stored vectors of `turns` (messages of `segment_id`), in their order, when every one
+    /// has a vector of the configured embedder's model; `None` otherwise. Reads what search
+    /// indexing stored and embeds nothing; the embedder is loaded only when every turn has some
+    /// vector, to learn whether it is of its model.
+    pub async fn stored_turn_vectors(
+        &self,
+        store: &Store,
+        segment_id: SegmentId,
+        turns: &[MessageId],
+    ) -> anyhow::Result<Option<Vec<Vec<f32>>>> {
+        if !self.config.embed_turns || turns.is_empty() {
+            return Ok(None);
+        }
+        let stored = store.vectors().segment_turn_vectors(segment_id).await?;
+        let mut by_turn: HashMap<MessageId, (String, Vec<f32>)> = stored
+            .into_iter()
+            .map(|(id, model_id, vector)| (id, (model_id, vector)))
+            .collect();
+        if !turns.iter().all(|turn| by_turn.contains_key(turn)) {
+            return Ok(None);
+        }
+        let loaded = self.loaded().await?;
+        let model_id = loaded.embedder.model_id();
+        Ok(turns
+            .iter()
+            .map(|turn| {
+                by_turn
+                    .remove(turn)
+                    .filter(|(model, _)| model == model_id)
+                    .map(|(_, vector)| vector)
+            })
+            .collect())
+    }
+
+    /// Embeds up to `limit` stored turns that have no vector yet, oldest first, and stores their
+    /// vectors; returns how many. Nothing to do (and the embedder not loaded) when `[embeddings]
+    /// embed_turns` is off.
+    pub async fn index_turns(&self, store: &Store, limit: i64) -> anyhow::Result<u64> {
+        if !self.config.embed_turns || limit <= 0 {
             return Ok(0);
         }
-        let turns = store.vectors().turns_needing_embedding(TURN_PAGE).await?;
+        let turns = store.vectors().turns_needing_embedding(limit).await?;
         if turns.is_empty() {
             return Ok(0);
         }
@@ -390,7 +476,10 @@ impl Vectors {
         // marks it done and which no search matches.
         let (blank, said): (Vec<_>, Vec<_>) = turns.into_iter().partition(|turn| turn.content.trim().is_empty());
         let vectors = self
-            .embed(said.iter().map(|turn| turn.content.clone()).collect())
+            .embed(
+                said.iter().map(|turn| turn.content.clone()).collect(),
+                EmbedPurpose::Turn,
+            )
             .await?;
         let model_id = self.loaded().await?.embedder.model_id().to_owned();
         let mut written: Vec<_> = said.into_iter().zip(vectors).collect();
@@ -558,7 +647,10 @@ pub async fn reembed(
         let Some(last) = batch.last() else { break };
         after = Some(last.memory_id);
         let embedded = vectors
-            .embed(batch.iter().map(|memory| memory.text.clone()).collect())
+            .embed(
+                batch.iter().map(|memory| memory.text.clone()).collect(),
+                EmbedPurpose::Memory,
+            )
             .await?;
         let mut by_user: std::collections::HashMap<UserId, Vec<(memsift_core::MemoryId, Vec<f32>)>> =
             std::collections::HashMap::new();

@@ -20,8 +20,8 @@ pub enum Phase {
     Step,
     /// Claiming closed segments and planning their requests (chunking, known memories).
     Planning,
-    /// Embedding a segment's user turns and searching for similar memories to show with it.
-    PlanningEmbed,
+    /// Finding the user's memories most similar to what the segment's user turns said.
+    PlanningSimilar,
     /// The heuristic and immediate lanes.
     Lanes,
     /// The batch coordinator: pack, submit, poll, ingest.
@@ -38,7 +38,8 @@ pub enum Phase {
     Index,
     /// The apply transactions (and failure records).
     Writes,
-    /// Embedding stored turns for search (`[embeddings] embed_turns`).
+    /// Search indexing: embedding stored turns (`[embeddings] embed_turns`), between and after the
+    /// steps, never in front of a lane.
     SearchTurns,
     /// Closing idle segments, quotas, health, reviews and re-planning.
     Bookkeeping,
@@ -67,7 +68,7 @@ impl Phase {
         Phase::Waits,
         Phase::Step,
         Phase::Planning,
-        Phase::PlanningEmbed,
+        Phase::PlanningSimilar,
         Phase::Lanes,
         Phase::Coordinator,
         Phase::Drain,
@@ -97,14 +98,11 @@ impl Phase {
     pub fn parent(self) -> Option<Phase> {
         match self {
             Phase::Run | Phase::Search => None,
-            Phase::Waits | Phase::Step => Some(Phase::Run),
-            Phase::Planning
-            | Phase::Lanes
-            | Phase::Coordinator
-            | Phase::Drain
-            | Phase::SearchTurns
-            | Phase::Bookkeeping => Some(Phase::Step),
-            Phase::PlanningEmbed => Some(Phase::Planning),
+            Phase::Waits | Phase::Step | Phase::SearchTurns => Some(Phase::Run),
+            Phase::Planning | Phase::Lanes | Phase::Coordinator | Phase::Drain | Phase::Bookkeeping => {
+                Some(Phase::Step)
+            }
+            Phase::PlanningSimilar => Some(Phase::Planning),
             Phase::Reads | Phase::Processing | Phase::EmbedAnswers | Phase::Index | Phase::Writes => Some(Phase::Drain),
             Phase::SearchEmbed
             | Phase::SearchVectors
@@ -123,7 +121,7 @@ impl Phase {
             Phase::Waits => "waits for due work",
             Phase::Step => "pipeline steps",
             Phase::Planning => "planning",
-            Phase::PlanningEmbed => "embedding turns, similar memories",
+            Phase::PlanningSimilar => "similar memories (stored turn vectors or BM25)",
             Phase::Lanes => "heuristic and immediate lanes",
             Phase::Coordinator => "batch coordinator",
             Phase::Drain => "applying answers",
@@ -132,7 +130,7 @@ impl Phase {
             Phase::EmbedAnswers => "embedding answers' items",
             Phase::Index => "vector indexes (load, search)",
             Phase::Writes => "writes (apply transactions)",
-            Phase::SearchTurns => "embedding stored turns for search",
+            Phase::SearchTurns => "search indexing (embedding stored turns)",
             Phase::Bookkeeping => "bookkeeping (close, quotas, health, reviews, replan)",
             Phase::Search => "searches",
             Phase::SearchEmbed => "embedding the query",

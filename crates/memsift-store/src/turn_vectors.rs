@@ -1,7 +1,7 @@
 //! Turn vectors: each stored message's embedding, written by the pipeline and read whole per user
 //! by search, which keeps them in memory until the user's memory version moves.
 
-use memsift_core::UserId;
+use memsift_core::{MessageId, SegmentId, UserId};
 
 use crate::handles::Vectors;
 use crate::tx::{Arg, Statement, sql};
@@ -113,6 +113,26 @@ impl Vectors<'_> {
         .await
     }
 
+    /// The stored vectors of `segment_id`'s turns, each with the model that made it, normalised;
+    /// turns without one (not embedded yet, or blank) are left out.
+    pub async fn segment_turn_vectors(self, segment_id: SegmentId) -> Result<Vec<(MessageId, String, Vec<f32>)>> {
+        let rows: Vec<(String, String, Vec<u8>)> = self
+            .read_all(sql!(
+                "SELECT id, embedding_model, embedding FROM messages
+                 WHERE segment_id = $1 AND embedding IS NOT NULL AND embedding_model IS NOT NULL",
+                segment_id
+            ))
+            .await?;
+        let mut vectors = Vec::with_capacity(rows.len());
+        for (id, model_id, bytes) in rows {
+            let id = MessageId::parse(&id).map_err(|error| corrupt("messages", error))?;
+            if let Some(vector) = unit_vector(&bytes) {
+                vectors.push((id, model_id, vector));
+            }
+        }
+        Ok(vectors)
+    }
+
     /// `user_id`'s turn version: it moves whenever one of the user's turns or turn vectors is written,
     /// and at erasure.
     pub async fn turn_version(self, user_id: UserId) -> Result<i64> {
@@ -159,16 +179,20 @@ impl Vectors<'_> {
             .await?;
         let rows = rows
             .into_iter()
-            .filter_map(|(id, bytes)| {
-                let mut vector = vector_from_le_bytes(&bytes)?;
-                let norm = vector.iter().map(|value| value * value).sum::<f32>().sqrt();
-                if norm == 0.0 || !norm.is_finite() {
-                    return None;
-                }
-                vector.iter_mut().for_each(|value| *value /= norm);
-                Some((id, vector))
-            })
+            .filter_map(|(id, bytes)| Some((id, unit_vector(&bytes)?)))
             .collect();
         Ok(UserTurnVectors { state, rows })
     }
+}
+
+/// A stored vector scaled to unit length; `None` for a blank turn's empty vector, a zero or
+/// non-finite one, or bytes that are not whole floats.
+fn unit_vector(bytes: &[u8]) -> Option<Vec<f32>> {
+    let mut vector = vector_from_le_bytes(bytes)?;
+    let norm = vector.iter().map(|value| value * value).sum::<f32>().sqrt();
+    if norm == 0.0 || !norm.is_finite() {
+        return None;
+    }
+    vector.iter_mut().for_each(|value| *value /= norm);
+    Some(vector)
 }

@@ -199,6 +199,12 @@ impl JobRunner for PipelineRunner {
                 // A results download still open reads on at once rather than at the next tick,
                 // step by step, so every lane keeps moving beside it.
                 if !(report.progressed() && pipeline::downloads_in_flight(app)) {
+                    // Search indexing after the pass, never in front of it: a backlog is caught
+                    // up a pass at a time in the daemon's idle time.
+                    let n_indexed = pipeline::index_turns_pass(app).await?;
+                    if n_indexed > 0 {
+                        tracing::info!(n_indexed, "Embedded stored turns for search.");
+                    }
                     break;
                 }
             },

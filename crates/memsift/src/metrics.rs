@@ -1,8 +1,9 @@
 //! `GET /metrics`: store totals rendered in the Prometheus text format at scrape time.
 //!
 //! Every value is read from the store when scraped, so several daemons on one PostgreSQL database
-//! report the same numbers and nothing is lost on restart; only the embedder's two metrics are
-//! the serving process's own (whether it holds the model, how often it loaded it). The names are
+//! report the same numbers and nothing is lost on restart; only the embedder's three metrics are
+//! the serving process's own (whether it holds the model, how often it loaded it, how many texts
+//! it embedded and why). The names are
 //! documented in docs/metrics.md; the API test checks each is present.
 //!
 //! Every label value comes from a closed set (a status, purpose, lane, temporal kind, drop reason,
@@ -13,11 +14,12 @@
 
 use memsift_core::drops::DropReason;
 use memsift_core::status::{Lane, Purpose, RequestStatus, SegmentStatus, Temporal};
+use memsift_engine::embedding::{EmbedPurpose, Vectors};
 use memsift_store::{LaneHealthRow, MetricsSnapshot};
 use prometheus::{Encoder, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder};
 
 /// Every metric name this endpoint serves (the README and test list the same).
-pub const METRIC_NAMES: [&str; 15] = [
+pub const METRIC_NAMES: [&str; 16] = [
     "memsift_segments",
     "memsift_dead_letters",
     "memsift_requests",
@@ -33,6 +35,7 @@ pub const METRIC_NAMES: [&str; 15] = [
     "memsift_up",
     "memsift_embedder_loaded",
     "memsift_embedder_loads_total",
+    "memsift_texts_embedded_total",
 ];
 
 /// The serving process's embedder, as `/metrics` reports it.
@@ -42,6 +45,19 @@ pub struct EmbedderState {
     pub loaded: bool,
     /// How many times this process loaded it.
     pub n_loads: u64,
+    /// Texts this process handed to it, per purpose, in the order of `EmbedPurpose::ALL`.
+    pub texts_embedded: [u64; EmbedPurpose::ALL.len()],
+}
+
+impl EmbedderState {
+    /// The state of `vectors` now.
+    pub fn of(vectors: &Vectors) -> EmbedderState {
+        EmbedderState {
+            loaded: vectors.is_loaded(),
+            n_loads: vectors.n_loads(),
+            texts_embedded: EmbedPurpose::ALL.map(|purpose| vectors.n_embedded(purpose)),
+        }
+    }
 }
 
 /// The per-lane breaker gauge: served once a lane's breaker has changed at least once.
@@ -255,6 +271,17 @@ fn register_embedder(registry: &Registry, embedder: EmbedderState) -> prometheus
     )?;
     loads.inc_by(embedder.n_loads);
     registry.register(Box::new(loads))?;
+    let texts = IntCounterVec::new(
+        Opts::new(
+            "memsift_texts_embedded_total",
+            "Texts this process handed to the embedder, by why: turn (search indexing), item (an answer's item at apply), query (a search), memory (a memory that had no vector of this model).",
+        ),
+        &["purpose"],
+    )?;
+    for (purpose, n) in EmbedPurpose::ALL.into_iter().zip(embedder.texts_embedded) {
+        texts.with_label_values(&[purpose.as_str()]).inc_by(n);
+    }
+    registry.register(Box::new(texts))?;
     Ok(())
 }
 

@@ -148,7 +148,7 @@ impl Config {
     }
 
     /// The counts and sizes.
-    fn count_bounds(&self) -> [Bound; 14] {
+    fn count_bounds(&self) -> [Bound; 15] {
         let (batch, extraction) = (&self.batch, &self.extraction);
         [
             count(
@@ -193,6 +193,13 @@ impl Config {
                 0,
                 1000,
                 "default 20",
+            ),
+            count(
+                "embeddings.turns_per_pass",
+                self.embeddings.turns_per_pass,
+                1,
+                1_000_000,
+                "default 512",
             ),
             count(
                 "batch.chunk_budget_tokens",

@@ -186,6 +186,9 @@ pub struct EmbeddingsConfig {
     pub idle_unload_secs: u64,
     /// Embed every stored turn too, for search.
     pub embed_turns: bool,
+    /// Stored turns the daemon (and `memsift run`) embeds for search per pipeline pass, after the
+    /// pass's lanes and applies; `run --until-idle` embeds them in its waits and at its end.
+    pub turns_per_pass: u32,
 }
 
 /// Batch-lane settings.

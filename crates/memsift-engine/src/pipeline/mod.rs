@@ -69,7 +69,7 @@ pub struct StepReport {
     pub n_requests_rerouted: u64,
     /// Requests held back (no attempt spent) because their lane is paused by a setting fault.
     pub n_requests_held: u64,
-    /// Stored turns embedded for search.
+    /// Stored turns embedded for search (by [`index_turns`], which runs beside the steps, not in them).
     pub n_turns_embedded: u64,
     /// What the batch coordinator did.
     pub batch: memsift_batch::CoordinatorReport,
@@ -167,10 +167,6 @@ pub async fn run_once(app: &App) -> anyhow::Result<StepReport> {
         report.n_requests_rerouted = crate::health::reroute_waiting(app).await?;
     }
     execute_and_drain(app, None, &mut report).await?;
-    {
-        let _turns = timed(Phase::SearchTurns);
-        report.n_turns_embedded = app.vectors.embed_turns(&app.store).await?;
-    }
     let _bookkeeping = timed(Phase::Bookkeeping);
     // A consolidation proposal applied above is reviewed by a request of its own.
     report.n_requests_planned += crate::stages::plan_reviews(app).await?;
@@ -245,6 +241,38 @@ pub async fn sweep(app: &App) -> anyhow::Result<StepReport> {
     run_once(app).await
 }
 
+/// Search indexing: embeds stored turns that have no vector yet, a page of
+/// [`crate::embedding::TURN_PAGE`] at a time, until `limit` turns are done (`None`: no limit), none
+/// is left, or the clock reaches `until`; returns how many.
+///
+/// It is never part of a step: a step moves extraction, and a backlog of turns to embed (every
+/// turn of a big import) must not stand in front of a lane's first request, nor hide a setting
+/// fault behind minutes of embedding. The daemon and `memsift run` call it after each pass with
+/// `[embeddings] turns_per_pass`; [`run_until_idle`] fills its waits with it and finishes it
+/// before it returns.
+pub async fn index_turns(app: &App, limit: Option<u64>, until: Option<DateTime<Utc>>) -> anyhow::Result<u64> {
+    let _indexing = timed(Phase::SearchTurns);
+    let page = crate::embedding::TURN_PAGE as u64;
+    let mut n_done = 0;
+    loop {
+        let want = limit.map_or(page, |limit| limit.saturating_sub(n_done).min(page));
+        if want == 0 || until.is_some_and(|until| app.clock.now() >= until) {
+            return Ok(n_done);
+        }
+        let n = app.vectors.index_turns(&app.store, want as i64).await?;
+        n_done += n;
+        if n < want {
+            return Ok(n_done);
+        }
+    }
+}
+
+/// One pass of search indexing for the daemon and `memsift run`: at most `[embeddings]
+/// turns_per_pass` turns.
+pub async fn index_turns_pass(app: &App) -> anyhow::Result<u64> {
+    index_turns(app, Some(u64::from(app.config.embeddings.turns_per_pass)), None).await
+}
+
 /// How long a process counts as using provider quotas after it last asked for a request.
 const LIVE_WINDOW_SECS: i64 = 120;
 
@@ -268,10 +296,13 @@ async fn share_quotas(app: &App, now: DateTime<Utc>) -> anyhow::Result<()> {
 }
 
 /// Runs steps until nothing is left to do. When the only work left is waiting (a batch whose next
-/// poll is due later, a failed segment's retry time), it waits for it through [`App::waiter`].
+/// poll is due later, a failed segment's retry time), it embeds stored turns for search until it
+/// is due ([`index_turns`]), then waits for it through [`App::waiter`]; it returns once every
+/// turn is embedded too.
 ///
 /// A lane paused by a setting fault is not waited for: once nothing else moves, this returns an
-/// error naming the lane, the provider's answer and the likely fix, with nothing spent.
+/// error naming the lane, the provider's answer and the likely fix, with nothing spent and
+/// whatever turns are left to embed left for the next run.
 pub async fn run_until_idle(app: &App) -> anyhow::Result<StepReport> {
     let _run = timed(Phase::Run);
     let mut total = StepReport::default();
@@ -292,12 +323,18 @@ pub async fn run_until_idle(app: &App) -> anyhow::Result<StepReport> {
         }
         let pack_max_wait = app.config.pack_max_wait();
         let reconcile_grace = app.config.reconcile_grace();
-        match app
+        let due = app
             .store
             .requests()
             .next_due_work(pack_max_wait, reconcile_grace)
-            .await?
-        {
+            .await?;
+        // The time until due work is search indexing's; work that cannot move leaves it all.
+        let n_indexed = index_turns(app, None, due.filter(|due| *due > step_started)).await?;
+        if n_indexed > 0 {
+            total.n_turns_embedded += n_indexed;
+            continue;
+        }
+        match due {
             // Work that was already due when the step ran and still did not move would only
             // spin: report it instead (it is a bug, or a provider this build cannot reach).
             Some(due) if due <= step_started => {

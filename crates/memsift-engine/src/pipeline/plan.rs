@@ -213,7 +213,7 @@ pub async fn plan_segment(app: &App, segment: &ClaimedSegment) -> anyhow::Result
 
 /// The known memories shown with a segment, most relevant first: those its turns referenced (the
 /// host application's retrieval hits), then the user's memories most similar to what the user
-/// said, by exact cosine over every active memory. The payload caps the list.
+/// said ([`similar_memories`]). The payload caps the list.
 async fn memory_context(
     app: &App,
     segment: &ClaimedSegment,
@@ -222,30 +222,59 @@ async fn memory_context(
     let mut known = app.store.segments().referenced_memories(segment.id).await?;
     let n_similar = app.config.extraction.similar_memories as usize;
     let room = (app.config.batch.max_known_memories as usize).saturating_sub(known.len());
-    let user_texts: Vec<String> = turns
+    let said: Vec<&memsift_store::SegmentTurn> = turns
         .iter()
         .filter(|turn| turn.turn.role == Role::User && !turn.turn.content.trim().is_empty())
-        .map(|turn| turn.turn.content.clone())
         .collect();
-    if n_similar > 0 && room > 0 && !user_texts.is_empty() {
-        let _embedding = timed(Phase::PlanningEmbed);
-        let index = app.vectors.fresh_index(&app.store, segment.user_id).await?;
-        if !index.is_empty() {
-            let mut best: HashMap<MemoryId, f32> = HashMap::new();
-            for vector in app.vectors.embed(user_texts).await? {
-                for neighbour in index.search(&vector, n_similar)? {
-                    let score = best.entry(neighbour.memory_id).or_insert(f32::MIN);
-                    *score = score.max(neighbour.score);
-                }
-            }
-            for (id, _) in &known {
-                best.remove(id);
-            }
-            let mut ranked: Vec<(MemoryId, f32)> = best.into_iter().collect();
-            ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-            let ids: Vec<MemoryId> = ranked.into_iter().take(n_similar.min(room)).map(|(id, _)| id).collect();
-            known.extend(app.store.segments().active_memory_texts(segment.user_id, &ids).await?);
-        }
+    if n_similar > 0 && room > 0 && !said.is_empty() {
+        let _similar = timed(Phase::PlanningSimilar);
+        let ranked = similar_memories(app, segment, &said, n_similar).await?;
+        let ids: Vec<MemoryId> = ranked
+            .into_iter()
+            .filter(|id| !known.iter().any(|(shown, _)| shown == id))
+            .take(n_similar.min(room))
+            .collect();
+        known.extend(app.store.segments().active_memory_texts(segment.user_id, &ids).await?);
     }
     Ok(known.into_iter().map(|(id, text)| KnownMemory { id, text }).collect())
 }
+
+/// The user's memories nearest what the user said in the segment, best first, at most
+/// `n_similar` per turn. Planning embeds nothing: when search indexing has stored a vector of
+/// every one of these turns (the daemon indexes turns as they arrive, long before a segment
+/// closes), each memory counts its best cosine to them; otherwise (a backlog just imported, turn
+/// vectors off) BM25 over the user's memory lexicon ranks them, each turn's matches fused by rank,
+/// so a segment's first request never waits for its turns to be embedded.
+async fn similar_memories(
+    app: &App,
+    segment: &ClaimedSegment,
+    said: &[&memsift_store::SegmentTurn],
+    n_similar: usize,
+) -> anyhow::Result<Vec<MemoryId>> {
+    let ids: Vec<_> = said.iter().map(|turn| turn.message_id).collect();
+    let mut best: HashMap<MemoryId, f64> = HashMap::new();
+    if let Some(vectors) = app.vectors.stored_turn_vectors(&app.store, segment.id, &ids).await? {
+        let index = app.vectors.fresh_index(&app.store, segment.user_id).await?;
+        for vector in &vectors {
+            for neighbour in index.search(vector, n_similar)? {
+                let score = best.entry(neighbour.memory_id).or_insert(f64::MIN);
+                *score = score.max(f64::from(neighbour.score));
+            }
+        }
+    } else {
+        let lexicon = app.lexicons.fresh(&app.store, segment.user_id).await?;
+        for turn in said {
+            let terms = crate::search::query::terms(&turn.turn.content);
+            for (rank, (id, _)) in lexicon.search(&terms, n_similar).into_iter().enumerate() {
+                *best.entry(id).or_default() += 1.0 / (SIMILAR_RRF_K + rank as f64 + 1.0);
+            }
+        }
+    }
+    let mut ranked: Vec<(MemoryId, f64)> = best.into_iter().collect();
+    ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    Ok(ranked.into_iter().map(|(id, _)| id).collect())
+}
+
+/// Reciprocal rank fusion's `k` for the turns' BM25 lists: a memory several turns match outranks
+/// one that a single turn matches best.
+const SIMILAR_RRF_K: f64 = 60.0;

@@ -26,6 +26,7 @@ use memsift_store::{MemoryCard, TurnCard};
 use serde::Serialize;
 
 use crate::app::App;
+use crate::embedding::EmbedPurpose;
 use crate::timings::{Phase, timed};
 pub use fuse::{Key, ScoreParts, Signal, Weights};
 use fuse::{Link, RankedList};
@@ -434,7 +435,7 @@ async fn vector_lists(
         None => text,
     };
     let embed_timed = timed(Phase::SearchEmbed);
-    let vector = app.vectors.embed(vec![text]).await?.pop();
+    let vector = app.vectors.embed(vec![text], EmbedPurpose::Query).await?.pop();
     let vector = vector.ok_or_else(|| anyhow::anyhow!("the embedder returned no vector for the query"))?;
     drop(embed_timed);
     let _timed = timed(Phase::SearchVectors);

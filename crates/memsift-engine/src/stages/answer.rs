@@ -11,6 +11,7 @@ use super::REVIEW_CAP;
 use super::request::texts_of;
 use super::reviews::extracted_item;
 use crate::context::{Applied, ApplyContext};
+use crate::embedding::EmbedPurpose;
 
 /// The run and cap a stage request was planned under. Extraction reviews planned before each
 /// carried a run of its own stored none: such a review is a run named by its request, with
@@ -272,7 +273,7 @@ async fn apply_extraction_review(ctx: &ApplyContext, stored: &StoredOutput, raw:
 async fn embed_texts(ctx: &ApplyContext, texts: &[String]) -> anyhow::Result<Option<(String, Vec<Vec<f32>>)>> {
     match ctx.vectors.embedder().await {
         Ok(embedder) => {
-            let vectors = ctx.vectors.embed(texts.to_vec()).await?;
+            let vectors = ctx.vectors.embed(texts.to_vec(), EmbedPurpose::Item).await?;
             Ok(Some((embedder.model_id().to_owned(), vectors)))
         }
         // Without an embedder the new memories get vectors from `memsift reembed` later.

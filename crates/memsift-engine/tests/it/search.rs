@@ -393,12 +393,16 @@ async fn the_lexical_index_follows_writes_and_erasure(test: TestApp) {
         }
     };
     assert_eq!(held_turns(&other).await, (2, 0));
-    while test.app.vectors.embed_turns(store).await.unwrap() > 0 {}
+    memsift_engine::pipeline::index_turns(&test.app, None, None)
+        .await
+        .unwrap();
     assert_eq!(held_turns(&other).await, (2, 2), "the vectors written are read in");
     test.import("c.jsonl", &line("ana", "c9", 2, "user", "She laid eggs.", false))
         .await
         .unwrap();
-    while test.app.vectors.embed_turns(store).await.unwrap() > 0 {}
+    memsift_engine::pipeline::index_turns(&test.app, None, None)
+        .await
+        .unwrap();
     assert_eq!(held_turns(&other).await, (3, 3));
     assert_eq!(other.lexicons.turn_builds(), (1, 2));
 
@@ -442,7 +446,9 @@ async fn the_query_is_embedded_without_the_speakers_names(test: TestApp) {
     ]
     .concat();
     test.import("chat.jsonl", &turns).await.unwrap();
-    while test.app.vectors.embed_turns(&test.app.store).await.unwrap() > 0 {}
+    memsift_engine::pipeline::index_turns(&test.app, None, None)
+        .await
+        .unwrap();
     let by_turn_vectors = |vector_without_names: f64| SearchRequest {
         include_turns: true,
         signals: Signals {

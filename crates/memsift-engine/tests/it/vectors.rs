@@ -4,6 +4,7 @@
 use chrono::Duration;
 use memsift_core::RequestId;
 use memsift_embed::HASHING_MODEL_ID;
+use memsift_engine::embedding::EmbedPurpose;
 use memsift_engine::pipeline::run_until_idle;
 use memsift_sim::{FaultConfig, ResponderReply, ScriptedResponder};
 use memsift_store::testing::TestDb;
@@ -138,7 +139,52 @@ async fn invariant_8_a_reworded_fact_is_dropped_by_the_vector_stage_on_postgres(
 }
 
 #[tokio::test]
-async fn referenced_memories_come_first_in_the_context_then_similar_ones() {
+async fn referenced_memories_come_first_in_the_context_then_the_nearest_by_stored_turn_vectors() {
+    let (test, shown) = context_shown_for_a_new_segment(true).await;
+    // Referenced first, then by cosine to what the user said (the dog before the city): every
+    // memory has a cosine, so the city is shown too.
+    assert!(
+        shown.before("allergic to peanuts", "dog named Rex"),
+        "{}",
+        shown.message
+    );
+    assert!(shown.before("dog named Rex", "lives in Lisbon"), "{}", shown.message);
+    test.finish().await;
+}
+
+#[tokio::test]
+async fn before_its_turns_are_indexed_a_segment_is_shown_the_memories_that_share_its_words() {
+    let (test, shown) = context_shown_for_a_new_segment(false).await;
+    assert!(
+        shown.before("allergic to peanuts", "dog named Rex"),
+        "{}",
+        shown.message
+    );
+    // No word of "My dog Rex loves the beach." is in the city's memory: not shown.
+    assert!(!shown.message.contains("lives in Lisbon"), "{}", shown.message);
+    test.finish().await;
+}
+
+/// What a planned request shows its model, in the prompt's order.
+struct Shown {
+    message: String,
+}
+
+impl Shown {
+    fn before(&self, first: &str, second: &str) -> bool {
+        let position = |needle: &str| {
+            self.message
+                .find(needle)
+                .unwrap_or_else(|| panic!("`{needle}` is not shown:\n{}", self.message))
+        };
+        position(first) < position(second)
+    }
+}
+
+/// Three memories for ana, then a new segment whose assistant turn referenced the peanut allergy
+/// and whose user talks about the dog; planned with its turns indexed for search first (the
+/// daemon's usual order) or not (a backlog just imported). Planning embeds nothing either way.
+async fn context_shown_for_a_new_segment(index_first: bool) -> (TestApp, Shown) {
     let test = TestApp::with_batch_sim(TestDb::sqlite().await, FaultConfig::default()).await;
     // Three memories for ana through the heuristic responder.
     test.import(
@@ -186,9 +232,24 @@ async fn referenced_memories_come_first_in_the_context_then_similar_ones() {
     )
     .await
     .unwrap();
+    if index_first {
+        let n = memsift_engine::pipeline::index_turns(&test.app, None, None)
+            .await
+            .unwrap();
+        assert_eq!(n, 2, "the new segment's two turns");
+    }
     let config = &test.app.config;
     assert!(config.extraction.similar_memories > 0);
-    memsift_engine::pipeline::run_once(&test.app).await.unwrap();
+    let embedded = || {
+        EmbedPurpose::ALL
+            .into_iter()
+            .map(|purpose| test.app.vectors.n_embedded(purpose))
+            .sum::<u64>()
+    };
+    let before = embedded();
+    let step = memsift_engine::pipeline::run_once(&test.app).await.unwrap();
+    assert_eq!((step.n_requests_planned, step.n_memories), (1, 0), "{step:?}");
+    assert_eq!(embedded(), before, "planning embeds nothing");
     let planned = test
         .app
         .store
@@ -206,24 +267,10 @@ async fn referenced_memories_come_first_in_the_context_then_similar_ones() {
         .unwrap();
     // The context map is keyed by short id; the prompt's line order is the order of relevance.
     let body = test.app.store.request_body(stored.request_id).await.unwrap();
-    let user_message = body["user_message"].as_str().unwrap();
-    let position = |needle: &str| {
-        user_message
-            .find(needle)
-            .unwrap_or_else(|| panic!("`{needle}` is not shown:\n{user_message}"))
-    };
-    // Referenced first, then by similarity to what the user said (the dog before the city).
-    assert!(
-        position("allergic to peanuts") < position("dog named Rex"),
-        "{user_message}"
-    );
-    assert!(
-        position("dog named Rex") < position("lives in Lisbon"),
-        "{user_message}"
-    );
+    let message = body["user_message"].as_str().unwrap().to_owned();
     let shown: Vec<String> = stored.context.memories.values().map(|(id, _)| id.to_string()).collect();
     assert!(shown.contains(&peanuts) && shown.contains(&rex), "{shown:?}");
-    test.finish().await;
+    (test, Shown { message })
 }
 
 async fn ana_with_two_memories() -> TestApp {
@@ -436,7 +483,7 @@ async fn no_text_is_embedded_twice_and_every_caller_gets_its_own_vectors_in_orde
         "a dog named Rex",
         "plays the cello",
     ];
-    let vectors = test.app.vectors.embed(owned(&first)).await.unwrap();
+    let vectors = test.app.vectors.embed(owned(&first), EmbedPurpose::Item).await.unwrap();
     assert_eq!(vectors, expected(&first));
     // Two callers at once, each mixing texts seen before with their own new ones.
     let left = ["plays the cello", "works as a nurse", "a dog named Rex"];
@@ -447,8 +494,8 @@ async fn no_text_is_embedded_twice_and_every_caller_gets_its_own_vectors_in_orde
         "plays the cello",
     ];
     let (left_vectors, right_vectors) = tokio::join!(
-        test.app.vectors.embed(owned(&left)),
-        test.app.vectors.embed(owned(&right))
+        test.app.vectors.embed(owned(&left), EmbedPurpose::Query),
+        test.app.vectors.embed(owned(&right), EmbedPurpose::Turn)
     );
     assert_eq!(left_vectors.unwrap(), expected(&left));
     assert_eq!(right_vectors.unwrap(), expected(&right));
@@ -465,5 +512,104 @@ async fn no_text_is_embedded_twice_and_every_caller_gets_its_own_vectors_in_orde
             "works as a nurse"
         ]
     );
+    // Each purpose counts what it handed to the embedder, not what it found made.
+    let counted: Vec<u64> = EmbedPurpose::ALL
+        .into_iter()
+        .map(|purpose| test.app.vectors.n_embedded(purpose))
+        .collect();
+    assert_eq!(counted, [1, 3, 1, 0], "turn, item, query, memory");
+    test.finish().await;
+}
+
+/// The bill's guard: a run through the batch lane embeds each stored turn once (for search
+/// indexing, which planning reads), each item of an answer at most once (at apply), and nothing
+/// else; a later feature that embeds a text again, or for a new reason, fails here.
+#[tokio::test]
+async fn a_batch_run_embeds_each_turn_once_each_item_at_most_once_and_nothing_else() {
+    let test = TestApp::with_batch_sim(TestDb::sqlite().await, FaultConfig::default()).await;
+    let counting = std::sync::Arc::new(CountingEmbedder::default());
+    test.app.vectors.use_embedder(counting.clone()).unwrap();
+    let said = |user: &str, conversation: &str, minute: i64, texts: &[&str]| -> String {
+        texts
+            .iter()
+            .enumerate()
+            .map(|(index, text)| {
+                let last = index + 1 == texts.len();
+                line(user, conversation, minute + index as i64, "user", text, last)
+            })
+            .collect()
+    };
+    // Two users, two conversations each; the second import is planned while both already hold
+    // memories, and one sentence is said by both (one text, one embedding).
+    let first = [
+        said(
+            "ana",
+            "a1",
+            0,
+            &["I live in Lisbon.", "I have a dog named Rex.", "I work as a nurse."],
+        ),
+        said("bo", "b1", 0, &["I play the cello.", "I have a dog named Rex."]),
+    ]
+    .concat();
+    let second = [
+        said(
+            "ana",
+            "a2",
+            200,
+            &["I'm allergic to peanuts.", "My dog Rex loves the beach."],
+        ),
+        said(
+            "bo",
+            "b2",
+            200,
+            &["I moved to Porto last week.", "I am learning Japanese."],
+        ),
+    ]
+    .concat();
+    let mut total = memsift_engine::pipeline::StepReport::default();
+    test.import("first.jsonl", &first).await.unwrap();
+    total.add(&run_until_idle(&test.app).await.unwrap());
+    test.advance(Duration::hours(3));
+    test.import("second.jsonl", &second).await.unwrap();
+    total.add(&run_until_idle(&test.app).await.unwrap());
+    assert!(total.n_memories >= 8, "{total:?}");
+
+    let n = |purpose| test.app.vectors.n_embedded(purpose);
+    let turns: std::collections::BTreeSet<String> = format!("{first}{second}")
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap()["content"].to_string())
+        .collect();
+    assert_eq!(n(EmbedPurpose::Turn), turns.len() as u64, "each distinct turn once");
+    assert_eq!(
+        total.n_turns_embedded, 9,
+        "every stored turn indexed, one text said twice"
+    );
+    // Every memory's text was embedded (once, whoever said it), and no more items than answered.
+    let mut written = test.memory_texts("ana").await;
+    written.extend(test.memory_texts("bo").await);
+    written.sort();
+    written.dedup();
+    let items = n(EmbedPurpose::Item);
+    assert!(
+        items >= written.len() as u64 && items <= total.n_memories + total.n_items_dropped,
+        "each item at most once: {items} embedded for {written:?}, {total:?}"
+    );
+    assert_eq!((n(EmbedPurpose::Query), n(EmbedPurpose::Memory)), (0, 0));
+    let mut asked = counting.asked.lock().unwrap().clone();
+    let n_asked = asked.len();
+    asked.sort();
+    asked.dedup();
+    assert_eq!(asked.len(), n_asked, "no text was handed to the embedder twice");
+
+    // Once idle, another run embeds nothing; a search embeds its query and nothing else.
+    run_until_idle(&test.app).await.unwrap();
+    assert_eq!(counting.asked.lock().unwrap().len(), n_asked);
+    let request = memsift_engine::search::SearchRequest {
+        include_turns: true,
+        ..memsift_engine::search::SearchRequest::new("ana", "Where does she live?")
+    };
+    memsift_engine::search::search(&test.app, &request).await.unwrap();
+    assert_eq!(n(EmbedPurpose::Query), 1);
+    assert_eq!(counting.asked.lock().unwrap().len(), n_asked + 1);
     test.finish().await;
 }

@@ -127,6 +127,7 @@ store_suite!(cases: [
     uncited_turns_are_found_by_their_words_and_only_the_users_own,
     every_turn_is_read_in_order_and_a_new_turn_moves_the_turn_version,
     a_turn_index_reads_only_what_changed_since_it_was_built_until_turns_go_away,
+    a_segments_stored_turn_vectors_are_read_with_their_model,
     a_turns_neighbours_are_read_within_its_segment_and_its_user,
     any_query_text_is_matched_as_words_never_as_query_syntax,
     an_erasure_racing_any_write_of_the_user_leaves_nothing_of_them,

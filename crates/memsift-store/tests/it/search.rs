@@ -506,3 +506,65 @@ pub async fn a_memory_index_reads_only_what_changed_since_it_was_built_until_a_m
     );
     assert!(after_delete.can_extend(after_delete.version));
 }
+
+/// What planning reads to pick a segment's similar memories without embedding: the segment's
+/// stored turn vectors, each with its model, normalised; a blank turn's empty vector, a turn not
+/// embedded yet and another segment's turns are left out.
+pub async fn a_segments_stored_turn_vectors_are_read_with_their_model(store: &Store) {
+    let turns = [
+        message("ana", "c1", 0, Role::User, "Coco came from the shelter."),
+        message("ana", "c1", 1, Role::Assistant, "How old is Coco?"),
+        message("ana", "c1", 2, Role::User, "She is two."),
+        message("ana", "c1", 3, Role::User, "And she sleeps all day."),
+    ];
+    store
+        .messages()
+        .ingest(&turns, idle(), t0(), &no_progress)
+        .await
+        .unwrap();
+    let elsewhere = [message("bo", "c1", 0, Role::User, "Coco is my favourite singer.")];
+    store
+        .messages()
+        .ingest(&elsewhere, idle(), t0(), &no_progress)
+        .await
+        .unwrap();
+    let segments = store.listing().list_segments(Some("ana"), None, None).await.unwrap();
+    assert_eq!(segments.len(), 1);
+    let segment: memsift_core::SegmentId = segments[0].id.parse().unwrap();
+    assert!(store.vectors().segment_turn_vectors(segment).await.unwrap().is_empty());
+
+    let vector_of = |content: &str| match content {
+        "Coco came from the shelter." => Some(("m", vec![3.0, 4.0])),
+        "How old is Coco?" => Some(("m", Vec::new())),
+        "She is two." => Some(("other", vec![0.0, 2.0])),
+        "Coco is my favourite singer." => Some(("m", vec![1.0, 0.0])),
+        _ => None,
+    };
+    for model in ["m", "other"] {
+        let written: Vec<_> = store
+            .vectors()
+            .turns_needing_embedding(100)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter_map(|turn| {
+                let (made_by, vector) = vector_of(&turn.content)?;
+                (made_by == model).then_some((turn, vector))
+            })
+            .collect();
+        store.vectors().set_turn_embeddings(model, &written).await.unwrap();
+    }
+    let mut read: Vec<(String, Vec<f32>)> = store
+        .vectors()
+        .segment_turn_vectors(segment)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(_, model, vector)| (model, vector))
+        .collect();
+    read.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        read,
+        [("m".to_owned(), vec![0.6, 0.8]), ("other".to_owned(), vec![0.0, 1.0])]
+    );
+}

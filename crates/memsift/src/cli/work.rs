@@ -174,8 +174,9 @@ pub(super) async fn run(
     if !until_idle {
         let mut signals = crate::signals::Signals::os()?;
         loop {
-            let step = pipeline::run_once(app).await?;
-            if step.progressed() {
+            let mut step = pipeline::run_once(app).await?;
+            step.n_turns_embedded = pipeline::index_turns_pass(app).await?;
+            if step.progressed() || step.n_turns_embedded > 0 {
                 print_step("run", &step, json)?;
             }
             tokio::select! {
@@ -193,11 +194,12 @@ pub(super) async fn run(
     let report = pipeline::run_until_idle(app).await?;
     print_step("run", &report, json)?;
     if timings {
+        let report = format!("{}{}", memsift_engine::timings::report(), texts_embedded(&app.vectors));
         // Beside JSON output the breakdown goes to stderr, so stdout stays one document.
         if json {
-            eprint!("{}", memsift_engine::timings::report());
+            eprint!("{report}");
         } else {
-            print!("{}", memsift_engine::timings::report());
+            print!("{report}");
         }
     }
     Ok(())
@@ -286,12 +288,24 @@ pub(super) fn print_step(verb: &str, report: &pipeline::StepReport, json: bool) 
 /// The one-line summary of a run (or a step) that `extract`, `run` and `sweep` print.
 pub fn step_summary(verb: &str, report: &pipeline::StepReport) -> String {
     format!(
-        "{verb}: {} segments extracted, {} memories written, {} items dropped, {} attempts failed ({} requests out of attempts), {} idle segments closed",
+        "{verb}: {} segments extracted, {} memories written, {} items dropped, {} attempts failed ({} requests out of attempts), {} idle segments closed, {} turns indexed for search",
         report.n_segments_extracted,
         report.n_memories,
         report.n_items_dropped,
         report.n_failed_attempts(),
         report.n_requests_dead,
-        report.n_segments_closed
+        report.n_segments_closed,
+        report.n_turns_embedded
     )
+}
+
+/// The `run --timings` line that says how many texts were embedded, and why: each turn at most
+/// once, each item at most once, and nothing for planning.
+fn texts_embedded(vectors: &memsift_engine::embedding::Vectors) -> String {
+    use memsift_engine::embedding::EmbedPurpose;
+    let counts: Vec<String> = EmbedPurpose::ALL
+        .into_iter()
+        .map(|purpose| format!("{} {}", purpose.as_str(), vectors.n_embedded(purpose)))
+        .collect();
+    format!("texts embedded, by purpose: {}\n", counts.join(", "))
 }

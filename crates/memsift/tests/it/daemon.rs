@@ -579,10 +579,7 @@ fn drains_on_signal(signal: &str) {
 /// The `/metrics` lines of the daemon's embedder, as its API would serve them.
 async fn embedder_metrics(app: &App) -> Vec<String> {
     let snapshot = app.store.listing().metrics_snapshot().await.unwrap();
-    let state = memsift::metrics::EmbedderState {
-        loaded: app.vectors.is_loaded(),
-        n_loads: app.vectors.n_loads(),
-    };
+    let state = memsift::metrics::EmbedderState::of(&app.vectors);
     memsift::metrics::render(&snapshot, &[], state)
         .unwrap()
         .lines()

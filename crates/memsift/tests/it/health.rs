@@ -144,6 +144,13 @@ async fn an_openai_url_without_v1_pauses_the_lane_spends_nothing_and_stops_run_u
         "{error}"
     );
     assert!(!error.contains("test-key"), "errors never carry the key");
+    // The fault was found before any search indexing: embedding the turns waits behind the lanes.
+    assert_eq!(
+        test.app
+            .vectors
+            .n_embedded(memsift_engine::embedding::EmbedPurpose::Turn),
+        0
+    );
     // Nothing was spent and nothing died: every request waits on its first attempt.
     assert_eq!(statuses(&test).await, vec!["extracting"; 3]);
     for segment in test.app.store.listing().list_segments(None, None, None).await.unwrap() {

@@ -10,6 +10,7 @@ use chrono::{TimeZone, Utc};
 use memsift::metrics::{EmbedderState, render};
 use memsift_core::drops::DropReason;
 use memsift_core::status::{Lane, Purpose, RequestStatus, SegmentStatus, Temporal};
+use memsift_engine::embedding::EmbedPurpose;
 use memsift_store::{LaneHealthRow, MetricsSnapshot, UsageTotals};
 use proptest::prelude::*;
 
@@ -136,7 +137,11 @@ fn allowed(label: &str) -> BTreeSet<&'static str> {
             .into_iter()
             .chain(names(RequestStatus::ALL, RequestStatus::as_str))
             .collect(),
-        "purpose" => names(Purpose::ALL, Purpose::as_str),
+        // A request's purpose, or why a text was embedded.
+        "purpose" => names(Purpose::ALL, Purpose::as_str)
+            .into_iter()
+            .chain(names(&EmbedPurpose::ALL, EmbedPurpose::as_str))
+            .collect(),
         "lane" => names(Lane::ALL, Lane::as_str),
         "kind" => vec!["input", "output", "cache_creation", "cache_read"],
         "reason" => names(&DropReason::ALL, DropReason::as_str),
