@@ -17,6 +17,7 @@
 #                    with --embeddings static), or another MiniLM install
 #   --timeout SECS   stop the final `run --until-idle` after SECS and report it (default: none)
 #   --timings        the final run prints where its wall time went (`run --until-idle --timings`)
+#   --max-continuations N  [extraction] max_continuations for the run (default: the compiled-in one)
 # Needs: a built memsift (MEMSIFT_BIN, default target/release/memsift) and python3. LoCoMo is not
 # part of this repository: see README, "Running on LoCoMo". Talks only to 127.0.0.1.
 set -euo pipefail
@@ -34,6 +35,7 @@ embeddings=minilm
 model_dir=""
 run_timeout=0
 timings=()
+max_continuations=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --locomo) locomo="$2"; shift 2 ;;
@@ -45,6 +47,7 @@ while [ $# -gt 0 ]; do
         --embeddings) embeddings="$2"; shift 2 ;;
         --model-dir) model_dir="$2"; shift 2 ;;
         --timings) timings=(--timings); shift ;;
+        --max-continuations) max_continuations="$2"; shift 2 ;;
         --timeout) run_timeout="$2"; shift 2 ;;
         -*) echo "unknown argument $1" >&2; exit 2 ;;
         *) locomo="$1"; shift ;;
@@ -86,6 +89,7 @@ reconcile_grace_secs = 5
 
 [extraction]
 claim_lease_secs = 10
+$([ -n "$max_continuations" ] && echo "max_continuations = $max_continuations")
 
 [embeddings]
 backend = "$embeddings"
@@ -193,6 +197,12 @@ cache_read = sum(r["cache_read_tokens"] for r in requests)
 cache_write = sum(r["cache_creation_tokens"] for r in requests)
 prompt = inp + cache_read + cache_write
 print("prompt tokens: %d uncached, %d cache writes, %d cache reads; share served from cache %.1f%%" % (inp, cache_write, cache_read, 100.0 * cache_read / max(1, prompt)))
+# Every request of a chunk after its first is a continuation or a re-plan of a failed attempt.
+first_of_chunk = {}
+for r in sorted(requests, key=lambda r: r["created_at"]):
+    first_of_chunk.setdefault((r["segment_id"], r["chunk_index"]), r["id"])
+later = [r for r in requests if first_of_chunk[(r["segment_id"], r["chunk_index"])] != r["id"]]
+print("later requests of a chunk (continuations, re-plans): %d, %d input + %d output tokens, $%.4f" % (len(later), sum(r["input_tokens"] for r in later), sum(r["output_tokens"] for r in later), sum(r["cost_usd"] for r in later)))
 print("output tokens:", out, "| per extracted segment: %.1f" % (out / max(1, by_status["extracted"])), "| cost $%.4f" % sum(r["cost_usd"] for r in requests))
 print("faults injected:", counters.get("faults", {}))
 texts = {}

@@ -33,6 +33,9 @@ pub(crate) struct RawItem<'a> {
     pub linking_hints: Option<LooseValue<'a>>,
     pub entities: Option<LooseValue<'a>>,
     pub evidence_turns: Option<LooseValue<'a>>,
+    /// Whether the `text` value closed: the reader sets it; an item built from an already parsed value leaves it
+    /// false, which only matters for an element the text ended inside (see [`Element::text_whole`]).
+    pub text_whole: bool,
 }
 
 impl<'a> RawItem<'a> {
@@ -71,6 +74,12 @@ impl<'a> Element<'a> {
             }
             other => Element::Other(other),
         }
+    }
+
+    /// Whether this object's `text` string closed before the response's text ended: an element the text ended
+    /// inside is still an item when it had finished saying its memory.
+    pub(crate) fn text_whole(&self) -> bool {
+        matches!(self, Element::Item(item) if item.text_whole && item.text.as_ref().and_then(LooseValue::as_str).is_some())
     }
 
     /// The `text` field when it is a string; `None` for non-objects, like `LooseValue::get`.

@@ -25,7 +25,6 @@
 
 #![deny(missing_docs)]
 
-mod continuation;
 mod dedupe;
 mod item;
 mod loose;
@@ -42,7 +41,6 @@ use memsift_core::status::Temporal;
 use memsift_core::{MemoryId, MessageId};
 use serde::{Deserialize, Serialize};
 
-pub use continuation::unfinished_turns;
 pub use dedupe::{
     FUZZY_DUPLICATE_THRESHOLD, FuzzyText, VECTOR_DUPLICATE_THRESHOLD, cosine, dedupe_by_vectors, fuzzy_ratio,
     normalize_for_fuzzy, retain_with_hints,
@@ -184,8 +182,8 @@ pub struct ProcessOutput {
     /// How the response was read.
     pub parse_path: ParsePath,
     /// The JSON ended before its brackets closed (the text ran out, or a note followed a cut), whatever the stop
-    /// reason; the element the text ended inside, if any, is dropped as truncated, and [`unfinished_turns`] says
-    /// what a continuation must read again.
+    /// reason, so a continuation must read the chunk again; the element the text ended inside, if any, is kept
+    /// with the fields that closed when its text closed, and dropped as truncated otherwise.
     pub cut_off: bool,
     /// How many elements the response held; always `items.len() + dropped.len()`.
     pub elements_parsed: usize,
@@ -269,10 +267,12 @@ pub fn process(input: &ProcessInput<'_>) -> ProcessOutput {
     output.items.reserve_exact(n_elements);
     output.item_indices.reserve_exact(n_elements);
     for (index, element) in elements.iter().enumerate() {
-        if last_element_cut && index + 1 == n_elements {
+        // The element the answer ended inside is an item if its text closed (what it finished saying, without
+        // the field it was cut in); otherwise it is dropped as truncated.
+        if last_element_cut && index + 1 == n_elements && !element.text_whole() {
             let text = element.text().map(str::to_owned);
             output.dropped.push(DroppedItem {
-                detail: Some("the answer ended inside this element".into()),
+                detail: Some("the answer ended inside this element's text".into()),
                 ..DroppedItem::new(index, DropReason::Truncated, text)
             });
             continue;

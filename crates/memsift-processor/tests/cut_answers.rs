@@ -1,13 +1,58 @@
 //! Answers cut at any byte, whatever the stop reason: every element that closed is kept or dropped
-//! for its own reason, never as truncated; a continuation is asked for exactly when the JSON never
-//! closed; and it reads the chunk from the last turn a kept item cites.
+//! for its own reason, never as truncated; the element the text ended inside is kept with what it
+//! finished saying when its text closed (its evidence: the labels that closed), and dropped as
+//! truncated otherwise; a continuation is asked for exactly when the JSON never closed.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use memsift_core::MessageId;
-use memsift_processor::{DropReason, ProcessInput, StopReason, process, unfinished_turns};
+use memsift_processor::{DropReason, ProcessInput, StopReason, process};
 use proptest::prelude::*;
-use serde_json::json;
+
+/// One element as a model writes it, in any field order, with where its parts end.
+struct Element {
+    json: String,
+    /// Offset just past the text's closing quote.
+    text_end: usize,
+    /// (offset just past each evidence label's closing quote, its turn).
+    label_ends: Vec<(usize, usize)>,
+}
+
+/// `{"text": …, "temporal": "durable", "evidence_turns": [...]}` with the fields in `order` (a
+/// permutation of 0 text, 1 temporal, 2 evidence).
+fn element(text: &str, cited: &[usize], labels: &[String], order: &[usize]) -> Element {
+    let mut json = String::from("{");
+    let (mut text_end, mut label_ends) = (0, Vec::new());
+    for (position, field) in order.iter().enumerate() {
+        if position > 0 {
+            json.push_str(", ");
+        }
+        match field {
+            0 => {
+                json.push_str(&format!("\"text\": \"{text}\""));
+                text_end = json.len();
+            }
+            1 => json.push_str("\"temporal\": \"durable\""),
+            _ => {
+                json.push_str("\"evidence_turns\": [");
+                for (index, &turn) in cited.iter().enumerate() {
+                    if index > 0 {
+                        json.push_str(", ");
+                    }
+                    json.push_str(&format!("\"{}\"", labels[turn]));
+                    label_ends.push((json.len(), turn));
+                }
+                json.push(']');
+            }
+        }
+    }
+    json.push('}');
+    Element {
+        json,
+        text_end,
+        label_ends,
+    }
+}
 
 /// One generated answer: its text, and where each element and the array start and end in it.
 struct Answer {
@@ -73,29 +118,25 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 600, .. ProptestConfig::default() })]
 
     #[test]
-    fn a_cut_answer_keeps_what_closed_and_continues_from_the_last_kept_citation(
+    fn a_cut_answer_keeps_what_finished_and_asks_for_a_continuation(
         (n_turns, items) in (1usize..8).prop_flat_map(|n| (Just(n), items(n))),
+        order in Just(vec![0usize, 1, 2]).prop_shuffle(),
         pretty in any::<bool>(),
         fenced in any::<bool>(),
         stop_reason in stop_reason(),
         cut_fraction in 0.0f64..=1.0,
     ) {
         let labels: Vec<String> = (0..n_turns).map(|turn| format!("D1:{turn}")).collect();
-        let order: Vec<MessageId> = (0..n_turns).map(|_| MessageId::new_v7()).collect();
-        let elements: Vec<String> = items
-            .iter()
-            .map(|(text, cited)| {
-                let evidence: Vec<&String> = cited.iter().map(|&turn| &labels[turn]).collect();
-                json!({"text": text, "temporal": "durable", "evidence_turns": evidence}).to_string()
-            })
-            .collect();
-        let answer = answer(&elements, pretty, fenced);
+        let turn_ids: Vec<MessageId> = (0..n_turns).map(|_| MessageId::new_v7()).collect();
+        let elements: Vec<Element> = items.iter().map(|(text, cited)| element(text, cited, &labels, &order)).collect();
+        let jsons: Vec<String> = elements.iter().map(|element| element.json.clone()).collect();
+        let answer = answer(&jsons, pretty, fenced);
         let mut cut = ((answer.text.len() as f64) * cut_fraction) as usize;
         while !answer.text.is_char_boundary(cut) {
             cut -= 1;
         }
         let raw = &answer.text[..cut];
-        let turns: BTreeMap<String, MessageId> = labels.iter().cloned().zip(order.iter().copied()).collect();
+        let turns: BTreeMap<String, MessageId> = labels.iter().cloned().zip(turn_ids.iter().copied()).collect();
         let output = process(&ProcessInput { raw_text: raw, stop_reason, turns, ..ProcessInput::default() });
 
         // (a) Every element that closed before the cut is kept or dropped for a reason of its own.
@@ -108,27 +149,28 @@ proptest! {
                 prop_assert_ne!(drop.reason, DropReason::Truncated, "closed element {} dropped as cut in {:?}", index, raw);
             }
         }
-        // Only the element the text ended inside is dropped as truncated.
-        for drop in output.dropped.iter().filter(|drop| drop.reason == DropReason::Truncated) {
-            prop_assert_eq!(drop.index, n_closed, "{:?}", raw);
-            let (start, end) = answer.elements[n_closed];
-            prop_assert!(start < cut && cut < end, "{:?}", raw);
+        // (b) The element the text ended inside: what it finished saying, if its text closed.
+        if let Some(&(start, end)) = answer.elements.get(n_closed).filter(|(start, end)| *start < cut && cut < *end) {
+            let partial = &elements[n_closed];
+            let truncated = output.dropped.iter().any(|drop| drop.index == n_closed && drop.reason == DropReason::Truncated);
+            let text_closed = start + partial.text_end <= cut;
+            prop_assert_eq!(truncated, !text_closed, "{:?}", raw);
+            if let Some(position) = output.item_indices.iter().position(|&index| index == n_closed) {
+                let finished: BTreeSet<MessageId> = partial
+                    .label_ends
+                    .iter()
+                    .filter(|(label_end, _)| start + label_end <= cut)
+                    .map(|(_, turn)| turn_ids[*turn])
+                    .collect();
+                let evidence: BTreeSet<MessageId> = output.items[position].evidence.iter().copied().collect();
+                prop_assert_eq!(evidence, finished, "only the labels that closed, in {:?}", raw);
+            }
+        } else {
+            prop_assert_eq!(output.count_dropped(DropReason::Truncated), 0, "{:?}", raw);
         }
 
-        // (b) A continuation exactly when the JSON began and never closed, whatever the stop reason.
+        // (c) A continuation exactly when the JSON began and never closed, whatever the stop reason.
         let unterminated = answer.open < cut && cut < answer.close_end;
-        let rest = unfinished_turns(&output, &order);
-        prop_assert_eq!(rest.is_some(), unterminated, "stop {:?}, {:?}", stop_reason, raw);
-
-        // (c) It reads the chunk from the last turn a kept item cites (all of it when none does).
-        if let Some(rest) = rest {
-            let start = output
-                .item_indices
-                .iter()
-                .flat_map(|&index| items[index].1.iter().copied())
-                .max()
-                .unwrap_or(0);
-            prop_assert_eq!(rest, &order[start..], "{:?}", raw);
-        }
+        prop_assert_eq!(output.cut_off, unterminated, "stop {:?}, {:?}", stop_reason, raw);
     }
 }

@@ -158,6 +158,27 @@ impl LocomoResponder {
     }
 }
 
+/// The known memories an extraction request shows, as their lines read (`[short id] text`, between
+/// "Known memories" and "Conversation:"), unescaped.
+fn known_memory_texts(user_text: &str) -> std::collections::HashSet<String> {
+    let Some(start) = user_text.find("Known memories (") else {
+        return std::collections::HashSet::new();
+    };
+    let block = &user_text[start..];
+    let block = &block[..block.find("\nConversation:").unwrap_or(block.len())];
+    block
+        .lines()
+        .skip(1)
+        .filter_map(|line| line.strip_prefix('[')?.split_once("] ").map(|(_, text)| text))
+        .map(|text| text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&"))
+        .collect()
+}
+
+/// A text as one line, as a request shows a known memory: whitespace runs collapsed.
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 /// `[text, "D1:3"]`, `[text, ["D1:3", "D1:5"]]` or `[text, "D1:3, D1:5"]`.
 fn parse_observation(item: &serde_json::Value) -> Option<(String, Vec<String>)> {
     let text = item.get(0)?.as_str()?.to_owned();
@@ -203,6 +224,10 @@ impl Responder for LocomoResponder {
             .collect();
         chosen.sort_unstable();
         chosen.dedup();
+        // As the prompt asks ("do not restate them"), what the request shows as known is not written
+        // again: a continuation of a cut answer shows the items it kept.
+        let known = known_memory_texts(request.user_text);
+        chosen.retain(|index| !known.contains(&one_line(&self.observations[*index].0)));
         let items: Vec<ExtractedItem> = chosen
             .into_iter()
             .map(|index| {
@@ -358,6 +383,36 @@ mod tests {
         let items: Vec<ExtractedItem> = serde_json::from_str(&text).unwrap();
         let texts: Vec<&str> = items.iter().map(|item| item.text.as_str()).collect();
         assert_eq!(texts, vec!["Jon lost his job."]);
+    }
+
+    #[test]
+    fn locomo_does_not_restate_what_the_request_shows_as_known() {
+        let json = r#"[{"observation": {"session_1_observation": {"Caroline": [
+            ["Caroline went to a  support group.", "D1:3"],
+            ["Caroline likes <painting> & pottery.", "D1:5"],
+            ["Caroline has a dog.", "D1:5"]
+        ]}}}]"#;
+        let responder = LocomoResponder::from_json(json).unwrap();
+        let turns = vec![turn("D1:3"), turn("D1:5")];
+        let answer = |user_text: &str| {
+            let request = ResponderRequest {
+                model: "m",
+                system: "",
+                user_text,
+                turns: &turns,
+            };
+            let ResponderReply::Text(text) = responder.respond(&request) else {
+                panic!("locomo answers with text")
+            };
+            let items: Vec<ExtractedItem> = serde_json::from_str(&text).unwrap();
+            items.into_iter().map(|item| item.text).collect::<Vec<_>>()
+        };
+        assert_eq!(answer("Known memories: none.\n\nConversation:\n").len(), 3);
+        // The payload's lines: collapsed whitespace, markup escaped.
+        let shown = "Today's date: 2023-05-08.\n\nKnown memories (short id in brackets; do not restate them):\n\
+                     [k1] Caroline went to a support group.\n[k2] Caroline likes &lt;painting&gt; &amp; pottery.\n\
+                     \nConversation:\n<turn label=\"D1:3\">Caroline has a dog.</turn>";
+        assert_eq!(answer(shown), ["Caroline has a dog."]);
     }
 
     #[test]

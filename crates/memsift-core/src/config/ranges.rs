@@ -185,7 +185,7 @@ impl Config {
                 extraction.max_continuations,
                 0,
                 20,
-                "default 2",
+                "default 6",
             ),
             count(
                 "extraction.similar_memories",

@@ -3,9 +3,9 @@
 //! The apply path asks (`context::ContinuationPlanner`) while it holds the cut answer; the request
 //! is built here like a chunk's first one (the extraction prompt, today's date, the turns as
 //! `<turn>` elements, routed by the user's tier and reserved against their daily budget) and
-//! written by the apply's own transaction. It reads the chunk's turns from the last one a kept
-//! item cites (`memsift_processor::unfinished_turns`), with the kept items first among the known
-//! memories, so the model does not restate them and the processor's dedupe meets any it does.
+//! written by the apply's own transaction. It reads the whole chunk again, with the kept items
+//! first among the known memories, so the model does not restate them and the processor's dedupe
+//! meets any it does.
 //! Its depth (`RequestContext::continuation`) is bounded by `[extraction] max_continuations`, so a
 //! model that always stops early ends with its chunk extracted and the reason recorded.
 
@@ -19,7 +19,6 @@ use memsift_core::request::{RequestBody, RequestContext, RequestSubject};
 use memsift_core::status::{Purpose, Role};
 use memsift_core::{MessageId, RequestId};
 use memsift_payload::{KnownMemory, PayloadOptions, build_extraction_chunks};
-use memsift_processor::unfinished_turns;
 use memsift_store::{ContinuationPlan, NewRequest};
 
 use crate::app::App;
@@ -57,9 +56,11 @@ async fn plan_continuation(app: &App, cut: CutAnswer<'_>) -> anyhow::Result<Cont
         .into_iter()
         .filter(|turn| shown.contains(&turn.message_id))
         .collect();
-    let order: Vec<MessageId> = chunk_turns.iter().map(|turn| turn.message_id).collect();
-    let n_rest = unfinished_turns(cut.output, &order).map_or(0, <[MessageId]>::len);
-    let turns: Vec<_> = chunk_turns[order.len() - n_rest..]
+    // The whole chunk again: a model's items are not in turn order (grouped by speaker or topic),
+    // and a turn can hold several facts, so any turn may still hold one the cut answer never
+    // wrote. Measured against reading on from the first turn no kept item cites (BENCHMARKS.md):
+    // that saves a sixth of a continuation's tokens and can lose a turn's other facts silently.
+    let turns: Vec<_> = chunk_turns
         .iter()
         .map(|turn| (turn.message_id, turn.turn.clone()))
         .collect();
@@ -69,34 +70,43 @@ async fn plan_continuation(app: &App, cut: CutAnswer<'_>) -> anyhow::Result<Cont
         .map(|(_, turn)| turn.label.clone())
         .collect();
     // The kept items first: they are what this model must not write again.
-    let known: Vec<KnownMemory> = cut
+    let kept: Vec<KnownMemory> = cut
         .item_ids
         .iter()
         .zip(&cut.output.items)
-        .map(|(id, item)| (*id, item.text.clone()))
-        .chain(stored.context.memories.values().cloned())
-        .map(|(id, text)| KnownMemory { id, text })
+        .map(|(id, item)| KnownMemory {
+            id: *id,
+            text: item.text.clone(),
+        })
         .collect();
-    let prompt = app.prompts.get("extraction")?.clone();
-    let now = app.clock.now();
-    // The rest of one chunk's turns fit one chunk again; the known memories (the kept items
-    // first) are cut to what the budget leaves, like any chunk's, so the window holds.
-    let options = PayloadOptions {
-        chunk_budget_tokens: app.config.batch.chunk_budget_tokens as usize,
-        max_known_memories: known.len(),
-    };
-    let payload = tokio::task::spawn_blocking(move || build_extraction_chunks(&prompt, now, &turns, &known, &options))
-        .await
-        .context("building a continuation's payload ended abnormally")?
-        .context("cutting a continuation's turns into a chunk")?
-        .chunks
-        .into_iter()
-        .next();
-    let Some(payload) = payload else {
+    let shown_before: Vec<KnownMemory> = stored
+        .context
+        .memories
+        .values()
+        .map(|(id, text)| KnownMemory {
+            id: *id,
+            text: text.clone(),
+        })
+        .collect();
+    let mut payloads = one_chunk_of(app, &turns, kept, shown_before).await?;
+    if payloads.len() > 1 {
+        // Cannot happen while the turns fitted one request before; said rather than half-done.
+        let left_out: Vec<&str> = payloads[1..]
+            .iter()
+            .flat_map(|payload| payload.turns.keys().map(String::as_str))
+            .collect();
         return Ok(ContinuationPlan::NotContinued(format!(
-            "the answer was cut off, but the rest of chunk {chunk} holds no user turn: nothing is left to extract"
+            "the answer was cut off, and chunk {chunk}'s turns no longer fit one request of [batch] \
+             chunk_budget_tokens: turns {} are not asked again",
+            left_out.join(", ")
+        )));
+    }
+    let Some(payload) = payloads.pop() else {
+        return Ok(ContinuationPlan::NotContinued(format!(
+            "the answer was cut off, but chunk {chunk} holds no user turn: nothing is left to extract"
         )));
     };
+    let now = app.clock.now();
     let tier = app
         .billing
         .tier_of(app.store.users().user_billing_tier(stored.user_id).await?.as_deref());
@@ -170,4 +180,37 @@ async fn plan_continuation(app: &App, cut: CutAnswer<'_>) -> anyhow::Result<Cont
         reserved_usd,
         max_output_tokens: allowance,
     })))
+}
+
+/// The continuation's payload: the chunk's turns, which fitted one request before, with as many
+/// known memories as leave them in one request again: the kept items and what the chunk showed
+/// before, else the kept items alone, else none (dedupe then meets what the model repeats).
+/// No payload when the turns hold no user turn; more than one only if even without known memories
+/// they do not fit one request.
+async fn one_chunk_of(
+    app: &App,
+    turns: &[(MessageId, memsift_core::contract::Turn)],
+    kept: Vec<KnownMemory>,
+    shown_before: Vec<KnownMemory>,
+) -> anyhow::Result<Vec<memsift_payload::ExtractionChunk>> {
+    let everything: Vec<KnownMemory> = kept.iter().cloned().chain(shown_before).collect();
+    let mut chunks = Vec::new();
+    for known in [everything, kept, Vec::new()] {
+        let prompt = app.prompts.get("extraction")?.clone();
+        let now = app.clock.now();
+        let options = PayloadOptions {
+            chunk_budget_tokens: app.config.batch.chunk_budget_tokens as usize,
+            max_known_memories: known.len(),
+        };
+        let turns = turns.to_vec();
+        chunks = tokio::task::spawn_blocking(move || build_extraction_chunks(&prompt, now, &turns, &known, &options))
+            .await
+            .context("building a continuation's payload ended abnormally")?
+            .context("cutting a continuation's turns into a chunk")?
+            .chunks;
+        if chunks.len() <= 1 {
+            break;
+        }
+    }
+    Ok(chunks)
 }

@@ -134,8 +134,8 @@ async fn an_answer_cut_with_end_turn_is_continued_until_every_item_is_stored(db:
         detail.contains(&format!("goes to request {}", continuation.id)),
         "{detail}"
     );
-    // The continuation reads from the second fact's turn on, with the two kept items as known
-    // memories; the second fact it writes again is a duplicate of a stored memory.
+    // The continuation reads the whole chunk again, with the two kept items first among the known
+    // memories; the two facts this model writes again are duplicates of stored memories.
     let body = test
         .app
         .store
@@ -143,10 +143,7 @@ async fn an_answer_cut_with_end_turn_is_continued_until_every_item_is_stored(db:
         .await
         .unwrap()
         .to_string();
-    assert!(
-        !body.contains(FACTS[0]) && body.contains(FACTS[1]) && body.contains(FACTS[3]),
-        "{body}"
-    );
+    assert!(FACTS.iter().all(|fact| body.contains(fact)), "{body}");
     assert!(
         body.contains(&memory_of(FACTS[0])) && body.contains(&memory_of(FACTS[1])),
         "{body}"
@@ -165,7 +162,7 @@ async fn an_answer_cut_with_end_turn_is_continued_until_every_item_is_stored(db:
     assert_eq!(continuation.n_items, 2);
     assert_eq!(
         continuation.drops.0.iter().map(|drop| drop.reason).collect::<Vec<_>>(),
-        vec![DropReason::DuplicateOfExisting]
+        vec![DropReason::DuplicateOfExisting; 2]
     );
     test.finish().await;
 }
@@ -285,4 +282,62 @@ async fn cut_answers_lose_nothing_the_uncut_run_stores() {
         "the fault must cut something: {before} of {baseline}"
     );
     assert_eq!(after, baseline, "continuations bring back what the cuts lost");
+}
+
+/// Every order of four items over four turns (a model groups by speaker or topic, not by turn),
+/// each cut once at a point that varies with the order: the continuation reads the whole chunk,
+/// this model writes only what its known memories do not hold, and every fact is stored once.
+#[tokio::test]
+async fn items_in_any_order_are_all_stored_once_whatever_the_cut() {
+    let mut orders: Vec<Vec<usize>> = vec![Vec::new()];
+    for _ in 0..FACTS.len() {
+        let mut longer = Vec::new();
+        for order in &orders {
+            for turn in (0..FACTS.len()).filter(|turn| !order.contains(turn)) {
+                longer.push([order.clone(), vec![turn]].concat());
+            }
+        }
+        orders = longer;
+    }
+    assert_eq!(orders.len(), 24);
+    for (case, order) in orders.into_iter().enumerate() {
+        let cut_fraction = [0.3, 0.5, 0.8][case % 3];
+        let answers = Arc::new(AtomicUsize::new(0));
+        let counted = Arc::clone(&answers);
+        let script = ScriptedResponder::from_fn(move |request| {
+            let user_turns: Vec<_> = request
+                .turns
+                .iter()
+                .filter(|turn| turn.role == memsift_core::status::Role::User)
+                .collect();
+            let items: Vec<Value> = order
+                .iter()
+                .filter_map(|&position| user_turns.get(position))
+                .map(|turn| (memory_of(&turn.content), &turn.label))
+                .filter(|(text, _)| !request.user_text.contains(&format!("] {text}\n")))
+                .map(|(text, label)| json!({"text": text, "evidence_turns": [label]}))
+                .collect();
+            let full = Value::Array(items).to_string();
+            let text = if counted.fetch_add(1, Ordering::SeqCst) == 0 {
+                let mut at = (full.len() as f64 * cut_fraction) as usize;
+                while !full.is_char_boundary(at) {
+                    at -= 1;
+                }
+                full[..at].to_owned()
+            } else {
+                full
+            };
+            ResponderReply::Text(text)
+        });
+        let test = TestApp::with_scripted_batch_sim(TestDb::sqlite().await, script).await;
+        test.import("c1.jsonl", &conversation()).await.unwrap();
+        run_until_idle(&test.app).await.unwrap();
+        let mut stored = test.memory_texts("ana").await;
+        stored.sort();
+        let mut expected: Vec<String> = FACTS.iter().map(|fact| memory_of(fact)).collect();
+        expected.sort();
+        assert_eq!(stored, expected, "case {case} (cut at {cut_fraction})");
+        assert_eq!(segment_status(&test).await, ("extracted".to_owned(), None));
+        test.finish().await;
+    }
 }

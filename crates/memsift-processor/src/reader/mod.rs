@@ -227,8 +227,13 @@ impl<'a> Reader<'a> {
                     n_fields += 1;
                     let key = self.key();
                     let value = self.field_value();
-                    let list_partial = matches!(value, LooseValue::Array(_)) && self.last_array_partial;
-                    fields.insert(key, value, list_partial);
+                    // The text ended inside this value; in a list, inside its last element only.
+                    let partial = if matches!(value, LooseValue::Array(_)) {
+                        self.last_array_partial
+                    } else {
+                        self.ended_early
+                    };
+                    fields.insert(key, value, partial);
                     if self.cut {
                         self.ended_early = true;
                         break;

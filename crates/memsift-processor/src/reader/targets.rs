@@ -51,12 +51,13 @@ impl<'a> FromReader<'a> for Element<'a> {
 
 /// Somewhere an object's fields go: all of them in order, or only the contract's named slots.
 pub(crate) trait Fields<'a>: Default {
-    /// Adds a field; `list_partial` says that the value is a list whose last element may be incomplete.
-    fn insert(&mut self, key: Cow<'a, str>, value: LooseValue<'a>, list_partial: bool);
+    /// Adds a field; `partial` says the text ended inside the value (for a list, inside its last element), so
+    /// it may be incomplete.
+    fn insert(&mut self, key: Cow<'a, str>, value: LooseValue<'a>, partial: bool);
 }
 
 impl<'a> Fields<'a> for Vec<(Cow<'a, str>, LooseValue<'a>)> {
-    fn insert(&mut self, key: Cow<'a, str>, value: LooseValue<'a>, _list_partial: bool) {
+    fn insert(&mut self, key: Cow<'a, str>, value: LooseValue<'a>, _partial: bool) {
         self.push((key, value));
     }
 }
@@ -71,16 +72,29 @@ pub(crate) struct TopObject<'a> {
 }
 
 impl<'a> Fields<'a> for TopObject<'a> {
-    fn insert(&mut self, key: Cow<'a, str>, value: LooseValue<'a>, list_partial: bool) {
+    fn insert(&mut self, key: Cow<'a, str>, value: LooseValue<'a>, partial: bool) {
+        self.lists_partial
+            .push(partial && matches!(value, LooseValue::Array(_)));
         self.fields.push((key, value));
-        self.lists_partial.push(list_partial);
     }
 }
 
 impl<'a> Fields<'a> for RawItem<'a> {
-    fn insert(&mut self, key: Cow<'a, str>, value: LooseValue<'a>, _list_partial: bool) {
-        if let Some(slot) = self.slot(&key) {
-            *slot = Some(value);
+    /// A value the text ended inside is kept only as far as it closed: a list without its last element, the
+    /// text as it stands (a truncated item's drop shows it; [`RawItem::text_whole`] says it is not whole), any
+    /// other value not at all, so an item cut after its text closed is read from what it finished saying.
+    fn insert(&mut self, key: Cow<'a, str>, value: LooseValue<'a>, partial: bool) {
+        if key == "text" {
+            self.text_whole = !partial;
         }
+        let Some(slot) = self.slot(&key) else { return };
+        *slot = match value {
+            LooseValue::Array(mut values) if partial => {
+                values.pop();
+                Some(LooseValue::Array(values))
+            }
+            _ if partial && key != "text" => None,
+            value => Some(value),
+        };
     }
 }
