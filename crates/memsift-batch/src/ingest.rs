@@ -384,7 +384,7 @@ impl BatchCoordinator {
         report.n_download_failures += 1;
         if n_failures >= MAX_DOWNLOADS {
             let reason = format!("{reason}; {n_failures} downloads failed, so the requests without an answer go again");
-            return self.give_up(batch_id, &reason, report).await;
+            return self.give_up(batch_id, &batch.config_key, &reason, report).await;
         }
         tracing::warn!(%batch_id, n_failures, %retry_at, reason, "A results download cannot be used; it is tried again, and no request spends an attempt.");
         Ok(())
@@ -405,11 +405,11 @@ impl BatchCoordinator {
         let since = self
             .store
             .batches()
-            .note_batch_missing(batch_id, &reason, now, next_at)
+            .note_batch_missing(batch_id, &reason, now, next_at, self.settings.reconcile_grace)
             .await?;
         if now - since >= self.settings.reconcile_grace {
             let reason = format!("{reason} (since {since}); given up");
-            return self.give_up(batch_id, &reason, report).await;
+            return self.give_up(batch_id, &batch.config_key, &reason, report).await;
         }
         Ok(())
     }

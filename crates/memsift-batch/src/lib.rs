@@ -70,6 +70,10 @@ pub struct BatchSettings {
     /// Delete what the provider keeps of a batch once it is ingested, when one of its users was
     /// erased while it was in flight (`[erasure] delete_provider_batches`).
     pub delete_erased_batches: bool,
+    /// Batches a request may lose (given up: not found past the grace, results purged or
+    /// unreadable, past expiry) before its lane is paused as a setting fault (`[batch]
+    /// max_batch_losses`): a lasting cause would otherwise create a new billed batch forever.
+    pub max_batch_losses: i64,
 }
 
 impl Default for BatchSettings {
@@ -82,6 +86,7 @@ impl Default for BatchSettings {
             reconcile_grace: Duration::seconds(300),
             claim_lease: Duration::seconds(900),
             delete_erased_batches: true,
+            max_batch_losses: 2,
         }
     }
 }

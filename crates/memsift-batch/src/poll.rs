@@ -3,7 +3,7 @@
 
 use chrono::{DateTime, Duration, Utc};
 use memsift_core::BatchId;
-use memsift_llm::LlmError;
+use memsift_llm::{HealthSignal, LlmError};
 use memsift_store::BatchRow;
 
 use crate::{BatchCoordinator, CoordinatorError, CoordinatorReport, ProviderPoll, parse_batch_id};
@@ -131,7 +131,7 @@ impl BatchCoordinator {
                         let reason = format!(
                             "the provider still reports the batch in progress after its expiry at {expired_at}; canceled and given up"
                         );
-                        self.give_up(batch_id, &reason, report).await?;
+                        self.give_up(batch_id, &batch.config_key, &reason, report).await?;
                     }
                     None => self.store.batches().snooze_batch(batch_id, next, None).await?,
                 },
@@ -142,11 +142,11 @@ impl BatchCoordinator {
                     let since = self
                         .store
                         .batches()
-                        .note_batch_missing(batch_id, &reason, now, next)
+                        .note_batch_missing(batch_id, &reason, now, next, self.settings.reconcile_grace)
                         .await?;
                     if now - since >= self.settings.reconcile_grace {
                         let reason = format!("{reason} (since {since}); given up");
-                        self.give_up(batch_id, &reason, report).await?;
+                        self.give_up(batch_id, &batch.config_key, &reason, report).await?;
                     }
                 }
                 Err(fault) => {
@@ -162,20 +162,41 @@ impl BatchCoordinator {
     }
 
     /// A batch that will give nothing more: what it recorded stays, its other requests are
-    /// re-planned under their ids without spending an attempt (no fault of their content).
+    /// re-planned under their ids without spending an attempt (no fault of their content). When
+    /// they have now lost `max_batch_losses` batches, the cause lasts (a proxy answering for the
+    /// provider, a provider that drops this account's batches): the lane is paused as a setting
+    /// fault, so no further batch is created and billed until a probe or an operator clears it.
     pub(crate) async fn give_up(
         &self,
         batch_id: BatchId,
+        config_key: &str,
         reason: &str,
         report: &mut CoordinatorReport,
     ) -> Result<(), CoordinatorError> {
-        let n_replanned = self
+        let given_up = self
             .store
             .batches()
             .give_up_batch(batch_id, reason, self.clock.now())
             .await?;
         report.n_batches_given_up += 1;
-        tracing::warn!(%batch_id, n_replanned, reason, "A batch was given up; its unanswered requests go again without spending an attempt.");
+        tracing::warn!(%batch_id, n_replanned = given_up.n_replanned, reason, "A batch was given up; its unanswered requests go again without spending an attempt.");
+        if given_up.most_losses >= self.settings.max_batch_losses
+            && let Some(provider) = self.providers.get(config_key)
+        {
+            let signal = HealthSignal::Setting {
+                reason: format!(
+                    "the provider lost {} batches in a row carrying the same requests; the last: {reason}",
+                    given_up.most_losses
+                ),
+                fix: Some(
+                    "check the endpoint and anything between memsift and it (a proxy answering in the provider's place); \
+                     the requests wait unspent, and the lane is probed again after its cool-down"
+                        .to_owned(),
+                ),
+            };
+            self.health
+                .record(&Self::lane_key(provider.as_ref()), &signal, self.clock.now());
+        }
         Ok(())
     }
 

@@ -130,7 +130,15 @@ impl App {
         let vectors = Arc::new(Vectors::new(&config.embeddings, Arc::clone(&clock)));
         let health = router.health();
         let limiter = shared_limiter(&config);
-        let coordinator = build_coordinator(&config, &store, &clock, &worker_id, &prices, &limiter, &health)?;
+        let coordinator = build_coordinator(
+            &config,
+            &store,
+            &clock,
+            &worker_id,
+            &limiter,
+            &health,
+            memsift_llm::RetryPolicy::default(),
+        )?;
         Ok(App {
             immediate: Arc::new(
                 ImmediateStrategy::from_config(&config, prices.clone())?.with_rate_limiter(limiter.clone()),
@@ -216,16 +224,20 @@ pub fn read_limits(config: &Config) -> memsift_llm::ReadLimits {
     }
 }
 
-/// One batch provider per config key whose provider has a batch API and whose lane can be batch.
-fn build_coordinator(
+/// One batch provider per config key whose provider has a batch API and whose lane can be batch;
+/// their reads retry under `retry` (tests wait on a virtual clock).
+pub fn build_coordinator(
     config: &Config,
     store: &Store,
     clock: &Arc<dyn Clock>,
     worker_id: &str,
-    prices: &PriceTable,
     limiter: &RateLimiter,
     health: &Arc<HealthBoard>,
+    retry: memsift_llm::RetryPolicy,
 ) -> anyhow::Result<Option<Arc<BatchCoordinator>>> {
+    let prices = &PriceTable {
+        models: config.prices.clone(),
+    };
     let settings = BatchSettings {
         max_requests_per_batch: config.batch.max_requests_per_batch as i64,
         pack_max_wait: config.pack_max_wait(),
@@ -234,6 +246,7 @@ fn build_coordinator(
         reconcile_grace: config.reconcile_grace(),
         claim_lease: config.claim_lease(),
         delete_erased_batches: config.erasure.delete_provider_batches,
+        max_batch_losses: i64::from(config.batch.max_batch_losses),
     };
     let mut coordinator = BatchCoordinator::new(store.clone(), Arc::clone(clock), worker_id.to_owned(), settings)
         .with_health(Arc::clone(health));
@@ -252,6 +265,7 @@ fn build_coordinator(
         let mut options = ClientOptions::new(llm_config.endpoint.clone(), api_key, llm.model.clone());
         options.limiter = limiter.clone();
         options.read_limits = read_limits(config);
+        options.retry = retry.clone();
         match llm_config.provider {
             ProviderKind::Anthropic => {
                 let client = AnthropicClient::new(options)?;

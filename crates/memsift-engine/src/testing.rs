@@ -88,6 +88,27 @@ pub fn with_virtual_retries(app: &App) -> App {
     app
 }
 
+/// `app` with its batch lane's reads (a poll's 404 right after create is retried, in seconds of
+/// real time) retrying on a virtual clock: a test of lost batches steps through hours of polls.
+pub fn with_virtual_batch_retries(app: &App) -> App {
+    let retry = memsift_llm::RetryPolicy {
+        timekeeper: memsift_llm::VirtualTimekeeper::new(),
+        ..memsift_llm::RetryPolicy::default()
+    };
+    let mut app = app.clone();
+    app.coordinator = crate::app::build_coordinator(
+        &app.config,
+        &app.store,
+        &app.clock,
+        &app.worker_id,
+        &app.limiter,
+        &app.health,
+        retry,
+    )
+    .expect("the test configuration is valid");
+    app
+}
+
 pub fn t0() -> DateTime<Utc> {
     DateTime::parse_from_rfc3339("2026-03-01T10:00:00Z")
         .unwrap()

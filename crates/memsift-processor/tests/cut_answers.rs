@@ -150,7 +150,7 @@ proptest! {
             }
         }
         // (b) The element the text ended inside: what it finished saying, if its text closed.
-        if let Some(&(start, end)) = answer.elements.get(n_closed).filter(|(start, end)| *start < cut && cut < *end) {
+        if let Some(&(start, _)) = answer.elements.get(n_closed).filter(|(start, end)| *start < cut && cut < *end) {
             let partial = &elements[n_closed];
             let truncated = output.dropped.iter().any(|drop| drop.index == n_closed && drop.reason == DropReason::Truncated);
             let text_closed = start + partial.text_end <= cut;

@@ -529,39 +529,69 @@ impl Batches<'_> {
     }
 
     /// The provider answered 404 for the batch (a poll) or its results (a download): remembers
-    /// since when, notes why, and looks again at `next_at`. Returns since when it is missing.
+    /// since when it is missing (since its submission when no poll has found it yet: a batch the
+    /// provider never knew is missing from the start), notes why, and looks again at `next_at`, or
+    /// at the end of the grace when that comes first, so a lost batch is given up when its grace
+    /// ends rather than at the poll after. Returns since when it is missing.
     pub async fn note_batch_missing(
         self,
         batch_id: BatchId,
         reason: &str,
         now: DateTime<Utc>,
         next_at: DateTime<Utc>,
+        grace: Duration,
     ) -> Result<DateTime<Utc>> {
         self.write(async |tx| {
-            tx.scalar_one(sql!(
-                "UPDATE batches SET missing_since = COALESCE(missing_since, $2), last_error = $3,
+            let since: DateTime<Utc> = tx
+                .scalar_one(sql!(
+                    "UPDATE batches SET missing_since = COALESCE(missing_since,
+                            CASE WHEN status = 'submitted' AND n_polls = 0 THEN COALESCE(submitted_at, $2) ELSE $2 END),
+                        last_error = $3,
                         n_polls = CASE WHEN status = 'submitted' THEN n_polls + 1 ELSE n_polls END,
-                        next_poll_at = CASE WHEN status = 'submitted' THEN $4 ELSE next_poll_at END,
-                        claimed_by = NULL,
-                        claimed_until = CASE WHEN status = 'ended' THEN $4 ELSE claimed_until END
-                 WHERE id = $1 RETURNING missing_since",
+                        claimed_by = NULL
+                     WHERE id = $1 RETURNING missing_since",
+                    batch_id,
+                    now,
+                    reason
+                ))
+                .await?;
+            let next_at = next_at.min(since + grace).max(now);
+            tx.execute(sql!(
+                "UPDATE batches SET
+                        next_poll_at = CASE WHEN status = 'submitted' THEN $2 ELSE next_poll_at END,
+                        claimed_until = CASE WHEN status = 'ended' THEN $2 ELSE claimed_until END
+                 WHERE id = $1",
                 batch_id,
-                now,
-                reason,
                 next_at
             ))
-            .await
+            .await?;
+            Ok(since)
         })
         .await
     }
 
     /// The batch will not give more: it ends `failed` with `reason`, the answers already recorded
     /// stay, and every request still waiting on it goes back to `planned` under its id with no
-    /// attempt spent (its segment is not at fault). Returns how many were re-planned.
-    pub async fn give_up_batch(self, batch_id: BatchId, reason: &str, now: DateTime<Utc>) -> Result<u64> {
+    /// attempt spent (its segment is not at fault), its loss counted (`batch_losses`).
+    pub async fn give_up_batch(self, batch_id: BatchId, reason: &str, now: DateTime<Utc>) -> Result<GivenUp> {
         self.write(async |tx| {
             fail_batch(tx, batch_id, reason, now).await?;
-            submitted_back_to_planned(tx, batch_id, None).await
+            let most_losses: Option<i64> = tx
+                .scalar_one(sql!(
+                    "SELECT MAX(batch_losses) + 1 FROM llm_requests WHERE batch_id = $1 AND status = 'submitted'",
+                    batch_id
+                ))
+                .await?;
+            tx.execute(sql!(
+                "UPDATE llm_requests SET batch_losses = batch_losses + 1 WHERE batch_id = $1 AND status = 'submitted'",
+                batch_id
+            ))
+            .await?;
+            let n_replanned = submitted_back_to_planned(tx, batch_id, None).await?;
+            Ok(GivenUp {
+                n_replanned,
+                most_losses: most_losses.unwrap_or(0),
+            })
         })
         .await
     }
@@ -613,6 +643,15 @@ impl Batches<'_> {
         })
         .await
     }
+}
+
+/// What giving a batch up did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GivenUp {
+    /// Requests that went back to `planned`.
+    pub n_replanned: u64,
+    /// The most batches any of them has now lost (0 when none was waiting).
+    pub most_losses: i64,
 }
 
 /// Fails a batch with `reason`, whatever its requests then become.

@@ -57,7 +57,7 @@ mod workers;
 pub use apply::{
     ApplyInput, ApplyOutcome, ContinuationPlan, DuplicateEvidence, DuplicateOf, ItemEmbeddings, NewMemory,
 };
-pub use batches::{BatchRow, PackPolicy, PackedBatch, ReconcileMiss};
+pub use batches::{BatchRow, GivenUp, PackPolicy, PackedBatch, ReconcileMiss};
 pub use erasure::{ErasureReceipt, FactKeys};
 pub use erasure_key::ErasureKey;
 #[cfg(feature = "testing")]

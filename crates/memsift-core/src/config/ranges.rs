@@ -148,7 +148,7 @@ impl Config {
     }
 
     /// The counts and sizes.
-    fn count_bounds(&self) -> [Bound; 15] {
+    fn count_bounds(&self) -> [Bound; 16] {
         let (batch, extraction) = (&self.batch, &self.extraction);
         [
             count(
@@ -194,6 +194,7 @@ impl Config {
                 1000,
                 "default 20",
             ),
+            count("batch.max_batch_losses", batch.max_batch_losses, 1, 100, "default 2"),
             count(
                 "embeddings.turns_per_pass",
                 self.embeddings.turns_per_pass,

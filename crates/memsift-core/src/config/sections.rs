@@ -207,6 +207,8 @@ pub struct BatchConfig {
     /// also how long a batch may be missing at the provider (404) or outlive its expiry before it
     /// is given up.
     pub reconcile_grace_secs: u64,
+    /// Batches a request may lose (given up) before its lane is paused as a setting fault.
+    pub max_batch_losses: u32,
     /// The longest pause between bytes of a provider's answer before the read is abandoned.
     pub download_idle_secs: u64,
     /// The longest line of a results file (and the largest single JSON answer) read, in bytes.

@@ -171,13 +171,14 @@ async fn a_batch_the_provider_no_longer_finds_is_given_up_after_the_grace() {
         ..FaultConfig::default()
     };
     let test = app_with(TestDb::sqlite().await, faults).await;
+    let app = memsift_engine::testing::with_virtual_batch_retries(&test.app);
     test.import("chat.jsonl", &four_segments()).await.unwrap();
-    run_once(&test.app).await.unwrap();
+    run_once(&app).await.unwrap();
     // The next batch is the same requests on a provider that finds it; the sim's 404s are per
     // batch, so the second create would 404 too: give the run a bounded number of steps.
     let mut given_up = 0;
     for _ in 0..40 {
-        let step = run_once(&test.app).await.unwrap();
+        let step = run_once(&app).await.unwrap();
         given_up += step.batch.n_batches_given_up;
         if given_up > 0 {
             break;
@@ -222,13 +223,14 @@ async fn purged_results_and_a_batch_past_its_expiry_end_and_run_until_idle_retur
         },
     ] {
         let test = app_with(TestDb::sqlite().await, faults.clone()).await;
+        let app = memsift_engine::testing::with_virtual_batch_retries(&test.app);
         test.import("chat.jsonl", &four_segments()).await.unwrap();
-        run_once(&test.app).await.unwrap();
+        run_once(&app).await.unwrap();
         // Whatever the provider does, each batch ends and its requests go again unspent; the
         // requests wait in a new batch that fails the same way, so step until the first ends.
         let mut given_up = 0;
         for _ in 0..200 {
-            given_up += run_once(&test.app).await.unwrap().batch.n_batches_given_up;
+            given_up += run_once(&app).await.unwrap().batch.n_batches_given_up;
             if given_up > 0 {
                 break;
             }
@@ -318,4 +320,62 @@ async fn a_results_download_that_never_ends_is_read_beside_the_other_users_work(
         "one download each, none started again"
     );
     test.finish().await;
+}
+
+/// A cause that lasts (the provider loses every batch, purges every result, a proxy answers every
+/// download with HTML) must not create a new billed batch of the same requests forever: after
+/// `[batch] max_batch_losses` (2) batches lost, the lane is paused with the cause, `run
+/// --until-idle` ends with that line within two graces and a minute, and no request spends an
+/// attempt or dies. (A batch that never ends takes the same path, a grace past its 24 h expiry.)
+#[tokio::test]
+async fn a_batch_lost_for_a_lasting_cause_is_created_again_a_bounded_number_of_times() {
+    let html_forever = ResultsFault {
+        kind: ResultsFaultKind::Html,
+        first: 0,
+    };
+    let lasting = [
+        (
+            "not found",
+            FaultConfig {
+                not_found_after_create: u32::MAX,
+                ..FaultConfig::default()
+            },
+        ),
+        (
+            "purged",
+            FaultConfig {
+                results_purged: true,
+                ..FaultConfig::default()
+            },
+        ),
+        (
+            "html",
+            FaultConfig {
+                results_fault: Some(html_forever),
+                ..FaultConfig::default()
+            },
+        ),
+    ];
+    for (name, faults) in lasting {
+        let test = app_with(TestDb::sqlite().await, faults).await;
+        test.import("chat.jsonl", &four_segments()).await.unwrap();
+        let started = test.clock_now();
+        // A poll's 404 is retried a few times before it counts: on the test's clock, not in seconds.
+        let app = memsift_engine::testing::with_virtual_batch_retries(&test.app);
+        let error = format!("{:#}", run_until_idle(&app).await.unwrap_err());
+        assert!(
+            error.contains("is paused by a setting fault") && error.contains("lost 2 batches in a row"),
+            "{name}: {error}"
+        );
+        let grace = Duration::seconds(i64::try_from(test.app.config.batch.reconcile_grace_secs).unwrap());
+        let took = test.clock_now() - started;
+        assert!(took <= grace * 2 + Duration::minutes(1), "{name}: ended after {took}");
+        assert_eq!(test.sim().counters().creates, 2, "{name}: one batch, then one more");
+        assert_eq!(attempts(&test).await, vec![1; 4], "{name}: nothing spent");
+        assert_eq!(statuses(&test).await, vec!["extracting"; 4], "{name}: nothing dead");
+        if let Some(coordinator) = &app.coordinator {
+            coordinator.close_downloads();
+        }
+        test.finish().await;
+    }
 }
