@@ -358,7 +358,7 @@ impl BatchCoordinator {
                     }
                 }
             }
-            fail_point!("batch::mid_ingest");
+            fail_point!(self, "batch::mid_ingest");
             if pass.n_own % 100 == 0 {
                 self.store.batches().advance_ingest_cursor(batch_id, pass.n_own).await?;
             }

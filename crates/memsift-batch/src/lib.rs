@@ -40,9 +40,14 @@ pub use providers::{AnthropicBatchProvider, OpenAiBatchProvider};
 
 /// Trips a fail point (feature `failpoints`): the step returns [`CoordinatorError::FailPoint`] as
 /// if the process had died right there. Without the feature this compiles to nothing.
+///
+/// The point is named `{name}::{worker_id}`: fail points are process-wide, so a test arms one for
+/// its own coordinator's worker id and cannot trip the tests running beside it.
 macro_rules! fail_point {
-    ($name:literal) => {
-        fail::fail_point!($name, |_| Err(CoordinatorError::FailPoint($name)));
+    ($coordinator:expr, $name:literal) => {
+        fail::fail_point!(&format!("{}::{}", $name, $coordinator.worker_id), |_| Err(
+            CoordinatorError::FailPoint($name)
+        ));
     };
 }
 
@@ -428,9 +433,9 @@ impl BatchCoordinator {
                 if let Permit::Probe = self.health.acquire(&lane, now) {
                     tracing::info!(lane = %lane.name(), batch_id = %packed.id, "Probing a paused lane with this batch.");
                 }
-                fail_point!("batch::after_intent");
+                fail_point!(self, "batch::after_intent");
                 let outcome = provider.create(packed.id, &packed.requests).await;
-                fail_point!("batch::after_create");
+                fail_point!(self, "batch::after_create");
                 let now = self.clock.now();
                 match outcome {
                     ProviderCreate::Created {
@@ -495,7 +500,7 @@ impl BatchCoordinator {
                         tracing::warn!(batch_id = %packed.id, error, "Batch create outcome unknown; the reconciler will look for it.");
                     }
                 }
-                fail_point!("batch::after_record");
+                fail_point!(self, "batch::after_record");
             }
         }
         Ok(())

@@ -111,7 +111,7 @@ impl BatchCoordinator {
                 continue;
             };
             report.n_polls += 1;
-            fail_point!("batch::before_poll");
+            fail_point!(self, "batch::before_poll");
             let polled = provider.retrieve(provider_batch_id).await;
             self.record(provider.as_ref(), polled.as_ref().map(|_| ()));
             let now = self.clock.now();

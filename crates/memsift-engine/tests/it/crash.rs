@@ -1,7 +1,9 @@
 //! Crash-restart: trip a fail point at each step of the batch protocol, drop the daemon, start a
 //! new one on the same database, run to idle, and check the simulator's counters.
 //!
-//! Fail points are process-wide, so every scenario runs inside this one test, in turn.
+//! Fail points are process-wide: each is armed for this test's own worker id
+//! (`{point}::{worker_id}`), so the tests running beside it never trip it, and the scenarios run
+//! in turn inside this one test.
 
 use chrono::Duration;
 use memsift_engine::pipeline::{run_once, run_until_idle};
@@ -17,6 +19,9 @@ const FAIL_POINTS: &[&str] = &[
     "batch::before_poll",
     "batch::mid_ingest",
 ];
+
+/// The worker id of the daemon that crashes; no other test's daemon has it.
+const CRASHING_WORKER: &str = "daemon-crashing";
 
 fn conversations() -> String {
     [
@@ -41,11 +46,13 @@ async fn every_batch_protocol_crash_point_recovers_without_loss_or_duplicates() 
         eprintln!("crash scenario: {fail_point}");
         let test = TestApp::with_batch_sim(TestDb::sqlite().await, FaultConfig::default()).await;
         test.import("chat.jsonl", &conversations()).await.unwrap();
-        fail::cfg(*fail_point, "1*return").unwrap();
+        let crashing = test.second_daemon(CRASHING_WORKER);
+        let armed = format!("{fail_point}::{CRASHING_WORKER}");
+        fail::cfg(&armed, "1*return").unwrap();
         // The first daemon runs until the fail point kills its step.
         let mut crashed = false;
         for _ in 0..20 {
-            match run_once(&test.app).await {
+            match run_once(&crashing).await {
                 Err(_) => {
                     crashed = true;
                     break;
@@ -63,7 +70,7 @@ async fn every_batch_protocol_crash_point_recovers_without_loss_or_duplicates() 
                 Ok(_) => {}
             }
         }
-        fail::remove(*fail_point);
+        fail::remove(&armed);
         assert!(crashed, "{fail_point} never tripped");
         // A new daemon on the same database finishes the work.
         let restarted = app_on(
