@@ -1,6 +1,6 @@
 //! Domain types shared by every memsift crate: ids, statuses, configuration, prompts, the clock and the output contract.
 //!
-//! This crate does no I/O except reading a configuration or prompt file when asked to.
+//! This crate does no I/O except reading a configuration, prompt or input file when asked to.
 //! Everything here is plain data with `parse` constructors, so a value that exists is valid.
 
 #![deny(missing_docs)]
@@ -9,6 +9,7 @@ pub mod clock;
 pub mod config;
 pub mod contract;
 pub mod drops;
+pub mod files;
 pub mod ids;
 pub mod message;
 pub mod prompt;

@@ -5,9 +5,8 @@
 //! happens in one transaction (`Store::ingest`), so a failure there also leaves the store as it was.
 //!
 //! Every format refuses a message whose text is longer than the `max_message_bytes` it is given
-//! (`[ingest] max_message_bytes`), so one oversized message refuses its whole file or request.
-
-use std::path::Path;
+//! (`[ingest] max_message_bytes`), so one oversized message refuses its whole file or request;
+//! files are read with bounds (`read`), so a device or a huge file is refused too.
 
 use chrono::{DateTime, Duration, NaiveDate, NaiveDateTime, Utc};
 use memsift_core::MemoryId;
@@ -15,6 +14,10 @@ use memsift_core::message::NewMessage;
 use memsift_core::status::Role;
 use serde::Deserialize;
 use serde_json::Value;
+
+mod read;
+
+pub use read::{MAX_JSON_FILE_BYTES, MAX_JSONL_FILE_BYTES, max_jsonl_line_bytes, read_file, read_json_text};
 
 /// The import formats.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,6 +55,29 @@ pub enum ImportError {
         file: String,
         /// Why.
         source: std::io::Error,
+    },
+    /// The file holds more than a file of its format may ([`MAX_JSONL_FILE_BYTES`],
+    /// [`MAX_JSON_FILE_BYTES`]); nothing of it was parsed.
+    #[error("{file}: larger than {limit} bytes, the most {what}; split it into smaller files")]
+    FileTooLarge {
+        /// The file.
+        file: String,
+        /// The limit it is over.
+        limit: u64,
+        /// What the limit is, e.g. "a JSONL file may hold".
+        what: &'static str,
+    },
+    /// A JSONL line is longer than any message within `[ingest] max_message_bytes` can be.
+    #[error(
+        "{file}:{line}: the line is longer than {limit} bytes, more than any message within [ingest] max_message_bytes can take (6 bytes per byte of text, as JSON escapes them, plus 64 KiB for the other fields); is this a JSONL file? split the message or raise the limit"
+    )]
+    LineTooLong {
+        /// The file.
+        file: String,
+        /// 1-based line number.
+        line: usize,
+        /// The longest line read.
+        limit: u64,
     },
     /// A line (or, for LoCoMo, a place in the file) is wrong.
     #[error("{file}:{line}: {problem}")]
@@ -111,88 +137,83 @@ struct JsonlMessage {
     referenced_memory_ids: Vec<String>,
 }
 
-/// Reads a file in the given format, refusing it whole if a message's text is longer than
-/// `max_message_bytes`.
-pub fn read_file(path: &Path, format: ImportFormat, max_message_bytes: usize) -> Result<Vec<NewMessage>, ImportError> {
-    let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| ImportError::Read {
-        file: file.clone(),
-        source,
-    })?;
-    match format {
-        ImportFormat::Jsonl => parse_jsonl(&file, &text, max_message_bytes),
-        ImportFormat::Locomo => parse_locomo(&file, &text, max_message_bytes),
-    }
-}
-
 /// Parses JSONL text; `file` names it in errors. Blank lines are skipped. A `content` longer than
 /// `max_message_bytes` refuses the whole text.
 pub fn parse_jsonl(file: &str, text: &str, max_message_bytes: usize) -> Result<Vec<NewMessage>, ImportError> {
     let mut messages = Vec::new();
     for (line_idx, line) in text.lines().enumerate() {
-        let line_number = line_idx + 1;
-        let bad = |problem: String| ImportError::Bad {
-            file: file.to_owned(),
-            line: line_number,
-            problem,
-        };
-        if line.trim().is_empty() {
-            continue;
-        }
-        let row: JsonlMessage = serde_json::from_str(line).map_err(|error| bad(describe_json_error(&error)))?;
-        let role = Role::parse(row.role.trim()).map_err(|error| bad(format!("field `role`: {error}")))?;
-        let at = parse_timestamp(&row.timestamp).ok_or_else(|| {
-            bad(format!(
-                "field `timestamp`: `{}` is not a time; use RFC 3339 such as 2026-03-01T10:00:00Z",
-                row.timestamp
-            ))
-        })?;
-        for (field, value) in [("user", &row.user), ("conversation", &row.conversation)] {
-            if value.trim().is_empty() {
-                return Err(bad(format!("field `{field}` is empty; give the host application's id")));
-            }
-        }
-        let user = memsift_core::message::canonical_user_id(&row.user)
-            .map_err(|error| bad(format!("field `user` `{}`: {error}", row.user.escape_debug())))?;
-        if row.content.trim().is_empty() {
-            return Err(bad(
-                "field `content` is empty; drop the line or give the message text".to_owned()
-            ));
-        }
-        if row.content.len() > max_message_bytes {
-            return Err(ImportError::TooLarge {
-                file: file.to_owned(),
-                line: line_number,
-                field: "field `content`".to_owned(),
-                n_bytes: row.content.len(),
-                limit: max_message_bytes,
-            });
-        }
-        let referenced_memory_ids = row
-            .referenced_memory_ids
-            .iter()
-            .map(|id| {
-                MemoryId::parse(id.trim()).map_err(|_| {
-                    bad(format!(
-                        "field `referenced_memory_ids`: `{id}` is not a memory id; give the ids memsift returned (UUIDs)"
-                    ))
-                })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        messages.push(NewMessage {
-            user_external_id: user,
-            conversation_key: row.conversation.trim().to_owned(),
-            segment_name: None,
-            role,
-            speaker: row.speaker,
-            content: row.content,
-            at,
-            external_id: row.id,
-            boundary_after: row.boundary,
-            referenced_memory_ids,
-        });
+        messages.extend(parse_jsonl_line(file, line_idx + 1, line, max_message_bytes)?);
     }
     Ok(messages)
+}
+
+/// Parses one JSONL line (`None` for a blank one); `file` and `line_number` name it in errors.
+pub(crate) fn parse_jsonl_line(
+    file: &str,
+    line_number: usize,
+    line: &str,
+    max_message_bytes: usize,
+) -> Result<Option<NewMessage>, ImportError> {
+    let bad = |problem: String| ImportError::Bad {
+        file: file.to_owned(),
+        line: line_number,
+        problem,
+    };
+    if line.trim().is_empty() {
+        return Ok(None);
+    }
+    let row: JsonlMessage = serde_json::from_str(line).map_err(|error| bad(describe_json_error(&error)))?;
+    let role = Role::parse(row.role.trim()).map_err(|error| bad(format!("field `role`: {error}")))?;
+    let at = parse_timestamp(&row.timestamp).ok_or_else(|| {
+        bad(format!(
+            "field `timestamp`: `{}` is not a time; use RFC 3339 such as 2026-03-01T10:00:00Z",
+            row.timestamp
+        ))
+    })?;
+    for (field, value) in [("user", &row.user), ("conversation", &row.conversation)] {
+        if value.trim().is_empty() {
+            return Err(bad(format!("field `{field}` is empty; give the host application's id")));
+        }
+    }
+    let user = memsift_core::message::canonical_user_id(&row.user)
+        .map_err(|error| bad(format!("field `user` `{}`: {error}", row.user.escape_debug())))?;
+    if row.content.trim().is_empty() {
+        return Err(bad(
+            "field `content` is empty; drop the line or give the message text".to_owned()
+        ));
+    }
+    if row.content.len() > max_message_bytes {
+        return Err(ImportError::TooLarge {
+            file: file.to_owned(),
+            line: line_number,
+            field: "field `content`".to_owned(),
+            n_bytes: row.content.len(),
+            limit: max_message_bytes,
+        });
+    }
+    let referenced_memory_ids = row
+        .referenced_memory_ids
+        .iter()
+        .map(|id| {
+            MemoryId::parse(id.trim()).map_err(|_| {
+                bad(format!(
+                    "field `referenced_memory_ids`: `{id}` is not a memory id; give the ids memsift returned (UUIDs)"
+                ))
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Some(NewMessage {
+        user_external_id: user,
+        conversation_key: row.conversation.trim().to_owned(),
+        segment_name: None,
+        role,
+        speaker: row.speaker,
+        content: row.content,
+        at,
+        external_id: row.id,
+        boundary_after: row.boundary,
+        referenced_memory_ids,
+    }))
 }
 
 /// Parses the body of `POST /v1/users/{user}/messages`: a JSON list of messages in the JSONL
@@ -581,5 +602,6 @@ mod tests {
                 }
             }
         }
+
     }
 }

@@ -70,11 +70,14 @@ pub fn key_from_env(key: &str, variable: &str) -> Result<SecretString, KeyError>
 
 /// Reads a key from a file; surrounding whitespace (the usual trailing newline) is dropped.
 pub fn key_from_file(key: &str, path: &Path) -> Result<SecretString, KeyError> {
-    let text = std::fs::read_to_string(path).map_err(|source| KeyError::Unreadable {
-        key: key.to_owned(),
-        path: path.to_owned(),
-        source,
-    })?;
+    let text =
+        memsift_core::files::read_text_at_most(path, memsift_core::files::MAX_SECRET_FILE_BYTES).map_err(|source| {
+            KeyError::Unreadable {
+                key: key.to_owned(),
+                path: path.to_owned(),
+                source,
+            }
+        })?;
     let trimmed = text.trim();
     if trimmed.is_empty() {
         return Err(KeyError::EmptyFile {

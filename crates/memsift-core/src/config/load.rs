@@ -54,22 +54,16 @@ pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
 /// The text of a configuration file, read at most [`MAX_CONFIG_BYTES`] (+1 to tell a file of
 /// exactly that size from a longer one), so a device or a huge file is one error, not a stall.
 pub fn read_config_text(path: &Path) -> Result<String, ConfigError> {
-    use std::io::Read;
-    let read_error = |source| ConfigError::Read {
-        path: path.to_owned(),
-        source,
-    };
-    let file = std::fs::File::open(path).map_err(read_error)?;
-    let mut bytes = Vec::new();
-    file.take(MAX_CONFIG_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(read_error)?;
-    if bytes.len() as u64 > MAX_CONFIG_BYTES {
-        return Err(ConfigError::TooLarge {
+    let bytes = crate::files::read_at_most(path, MAX_CONFIG_BYTES).map_err(|error| match error {
+        crate::files::BoundedReadError::Io(source) => ConfigError::Read {
             path: path.to_owned(),
-            limit: MAX_CONFIG_BYTES,
-        });
-    }
+            source,
+        },
+        crate::files::BoundedReadError::TooLarge { limit } => ConfigError::TooLarge {
+            path: path.to_owned(),
+            limit,
+        },
+    })?;
     String::from_utf8(bytes).map_err(|error| ConfigError::Parse {
         origin: path.display().to_string(),
         message: format!(
