@@ -339,7 +339,7 @@ impl Vectors {
             let mut recent = loaded.recent();
             for (text, vector) in missing.into_iter().zip(vectors) {
                 let vector: Arc<[f32]> = vector.into();
-                recent.insert(text.to_owned(), Arc::clone(&vector));
+                recent.insert(text, Arc::clone(&vector));
                 found.insert(text, vector);
             }
         }
@@ -373,6 +373,30 @@ impl Vectors {
         tracing::info!(%user_id, n_memories = written.len(), model = cache.model_id(), "Embedded memories that had no vector of this model.");
         // A memory archived or written meanwhile is picked up by the next call; one reload is enough.
         Ok(cache.fresh(store, user_id).await?.0)
+    }
+
+    /// Drops every in-memory copy of what `user_id` wrote, after an erasure: their memory vector
+    /// index and turn index, and the recent-vector cache whole (it is keyed by hashes of texts of
+    /// every user, so which are theirs is not known; it fills again from the next texts).
+    pub fn forget_user(&self, user_id: UserId) {
+        if let Some(loaded) = self.state().loaded.clone() {
+            loaded.cache.forget(user_id);
+            loaded.turns().remove(&user_id);
+            *loaded.recent() = Recent::default();
+        }
+    }
+
+    /// Whether this process holds `user_id`'s turn index.
+    pub fn holds_turns(&self, user_id: UserId) -> bool {
+        self.state()
+            .loaded
+            .as_ref()
+            .is_some_and(|loaded| loaded.turns().contains_key(&user_id))
+    }
+
+    /// How many texts' vectors the recent-vector cache holds (0 while the embedder is released).
+    pub fn n_recent(&self) -> usize {
+        self.state().loaded.as_ref().map_or(0, |loaded| loaded.recent().len())
     }
 
     /// Moves `user_id`'s cached index forward over vectors this process just wrote at
@@ -512,40 +536,55 @@ impl Loaded {
     }
 }
 
-/// The vectors of the [`RECENT_VECTORS`] most recently used texts.
+/// The vectors of the [`RECENT_VECTORS`] most recently used texts, keyed by the SHA-256 of the
+/// text: the cache holds no text, so an erased user's words are not kept in it (and
+/// [`Vectors::forget_user`] empties it, so their vectors are not either).
 #[derive(Default)]
 struct Recent {
-    by_text: HashMap<String, (u64, Arc<[f32]>)>,
-    // Use stamp → text, oldest first: the next to evict.
-    by_use: BTreeMap<u64, String>,
+    by_text: HashMap<TextKey, (u64, Arc<[f32]>)>,
+    // Use stamp → text key, oldest first: the next to evict.
+    by_use: BTreeMap<u64, TextKey>,
     next_use: u64,
+}
+
+/// The SHA-256 of a text: equal texts, equal keys, and a collision is out of reach.
+type TextKey = [u8; 32];
+
+fn text_key(text: &str) -> TextKey {
+    use sha2::Digest;
+    sha2::Sha256::digest(text.as_bytes()).into()
 }
 
 impl Recent {
     fn get(&mut self, text: &str) -> Option<Arc<[f32]>> {
         let stamp = self.next_use;
-        let (used, vector) = self.by_text.get_mut(text)?;
-        let text = self.by_use.remove(used).expect("every entry has its stamp");
+        let (used, vector) = self.by_text.get_mut(&text_key(text))?;
+        let key = self.by_use.remove(used).expect("every entry has its stamp");
         *used = stamp;
         let vector = Arc::clone(vector);
-        self.by_use.insert(stamp, text);
+        self.by_use.insert(stamp, key);
         self.next_use += 1;
         Some(vector)
     }
 
-    fn insert(&mut self, text: String, vector: Arc<[f32]>) {
+    fn insert(&mut self, text: &str, vector: Arc<[f32]>) {
         let stamp = self.next_use;
         self.next_use += 1;
-        if let Some((used, _)) = self.by_text.insert(text.clone(), (stamp, vector)) {
+        let key = text_key(text);
+        if let Some((used, _)) = self.by_text.insert(key, (stamp, vector)) {
             self.by_use.remove(&used);
         }
-        self.by_use.insert(stamp, text);
+        self.by_use.insert(stamp, key);
         while self.by_text.len() > RECENT_VECTORS {
             let Some((_, oldest)) = self.by_use.pop_first() else {
                 break;
             };
             self.by_text.remove(&oldest);
         }
+    }
+
+    fn len(&self) -> usize {
+        self.by_text.len()
     }
 }
 

@@ -18,8 +18,10 @@ pub async fn erase_user(app: &App, user: &str) -> anyhow::Result<ErasureReceipt>
         .erase_user(user, app.clock.now(), &fact_keys)
         .await?;
     if let Some(user_id) = user_id {
-        // No word of an erased memory stays in this process's search index either.
+        // No word of an erased memory stays in this process's search indexes either, nor a
+        // vector of their texts.
         app.lexicons.forget(user_id);
+        app.vectors.forget_user(user_id);
     }
     match (&app.coordinator, app.config.erasure.delete_provider_batches) {
         (Some(coordinator), true) => {

@@ -406,7 +406,18 @@ async fn the_lexical_index_follows_writes_and_erasure(test: TestApp) {
     assert_eq!(held_turns(&other).await, (3, 3));
     assert_eq!(other.lexicons.turn_builds(), (1, 2));
 
+    texts(&test, &request("ana", "queen")).await;
+    assert!(test.app.vectors.holds_turns(ana));
+    assert!(
+        test.app.vectors.n_recent() > 0,
+        "the turns' and the query's vectors are cached"
+    );
     memsift_engine::erase::erase_user(&test.app, "ana").await.unwrap();
+    assert!(
+        !test.app.vectors.holds_turns(ana),
+        "erasure drops the user's turn index"
+    );
+    assert_eq!(test.app.vectors.n_recent(), 0, "and every cached vector of a text");
     assert!(!test.app.lexicons.holds(ana), "erasure drops the user's lexicon");
     assert!(!test.app.lexicons.holds_turns(ana), "and the lexicon over turns");
     assert!(texts(&test, &lexical_only("ana", "honey")).await.is_empty());
