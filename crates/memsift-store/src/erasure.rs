@@ -152,9 +152,21 @@ impl Erasure<'_> {
     /// Checks the erasure key against the one this database was first used with (recording it on
     /// first use) and moves any plain-text tombstones left by older versions to keyed fingerprints,
     /// giving the users they belong to opaque external ids. Returns how many were moved.
+    ///
+    /// What nearly every start finds (the key recorded and no old tombstones) is read without a
+    /// write transaction, so a read-only command does not wait for SQLite's write lock here.
     pub async fn adopt_erasure_key(self, now: DateTime<Utc>) -> Result<u64> {
         let key = self.erasure_key()?;
         let check = key.check_value();
+        let recorded: Option<String> = self
+            .read_scalar_optional(sql!("SELECT check_value FROM erasure_key_check WHERE id = 1"))
+            .await?;
+        let n_legacy: i64 = self.read_scalar_one(sql!("SELECT COUNT(*) FROM tombstones")).await?;
+        match recorded {
+            Some(recorded) if recorded != check => return Err(wrong_erasure_key()),
+            Some(_) if n_legacy == 0 => return Ok(0),
+            _ => {}
+        }
         self.write(async |tx| {
             let recorded: Option<String> = tx
                 .scalar_optional(sql!("SELECT check_value FROM erasure_key_check WHERE id = 1"))
@@ -168,13 +180,7 @@ impl Erasure<'_> {
                     ))
                     .await?;
                 }
-                Some(recorded) if recorded != check => {
-                    return Err(StoreError::Invalid(
-                        "the erasure key is not the one this database's erasures were made with; \
-                         use that key (MEMSIFT_ERASURE_KEY or [erasure] key_file, backed up with the database)"
-                            .to_owned(),
-                    ));
-                }
+                Some(recorded) if recorded != check => return Err(wrong_erasure_key()),
                 Some(_) => {}
             }
             let legacy: Vec<(String, String, Option<String>)> = tx
@@ -442,4 +448,13 @@ impl WriteTx {
         }
         Ok(())
     }
+}
+
+/// The refusal of a key other than the one a database's erasures were made with.
+fn wrong_erasure_key() -> StoreError {
+    StoreError::Invalid(
+        "the erasure key is not the one this database's erasures were made with; \
+         use that key (MEMSIFT_ERASURE_KEY or [erasure] key_file, backed up with the database)"
+            .to_owned(),
+    )
 }

@@ -67,7 +67,7 @@ pub use handles::{
     Vectors, Workers,
 };
 pub use health::{LaneHealthRow, LaneTransition, Reroute, WaitingRequest};
-pub use ingest::{ClosedSegment, IngestReport, MAX_FUTURE_SKEW, NewMessage, stored_message_time};
+pub use ingest::{ClosedSegment, IngestReport, MAX_FUTURE_SKEW, MAX_REPORTED_IDS, NewMessage, stored_message_time};
 pub use listing::{
     CostRow, Counts, IdKind, MemoryDetail, MemoryRow, MetricsSnapshot, RequestDetail, RequestRow, SegmentRow,
     UsageTotals,
@@ -331,7 +331,9 @@ impl Store {
         if self.migrations_current().await? {
             return Ok(());
         }
-        self.migrate_up_to(None).await
+        self.migrate_up_to(None)
+            .await
+            .map_err(|error| self.named_read_only(error))
     }
 
     /// Whether every migration of this build is recorded as applied with its current checksum,
@@ -469,11 +471,38 @@ impl Store {
     }
 }
 
-/// Which part of a SQLite database at `path` is read-only (the file, or its directory), if any:
-/// the mode bits say so whoever runs, and the directory matters because WAL mode creates files
-/// beside the database.
+impl Store {
+    /// `error`, or when it is SQLite refusing to write (`SQLITE_READONLY`, or `SQLITE_CANTOPEN`
+    /// for a journal file) because this process cannot write the file or its directory,
+    /// [`StoreError::ReadOnly`] naming which, with the fix.
+    pub(crate) fn named_read_only(&self, error: StoreError) -> StoreError {
+        let Backend::Sqlite(pool) = &self.backend else {
+            return error;
+        };
+        let database = match &error {
+            StoreError::Sql(sqlx::Error::Database(database))
+            | StoreError::Migrate(sqlx::migrate::MigrateError::Execute(sqlx::Error::Database(database))) => database,
+            _ => return error,
+        };
+        let code: i64 = database.code().and_then(|code| code.parse().ok()).unwrap_or(0);
+        // The primary result code is the low byte of an extended one.
+        if !matches!(code & 0xff, 8 | 14) {
+            return error;
+        }
+        match read_only_part(pool.connect_options().get_filename()) {
+            Some(part) => StoreError::ReadOnly { part },
+            None => error,
+        }
+    }
+}
+
+/// Which part of a SQLite database at `path` this process cannot write (the file, or its
+/// directory), if any: access(2) answers for this user (root may write a 0444 file, another user
+/// not a 0644 one of root's) and for a read-only file system; the directory matters because WAL
+/// mode creates files beside the database.
 pub(crate) fn read_only_part(path: &std::path::Path) -> Option<String> {
-    let read_only = |path: &std::path::Path| std::fs::metadata(path).is_ok_and(|meta| meta.permissions().readonly());
+    let read_only =
+        |path: &std::path::Path| path.exists() && rustix::fs::access(path, rustix::fs::Access::WRITE_OK).is_err();
     if read_only(path) {
         return Some(format!("the file {}", path.display()));
     }
@@ -533,8 +562,10 @@ pub(crate) fn corrupt(table: &'static str, detail: impl ToString) -> StoreError 
 mod tests {
     use super::*;
 
+    /// A file or directory is named exactly when this user cannot write it: the oracle is the
+    /// OS refusing a write (as root, a 0444 file is writable and is not named).
     #[test]
-    fn a_read_only_file_or_directory_is_named() {
+    fn a_file_or_directory_this_user_cannot_write_is_named() {
         use std::os::unix::fs::PermissionsExt;
         let dir = std::env::temp_dir().join(format!("memsift-ro-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
@@ -542,12 +573,19 @@ mod tests {
         std::fs::write(&file, b"").unwrap();
         assert_eq!(read_only_part(&file), None);
         std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o444)).unwrap();
-        assert_eq!(read_only_part(&file), Some(format!("the file {}", file.display())));
+        let file_refused = std::fs::OpenOptions::new().write(true).open(&file).is_err();
+        let named_file = read_only_part(&file);
         std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o555)).unwrap();
-        assert_eq!(read_only_part(&file), Some(format!("the directory {}", dir.display())));
+        let dir_refused = std::fs::write(dir.join("probe"), b"").is_err();
+        let named_dir = read_only_part(&file);
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(named_file, file_refused.then(|| format!("the file {}", file.display())));
+        assert_eq!(
+            named_dir,
+            dir_refused.then(|| format!("the directory {}", dir.display()))
+        );
     }
 
     #[test]

@@ -414,6 +414,12 @@ impl Store {
     /// Runs `body` in one write transaction: committed when it returns `Ok`, rolled back when it
     /// returns `Err` or panics.
     pub(crate) async fn write<T>(&self, body: impl AsyncFnOnce(&mut WriteTx) -> Result<T>) -> Result<T> {
+        self.write_unnamed(body)
+            .await
+            .map_err(|error| self.named_read_only(error))
+    }
+
+    async fn write_unnamed<T>(&self, body: impl AsyncFnOnce(&mut WriteTx) -> Result<T>) -> Result<T> {
         let connection = match &self.backend {
             Backend::Sqlite(pool) => TxConnection::Sqlite(pool.begin_with("BEGIN IMMEDIATE").await?),
             Backend::Postgres(pool) => TxConnection::Postgres(pool.begin().await?),

@@ -208,8 +208,9 @@ pub async fn a_populated_database_keeps_every_row_through_later_migrations(store
     assert_eq!(store.listing().request_detail(child.id).await.unwrap().status, "failed");
 }
 
-/// A store already migrated checks its migrations by reading: behind a writer that holds SQLite's
-/// write lock, opening it again (as every read-only command does) neither waits nor fails.
+/// A store already migrated, with its erasure key recorded, is opened by reading: behind a writer
+/// that holds SQLite's write lock, opening it again (migrations, erasure key, as every read-only
+/// command does) and listing neither waits nor fails.
 #[tokio::test]
 async fn a_migrated_sqlite_database_is_checked_without_the_write_lock() {
     let dir = tempfile::tempdir().unwrap();
@@ -218,8 +219,11 @@ async fn a_migrated_sqlite_database_is_checked_without_the_write_lock() {
         sqlite_busy_timeout: std::time::Duration::from_millis(200),
         ..StoreOptions::default()
     };
+    let key = memsift_store::ErasureKey::generate();
     let writer = Store::connect(&url, &quick).await.unwrap();
     writer.migrate().await.unwrap();
+    let writer = writer.with_erasure_key(memsift_store::ErasureKey::from_hex(&key.to_hex()).unwrap());
+    writer.erasure().adopt_erasure_key(t0()).await.unwrap();
     let (holding_tx, holding) = tokio::sync::oneshot::channel::<()>();
     let (release_tx, release) = tokio::sync::oneshot::channel::<()>();
     let long_writer = tokio::spawn(async move {
@@ -236,6 +240,16 @@ async fn a_migrated_sqlite_database_is_checked_without_the_write_lock() {
     let reader = Store::connect(&url, &quick).await.unwrap();
     assert!(reader.migrations_current().await.unwrap());
     reader.migrate().await.unwrap();
+    let reader = reader.with_erasure_key(key);
+    assert_eq!(reader.erasure().adopt_erasure_key(t0()).await.unwrap(), 0);
+    assert!(
+        reader
+            .listing()
+            .list_segments(None, None, None)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     reader.close().await;
     release_tx.send(()).unwrap();
     long_writer.await.unwrap();
