@@ -87,15 +87,17 @@ impl AdminState {
 /// form) or the token as a bearer header; without one they are open, for a listener bound to
 /// loopback.
 pub fn router(app: App, token: Option<ApiToken>) -> Router {
+    router_with_throttle(app, token, crate::throttle::LoginThrottle::default())
+}
+
+/// [`router`] spending wrong sign-ins from `throttle`, which the API's bearer check shares: a
+/// client guessing the token has one budget of tries, whichever door it knocks on.
+pub fn router_with_throttle(app: App, token: Option<ApiToken>, throttle: crate::throttle::LoginThrottle) -> Router {
     let access = token.map(|token| Access {
         sessions: SessionKeys::new(&token),
         token,
     });
-    let state = AdminState {
-        app,
-        access,
-        throttle: crate::throttle::LoginThrottle::default(),
-    };
+    let state = AdminState { app, access, throttle };
     let pages = pages()
         .into_iter()
         .fold(Router::new(), |router, (path, page)| router.route(path, page))

@@ -55,6 +55,12 @@ pub enum ApiError {
     /// No or a wrong bearer token (401).
     #[error("{0}")]
     Unauthorized(String),
+    /// Too many wrong bearer tokens from this client (429, with `Retry-After`).
+    #[error("too many wrong tokens from this address; try again in {wait_secs} s")]
+    Throttled {
+        /// Seconds until the client may try again.
+        wait_secs: u64,
+    },
     /// The named thing does not exist for this user (404).
     #[error("{0}")]
     NotFound(String),
@@ -74,6 +80,7 @@ impl ApiError {
         match self {
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            ApiError::Throttled { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
@@ -105,6 +112,11 @@ impl IntoResponse for ApiError {
             response
                 .headers_mut()
                 .insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Bearer"));
+        }
+        if let ApiError::Throttled { wait_secs } = self {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, header::HeaderValue::from(wait_secs));
         }
         response
     }
@@ -207,6 +219,8 @@ struct ApiState {
     app: App,
     token: ApiToken,
     jobs: mpsc::Sender<WorkerJob>,
+    /// Wrong bearer tokens per client, shared with the admin sign-in.
+    throttle: crate::throttle::LoginThrottle,
 }
 
 /// Whether a route needs the bearer token.
@@ -268,11 +282,13 @@ pub fn route_list() -> Vec<(String, String)> {
 pub fn router(app: App, token: ApiToken) -> (axum::Router, PipelineWorker) {
     let (jobs_tx, jobs_rx) = mpsc::channel(16);
     let max_body_bytes = usize::try_from(app.config.api.max_body_bytes).unwrap_or(usize::MAX);
-    let admin = crate::admin::router(app.clone(), Some(token.clone()));
+    let throttle = crate::throttle::LoginThrottle::default();
+    let admin = crate::admin::router_with_throttle(app.clone(), Some(token.clone()), throttle.clone());
     let state = ApiState {
         app: app.clone(),
         token,
         jobs: jobs_tx,
+        throttle,
     };
     let mut public = axum::Router::new();
     let mut protected = axum::Router::new();
@@ -334,7 +350,19 @@ async fn api_headers(mut response: Response) -> Response {
     response
 }
 
+/// The bearer check of every `/v1` route. A wrong token spends one of the client's tries (by
+/// address, as the listener saw it; `crate::throttle`, shared with the admin sign-in); a client
+/// with none left gets 429 with `Retry-After`, whatever it sends, until its bucket refills, so
+/// guessing is as slow here as at `/admin/login`. A missing header is no guess and spends nothing.
 async fn require_token(State(state): State<ApiState>, request: Request, next: Next) -> Response {
+    let client = request
+        .extensions()
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|info| info.0.ip());
+    let now = state.app.clock.now();
+    if let Err(wait_secs) = state.throttle.check(client, now) {
+        return ApiError::Throttled { wait_secs }.into_response();
+    }
     let offered = request
         .headers()
         .get(header::AUTHORIZATION)
@@ -342,10 +370,14 @@ async fn require_token(State(state): State<ApiState>, request: Request, next: Ne
         .and_then(|value| value.strip_prefix("Bearer "));
     match offered {
         Some(offered) if state.token.matches(offered.trim()) => next.run(request).await,
-        Some(_) => ApiError::Unauthorized(
-            "the bearer token is wrong; use the one in MEMSIFT_API_TOKEN or [api] token_file".to_owned(),
-        )
-        .into_response(),
+        Some(_) => {
+            state.throttle.failed(client, now);
+            tracing::warn!(client = ?client, "API request with a wrong bearer token.");
+            ApiError::Unauthorized(
+                "the bearer token is wrong; use the one in MEMSIFT_API_TOKEN or [api] token_file".to_owned(),
+            )
+            .into_response()
+        }
         None => ApiError::Unauthorized("missing `Authorization: Bearer <token>` header".to_owned()).into_response(),
     }
 }
@@ -411,13 +443,7 @@ async fn ingest_messages(
         .messages()
         .ingest(&messages, app.config.idle_timeout(), app.clock.now(), &|_| {})
         .await?;
-    if report.n_times_clamped > 0 {
-        tracing::warn!(
-            user,
-            n = report.n_times_clamped,
-            "Messages dated more than a day after they arrived were stored at their arrival time."
-        );
-    }
+    memsift_engine::ingest::warn_of_changes(&report, &format!("user {user}"));
     Ok((StatusCode::OK, Json(json!(report))).into_response())
 }
 

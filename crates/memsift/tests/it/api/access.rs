@@ -13,6 +13,7 @@ use crate::helpers::TestApp;
 #[tokio::test]
 async fn every_route_but_health_needs_the_bearer_token() {
     let test = TestApp::sqlite().await;
+    let clock = test.clock.clone();
     with_api(&test.app, |api| async move {
         for (method, path) in route_list() {
             let path = path
@@ -44,6 +45,8 @@ async fn every_route_but_health_needs_the_bearer_token() {
                 let body: Value = anonymous.json().await.unwrap();
                 assert!(body["error"].as_str().unwrap().contains("Bearer"), "{body}");
             }
+            // A try comes back every 12 s: one wrong token per route stays within the budget.
+            clock.advance(chrono::Duration::seconds(12));
             let wrong = api
                 .http
                 .request(method.parse().unwrap(), format!("{}{path}", api.base))
@@ -55,6 +58,69 @@ async fn every_route_but_health_needs_the_bearer_token() {
         }
         // With the token, a protected route answers.
         assert_eq!(api.get("/v1/admin/segments").await.0, StatusCode::OK);
+    })
+    .await;
+    test.finish().await;
+}
+
+/// 300 wrong bearer tokens from one client: the first 5 are answered 401, every later request
+/// 429 with `Retry-After` (the right token too), the admin sign-in shares the budget, a request
+/// without the header spends nothing, and 12 s of the application's clock let one try back.
+#[tokio::test]
+async fn wrong_bearer_tokens_from_one_client_are_throttled_like_the_sign_in() {
+    let test = TestApp::sqlite().await;
+    let clock = test.clock.clone();
+    with_api(&test.app, |api| async move {
+        let send = |token: Option<&'static str>| {
+            let request = api.http.get(format!("{}/v1/admin/segments", api.base));
+            let request = match token {
+                Some(token) => request.bearer_auth(token),
+                None => request,
+            };
+            async move { request.send().await.unwrap() }
+        };
+        let wrong = "test-token-0123456789abcdefghijkk";
+        let burst = memsift::throttle::BURST as usize;
+        let mut statuses = std::collections::BTreeMap::<u16, usize>::new();
+        for _ in 0..300 {
+            *statuses.entry(send(Some(wrong)).await.status().as_u16()).or_default() += 1;
+        }
+        assert_eq!(statuses, [(401, burst), (429, 300 - burst)].into_iter().collect());
+        let throttled = send(Some(TOKEN)).await;
+        assert_eq!(throttled.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(throttled.headers()["retry-after"], "12");
+        let body: Value = throttled.json().await.unwrap();
+        assert_eq!(
+            body["error"],
+            "too many wrong tokens from this address; try again in 12 s"
+        );
+        let sign_in = api
+            .http
+            .post(format!("{}/admin/login", api.base))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(format!("token={TOKEN}"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            sign_in.status(),
+            StatusCode::TOO_MANY_REQUESTS,
+            "one budget for both doors"
+        );
+
+        clock.advance(chrono::Duration::seconds(12));
+        assert_eq!(send(None).await.status(), StatusCode::UNAUTHORIZED);
+        assert_eq!(
+            send(Some(TOKEN)).await.status(),
+            StatusCode::OK,
+            "no header spent nothing"
+        );
+        assert_eq!(
+            send(Some(wrong)).await.status(),
+            StatusCode::UNAUTHORIZED,
+            "the try that came back"
+        );
+        assert_eq!(send(Some(wrong)).await.status(), StatusCode::TOO_MANY_REQUESTS);
     })
     .await;
     test.finish().await;
