@@ -25,12 +25,33 @@ pub async fn import_file(
         })
         .await
         .with_context(|| format!("import: {}: nothing from this file was stored", file.display()))?;
+    warn_of_changes(&report, &file.display().to_string());
+    Ok(report)
+}
+
+/// Logs what an ingest stored other than as sent, or refused as a changed repeat (`origin` names
+/// the file or the user); the report carries the same counts to the caller.
+pub fn warn_of_changes(report: &IngestReport, origin: &str) {
     if report.n_times_clamped > 0 {
         tracing::warn!(
-            file = %file.display(),
+            origin,
             n = report.n_times_clamped,
             "Messages dated more than a day after they arrived were stored at their arrival time."
         );
     }
-    Ok(report)
+    if report.n_text_replaced > 0 {
+        tracing::warn!(
+            origin,
+            n = report.n_text_replaced,
+            "Messages held U+0000, which was stored as U+FFFD."
+        );
+    }
+    if report.n_conflicting_repeats > 0 {
+        tracing::warn!(
+            origin,
+            n = report.n_conflicting_repeats,
+            ids = ?report.conflicting_repeat_ids,
+            "Messages reused a stored id with another role or content and were not stored; the stored ones are kept."
+        );
+    }
 }

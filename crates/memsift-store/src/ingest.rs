@@ -36,7 +36,19 @@ pub struct IngestReport {
     pub n_segments_closed: u64,
     /// Messages dated more than `MAX_FUTURE_SKEW` after they arrived, stored at their arrival time.
     pub n_times_clamped: u64,
+    /// Messages stored with a character replaced: U+0000 (which neither database stores in text)
+    /// in the content, speaker, conversation or id is stored as U+FFFD.
+    pub n_text_replaced: u64,
+    /// Messages refused because their id was stored before with another role or content: the
+    /// stored message is kept, and the new one is not a repeat but a conflict to look at.
+    pub n_conflicting_repeats: u64,
+    /// The ids of those messages (conversation and id), the first [`MAX_REPORTED_IDS`].
+    pub conflicting_repeat_ids: Vec<String>,
 }
+
+/// The most message ids an ingest report lists, so a file of conflicts cannot make the answer as
+/// large as the file; the count is always whole.
+pub const MAX_REPORTED_IDS: usize = 100;
 
 #[derive(Clone, Copy)]
 struct OpenSegment {
@@ -221,17 +233,40 @@ impl WriteTx {
     ) -> Result<()> {
         // The key is made from the message as sent, so a re-import is recognised whenever it comes.
         let dedupe_key = message.dedupe_key();
-        let already: Option<String> = self
-            .scalar_optional(sql!(
-                "SELECT id FROM messages WHERE user_id = $1 AND dedupe_key = $2",
+        let already: Option<(String, String)> = self
+            .fetch_optional(sql!(
+                "SELECT role, content FROM messages WHERE user_id = $1 AND dedupe_key = $2",
                 user_id,
                 &dedupe_key
             ))
             .await?;
-        if already.is_some() {
-            report.n_already_stored += 1;
+        if let Some((role, content)) = already {
+            // Only a message with an id can differ from its stored copy: without one, the key is
+            // made from the content and role.
+            if role == message.role.as_str() && content == crate::tx::storable_text(&message.content) {
+                report.n_already_stored += 1;
+            } else {
+                report.n_conflicting_repeats += 1;
+                if report.conflicting_repeat_ids.len() < MAX_REPORTED_IDS {
+                    report.conflicting_repeat_ids.push(format!(
+                        "{}/{}",
+                        message.conversation_key,
+                        message.external_id.as_deref().unwrap_or_default()
+                    ));
+                }
+            }
             return Ok(());
         }
+        let replaced = [
+            Some(&message.content),
+            message.speaker.as_ref(),
+            Some(&message.conversation_key),
+            message.external_id.as_ref(),
+        ]
+        .into_iter()
+        .flatten()
+        .any(|text| text.contains('\0'));
+        report.n_text_replaced += u64::from(replaced);
         let at = stored_message_time(message.at, state.now);
         if at != message.at {
             report.n_times_clamped += 1;

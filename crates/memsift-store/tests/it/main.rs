@@ -72,6 +72,7 @@ store_suite!(cases: [
     ingest_gives_each_message_one_segment_and_closes_on_boundary,
     an_idle_gap_inside_the_input_starts_a_new_segment,
     reimporting_the_same_messages_adds_nothing,
+    an_ingest_counts_replaced_text_and_names_changed_repeats,
     a_failed_ingest_leaves_the_store_as_it_was,
     idle_segments_close_by_the_injected_clock,
     concurrent_claims_take_disjoint_segments,

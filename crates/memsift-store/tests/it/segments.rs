@@ -89,6 +89,75 @@ pub async fn reimporting_the_same_messages_adds_nothing(store: &Store) {
     assert_eq!(store.listing().counts().await.unwrap(), before);
 }
 
+/// What an ingest did not store as sent is counted: a U+0000 stored as U+FFFD, and an id sent
+/// again with other content or role, which keeps the stored message and is named in the report
+/// (the first `MAX_REPORTED_IDS` of them), while a true repeat (NUL included) is only a repeat.
+pub async fn an_ingest_counts_replaced_text_and_names_changed_repeats(store: &Store) {
+    let with_id = |minute: i64, role: Role, id: &str, content: &str| {
+        let mut message = message("ana", "c1", minute, role, content);
+        message.external_id = Some(id.to_owned());
+        message
+    };
+    let first = store
+        .messages()
+        .ingest(
+            &[
+                with_id(0, Role::User, "m1", "I keep bees."),
+                with_id(1, Role::User, "m2", "a\0b"),
+                message("ana", "c1", 2, Role::User, "no id\0 here"),
+            ],
+            idle(),
+            t0(),
+            &no_progress,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (first.n_added, first.n_text_replaced, first.n_conflicting_repeats),
+        (3, 2, 0)
+    );
+    let before = store.listing().counts().await.unwrap();
+    let mut again = vec![
+        with_id(0, Role::User, "m1", "I keep wasps."),
+        with_id(1, Role::User, "m2", "a\0b"),
+        message("ana", "c1", 2, Role::User, "no id\0 here"),
+        with_id(0, Role::Assistant, "m1", "I keep bees."),
+    ];
+    let n_more = memsift_store::MAX_REPORTED_IDS + 5;
+    store
+        .messages()
+        .ingest(
+            &(0..n_more)
+                .map(|n| with_id(3, Role::User, &format!("x{n}"), "first"))
+                .collect::<Vec<_>>(),
+            idle(),
+            t0(),
+            &no_progress,
+        )
+        .await
+        .unwrap();
+    let before_changes = store.listing().counts().await.unwrap();
+    assert_ne!(before, before_changes);
+    again.extend((0..n_more).map(|n| with_id(3, Role::User, &format!("x{n}"), "second")));
+    let second = store
+        .messages()
+        .ingest(&again, idle(), t0(), &no_progress)
+        .await
+        .unwrap();
+    assert_eq!(
+        (second.n_added, second.n_already_stored, second.n_text_replaced),
+        (0, 2, 0)
+    );
+    assert_eq!(second.n_conflicting_repeats, 2 + n_more as u64);
+    assert_eq!(second.conflicting_repeat_ids.len(), memsift_store::MAX_REPORTED_IDS);
+    assert_eq!(second.conflicting_repeat_ids[..3], ["c1/m1", "c1/m1", "c1/x0"]);
+    assert_eq!(
+        store.listing().counts().await.unwrap(),
+        before_changes,
+        "nothing stored"
+    );
+}
+
 pub async fn a_failed_ingest_leaves_the_store_as_it_was(store: &Store) {
     store
         .messages()

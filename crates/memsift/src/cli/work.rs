@@ -33,6 +33,22 @@ pub(super) async fn import(
                 report.n_segments_started,
                 report.n_segments_closed
             );
+            // What was not stored as sent is said on its own line, never only in the log.
+            if report.n_text_replaced > 0 {
+                println!(
+                    "import: {}: {} messages held U+0000, stored as U+FFFD",
+                    file.display(),
+                    report.n_text_replaced
+                );
+            }
+            if report.n_conflicting_repeats > 0 {
+                println!(
+                    "import: {}: {} messages not stored: their id was stored before with another role or content (the stored one is kept): {}",
+                    file.display(),
+                    report.n_conflicting_repeats,
+                    report.conflicting_repeat_ids.join(", ")
+                );
+            }
         }
     }
     Ok(())
