@@ -113,7 +113,7 @@ mod tests {
         SessionKeys::new(&ApiToken::new(token).unwrap())
     }
 
-    const TOKEN: &str = "0123456789abcdef0123456789abcdef";
+    const TOKEN: &str = "7c0e9a4b1f3d5e2a8b6c4d0f9e1a3b5c";
 
     #[test]
     fn a_cookie_holds_until_its_expiry_and_only_under_the_token_that_signed_it() {
@@ -122,7 +122,7 @@ mod tests {
         assert!(!cookie.contains(TOKEN));
         // Another daemon with the same token accepts it; a daemon with another token does not.
         assert!(keys(TOKEN).verify(&cookie, now));
-        assert!(!keys("fedcba9876543210fedcba9876543210").verify(&cookie, now));
+        assert!(!keys("e4d2b9a7c5f3e1d0b8a6c4f2e0d9b7a5").verify(&cookie, now));
         let last_second = now + chrono::Duration::hours(SESSION_HOURS) - chrono::Duration::seconds(1);
         assert!(keys(TOKEN).verify(&cookie, last_second));
         assert!(!keys(TOKEN).verify(&cookie, last_second + chrono::Duration::seconds(1)));

@@ -34,6 +34,19 @@ pub enum TokenError {
         /// Its length in characters.
         length: usize,
     },
+    /// The token is one shorter sequence written over and over (`abcd…` twice): only the
+    /// sequence has to be guessed.
+    #[error(
+        "the API token from {source_name} is one sequence of {period} characters written {times} times; use a random token of at least {MIN_TOKEN_CHARS} characters, e.g. `openssl rand -hex 32`"
+    )]
+    Repeated {
+        /// Where it came from: the variable or the file.
+        source_name: String,
+        /// The length of the repeated sequence, in characters.
+        period: usize,
+        /// How many times it is written (a partial last copy counts as one).
+        times: usize,
+    },
     /// The token is long enough but made of too few, too repetitive characters.
     #[error(
         "the API token from {source_name} is too predictable: {distinct} distinct characters, about {bits} bits by their mix; use at least {MIN_DISTINCT_CHARS} distinct characters and {MIN_TOKEN_BITS} bits, e.g. `openssl rand -hex 32`"
@@ -79,6 +92,31 @@ pub fn estimated_entropy_bits(token: &str) -> f64 {
     per_char * length
 }
 
+/// The length of the shortest sequence `token` is written with over and over (a last copy may be
+/// cut short), when it is written at least twice: `Some(16)` for a 16-character sequence written
+/// twice, `None` for a token that repeats nothing of half its length or less. The smallest period
+/// of a text is its length less its longest border (KMP's failure function).
+pub fn repeated_period(token: &str) -> Option<usize> {
+    let chars: Vec<char> = token.chars().collect();
+    let n = chars.len();
+    if n < 2 {
+        return None;
+    }
+    let mut border = vec![0usize; n];
+    for i in 1..n {
+        let mut k = border[i - 1];
+        while k > 0 && chars[i] != chars[k] {
+            k = border[k - 1];
+        }
+        if chars[i] == chars[k] {
+            k += 1;
+        }
+        border[i] = k;
+    }
+    let period = n - border[n - 1];
+    (period * 2 <= n).then_some(period)
+}
+
 /// The bearer token every protected route checks, held as a secret.
 #[derive(Clone)]
 pub struct ApiToken(std::sync::Arc<SecretString>);
@@ -107,6 +145,14 @@ impl ApiToken {
                 bits: bits.max(0.0) as u32,
             });
         }
+        // After the mix of characters, which names the worse fault of `aaaa…` or a word repeated.
+        if let Some(period) = repeated_period(token) {
+            return Err(TokenError::Repeated {
+                source_name: source_name.to_owned(),
+                period,
+                times: length.div_ceil(period),
+            });
+        }
         Ok(ApiToken(std::sync::Arc::new(SecretString::from(token.to_owned()))))
     }
 
@@ -118,10 +164,12 @@ impl ApiToken {
             return ApiToken::from_source(token.trim(), TOKEN_ENV);
         }
         let path = config.token_file.as_ref().ok_or(TokenError::Missing)?;
-        let text = std::fs::read_to_string(path).map_err(|source| TokenError::Read {
-            path: path.display().to_string(),
-            source,
-        })?;
+        let text = memsift_core::files::read_text_at_most(path, memsift_core::files::MAX_SECRET_FILE_BYTES).map_err(
+            |source| TokenError::Read {
+                path: path.display().to_string(),
+                source,
+            },
+        )?;
         let token = text.lines().next().unwrap_or("").trim();
         if token.is_empty() {
             return Err(TokenError::Empty(path.display().to_string()));
@@ -161,6 +209,18 @@ mod tests {
         assert!(ApiToken::new(&"password".repeat(4)).is_err());
     }
 
+    #[test]
+    fn a_random_sequence_of_sixteen_written_twice_is_refused_with_the_fix() {
+        let error = ApiToken::new(&"9f86d081884c7d65".repeat(2)).err().unwrap().to_string();
+        assert_eq!(
+            error,
+            "the API token from the caller is one sequence of 16 characters written 2 times; use a random token of at least 32 characters, e.g. `openssl rand -hex 32`"
+        );
+        assert_eq!(repeated_period("abcab"), None, "under twice");
+        assert_eq!(repeated_period("abcabca"), Some(3));
+        assert_eq!(repeated_period("abcabcab"), Some(3), "a cut-short copy after two");
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig { cases: 512, failure_persistence: None, ..ProptestConfig::default() })]
 
@@ -169,6 +229,28 @@ mod tests {
         #[test]
         fn random_tokens_are_accepted(token in "[0-9a-f]{32,80}|[A-Za-z0-9_-]{32,80}") {
             prop_assert!(ApiToken::new(&token).is_ok(), "{token}: {} bits", estimated_entropy_bits(&token));
+        }
+
+        /// Any sequence, of any length, written twice or more (and a cut-short copy after) is
+        /// refused naming the sequence's length; a random token (period over half its length) is
+        /// not.
+        #[test]
+        fn a_sequence_of_any_length_written_over_and_over_is_refused(
+            unit in "[0-9a-zA-Z_-]{1,60}",
+            times in 2usize..6,
+            cut in 0usize..60,
+        ) {
+            let token = &(unit.repeat(times) + &unit[..cut % unit.len()]);
+            let period = repeated_period(token).expect("a repeated token has a period");
+            prop_assert!(period <= unit.len() && unit.len() % period == 0, "{token}: {period}");
+            if token.len() >= MIN_TOKEN_CHARS {
+                // A sequence of few characters is refused for its mix first.
+                let refused = matches!(
+                    ApiToken::new(token),
+                    Err(TokenError::Repeated { .. } | TokenError::TooPredictable { .. })
+                );
+                prop_assert!(refused, "{}", token);
+            }
         }
 
         /// A long token over a small alphabet (up to 7 characters, like a word repeated) is

@@ -99,8 +99,15 @@ pub struct Target<'a> {
 /// Runs the evaluation of `target.file`.
 pub async fn run(config: Config, target: &Target<'_>, lanes: Lanes, weights: &Weights) -> anyhow::Result<Report> {
     let file = target.file;
-    let (messages, questions) = questions::read(file, target.format, config.ingest.max_message_len())
+    let questions::EvalFile {
+        messages,
+        questions,
+        refused,
+    } = questions::read(file, target.format, config.ingest.max_message_len())
         .map_err(|error| anyhow::anyhow!("eval retrieval: {error}"))?;
+    for line in &refused {
+        eprintln!("eval retrieval: {line}");
+    }
     if questions.is_empty() {
         anyhow::bail!("eval retrieval: {} has no questions with evidence", file.display());
     }
