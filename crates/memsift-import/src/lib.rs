@@ -17,7 +17,9 @@ use serde_json::Value;
 
 mod read;
 
-pub use read::{MAX_JSON_FILE_BYTES, MAX_JSONL_FILE_BYTES, max_jsonl_line_bytes, read_file, read_json_text};
+pub use read::{
+    MAX_JSON_FILE_BYTES, MAX_JSON_VALUES, MAX_JSONL_FILE_BYTES, max_jsonl_line_bytes, read_file, read_json_text,
+};
 
 /// The import formats.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,14 +59,14 @@ pub enum ImportError {
         source: std::io::Error,
     },
     /// The file holds more than a file of its format may ([`MAX_JSONL_FILE_BYTES`],
-    /// [`MAX_JSON_FILE_BYTES`]); nothing of it was parsed.
-    #[error("{file}: larger than {limit} bytes, the most {what}; split it into smaller files")]
+    /// [`MAX_JSON_FILE_BYTES`], [`MAX_JSON_VALUES`]); nothing of it was stored.
+    #[error("{file}: more than {limit} {what}; split it into smaller files")]
     FileTooLarge {
         /// The file.
         file: String,
         /// The limit it is over.
         limit: u64,
-        /// What the limit is, e.g. "a JSONL file may hold".
+        /// What the limit counts, and of what, e.g. "bytes, the most a JSONL file may hold".
         what: &'static str,
     },
     /// A JSONL line is longer than any message within `[ingest] max_message_bytes` can be.

@@ -40,7 +40,107 @@ pub fn read_file(path: &Path, format: ImportFormat, max_message_bytes: usize) ->
     }
 }
 
-/// The text of a JSON input file, refused past [`MAX_JSON_FILE_BYTES`] or when it is not UTF-8.
+/// The most values (objects, lists, strings, numbers…) a JSON input file may hold: parsed, each
+/// takes 32 bytes or more, so a file within the byte limit made of `[0,0,0,…]` would take half a
+/// gigabyte; LoCoMo-8 holds 41,614.
+pub const MAX_JSON_VALUES: u64 = 1_000_000;
+
+/// Counts a JSON text's values without keeping any, stopping at the first past the limit.
+struct CountValues<'a> {
+    n_values: &'a mut u64,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for CountValues<'_> {
+    type Value = ();
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for CountValues<'_> {
+    type Value = ();
+
+    fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+        formatter.write_str("any JSON value")
+    }
+
+    fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<(), E> {
+        bump(self.n_values)
+    }
+
+    fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<(), E> {
+        bump(self.n_values)
+    }
+
+    fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<(), E> {
+        bump(self.n_values)
+    }
+
+    fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<(), E> {
+        bump(self.n_values)
+    }
+
+    fn visit_str<E: serde::de::Error>(self, _: &str) -> Result<(), E> {
+        bump(self.n_values)
+    }
+
+    fn visit_unit<E: serde::de::Error>(self) -> Result<(), E> {
+        bump(self.n_values)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        bump(self.n_values)?;
+        while seq
+            .next_element_seed(CountValues {
+                n_values: &mut *self.n_values,
+            })?
+            .is_some()
+        {}
+        Ok(())
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        bump(self.n_values)?;
+        while map.next_key::<serde::de::IgnoredAny>()?.is_some() {
+            map.next_value_seed(CountValues {
+                n_values: &mut *self.n_values,
+            })?;
+        }
+        Ok(())
+    }
+}
+
+/// Counts one value; an error once past [`MAX_JSON_VALUES`], which stops the count there.
+fn bump<E: serde::de::Error>(n_values: &mut u64) -> Result<(), E> {
+    *n_values += 1;
+    if *n_values > MAX_JSON_VALUES {
+        return Err(E::custom(TOO_MANY_VALUES));
+    }
+    Ok(())
+}
+
+/// The marker of [`CountValues`]'s refusal, told from a syntax error by its text.
+const TOO_MANY_VALUES: &str = "too many values";
+
+/// Whether `text` holds at most [`MAX_JSON_VALUES`] values; a syntax error is left to the parser
+/// that reads the file next, which names it.
+fn within_value_limit(text: &str) -> bool {
+    use serde::de::DeserializeSeed;
+    let mut n_values = 0;
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    match (CountValues {
+        n_values: &mut n_values,
+    })
+    .deserialize(&mut deserializer)
+    {
+        Err(error) => !error.to_string().starts_with(TOO_MANY_VALUES),
+        Ok(()) => true,
+    }
+}
+
+/// The text of a JSON input file, refused past [`MAX_JSON_FILE_BYTES`], past [`MAX_JSON_VALUES`]
+/// values, or when it is not UTF-8.
 pub fn read_json_text(path: &Path) -> Result<String, ImportError> {
     let file = path.display().to_string();
     let bytes = memsift_core::files::read_at_most(path, MAX_JSON_FILE_BYTES).map_err(|error| match error {
@@ -51,10 +151,10 @@ pub fn read_json_text(path: &Path) -> Result<String, ImportError> {
         BoundedReadError::TooLarge { limit } => ImportError::FileTooLarge {
             file: file.clone(),
             limit,
-            what: "a JSON input file may hold",
+            what: "bytes, the most a JSON input file may hold",
         },
     })?;
-    String::from_utf8(bytes).map_err(|error| {
+    let text = String::from_utf8(bytes).map_err(|error| {
         let at = error.utf8_error().valid_up_to();
         let line = error.as_bytes()[..at].iter().filter(|&&byte| byte == b'\n').count() + 1;
         ImportError::Bad {
@@ -62,7 +162,15 @@ pub fn read_json_text(path: &Path) -> Result<String, ImportError> {
             line,
             problem: format!("not UTF-8 text (invalid byte at offset {at}); give the JSON file"),
         }
-    })
+    })?;
+    if !within_value_limit(&text) {
+        return Err(ImportError::FileTooLarge {
+            file,
+            limit: MAX_JSON_VALUES,
+            what: "values (objects, lists, strings, numbers), the most a JSON input file may hold",
+        });
+    }
+    Ok(text)
 }
 
 /// Reads a JSONL file a line at a time through [`parse_jsonl_line`].
@@ -75,7 +183,7 @@ fn read_jsonl(file: &str, path: &Path, max_message_bytes: usize) -> Result<Vec<N
     let too_large = || ImportError::FileTooLarge {
         file: file.to_owned(),
         limit: MAX_JSONL_FILE_BYTES,
-        what: "a JSONL file may hold",
+        what: "bytes, the most a JSONL file may hold",
     };
     let opened = std::fs::File::open(path).map_err(read_error)?;
     if let Ok(metadata) = opened.metadata()
@@ -156,7 +264,7 @@ mod tests {
         assert_eq!(
             error,
             format!(
-                "/dev/zero: larger than {MAX_JSON_FILE_BYTES} bytes, the most a JSON input file may hold; split it into smaller files"
+                "/dev/zero: more than {MAX_JSON_FILE_BYTES} bytes, the most a JSON input file may hold; split it into smaller files"
             )
         );
 
@@ -175,9 +283,35 @@ mod tests {
             assert!(
                 error
                     .to_string()
-                    .starts_with(&format!("{}: larger than {limit} bytes", huge.display()))
+                    .starts_with(&format!("{}: more than {limit} bytes", huge.display()))
             );
         }
+    }
+
+    /// A JSON file within the byte limit whose values would take far more memory parsed than
+    /// its bytes (`[0,0,0,…]`) is refused by its count of values, before it is parsed; one a
+    /// value under the limit is read.
+    #[test]
+    fn a_json_file_of_too_many_values_is_refused_before_it_is_parsed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("zeros.json");
+        let zeros = |n: u64| format!("[{}0]", "0,".repeat(n as usize - 1));
+        std::fs::write(&path, zeros(MAX_JSON_VALUES)).unwrap();
+        let error = read_json_text(&path).unwrap_err().to_string();
+        assert_eq!(
+            error,
+            format!(
+                "{}: more than {MAX_JSON_VALUES} values (objects, lists, strings, numbers), the most a JSON input file may hold; split it into smaller files",
+                path.display()
+            )
+        );
+        std::fs::write(&path, zeros(MAX_JSON_VALUES - 1)).unwrap();
+        assert!(
+            read_json_text(&path).is_ok(),
+            "the list and its values are exactly the limit"
+        );
+        std::fs::write(&path, "[0, 0").unwrap();
+        assert!(read_json_text(&path).is_ok(), "a syntax error is the parser's to name");
     }
 
     #[test]
