@@ -22,6 +22,8 @@ pub async fn erase_user(app: &App, user: &str) -> anyhow::Result<ErasureReceipt>
         // vector of their texts.
         app.lexicons.forget(user_id);
         app.vectors.forget_user(user_id);
+        // Nor in a SQLite connection's page cache of the pages as they were.
+        app.store.close_idle_connections().await;
     }
     match (&app.coordinator, app.config.erasure.delete_provider_batches) {
         (Some(coordinator), true) => {

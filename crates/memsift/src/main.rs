@@ -5,6 +5,12 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+/// Every heap block is zeroed when it is freed, so the texts a process handled (request bodies,
+/// answers, rows) do not stay readable in freed memory after the user is erased; measured in
+/// BENCHMARKS.md.
+#[global_allocator]
+static ALLOCATOR: zeroizing_alloc::ZeroAlloc<std::alloc::System> = zeroizing_alloc::ZeroAlloc(std::alloc::System);
+
 /// How long the runtime's shutdown waits for blocking threads (a provider call, chunking) before
 /// the process exits without them.
 const SHUTDOWN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
