@@ -98,20 +98,15 @@ pub async fn an_ingest_counts_replaced_text_and_names_changed_repeats(store: &St
         message.external_id = Some(id.to_owned());
         message
     };
-    let first = store
-        .messages()
-        .ingest(
-            &[
-                with_id(0, Role::User, "m1", "I keep bees."),
-                with_id(1, Role::User, "m2", "a\0b"),
-                message("ana", "c1", 2, Role::User, "no id\0 here"),
-            ],
-            idle(),
-            t0(),
-            &no_progress,
-        )
-        .await
-        .unwrap();
+    let first = ingest_now(
+        store,
+        &[
+            with_id(0, Role::User, "m1", "I keep bees."),
+            with_id(1, Role::User, "m2", "a\0b"),
+            message("ana", "c1", 2, Role::User, "no id\0 here"),
+        ],
+    )
+    .await;
     assert_eq!(
         (first.n_added, first.n_text_replaced, first.n_conflicting_repeats),
         (3, 2, 0)
@@ -124,26 +119,14 @@ pub async fn an_ingest_counts_replaced_text_and_names_changed_repeats(store: &St
         with_id(0, Role::Assistant, "m1", "I keep bees."),
     ];
     let n_more = memsift_store::MAX_REPORTED_IDS + 5;
-    store
-        .messages()
-        .ingest(
-            &(0..n_more)
-                .map(|n| with_id(3, Role::User, &format!("x{n}"), "first"))
-                .collect::<Vec<_>>(),
-            idle(),
-            t0(),
-            &no_progress,
-        )
-        .await
-        .unwrap();
+    let firsts: Vec<_> = (0..n_more)
+        .map(|n| with_id(3, Role::User, &format!("x{n}"), "first"))
+        .collect();
+    ingest_now(store, &firsts).await;
     let before_changes = store.listing().counts().await.unwrap();
     assert_ne!(before, before_changes);
     again.extend((0..n_more).map(|n| with_id(3, Role::User, &format!("x{n}"), "second")));
-    let second = store
-        .messages()
-        .ingest(&again, idle(), t0(), &no_progress)
-        .await
-        .unwrap();
+    let second = ingest_now(store, &again).await;
     assert_eq!(
         (second.n_added, second.n_already_stored, second.n_text_replaced),
         (0, 2, 0)
@@ -156,6 +139,15 @@ pub async fn an_ingest_counts_replaced_text_and_names_changed_repeats(store: &St
         before_changes,
         "nothing stored"
     );
+}
+
+/// Ingests `messages` at `t0()` with the default idle timeout.
+async fn ingest_now(store: &Store, messages: &[NewMessage]) -> memsift_store::IngestReport {
+    store
+        .messages()
+        .ingest(messages, idle(), t0(), &no_progress)
+        .await
+        .unwrap()
 }
 
 pub async fn a_failed_ingest_leaves_the_store_as_it_was(store: &Store) {
