@@ -205,7 +205,7 @@ pub struct SearchAnswer {
     pub results: Vec<SearchHit>,
     /// Candidates considered before the cut.
     pub n_candidates: usize,
-    /// Tokens of the returned texts (`o200k_base`).
+    /// Tokens of what is returned: each result's text and its evidence turns' texts (`o200k_base`).
     pub n_tokens: usize,
 }
 
@@ -706,6 +706,17 @@ fn diversify(hits: Vec<SearchHit>) -> Vec<SearchHit> {
 /// The first `k` results, or with a budget the best that fit it: each result costs its text's
 /// tokens, a turn already returned as evidence is not returned again, and a result too large to
 /// fit is skipped for smaller ones after it.
+/// The tokens a result puts in front of the caller: its text and the text of every evidence turn
+/// returned with it (an agent packing a prompt reads both).
+fn returned_tokens(hit: &SearchHit) -> usize {
+    memsift_tokens::count_tokens(&hit.text)
+        + hit
+            .evidence
+            .iter()
+            .map(|turn| memsift_tokens::count_tokens(&turn.text))
+            .sum::<usize>()
+}
+
 fn pack(hits: Vec<SearchHit>, k: usize, budget_tokens: Option<usize>) -> (Vec<SearchHit>, usize) {
     let mut results = Vec::new();
     let mut seen_turns: HashSet<String> = HashSet::new();
@@ -719,7 +730,7 @@ fn pack(hits: Vec<SearchHit>, k: usize, budget_tokens: Option<usize>) -> (Vec<Se
         {
             continue;
         }
-        let cost = memsift_tokens::count_tokens(&hit.text);
+        let cost = returned_tokens(&hit);
         if budget_tokens.is_some_and(|budget| used + cost > budget) {
             continue;
         }
@@ -789,5 +800,46 @@ mod tests {
         assert!(used <= 50);
         let (first_two, _) = pack(hits, 2, None);
         assert_eq!(first_two.len(), 2);
+    }
+
+    proptest::proptest! {
+        /// Any results and budget: what is packed, texts and evidence turns together, never
+        /// passes the budget, the count said is the count of what is returned, and a result is
+        /// left out only when it would pass the budget or repeats a turn.
+        #[test]
+        fn packed_results_with_their_evidence_never_pass_the_budget(
+            results in proptest::collection::vec(
+                (proptest::bool::ANY, 0usize..6, "[a-z ]{0,80}", proptest::collection::vec((0usize..6, "[a-z ]{0,120}"), 0..3)),
+                0..12,
+            ),
+            budget in 0usize..200,
+        ) {
+            let hits: Vec<SearchHit> = results
+                .iter()
+                .enumerate()
+                .map(|(n, (is_turn, turn_id, text, evidence))| {
+                    let key = if *is_turn { Key::Turn(format!("t{turn_id}")) } else { Key::Memory(format!("m{n}")) };
+                    let mut hit = hit(key, text, &[]);
+                    hit.evidence = evidence
+                        .iter()
+                        .map(|(id, said)| EvidenceTurn { text: said.clone(), ..turn(&format!("t{id}")) })
+                        .collect();
+                    hit
+                })
+                .collect();
+            let (packed, used) = pack(hits.clone(), 100, Some(budget));
+            let counted: usize = packed.iter().map(returned_tokens).sum();
+            proptest::prop_assert_eq!(used, counted);
+            proptest::prop_assert!(used <= budget, "{} > {}", used, budget);
+            let smallest_left_out = hits
+                .iter()
+                .filter(|hit| !packed.iter().any(|kept| kept.key == hit.key && kept.text == hit.text))
+                .filter(|hit| !matches!(&hit.key, Key::Turn(id) if packed.iter().any(|kept| kept.evidence.iter().any(|turn| &turn.id == id))))
+                .map(returned_tokens)
+                .min();
+            if let Some(smallest) = smallest_left_out {
+                proptest::prop_assert!(used + smallest > budget || packed.len() == 100);
+            }
+        }
     }
 }

@@ -98,18 +98,32 @@ async fn results_are_answered_with_their_evidence_and_stay_with_their_user(test:
         "{turns:?}"
     );
 
-    // A budget keeps the answer within it; a time window keeps what is in it.
+    // A budget keeps the answer within it, evidence turns counted; a time window keeps what is in it.
+    let budget = 40;
     let packed = search(
         &test.app,
         &SearchRequest {
-            budget_tokens: Some(12),
+            budget_tokens: Some(budget),
             include_turns: true,
             ..request("ana", "Lisbon dog ramen")
         },
     )
     .await
     .unwrap();
-    assert!(packed.n_tokens <= 12 && !packed.results.is_empty(), "{packed:?}");
+    let returned: usize = packed
+        .results
+        .iter()
+        .map(|hit| {
+            memsift_tokens::count_tokens(&hit.text)
+                + hit
+                    .evidence
+                    .iter()
+                    .map(|turn| memsift_tokens::count_tokens(&turn.text))
+                    .sum::<usize>()
+        })
+        .sum();
+    assert!(packed.n_tokens <= budget && !packed.results.is_empty(), "{packed:?}");
+    assert_eq!(packed.n_tokens, returned, "what is returned, evidence included");
     let later = SearchRequest {
         since: Some(t0() + Duration::days(1)),
         ..request("ana", "Where does she live?")
