@@ -46,6 +46,35 @@ fn request(user: &str, query: &str) -> SearchRequest {
     SearchRequest::new(user, query)
 }
 
+/// A budget keeps the answer within it, counting what is returned: texts and evidence turns.
+async fn a_budget_counts_what_is_returned(test: &TestApp) {
+    let budget = 40;
+    let packed = search(
+        &test.app,
+        &SearchRequest {
+            budget_tokens: Some(budget),
+            include_turns: true,
+            ..request("ana", "Lisbon dog ramen")
+        },
+    )
+    .await
+    .unwrap();
+    let returned: usize = packed
+        .results
+        .iter()
+        .map(|hit| {
+            memsift_tokens::count_tokens(&hit.text)
+                + hit
+                    .evidence
+                    .iter()
+                    .map(|turn| memsift_tokens::count_tokens(&turn.text))
+                    .sum::<usize>()
+        })
+        .sum();
+    assert!(packed.n_tokens <= budget && !packed.results.is_empty(), "{packed:?}");
+    assert_eq!(packed.n_tokens, returned, "what is returned, evidence included");
+}
+
 async fn results_are_answered_with_their_evidence_and_stay_with_their_user(test: TestApp) {
     test.import("chat.jsonl", &conversations()).await.unwrap();
     run_until_idle(&test.app).await.unwrap();
@@ -98,32 +127,8 @@ async fn results_are_answered_with_their_evidence_and_stay_with_their_user(test:
         "{turns:?}"
     );
 
-    // A budget keeps the answer within it, evidence turns counted; a time window keeps what is in it.
-    let budget = 40;
-    let packed = search(
-        &test.app,
-        &SearchRequest {
-            budget_tokens: Some(budget),
-            include_turns: true,
-            ..request("ana", "Lisbon dog ramen")
-        },
-    )
-    .await
-    .unwrap();
-    let returned: usize = packed
-        .results
-        .iter()
-        .map(|hit| {
-            memsift_tokens::count_tokens(&hit.text)
-                + hit
-                    .evidence
-                    .iter()
-                    .map(|turn| memsift_tokens::count_tokens(&turn.text))
-                    .sum::<usize>()
-        })
-        .sum();
-    assert!(packed.n_tokens <= budget && !packed.results.is_empty(), "{packed:?}");
-    assert_eq!(packed.n_tokens, returned, "what is returned, evidence included");
+    a_budget_counts_what_is_returned(&test).await;
+    // A time window keeps what is in it.
     let later = SearchRequest {
         since: Some(t0() + Duration::days(1)),
         ..request("ana", "Where does she live?")
