@@ -136,7 +136,9 @@ pub enum LlmError {
         detail: Detail,
     },
     /// A 404: the object does not exist (or not yet: see the transient-404 grace in the clients).
-    #[error("{provider}: not found ({detail}); check the id, or reconcile if it was just created")]
+    // No fix here: a 404 on a create is a wrong endpoint, on a read a lost or not yet visible
+    // object; the fault classification (`fault.rs`) and the callers name which.
+    #[error("{provider}: not found ({detail})")]
     NotFound {
         /// Which provider answered.
         provider: &'static str,

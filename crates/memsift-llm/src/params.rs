@@ -397,10 +397,9 @@ pub fn cache_warnings(config: &Config, prompts: &PromptRegistry) -> Vec<String> 
             if tokens < price.min_cacheable_tokens {
                 warnings.push(format!(
                     "llm.{key}: the {} prompt is {tokens} tokens, under the {} tokens {model} caches at least; \
-                     it is sent without a cache marker and billed as plain input, so cache_ttl = \"{}\" has no effect",
+                     it is sent without a cache marker and billed as plain input, whatever cache_ttl says",
                     purpose.as_str(),
                     price.min_cacheable_tokens,
-                    llm.cache_ttl,
                 ));
             }
         }
@@ -660,7 +659,7 @@ mod tests {
             warnings[0],
             format!(
                 "llm.extraction_standard: the extraction prompt is {tokens} tokens, under the 4096 tokens claude-haiku-4-5 \
-                 caches at least; it is sent without a cache marker and billed as plain input, so cache_ttl = \"1h\" has no effect"
+                 caches at least; it is sent without a cache marker and billed as plain input, whatever cache_ttl says"
             )
         );
         assert!(cache_warnings(&Config::defaults(), &PromptRegistry::built_in()).is_empty());
