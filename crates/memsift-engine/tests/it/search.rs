@@ -59,17 +59,12 @@ async fn a_budget_counts_what_is_returned(test: &TestApp) {
     )
     .await
     .unwrap();
+    // Every text the answer carries, one after the other.
     let returned: usize = packed
         .results
         .iter()
-        .map(|hit| {
-            memsift_tokens::count_tokens(&hit.text)
-                + hit
-                    .evidence
-                    .iter()
-                    .map(|turn| memsift_tokens::count_tokens(&turn.text))
-                    .sum::<usize>()
-        })
+        .flat_map(|hit| std::iter::once(&hit.text).chain(hit.evidence.iter().map(|turn| &turn.text)))
+        .map(|text| memsift_tokens::count_tokens(text))
         .sum();
     assert!(packed.n_tokens <= budget && !packed.results.is_empty(), "{packed:?}");
     assert_eq!(packed.n_tokens, returned, "what is returned, evidence included");
