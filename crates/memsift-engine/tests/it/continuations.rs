@@ -106,15 +106,7 @@ async fn an_answer_cut_with_end_turn_is_continued_until_every_item_is_stored(db:
         ResponderReply::Text(text)
     });
     let test = TestApp::with_scripted_batch_sim(db, script).await;
-    test.import("c1.jsonl", &conversation()).await.unwrap();
-    run_until_idle(&test.app).await.unwrap();
-
-    let mut stored = test.memory_texts("ana").await;
-    stored.sort();
-    let mut expected: Vec<String> = FACTS.iter().map(|fact| memory_of(fact)).collect();
-    expected.sort();
-    assert_eq!(stored, expected, "every fact once, the cut part included");
-    assert_eq!(segment_status(&test).await, ("extracted".to_owned(), None));
+    extract_and_expect_every_fact_once(&test, "every fact once, the cut part included").await;
     assert_eq!(answers.load(Ordering::SeqCst), 2, "one continuation");
 
     let requests = requests_of(&test).await;
@@ -284,6 +276,19 @@ async fn cut_answers_lose_nothing_the_uncut_run_stores() {
     assert_eq!(after, baseline, "continuations bring back what the cuts lost");
 }
 
+/// Imports the conversation, runs to idle, and checks every fact is stored once and the segment
+/// extracted; `context` names the case in a failure.
+async fn extract_and_expect_every_fact_once(test: &TestApp, context: &str) {
+    test.import("c1.jsonl", &conversation()).await.unwrap();
+    run_until_idle(&test.app).await.unwrap();
+    let mut stored = test.memory_texts("ana").await;
+    stored.sort();
+    let mut expected: Vec<String> = FACTS.iter().map(|fact| memory_of(fact)).collect();
+    expected.sort();
+    assert_eq!(stored, expected, "{context}");
+    assert_eq!(segment_status(test).await, ("extracted".to_owned(), None));
+}
+
 /// Every order of four items over four turns (a model groups by speaker or topic, not by turn),
 /// each cut once at a point that varies with the order: the continuation reads the whole chunk,
 /// this model writes only what its known memories do not hold, and every fact is stored once.
@@ -330,14 +335,7 @@ async fn items_in_any_order_are_all_stored_once_whatever_the_cut() {
             ResponderReply::Text(text)
         });
         let test = TestApp::with_scripted_batch_sim(TestDb::sqlite().await, script).await;
-        test.import("c1.jsonl", &conversation()).await.unwrap();
-        run_until_idle(&test.app).await.unwrap();
-        let mut stored = test.memory_texts("ana").await;
-        stored.sort();
-        let mut expected: Vec<String> = FACTS.iter().map(|fact| memory_of(fact)).collect();
-        expected.sort();
-        assert_eq!(stored, expected, "case {case} (cut at {cut_fraction})");
-        assert_eq!(segment_status(&test).await, ("extracted".to_owned(), None));
+        extract_and_expect_every_fact_once(&test, &format!("case {case} (cut at {cut_fraction})")).await;
         test.finish().await;
     }
 }

@@ -137,3 +137,12 @@ pub(crate) fn apply_input(request: &NewRequest, items: Vec<NewMemory>) -> ApplyI
 pub async fn memory_texts_since(store: &Store, user_id: UserId, since: Option<i64>) -> (StampState, MemoryTexts) {
     store.search().memory_texts_since(user_id, since).await.unwrap()
 }
+
+/// Ingests `messages` at `t0()` with the default idle timeout.
+pub async fn ingest_now(store: &Store, messages: &[NewMessage]) -> memsift_store::IngestReport {
+    store
+        .messages()
+        .ingest(messages, idle(), t0(), &no_progress)
+        .await
+        .unwrap()
+}

@@ -6,7 +6,7 @@ use memsift_core::UserId;
 use memsift_core::status::Role;
 use memsift_store::{MemoryTexts, NewMessage, Store, VectorCache, VectorIndex};
 
-use crate::helpers::{idle, memory_texts_since, message, no_progress, t0};
+use crate::helpers::{idle, ingest_now, memory_texts_since, message, no_progress, t0};
 
 fn terms(words: &[&str]) -> Vec<String> {
     words.iter().map(|word| (*word).to_owned()).collect()
@@ -517,17 +517,12 @@ pub async fn a_segments_stored_turn_vectors_are_read_with_their_model(store: &St
         message("ana", "c1", 2, Role::User, "She is two."),
         message("ana", "c1", 3, Role::User, "And she sleeps all day."),
     ];
-    store
-        .messages()
-        .ingest(&turns, idle(), t0(), &no_progress)
-        .await
-        .unwrap();
-    let elsewhere = [message("bo", "c1", 0, Role::User, "Coco is my favourite singer.")];
-    store
-        .messages()
-        .ingest(&elsewhere, idle(), t0(), &no_progress)
-        .await
-        .unwrap();
+    ingest_now(store, &turns).await;
+    ingest_now(
+        store,
+        &[message("bo", "c1", 0, Role::User, "Coco is my favourite singer.")],
+    )
+    .await;
     let segments = store.listing().list_segments(Some("ana"), None, None).await.unwrap();
     assert_eq!(segments.len(), 1);
     let segment: memsift_core::SegmentId = segments[0].id.parse().unwrap();

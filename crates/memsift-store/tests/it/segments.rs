@@ -7,7 +7,7 @@ use memsift_core::status::Role;
 use memsift_core::{MemoryId, SegmentId};
 use memsift_store::{NewMessage, Store};
 
-use crate::helpers::{closed_claimed_segment, idle, message, no_progress, segment_statuses, t0};
+use crate::helpers::{closed_claimed_segment, idle, ingest_now, message, no_progress, segment_statuses, t0};
 
 pub async fn ingest_gives_each_message_one_segment_and_closes_on_boundary(store: &Store) {
     let mut closing = message("ana", "c1", 2, Role::Assistant, "Got it.");
@@ -139,15 +139,6 @@ pub async fn an_ingest_counts_replaced_text_and_names_changed_repeats(store: &St
         before_changes,
         "nothing stored"
     );
-}
-
-/// Ingests `messages` at `t0()` with the default idle timeout.
-async fn ingest_now(store: &Store, messages: &[NewMessage]) -> memsift_store::IngestReport {
-    store
-        .messages()
-        .ingest(messages, idle(), t0(), &no_progress)
-        .await
-        .unwrap()
 }
 
 pub async fn a_failed_ingest_leaves_the_store_as_it_was(store: &Store) {
