@@ -21,17 +21,24 @@ pub enum BoundedReadError {
     },
 }
 
-/// The bytes of `path`, refused when they are more than `limit`.
-pub fn read_at_most(path: &Path, limit: u64) -> Result<Vec<u8>, BoundedReadError> {
+/// `path` opened for reading, refused when it is a regular file larger than `limit`: a regular
+/// file says its size, so a big one is refused before any of it is read; a device or a pipe does
+/// not, and its reader must count what it reads.
+pub fn open_at_most(path: &Path, limit: u64) -> Result<std::fs::File, BoundedReadError> {
     let file = std::fs::File::open(path)?;
-    // A regular file says its size, so a big one is refused before any of it is read; a device
-    // or a pipe does not, and is read up to one byte past the limit.
     if let Ok(metadata) = file.metadata()
         && metadata.is_file()
         && metadata.len() > limit
     {
         return Err(BoundedReadError::TooLarge { limit });
     }
+    Ok(file)
+}
+
+/// The bytes of `path`, refused when they are more than `limit` (a device is read up to one byte
+/// past it).
+pub fn read_at_most(path: &Path, limit: u64) -> Result<Vec<u8>, BoundedReadError> {
+    let file = open_at_most(path, limit)?;
     let mut bytes = Vec::new();
     file.take(limit.saturating_add(1)).read_to_end(&mut bytes)?;
     if bytes.len() as u64 > limit {

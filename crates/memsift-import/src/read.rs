@@ -115,28 +115,20 @@ impl<'de> serde::de::Visitor<'de> for CountValues<'_> {
 fn bump<E: serde::de::Error>(n_values: &mut u64) -> Result<(), E> {
     *n_values += 1;
     if *n_values > MAX_JSON_VALUES {
-        return Err(E::custom(TOO_MANY_VALUES));
+        return Err(E::custom("more values than a JSON input file may hold"));
     }
     Ok(())
 }
 
-/// The marker of [`CountValues`]'s refusal, told from a syntax error by its text.
-const TOO_MANY_VALUES: &str = "too many values";
-
 /// Whether `text` holds at most [`MAX_JSON_VALUES`] values; a syntax error is left to the parser
-/// that reads the file next, which names it.
+/// that reads the file next, which names it. The count stops one past the limit, so the count
+/// itself says which way the walk ended.
 fn within_value_limit(text: &str) -> bool {
     use serde::de::DeserializeSeed;
     let mut n_values = 0;
     let mut deserializer = serde_json::Deserializer::from_str(text);
-    match (CountValues {
-        n_values: &mut n_values,
-    })
-    .deserialize(&mut deserializer)
-    {
-        Err(error) => !error.to_string().starts_with(TOO_MANY_VALUES),
-        Ok(()) => true,
-    }
+    let _ = (CountValues { n_values: &mut n_values }).deserialize(&mut deserializer);
+    n_values <= MAX_JSON_VALUES
 }
 
 /// The text of a JSON input file, refused past [`MAX_JSON_FILE_BYTES`], past [`MAX_JSON_VALUES`]
@@ -185,13 +177,10 @@ fn read_jsonl(file: &str, path: &Path, max_message_bytes: usize) -> Result<Vec<N
         limit: MAX_JSONL_FILE_BYTES,
         what: "bytes, the most a JSONL file may hold",
     };
-    let opened = std::fs::File::open(path).map_err(read_error)?;
-    if let Ok(metadata) = opened.metadata()
-        && metadata.is_file()
-        && metadata.len() > MAX_JSONL_FILE_BYTES
-    {
-        return Err(too_large());
-    }
+    let opened = memsift_core::files::open_at_most(path, MAX_JSONL_FILE_BYTES).map_err(|error| match error {
+        BoundedReadError::Io(source) => read_error(source),
+        BoundedReadError::TooLarge { .. } => too_large(),
+    })?;
     let line_limit = max_jsonl_line_bytes(max_message_bytes);
     let mut reader = std::io::BufReader::new(opened);
     let mut line = Vec::new();
