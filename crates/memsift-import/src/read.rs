@@ -127,7 +127,10 @@ fn within_value_limit(text: &str) -> bool {
     use serde::de::DeserializeSeed;
     let mut n_values = 0;
     let mut deserializer = serde_json::Deserializer::from_str(text);
-    let _ = (CountValues { n_values: &mut n_values }).deserialize(&mut deserializer);
+    let _ = (CountValues {
+        n_values: &mut n_values,
+    })
+    .deserialize(&mut deserializer);
     n_values <= MAX_JSON_VALUES
 }
 
