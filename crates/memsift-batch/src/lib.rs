@@ -68,8 +68,13 @@ pub struct BatchSettings {
     pub poll_initial: Duration,
     /// Longest gap between polls.
     pub poll_max: Duration,
-    /// How long a `submitting` batch is left alone before the reconciler looks for it.
+    /// How long a `submitting` batch is left alone before the reconciler looks for it, when its
+    /// process died around the create (the create may still be running).
     pub reconcile_grace: Duration,
+    /// How long after a pass that did not find a batch whose create answered without an outcome
+    /// (a 5xx, a lost reply) it is looked for again: a provider's list catches up within seconds,
+    /// and the batch's requests wait meanwhile.
+    pub reconcile_recheck: Duration,
     /// How long one worker's claim on a batch step lasts.
     pub claim_lease: Duration,
     /// Delete what the provider keeps of a batch once it is ingested, when one of its users was
@@ -89,6 +94,7 @@ impl Default for BatchSettings {
             poll_initial: Duration::seconds(30),
             poll_max: Duration::seconds(600),
             reconcile_grace: Duration::seconds(300),
+            reconcile_recheck: Duration::seconds(30),
             claim_lease: Duration::seconds(900),
             delete_erased_batches: true,
             max_batch_losses: 2,
@@ -310,14 +316,11 @@ impl BatchCoordinator {
     }
 
     fn record_call(&self, provider: &dyn BatchProvider, outcome: Result<(), &ProviderFault>, create: bool) {
+        // A failed create is one outage like any other: one 5xx pausing a lane (and with no other
+        // way, the whole run) cost more than it saved, and its batch is looked for at once.
         let signal = match outcome {
             Ok(()) if create => HealthSignal::Success,
             Ok(()) => HealthSignal::Neutral,
-            // Every request of the batch waits on a failed create: the breaker decides at once
-            // whether the route pauses, fails over or moves to the immediate lane.
-            Err(fault) if create && fault.class == memsift_llm::FaultClass::Outage => {
-                HealthSignal::Trip(fault.error.to_string())
-            }
             Err(fault) => HealthSignal::of_fault(fault),
         };
         self.health.record(&Self::lane_key(provider), &signal, self.clock.now());

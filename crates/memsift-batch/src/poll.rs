@@ -46,10 +46,16 @@ impl BatchCoordinator {
                     let miss = self
                         .store
                         .batches()
-                        .reconcile_miss(batch_id, now, self.settings.reconcile_grace)
+                        .reconcile_miss(
+                            batch_id,
+                            now,
+                            self.settings.reconcile_grace,
+                            self.settings.reconcile_recheck,
+                        )
                         .await?;
-                    // Two misses a grace period apart: a list that lags behind a create has had
-                    // time to catch up, so the batch was never created.
+                    // Two misses apart (a recheck after a create without an outcome, a grace
+                    // after a crash): a list that lags behind a create has had time to catch up,
+                    // so the batch was never created.
                     if miss.misses >= 2 && miss.create_was_called {
                         // The provider failed the create and made no batch: a fault of the
                         // provider, never of the requests. The lane's breaker hears it (a failed
@@ -63,13 +69,15 @@ impl BatchCoordinator {
                             self.health
                                 .record(&lane, &memsift_llm::HealthSignal::Trip(fault.to_owned()), now);
                         }
-                        let not_before = self.next_probe_at(provider.as_ref());
+                        // Its requests go again at once on a lane still usable, else at its probe.
+                        let not_before =
+                            (!self.health.usable(&lane, now)).then(|| self.next_probe_at(provider.as_ref()));
                         self.store
                             .batches().replan_batch(
                                 batch_id,
                                 &format!("{fault} (two reconcile passes found none); requests re-planned without spending an attempt"),
                                 now,
-                                Some(not_before),
+                                not_before,
                             )
                             .await?;
                         report.n_batches_replanned += 1;

@@ -244,6 +244,8 @@ pub fn build_coordinator(
         poll_initial: config.poll_initial(),
         poll_max: config.poll_max(),
         reconcile_grace: config.reconcile_grace(),
+        // Never longer than the grace an operator shortened.
+        reconcile_recheck: config.reconcile_grace().min(BatchSettings::default().reconcile_recheck),
         claim_lease: config.claim_lease(),
         delete_erased_batches: config.erasure.delete_provider_batches,
         max_batch_losses: i64::from(config.batch.max_batch_losses),

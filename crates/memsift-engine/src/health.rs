@@ -131,13 +131,43 @@ fn log_transition(transition: &Transition) {
     }
 }
 
-/// Fails with one line per lane that is not usable (a setting fault, or an outage whose route has
-/// no other way) and still has work waiting, naming the lane, the provider's answer and the likely
-/// fix. Nothing was spent on that work.
-pub async fn stop_if_paused(app: &App) -> anyhow::Result<()> {
+/// The lanes that cannot take their waiting work now, as `run --until-idle` sees them.
+#[derive(Debug, Default)]
+pub struct PausedLanes {
+    /// The lanes and config keys whose planned requests wait on those lanes rather than for a time.
+    pub held: Vec<(Lane, String)>,
+    /// The earliest first probe of a lane open after an outage: work that may still finish.
+    pub next_probe_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// One line per lane nothing will move by itself during this run: a setting fault, or an
+    /// outage whose probe already failed.
+    stuck: Vec<String>,
+    setting_fault: bool,
+}
+
+impl PausedLanes {
+    /// Fails with the stuck lanes' lines, naming each lane, the provider's answer and the likely
+    /// fix; nothing was spent on their work. `Ok` when none is stuck.
+    pub fn stop_if_stuck(&self) -> anyhow::Result<()> {
+        if self.stuck.is_empty() {
+            return Ok(());
+        }
+        let fix = if self.setting_fault {
+            "fix the setting and run again (the daemon probes by itself)"
+        } else {
+            "run again once the provider answers, or add a fallback to the route (the daemon probes by itself)"
+        };
+        anyhow::bail!("{}; no attempt was spent: {fix}", self.stuck.join("; "))
+    }
+}
+
+/// Every lane that is not usable (a setting fault, or an outage whose route has no other way)
+/// and still has work waiting. A lane open after an outage whose first probe is still to come is
+/// work that may finish, so the run waits for that probe; a failed probe, or a setting fault,
+/// leaves the lane stuck until an operator or the daemon's later probes move it.
+pub async fn paused_lanes(app: &App) -> anyhow::Result<PausedLanes> {
     let now = app.clock.now();
-    let mut lines = Vec::new();
-    let mut setting = false;
+    let first_cool_down = app.health.policy().cool_down;
+    let mut paused = PausedLanes::default();
     for (lane_key, state) in app.health.unhealthy(now) {
         // A lane open after an outage pauses too once the route has no other way for its work:
         // what is still waiting on it was left there by `reroute_waiting`.
@@ -146,20 +176,29 @@ pub async fn stop_if_paused(app: &App) -> anyhow::Result<()> {
         };
         let sections = app.router.sections_on(&lane_key);
         let waiting = app.store.lanes().waiting_requests(lane_key.lane, &sections, 1).await?;
-        if !waiting.is_empty() {
-            setting |= cause.setting_fault;
-            lines.push(paused_line(&lane_key, cause));
+        if waiting.is_empty() {
+            continue;
+        }
+        paused
+            .held
+            .extend(sections.into_iter().map(|section| (lane_key.lane, section)));
+        let first_probe = match &state {
+            memsift_llm::BreakerState::Open { until, .. }
+                if !cause.setting_fault && cause.cool_down <= first_cool_down =>
+            {
+                Some(*until)
+            }
+            _ => None,
+        };
+        match first_probe {
+            Some(at) => paused.next_probe_at = Some(paused.next_probe_at.map_or(at, |next| next.min(at))),
+            None => {
+                paused.setting_fault |= cause.setting_fault;
+                paused.stuck.push(paused_line(&lane_key, cause));
+            }
         }
     }
-    if lines.is_empty() {
-        return Ok(());
-    }
-    let fix = if setting {
-        "fix the setting and run again (the daemon probes by itself)"
-    } else {
-        "run again once the provider answers, or add a fallback to the route (the daemon probes by itself)"
-    };
-    anyhow::bail!("{}; no attempt was spent: {fix}", lines.join("; "))
+    Ok(paused)
 }
 
 fn paused_line(lane_key: &LaneKey, cause: &OpenCause) -> String {

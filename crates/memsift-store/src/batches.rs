@@ -11,7 +11,7 @@ use serde::Serialize;
 use crate::Result;
 use crate::handles::Batches;
 use crate::health::note_waiting_segments;
-use crate::requests::{WORK_COLUMNS, WorkRequest, WorkRow};
+use crate::requests::{CREATE_UNKNOWN, WORK_COLUMNS, WorkRequest, WorkRow, create_outcome_unknown};
 use crate::tx::{WriteTx, sql};
 
 /// How batches are packed: when a group is due and how big a batch may be.
@@ -113,10 +113,6 @@ pub struct ReconcileMiss {
     /// because the process died between the intent and the call).
     pub create_was_called: bool,
 }
-
-/// The note a batch carries while its create outcome is unknown; kept through reconcile misses so
-/// the last miss knows whether the create was ever called.
-const CREATE_UNKNOWN: &str = "create outcome unknown: ";
 
 impl Batches<'_> {
     /// The (provider, config key) groups that have planned batch-lane requests.
@@ -337,25 +333,38 @@ impl Batches<'_> {
         Ok(())
     }
 
-    /// Batches left in `submitting` for longer than `grace` (a crash or an unknown create outcome).
+    /// Batches to look for at the provider: left in `submitting` for longer than `grace` (a
+    /// process that died around its create), or whose create answered without an outcome (a 5xx,
+    /// a lost reply) at once, since no create of theirs is still running; either only once a
+    /// reconcile hold on it has run out.
     pub async fn batches_to_reconcile(self, now: DateTime<Utc>, grace: Duration) -> Result<Vec<BatchRow>> {
         let sql = format!(
             "SELECT {BATCH_COLUMNS} FROM batches
-             WHERE status = 'submitting' AND submit_started_at <= $1 AND (claimed_until IS NULL OR claimed_until <= $2)
+             WHERE status = 'submitting' AND (submit_started_at <= $1 OR last_error LIKE $3)
+               AND (claimed_until IS NULL OR claimed_until <= $2)
              ORDER BY submit_started_at, id"
         );
-        self.read_all(sql!(&sql, now - grace, now)).await
+        self.read_all(sql!(&sql, now - grace, now, format!("{CREATE_UNKNOWN}%")))
+            .await
     }
 
     /// The reconciler found no provider batch this pass: counts the miss, keeps the note of an
-    /// unknown create outcome, and holds the batch one more grace period.
-    pub async fn reconcile_miss(self, batch_id: BatchId, now: DateTime<Utc>, grace: Duration) -> Result<ReconcileMiss> {
+    /// unknown create outcome, and holds the batch until the next pass: `recheck` after a create
+    /// that answered without an outcome (a provider's list catches up within seconds), `grace`
+    /// after a process that died around its create (its create may still be running).
+    pub async fn reconcile_miss(
+        self,
+        batch_id: BatchId,
+        now: DateTime<Utc>,
+        grace: Duration,
+        recheck: Duration,
+    ) -> Result<ReconcileMiss> {
         self.write(async |tx| {
             let note: Option<String> = tx
                 .scalar_optional(sql!("SELECT last_error FROM batches WHERE id = $1", batch_id))
                 .await?
                 .flatten();
-            let create_was_called = note.as_deref().is_some_and(|note| note.starts_with(CREATE_UNKNOWN));
+            let create_was_called = create_outcome_unknown(note.as_deref());
             let kept = if create_was_called {
                 note.unwrap_or_default()
             } else {
@@ -366,7 +375,7 @@ impl Batches<'_> {
                     "UPDATE batches SET reconcile_misses = reconcile_misses + 1, claimed_until = $2, last_error = $3
                      WHERE id = $1 RETURNING reconcile_misses",
                     batch_id,
-                    now + grace,
+                    now + if create_was_called { recheck } else { grace },
                     kept
                 ))
                 .await?;

@@ -188,16 +188,26 @@ pub enum ApplyFailure {
 
 type Due = Option<DateTime<Utc>>;
 
+/// The note a batch carries while its create outcome is unknown; kept through reconcile misses so
+/// the last miss knows whether the create was ever called (and, here, when it is due).
+pub(crate) const CREATE_UNKNOWN: &str = "create outcome unknown: ";
+
+/// Whether a `submitting` batch's note says its create was called and answered without an outcome.
+pub(crate) fn create_outcome_unknown(last_error: Option<&str>) -> bool {
+    last_error.is_some_and(|note| note.starts_with(CREATE_UNKNOWN))
+}
+
 /// What `next_due_work` reads: the earliest time of each kind of waiting work.
 struct DueInputs {
     poll: Due,
     ingest_lease: Due,
     retry: Due,
-    request_lease: Due,
-    /// (created, not before) of planned batch requests.
-    oldest_planned: Vec<(Due, Due)>,
-    /// (submit started, claimed until) of `submitting` batches.
-    submitting: Vec<(Due, Due)>,
+    /// (claimed until, lane, config key) of requests whose call is in flight or held back.
+    request_leases: Vec<(Due, String, String)>,
+    /// (created, not before, config key) of planned batch requests.
+    oldest_planned: Vec<(Due, Due, String)>,
+    /// (submit started, claimed until, last error) of `submitting` batches.
+    submitting: Vec<(Due, Due, Option<String>)>,
 }
 
 impl WriteTx {
@@ -633,16 +643,19 @@ impl Requests<'_> {
     /// The earliest time at which waiting work becomes due: a batch poll, a batch waiting to be
     /// packed or reconciled, a claim lease running out, a failed segment's retry. `None`: no work
     /// is waiting (open segments are not counted: they wait for their conversation, not for us).
+    /// Planned requests of the (lane, config key) pairs in `held` (that lane is paused) wait for
+    /// their lane, not for a time, and are not counted.
     pub async fn next_due_work(
         self,
         pack_max_wait: Duration,
         reconcile_grace: Duration,
+        held: &[(Lane, String)],
     ) -> Result<Option<DateTime<Utc>>> {
         let DueInputs {
             poll,
             ingest_lease,
             retry,
-            request_lease,
+            request_leases,
             oldest_planned,
             submitting,
         } = {
@@ -657,46 +670,55 @@ impl Requests<'_> {
                     "SELECT MIN(next_attempt_at) FROM segments WHERE status = 'failed'"
                 ))
                 .await?;
-            let request_lease = self
-                .read_scalar_one(sql!(
-                    // A call in flight, or a request held back after its lane's outage until a probe.
-                    "SELECT MIN(claimed_until) FROM llm_requests
-                     WHERE batch_id IS NULL AND (status = 'submitted' OR (status = 'planned' AND lane <> 'batch'))"
-                ))
-                .await?;
-            let waiting: Option<DateTime<Utc>> = self
-                .read_scalar_one(sql!(
-                    "SELECT MIN(created_at) FROM llm_requests
-                 WHERE status = 'planned' AND lane = 'batch' AND claimed_until IS NULL"
-                ))
-                .await?;
-            let mut oldest_planned: Vec<(Due, Due)> = self
+            let request_leases = self
                 .read_all(sql!(
-                    "SELECT created_at, claimed_until FROM llm_requests
+                    // A call in flight (any lane), or a request held back after its lane's outage
+                    // until a probe (planned, not on the batch lane).
+                    "SELECT MIN(claimed_until), CASE WHEN status = 'planned' THEN lane ELSE '' END, config_key
+                     FROM llm_requests
+                     WHERE batch_id IS NULL AND (status = 'submitted' OR (status = 'planned' AND lane <> 'batch'))
+                     GROUP BY CASE WHEN status = 'planned' THEN lane ELSE '' END, config_key"
+                ))
+                .await?;
+            let waiting: Vec<(Due, String)> = self
+                .read_all(sql!(
+                    "SELECT MIN(created_at), config_key FROM llm_requests
+                 WHERE status = 'planned' AND lane = 'batch' AND claimed_until IS NULL GROUP BY config_key"
+                ))
+                .await?;
+            let mut oldest_planned: Vec<(Due, Due, String)> = self
+                .read_all(sql!(
+                    "SELECT created_at, claimed_until, config_key FROM llm_requests
                  WHERE status = 'planned' AND lane = 'batch' AND claimed_until IS NOT NULL"
                 ))
                 .await?;
-            oldest_planned.push((waiting, None));
+            oldest_planned.extend(waiting.into_iter().map(|(created, key)| (created, None, key)));
             let submitting = self
                 .read_all(sql!(
-                    "SELECT submit_started_at, claimed_until FROM batches WHERE status = 'submitting'"
+                    "SELECT submit_started_at, claimed_until, last_error FROM batches WHERE status = 'submitting'"
                 ))
                 .await?;
             DueInputs {
                 poll,
                 ingest_lease,
                 retry,
-                request_lease,
+                request_leases,
                 oldest_planned,
                 submitting,
             }
         };
         // A `submitting` batch is reconciled once its grace period has passed and its
-        // submitter's claim has run out, whichever is later.
+        // submitter's claim has run out, whichever is later; one whose create answered without
+        // an outcome, as soon as its claim (the recheck hold) allows.
         let reconcile = submitting
             .into_iter()
-            .filter_map(|(started, claimed_until)| {
-                let after_grace = started? + reconcile_grace;
+            .filter_map(|(started, claimed_until, last_error)| {
+                let started = started?;
+                let after_grace = if create_outcome_unknown(last_error.as_deref()) {
+                    started
+                } else {
+                    started + reconcile_grace
+                };
                 Some(claimed_until.map_or(after_grace, |until| until.max(after_grace)))
             })
             .min();
@@ -704,10 +726,22 @@ impl Requests<'_> {
         // not-before time (set after a create refused for now) has passed, whichever is later.
         let pack = oldest_planned
             .into_iter()
-            .filter_map(|(created, not_before)| {
+            .filter(|(_, _, config_key)| !held.iter().any(|(lane, key)| *lane == Lane::Batch && key == config_key))
+            .filter_map(|(created, not_before, _)| {
                 let waited = created? + pack_max_wait;
                 Some(not_before.map_or(waited, |not_before| not_before.max(waited)))
             })
+            .min();
+        // A request held back until its lane's probe waits for the lane, not for a time, when
+        // that lane is paused.
+        let request_lease = request_leases
+            .into_iter()
+            .filter(|(_, held_on, config_key)| {
+                !held
+                    .iter()
+                    .any(|(lane, key)| lane.as_str() == held_on.as_str() && key == config_key)
+            })
+            .filter_map(|(until, _, _)| until)
             .min();
         Ok([poll, ingest_lease, retry, request_lease, pack, reconcile]
             .into_iter()

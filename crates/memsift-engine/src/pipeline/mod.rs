@@ -300,7 +300,9 @@ async fn share_quotas(app: &App, now: DateTime<Utc>) -> anyhow::Result<()> {
 /// is due ([`index_turns`]), then waits for it through [`App::waiter`]; it returns once every
 /// turn is embedded too.
 ///
-/// A lane paused by a setting fault is not waited for: once nothing else moves, this returns an
+/// Work that can still finish is waited for: batches already created are polled and applied
+/// while their lane is paused, and a lane open after an outage gets its first probe. Once nothing
+/// else can move, a lane paused by a setting fault (or whose probe failed) ends the run with an
 /// error naming the lane, the provider's answer and the likely fix, with nothing spent and
 /// whatever turns are left to embed left for the next run.
 pub async fn run_until_idle(app: &App) -> anyhow::Result<StepReport> {
@@ -315,39 +317,75 @@ pub async fn run_until_idle(app: &App) -> anyhow::Result<StepReport> {
         if step.progressed() || downloads_in_flight(app) {
             continue;
         }
-        crate::health::stop_if_paused(app).await?;
         // Claims of a process that is gone are taken over now; any other holder ends the run
         // with its name, as "idle" would be untrue.
         if let held::Held::Released = held::settle(app, app.clock.now()).await? {
             continue;
         }
-        let pack_max_wait = app.config.pack_max_wait();
-        let reconcile_grace = app.config.reconcile_grace();
-        let due = app
-            .store
-            .requests()
-            .next_due_work(pack_max_wait, reconcile_grace)
-            .await?;
+        let next = next_work(app, step_started).await?;
         // The time until due work is search indexing's; work that cannot move leaves it all.
-        let n_indexed = index_turns(app, None, due.filter(|due| *due > step_started)).await?;
+        let n_indexed = index_turns(app, None, next.waits_until()).await?;
         if n_indexed > 0 {
             total.n_turns_embedded += n_indexed;
             continue;
         }
-        match due {
-            // Work that was already due when the step ran and still did not move would only
-            // spin: report it instead (it is a bug, or a provider this build cannot reach).
-            Some(due) if due <= step_started => {
-                tracing::warn!(%due, "Work is due but no stage can move it; stopping.");
-                return Ok(total);
-            }
-            Some(due) => {
+        match next {
+            NextWork::At(due) => {
                 let _waits = timed(Phase::Waits);
                 app.waiter.wait_until(due).await;
             }
-            None => return Ok(total),
+            NextWork::Stuck(due) => {
+                tracing::warn!(%due, "Work is due but no stage can move it; stopping.");
+                return Ok(total);
+            }
+            NextWork::Idle => return Ok(total),
         }
     }
+}
+
+/// What a run that moved nothing this step waits for.
+enum NextWork {
+    /// Work becomes due then (a poll, a pack, a reconcile, a retry, a lane's first probe).
+    At(DateTime<Utc>),
+    /// Work was due when the step ran and still did not move: waiting would only spin (a bug, or
+    /// a provider this build cannot reach).
+    Stuck(DateTime<Utc>),
+    /// Nothing is waiting.
+    Idle,
+}
+
+impl NextWork {
+    fn waits_until(&self) -> Option<DateTime<Utc>> {
+        match self {
+            NextWork::At(at) => Some(*at),
+            NextWork::Stuck(_) | NextWork::Idle => None,
+        }
+    }
+}
+
+/// The next work of a run that moved nothing in the step started at `step_started`: due work,
+/// without the requests that wait on a paused lane rather than for a time, or the first probe of
+/// a lane open after an outage. With neither, a lane nothing will move during this run (a setting
+/// fault, a failed probe) is an error saying so.
+async fn next_work(app: &App, step_started: DateTime<Utc>) -> anyhow::Result<NextWork> {
+    let paused = crate::health::paused_lanes(app).await?;
+    let due = app
+        .store
+        .requests()
+        .next_due_work(app.config.pack_max_wait(), app.config.reconcile_grace(), &paused.held)
+        .await?;
+    Ok(match (due, paused.next_probe_at) {
+        (Some(due), probe) if due > step_started => NextWork::At(probe.map_or(due, |probe| probe.min(due))),
+        (_, Some(probe)) => NextWork::At(probe),
+        (Some(due), None) => {
+            paused.stop_if_stuck()?;
+            NextWork::Stuck(due)
+        }
+        (None, None) => {
+            paused.stop_if_stuck()?;
+            NextWork::Idle
+        }
+    })
 }
 
 /// Whether the batch coordinator holds a results download open for its next step.
@@ -385,21 +423,13 @@ pub async fn run_segment_until_done(app: &App, segment_id: SegmentId) -> anyhow:
         if !matches!(status.as_deref(), Some("extracting")) {
             return Ok(total);
         }
-        crate::health::stop_if_paused(app).await?;
-        let pack_max_wait = app.config.pack_max_wait();
-        let reconcile_grace = app.config.reconcile_grace();
-        match app
-            .store
-            .requests()
-            .next_due_work(pack_max_wait, reconcile_grace)
-            .await?
-        {
-            Some(due) if due > step_started => app.waiter.wait_until(due).await,
-            Some(due) => {
+        match next_work(app, step_started).await? {
+            NextWork::At(due) => app.waiter.wait_until(due).await,
+            NextWork::Stuck(due) => {
                 tracing::warn!(%segment_id, %due, "Work is due but no stage can move it; stopping.");
                 return Ok(total);
             }
-            None => return Ok(total),
+            NextWork::Idle => return Ok(total),
         }
     }
 }

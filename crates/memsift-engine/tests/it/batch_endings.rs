@@ -187,7 +187,7 @@ async fn a_batch_the_provider_no_longer_finds_is_given_up_after_the_grace() {
             .app
             .store
             .requests()
-            .next_due_work(Duration::zero(), Duration::minutes(5))
+            .next_due_work(Duration::zero(), Duration::minutes(5), &[])
             .await
             .unwrap()
             .unwrap();
@@ -238,7 +238,7 @@ async fn purged_results_and_a_batch_past_its_expiry_end_and_run_until_idle_retur
                 .app
                 .store
                 .requests()
-                .next_due_work(Duration::zero(), Duration::minutes(5))
+                .next_due_work(Duration::zero(), Duration::minutes(5), &[])
                 .await
                 .unwrap()
                 .unwrap();

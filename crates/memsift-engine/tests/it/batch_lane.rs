@@ -95,7 +95,7 @@ async fn invariant_2_a_result_is_applied_once_even_by_two_daemons_on_postgres() 
                 .app
                 .store
                 .requests()
-                .next_due_work(Duration::zero(), Duration::minutes(5))
+                .next_due_work(Duration::zero(), Duration::minutes(5), &[])
                 .await
                 .unwrap()
             {
@@ -131,8 +131,9 @@ async fn invariant_3_a_lost_create_reply_is_reconciled_not_resubmitted() {
     .unwrap();
     let test = TestApp::with_batch_sim(TestDb::sqlite().await, faults).await;
     test.import("chat.jsonl", &conversations()).await.unwrap();
+    // The create's outcome is unknown, so the same step looks for the batch and adopts it.
     let first = run_once(&test.app).await.unwrap();
-    assert_eq!(first.batch.n_creates_unknown, 1);
+    assert_eq!((first.batch.n_creates_unknown, first.batch.n_batches_adopted), (1, 1));
     let batch = test
         .app
         .store
@@ -141,16 +142,86 @@ async fn invariant_3_a_lost_create_reply_is_reconciled_not_resubmitted() {
         .await
         .unwrap()
         .remove(0);
-    assert_eq!(
-        (batch.status.as_str(), batch.provider_batch_id.as_deref()),
-        ("submitting", None)
-    );
-    let total = run_until_idle(&test.app).await.unwrap();
-    assert_eq!(total.batch.n_batches_adopted, 1);
+    assert_eq!(batch.status.as_str(), "submitted");
+    assert!(batch.provider_batch_id.is_some(), "{batch:?}");
+    run_until_idle(&test.app).await.unwrap();
     assert_eq!(test.sim().counters().creates, 1, "the provider saw exactly one create");
     assert_eq!(segment_statuses(&test).await, vec!["extracted"; 4]);
     assert_eq!(n_memories(&test).await, 6);
     test.finish().await;
+}
+
+#[tokio::test]
+async fn a_create_without_an_outcome_is_looked_for_at_once_and_the_run_finishes_every_batch() {
+    // One 5xx on a create once paused a single-provider batch lane at once: `run --until-idle`
+    // gave up with segments still extracting and batches already created never polled, and its
+    // requests waited two full reconcile graces (10 minutes). Now a create is an outage like any
+    // other (five open the lane), its batch is looked for at once and again after a short
+    // recheck, and the run waits for every batch that can still finish.
+    let cases = [
+        (
+            "the reply is lost after the batch was made",
+            r#"{"lost_create": {"first": 1, "mode": "server_error"}}"#,
+        ),
+        (
+            "the connection drops after the batch was made",
+            r#"{"lost_create": {"first": 1}}"#,
+        ),
+        (
+            "one create fails and makes no batch",
+            r#"{"server_error": {"first": 1, "endpoints": ["anthropic.batches.create"]}}"#,
+        ),
+        (
+            "four creates in a row fail",
+            r#"{"server_error": {"first": 4, "endpoints": ["anthropic.batches.create"]}}"#,
+        ),
+    ];
+    for (case, faults) in cases {
+        let faults: FaultConfig = serde_json::from_str(faults).unwrap();
+        let test = TestApp::with_batch_sim(TestDb::sqlite().await, faults).await;
+        let mut config = test.app.config.clone();
+        config.batch.max_requests_per_batch = 1;
+        let app = crate::helpers::app_on(&test.app.store, &test.clock, config, "one-per-batch");
+        test.import("chat.jsonl", &conversations()).await.unwrap();
+        let started = test.clock_now();
+        let total = run_until_idle(&app)
+            .await
+            .unwrap_or_else(|error| panic!("{case}: {error:#}"));
+        let elapsed = test.clock_now() - started;
+        assert_eq!(segment_statuses(&test).await, vec!["extracted"; 4], "{case}");
+        assert_eq!(n_memories(&test).await, 6, "{case}");
+        let batches = test.app.store.batches().list_batches(None, None).await.unwrap();
+        let made: Vec<_> = batches
+            .iter()
+            .filter(|batch| batch.provider_batch_id.is_some())
+            .collect();
+        assert_eq!(made.len(), 4, "{case}: one provider batch per request: {batches:?}");
+        assert!(
+            made.iter().all(|batch| batch.status == "ingested"),
+            "{case}: {batches:?}"
+        );
+        let counters = test.sim().counters();
+        let failed = counters.faults.values().sum::<u64>();
+        assert_eq!(
+            counters.per_endpoint["anthropic.batches.create"],
+            4 + failed - total.batch.n_batches_adopted,
+            "{case}: a batch that was made is adopted, never made twice"
+        );
+        for request in test.app.store.listing().list_requests(None, None, None).await.unwrap() {
+            assert_eq!(
+                request.attempt, 1,
+                "{case}: a provider's fault costs no attempt: {request:?}"
+            );
+        }
+        let grace = test.app.config.reconcile_grace();
+        assert!(
+            elapsed < grace,
+            "{case}: finished in {}s, within one reconcile grace ({}s)",
+            elapsed.num_seconds(),
+            grace.num_seconds()
+        );
+        test.finish().await;
+    }
 }
 
 #[tokio::test]

@@ -62,7 +62,7 @@ async fn every_batch_protocol_crash_point_recovers_without_loss_or_duplicates() 
                         .app
                         .store
                         .requests()
-                        .next_due_work(Duration::zero(), Duration::minutes(5))
+                        .next_due_work(Duration::zero(), Duration::minutes(5), &[])
                         .await
                         .unwrap();
                     test.clock.set(due.expect("work is waiting until the fail point trips"));

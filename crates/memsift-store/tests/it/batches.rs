@@ -1,5 +1,5 @@
 //! Batch cases: a batch the provider does not know is counted as a miss that remembers whether its
-//! create was ever called.
+//! create was ever called, and is looked for again soon after a create without an outcome.
 
 use chrono::Duration;
 use memsift_core::status::Lane;
@@ -9,7 +9,9 @@ use crate::helpers::{closed_claimed_segment, request, t0};
 
 pub async fn a_reconcile_miss_remembers_whether_the_create_was_called(store: &Store) {
     let mut results = Vec::new();
-    for (conversation, called) in [("c1", true), ("c2", false)] {
+    // The batch whose create was never called first: its wait is the longer, so the next due
+    // work read in the second case is that case's own.
+    for (conversation, called) in [("c2", false), ("c1", true)] {
         let (segment_id, user_id, _) = closed_claimed_segment(store, conversation, conversation).await;
         let planned = NewRequest {
             lane: Lane::Batch,
@@ -35,14 +37,39 @@ pub async fn a_reconcile_miss_remembers_whether_the_create_was_called(store: &St
         if called {
             store.batches().note_create_unknown(batch.id, "HTTP 500").await.unwrap();
         }
-        let first = store
-            .batches()
-            .reconcile_miss(batch.id, t0(), Duration::minutes(5))
+        let (grace, recheck) = (Duration::minutes(5), Duration::seconds(30));
+        let due = async |at| {
+            let listed = store.batches().batches_to_reconcile(at, grace).await.unwrap();
+            listed.iter().any(|row| row.id == batch.id.to_string())
+        };
+        // A create that answered without an outcome is looked for at once; a batch whose create
+        // may still be running (its process died around it) only once the grace and its
+        // submitter's claim have run out.
+        let looked_for_at = if called { t0() } else { t0() + policy.lease };
+        assert_eq!(due(t0()).await, called, "{conversation}");
+        assert!(due(looked_for_at).await);
+        let next_due = store
+            .requests()
+            .next_due_work(
+                Duration::zero(),
+                grace,
+                &[(Lane::Batch, "extraction_standard".to_owned())],
+            )
             .await
             .unwrap();
+        assert_eq!(next_due, Some(looked_for_at), "{conversation}");
+        let first = store
+            .batches()
+            .reconcile_miss(batch.id, looked_for_at, grace, recheck)
+            .await
+            .unwrap();
+        // The next pass: a short recheck after a create without an outcome, a grace otherwise.
+        let next_pass = looked_for_at + if called { recheck } else { grace };
+        assert!(!due(next_pass - Duration::seconds(1)).await);
+        assert!(due(next_pass).await);
         let second = store
             .batches()
-            .reconcile_miss(batch.id, t0(), Duration::minutes(5))
+            .reconcile_miss(batch.id, next_pass, grace, recheck)
             .await
             .unwrap();
         results.push((first, second));
@@ -51,6 +78,6 @@ pub async fn a_reconcile_miss_remembers_whether_the_create_was_called(store: &St
         misses,
         create_was_called,
     };
-    assert_eq!(results[0], (miss(1, true), miss(2, true)));
-    assert_eq!(results[1], (miss(1, false), miss(2, false)));
+    assert_eq!(results[0], (miss(1, false), miss(2, false)));
+    assert_eq!(results[1], (miss(1, true), miss(2, true)));
 }

@@ -468,7 +468,10 @@ async fn a_batch_whose_every_request_names_an_unknown_model_is_a_setting_fault_n
 
 #[tokio::test]
 async fn without_a_way_forward_a_failing_create_pauses_the_lane_spends_nothing_and_stops_run_until_idle() {
-    // The shipped [health] settings: the breaker decides at the first failing create.
+    // The shipped [health] settings: a failing create is one outage like any other. Each failed
+    // batch is looked for at once and again after a short recheck, its requests go again unspent,
+    // the fifth failure opens the lane, the run waits for its first probe, and only when that
+    // fails too does it stop, saying why.
     let faults = FaultConfig {
         server_error: Some(HttpFault {
             share: 1.0,
@@ -509,7 +512,12 @@ async fn without_a_way_forward_a_failing_create_pauses_the_lane_spends_nothing_a
             "{request:?}"
         );
     }
-    assert_eq!(test.sim().counters().per_endpoint["anthropic.batches.create"], 1);
+    let threshold = u64::from(test.app.config.health.failure_threshold);
+    assert_eq!(
+        test.sim().counters().per_endpoint["anthropic.batches.create"],
+        threshold + 1,
+        "the threshold's creates, then the probe"
+    );
     test.finish().await;
 }
 
@@ -526,7 +534,7 @@ async fn auto_moves_work_from_a_batch_lane_that_cannot_create_to_the_immediate_l
     let test = sim_app(faults, |sim, key_file| {
         config(
             key_file,
-            "cool_down_secs = 3600\nmax_cool_down_secs = 3600",
+            "failure_threshold = 1\ncool_down_secs = 3600\nmax_cool_down_secs = 3600",
             &section(
                 "extraction_standard",
                 "anthropic",
@@ -592,7 +600,11 @@ async fn a_route_fails_over_to_the_next_provider_and_comes_back_when_the_first_r
             "immediate",
             "",
         );
-        config(key_file, "cool_down_secs = 60", &format!("{primary}{fallback}"))
+        config(
+            key_file,
+            "failure_threshold = 1\ncool_down_secs = 60",
+            &format!("{primary}{fallback}"),
+        )
     })
     .await;
     let start = test.clock.now();
@@ -611,8 +623,8 @@ async fn a_route_fails_over_to_the_next_provider_and_comes_back_when_the_first_r
             }
         }
     };
-    // Two creates answer 500: the primary's batch lane opens at the first, and the second is
-    // its probe at minute 1, which fails and keeps it open twice as long.
+    // Two creates answer 500: the primary's batch lane (set to open at one outage) opens at the
+    // first, and the second is its probe at minute 1, which fails and keeps it open twice as long.
     for (minute, prefix) in [(0, "a-"), (1, "b-")] {
         test.clock.set(start + Duration::minutes(minute));
         test.import(&format!("{prefix}.jsonl"), &conversations(prefix))
