@@ -54,11 +54,10 @@ pub async fn apply_stored_output(ctx: &ApplyContext, stored: StoredOutput) -> an
     let mut prepared = prepare_output(ctx, stored, false).await?;
     prepared.continuation = plan_rest_of_chunk(ctx, &prepared).await?;
     note_continuation_on_cut_drops(&mut prepared);
+    // Counted only when this write lands: an answer another worker applied first is that
+    // worker's work, and its drops are in its summary, not this one's.
     let n_dropped = prepared.output.dropped.len() as u64;
-    let mut applied = Applied {
-        n_items_dropped: n_dropped,
-        ..Applied::default()
-    };
+    let mut applied = Applied::default();
     match write_output(ctx, prepared, None).await? {
         ApplyOutcome::Applied {
             memory_ids,
@@ -68,7 +67,7 @@ pub async fn apply_stored_output(ctx: &ApplyContext, stored: StoredOutput) -> an
             ..
         } => {
             applied.n_memories = memory_ids.len() as u64;
-            applied.n_items_dropped += n_duplicates_at_write + n_erased_at_write;
+            applied.n_items_dropped = n_dropped + n_duplicates_at_write + n_erased_at_write;
             applied.n_segments_extracted = u64::from(segment_extracted);
         }
         ApplyOutcome::AlreadyApplied => {
@@ -239,12 +238,10 @@ fn new_memory(id: MemoryId, item: memsift_processor::ValidItem) -> memsift_store
         expires_at: item.expires_at,
         sensitive: item.sensitive,
         temporal: item.temporal,
-        hinted_memory_ids: item
-            .related_memory_ids
-            .into_iter()
-            .chain(item.consolidates_memory_ids)
-            .collect(),
+        hinted_memory_ids: item.consolidates_memory_ids,
+        related_memory_ids: item.related_memory_ids,
         linking_hints: item.linking_hints,
+        relationship_type: item.relationship_type,
         entities: item.entities,
         evidence: item.evidence,
     }

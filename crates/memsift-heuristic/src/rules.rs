@@ -172,10 +172,10 @@ pub(crate) const RULES: &[Rule] = &[
     // Residence and origin.
     rule!(Residence, r"^(?:<IM>\s+(?:moving|relocating)|i\s+move)\s+to\s+(?P<place><PLACE>)\s*$",
         "{S} is moving to {place} on {date}.", sensitive: true, OneOff, 0.85, entities: &[("place", "place")], needs_date: true),
-    rule!(Residence, r"^i\s+(?:currently\s+|now\s+)?(?:live|reside)\s+in\s+(?P<place><PLACE>)",
-        "{S} lives in {place}.", sensitive: true, Durable, 0.9, entities: &[("place", "place")]),
-    rule!(Residence, r"^<IM>\s+(?:currently\s+|now\s+)?(?:living|based|located)\s+(?:in|out\s+of)\s+(?P<place><PLACE>)",
-        "{S} lives in {place}.", sensitive: true, Durable, 0.9, entities: &[("place", "place")]),
+    rule!(Residence, r"^i\s+(?:currently\s+|(?P<now>now)\s+)?(?:live|reside)\s+in\s+(?P<place><PLACE>)(?:\s+(?P<later>now|these\s+days|nowadays)\b)?",
+        "{S} [{now} ]lives in {place}[ {later}].", sensitive: true, Durable, 0.9, entities: &[("place", "place")]),
+    rule!(Residence, r"^<IM>\s+(?:currently\s+|(?P<now>now)\s+)?(?:living|based|located)\s+(?:in|out\s+of)\s+(?P<place><PLACE>)(?:\s+(?P<later>now|these\s+days|nowadays)\b)?",
+        "{S} [{now} ]lives in {place}[ {later}].", sensitive: true, Durable, 0.9, entities: &[("place", "place")]),
     rule!(Residence, r"^<IM>\s+(?:moving|relocating)\s+to\s+(?P<place><PLACE>)",
         "{S} is moving to {place}.", sensitive: true, Unknown, 0.8, entities: &[("place", "place")]),
     rule!(Residence, r"^i\s+(?:just\s+|recently\s+)?moved\s+to\s+(?P<place><PLACE>)",
@@ -191,10 +191,10 @@ pub(crate) const RULES: &[Rule] = &[
     // Work and study.
     rule!(Work, r"^i\s+(?:currently\s+|now\s+)?work\s+as\s+(?P<role>an?\s+[\p{L}' -]{3,40}?)\s+(?P<prep>at|for)\s+(?P<org><ORG>)",
         "{S} works as {role} {prep} {org}.", sensitive: true, Durable, 0.9, entities: &[("org", "organization")]),
-    rule!(Work, r"^i\s+(?:currently\s+|now\s+)?work\s+(?P<prep>at|for)\s+(?P<org><ORG>)",
-        "{S} works {prep} {org}.", sensitive: true, Durable, 0.9, entities: &[("org", "organization")]),
-    rule!(Work, r"^<IM>\s+(?:currently\s+|now\s+)?(?:employed|working)\s+(?P<prep>at|for)\s+(?P<org><ORG>)",
-        "{S} works {prep} {org}.", sensitive: true, Durable, 0.85, entities: &[("org", "organization")]),
+    rule!(Work, r"^i\s+(?:currently\s+|(?P<now>now)\s+)?work\s+(?P<prep>at|for)\s+(?P<org><ORG>)(?:\s+(?P<later>now|these\s+days|nowadays)\b)?",
+        "{S} [{now} ]works {prep} {org}[ {later}].", sensitive: true, Durable, 0.9, entities: &[("org", "organization")]),
+    rule!(Work, r"^<IM>\s+(?:currently\s+|(?P<now>now)\s+)?(?:employed|working)\s+(?P<prep>at|for)\s+(?P<org><ORG>)(?:\s+(?P<later>now|these\s+days|nowadays)\b)?",
+        "{S} [{now} ]works {prep} {org}[ {later}].", sensitive: true, Durable, 0.85, entities: &[("org", "organization")]),
     rule!(Work, r"^i\s+(?:currently\s+|now\s+)?work\s+as\s+(?P<role>an?\s+.+)$",
         "{S} works as {role}.", sensitive: true, Durable, 0.85),
     rule!(Work, r"^<IM>\s+an?\s+(?P<role>(?:[\p{L}-]+\s+){0,2}?(?:<JOB>))\s+(?P<prep>at|for|with|in)\s+(?P<org><ORG>)",
@@ -479,7 +479,7 @@ const NOT_ROUTINE_VERBS: &[&str] = &[
 /// "they/them"), which the free-text checks would wrongly read as cut-off or deictic.
 pub(crate) const VERBATIM_GROUPS: &[&str] = &[
     "pronouns", "age", "year", "count", "langs", "prep", "verb", "habit", "adv", "rel", "kind", "status", "be",
-    "which", "every",
+    "which", "every", "now", "later",
 ];
 /// Group names whose captured words must all be plausible names.
 const NAME_GROUPS: &[&str] = &["name", "nick"];

@@ -29,6 +29,7 @@ static PREAMBLE: LazyLock<Regex> = LazyLock::new(|| {
           | (?:no\s+problem|not\s+a\s+problem|no\s+worries|of\s+course|besides\s+that|apart\s+from\s+that|other\s+than\s+that
               |on\s+another\s+note|on\s+a\s+different\s+note|speaking\s+of\s+which|speaking\s+of\s+that|yeah\s+so
               |since\s+(?:we|i)\s+last\s+(?:talked|chatted|spoke)|since\s+our\s+last\s+(?:chat|talk|conversation)
+              |these\s+days|nowadays|at\s+the\s+moment|right\s+now
               |now|yea|oh\s+yeah|oh|ah|well|yeah|yes|yep|yup|no|nope|so|and|but|also|actually|btw|by\s+the\s+way|honestly
               |anyway|anyways|ok|okay|haha|hah|lol|wow|um|uh|hmm|hey|hi|hello|fun\s+fact|fyi|just\s+so\s+you\s+know
               |for\s+the\s+record|for\s+context|as\s+you\s+know|as\s+for\s+me|sure|right|true|totally|cool|great|awesome|nice
@@ -385,7 +386,9 @@ mod tests {
             ("Speaking of which, I adopted a pup.", "I adopted a pup."),
             ("No worries, I found the keys.", "I found the keys."),
             ("Since we last talked, I moved to Lyon.", "I moved to Lyon."),
-            ("Nowadays I paint.", "Nowadays I paint."),
+            ("Nowadays I paint.", "I paint."),
+            ("These days I live in Porto.", "I live in Porto."),
+            ("Nowhere is like home.", "Nowhere is like home."),
         ] {
             assert_eq!(strip_preamble(sentence), rest, "{sentence}");
         }

@@ -16,6 +16,7 @@ pub mod offline;
 pub mod refinement;
 pub mod relationship;
 pub mod reviewer;
+mod slots;
 pub mod summary;
 mod words;
 

@@ -118,19 +118,103 @@ pub struct LinkVerdict {
 pub(crate) struct RelationshipTask {
     pub(crate) task: String,
     pub(crate) memory: String,
-    pub(crate) candidates: Vec<LabelledText>,
+    pub(crate) candidates: Vec<HintedCandidate>,
+}
+
+/// A candidate of a relationship request, with what the extractor said of the pair, if anything.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) struct HintedCandidate {
+    #[serde(flatten)]
+    pub(crate) labelled: LabelledText,
+    /// "memory <kind> candidate" or "candidate <kind> memory": the extractor's `relationship_type`
+    /// and its direction, for the judge to confirm or overrule.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) extractor_said: Option<String>,
+}
+
+/// What the extractor said about a pair when it wrote one of them: "<from> <kind> <the other>".
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExtractorHint {
+    /// Its `relationship_type`.
+    pub kind: LinkKind,
+    /// Whether the classified memory's item said it (else the candidate's did).
+    pub from_memory: bool,
+}
+
+impl ExtractorHint {
+    /// The hint as the request shows it.
+    pub(crate) fn said(&self) -> String {
+        let (subject, object) = if self.from_memory {
+            ("memory", "candidate")
+        } else {
+            ("candidate", "memory")
+        };
+        format!("{subject} {} {object}", self.kind)
+    }
+
+    /// Reads a request's `extractor_said` back.
+    pub(crate) fn read(said: &str) -> Option<ExtractorHint> {
+        let words: Vec<&str> = said.split_whitespace().collect();
+        let [subject, kind, object] = words[..] else {
+            return None;
+        };
+        let from_memory = match (subject, object) {
+            ("memory", "candidate") => true,
+            ("candidate", "memory") => false,
+            _ => return None,
+        };
+        Some(ExtractorHint {
+            kind: LinkKind::parse(kind)?,
+            from_memory,
+        })
+    }
+
+    /// The hint as a verdict on "<memory> <kind> <candidate>": its kind, or the inverse kind when
+    /// the candidate's item said it; `None` for a kind without an inverse (`instance_of`).
+    pub fn as_verdict_kind(&self) -> Option<LinkKind> {
+        if self.from_memory {
+            return Some(self.kind);
+        }
+        match self.kind {
+            LinkKind::Conflicts => Some(LinkKind::Conflicts),
+            LinkKind::Supersedes => Some(LinkKind::InvalidatedBy),
+            LinkKind::InvalidatedBy => Some(LinkKind::Supersedes),
+            LinkKind::Causes => Some(LinkKind::MotivatedBy),
+            LinkKind::MotivatedBy => Some(LinkKind::Causes),
+            LinkKind::InstanceOf => None,
+        }
+    }
 }
 
 /// One request classifying how `memory` relates to each of `candidates` (labelled `c1`, `c2`…).
 ///
 /// The caller passes at most [`MAX_CANDIDATES`] candidates, already filtered by [`CANDIDATE_MIN_COSINE`].
 pub fn relationship_request(prompt: &Prompt, memory: &MemoryText, candidates: &[MemoryText]) -> StageRequest {
+    relationship_request_with_hints(prompt, memory, candidates, &[])
+}
+
+/// [`relationship_request`] with what the extractor said of each pair (`hints[i]` for
+/// `candidates[i]`; missing entries say nothing), passed on for the judge to confirm or overrule.
+pub fn relationship_request_with_hints(
+    prompt: &Prompt,
+    memory: &MemoryText,
+    candidates: &[MemoryText],
+    hints: &[Option<ExtractorHint>],
+) -> StageRequest {
+    let candidates = labelled(CANDIDATE_PREFIX, candidates)
+        .into_iter()
+        .enumerate()
+        .map(|(index, labelled)| HintedCandidate {
+            labelled,
+            extractor_said: hints.get(index).and_then(Option::as_ref).map(ExtractorHint::said),
+        })
+        .collect();
     StageRequest::new(
         prompt,
         &RelationshipTask {
             task: memsift_core::status::Purpose::Relationship.as_str().to_owned(),
             memory: memory.text.clone(),
-            candidates: labelled(CANDIDATE_PREFIX, candidates),
+            candidates,
         },
     )
 }
@@ -346,5 +430,16 @@ mod tests {
         let (a, b, c, d) = (ids[0], ids[1], ids[2], ids[3]);
         let pairs = unique_pairs([(b, a), (a, a), (a, b), (c, d), (b, a), (d, c), (a, c)]);
         assert_eq!(pairs, [(b, a), (c, d), (a, c)]);
+    }
+
+    #[test]
+    fn a_request_without_hints_shows_none() {
+        let pair = memories(&["Ana runs.", "Ana swims."]);
+        let request = relationship_request(&prompt("relationship"), &pair[0], &pair[1..]);
+        assert!(
+            !request.user_message.contains("extractor_said"),
+            "{}",
+            request.user_message
+        );
     }
 }

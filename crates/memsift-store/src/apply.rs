@@ -23,6 +23,7 @@ use serde_json::Value;
 use crate::handles::Memories;
 use crate::memory_insert::{DEFAULT_IMPORTANCE, Inserted, MemoryInsert};
 use crate::requests::NewRequest;
+use crate::stage::LinkHint;
 use crate::tx::{Arg, WriteTx, sql};
 use crate::vectors::vector_to_le_bytes;
 use crate::{Result, StoreError, corrupt};
@@ -97,10 +98,15 @@ pub struct NewMemory {
     pub sensitive: bool,
     /// How long it holds.
     pub temporal: memsift_core::status::Temporal,
-    /// Known memories the extractor said it relates to or merges: link hints.
+    /// Known memories the extractor said it merges: link hints without a kind.
     pub hinted_memory_ids: Vec<MemoryId>,
-    /// Positions of other items of the same apply it relates to: link hints once written.
+    /// Known memories the extractor said it relates to: link hints of `relationship_type`.
+    pub related_memory_ids: Vec<MemoryId>,
+    /// Positions of other items of the same apply it relates to: link hints of
+    /// `relationship_type` once written.
     pub linking_hints: Vec<usize>,
+    /// How it relates to the memories and items it points at ("<it> <type> <them>"), when said.
+    pub relationship_type: Option<String>,
     /// (name, kind) pairs.
     pub entities: Vec<(String, String)>,
     /// The messages it came from.
@@ -425,14 +431,24 @@ impl WriteTx {
     async fn write_link_hints(&mut self, input: &ApplyInput, written: &Written) -> Result<()> {
         for (memory_id, &position) in written.memory_ids.iter().zip(&written.item_positions) {
             let item = &input.items[position];
-            let mut hints: Vec<String> = item.hinted_memory_ids.iter().map(ToString::to_string).collect();
+            let typed = |memory_id: MemoryId| LinkHint {
+                memory_id,
+                kind: item.relationship_type.clone(),
+            };
+            let mut hints: Vec<LinkHint> = item.related_memory_ids.iter().copied().map(typed).collect();
             for &hinted in &item.linking_hints {
                 if let Some(slot) = written.item_positions.iter().position(|&at| at == hinted) {
-                    hints.push(written.memory_ids[slot].to_string());
+                    hints.push(typed(written.memory_ids[slot]));
                 }
             }
-            hints.sort();
-            hints.dedup();
+            hints.extend(
+                item.hinted_memory_ids
+                    .iter()
+                    .map(|&memory_id| LinkHint { memory_id, kind: None }),
+            );
+            // One hint per memory pointed at, the first (typed) one kept.
+            let mut seen = HashSet::new();
+            hints.retain(|hint| hint.memory_id != *memory_id && seen.insert(hint.memory_id));
             if !hints.is_empty() {
                 self.execute(sql!(
                     "UPDATE memories SET link_hints = $2 WHERE id = $1",

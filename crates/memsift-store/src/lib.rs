@@ -72,6 +72,7 @@ pub use listing::{
     CostRow, Counts, IdKind, MemoryDetail, MemoryRow, MetricsSnapshot, RequestDetail, RequestRow, SegmentRow,
     UsageTotals,
 };
+pub use memory_insert::OPERATOR_MODEL;
 pub use requests::{ApplyFailure, NewRequest, ReplanReport, RequestUsage, StoredOutput, WorkRequest};
 pub use revisions::{MemoryState, Revised, Revision};
 pub use schedules::ScheduleRow;
@@ -80,8 +81,8 @@ pub use search::{MemoryCard, MemoryTexts, TurnCard, TurnText};
 pub use segments::{ClaimedSegment, SegmentTurn};
 pub use spend::{RecentOutput, Spend};
 pub use stage::{
-    Covered, EntityDecision, EntityRow, LinkEnd, Narrowed, NewLink, ProposalToReview, RefinementRules, Replacement,
-    ReviewMemory, RunCap, StageApplied, StageMemory, StageOutcome, share_cap,
+    Covered, EntityDecision, EntityRow, LinkEnd, LinkHint, Narrowed, NewLink, ProposalToReview, RefinementRules,
+    Replacement, ReviewMemory, RunCap, StageApplied, StageMemory, StageOutcome, share_cap,
 };
 pub use turn_vectors::{StampState, TurnToEmbed, UserTurnVectors};
 pub use tx::{storable_json, storable_text};

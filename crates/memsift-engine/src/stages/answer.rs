@@ -46,7 +46,7 @@ pub async fn apply_stage_answer(ctx: &ApplyContext, stored: StoredOutput) -> any
                     .apply_without_change(request_id, 1, None, ctx.clock.now())
                     .await?
             }
-            Ok(None) => no_change(ctx, &stored, "keep".to_owned()).await?,
+            Ok(None) => kept(ctx, &stored, "keep").await?,
             Err(error) => no_change(ctx, &stored, error.to_string()).await?,
         },
         Purpose::ConsolidationReview => apply_consolidation_review(ctx, &stored, raw).await?,
@@ -80,6 +80,16 @@ async fn no_change(ctx: &ApplyContext, stored: &StoredOutput, note: String) -> a
         .store
         .stages()
         .apply_without_change(stored.request_id, 0, Some(&note), ctx.clock.now())
+        .await?)
+}
+
+/// Applies an answer that keeps its cluster of memories as it is, remembered so the same set is
+/// not proposed (and paid for) again until one of its memories changes.
+async fn kept(ctx: &ApplyContext, stored: &StoredOutput, note: &str) -> anyhow::Result<StageOutcome> {
+    Ok(ctx
+        .store
+        .stages()
+        .apply_kept(stored.request_id, note, ctx.clock.now())
         .await?)
 }
 
@@ -146,7 +156,7 @@ async fn apply_consolidation_review(
         }
         Ok(review) => {
             let note = format!("review rejected the proposal: {}", review.reasoning);
-            no_change(ctx, stored, note).await
+            kept(ctx, stored, &note).await
         }
         Err(error) => no_change(ctx, stored, error.to_string()).await,
     }

@@ -87,6 +87,9 @@ pub struct StagePlan {
     pub n_requests: u64,
     /// Work left for a later run because the per-user cap was reached.
     pub n_left_by_cap: u64,
+    /// Consolidation only: clusters not asked about again because an earlier answer kept that
+    /// very set of memories as it was.
+    pub n_kept: u64,
     /// One line per planned request: whose, and what it asks.
     pub planned: Vec<String>,
     /// Nothing was written.

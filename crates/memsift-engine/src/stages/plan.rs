@@ -49,8 +49,15 @@ pub(super) async fn plan_relationships(app: &App, unit: &UserRun<'_>, plan: &mut
     let index = app.vectors.fresh_index(&app.store, unit.user_id).await?;
     let vectors = user_vectors(app, unit.user_id).await?;
     let mut pairs = Vec::new();
+    // "<source> <kind> <target>" as the extractor said it, passed on with the pair in either order.
+    let mut hinted: HashMap<(MemoryId, MemoryId), relationship::LinkKind> = HashMap::new();
     for memory in &new_memories {
-        let mut candidates: Vec<MemoryId> = memory.link_hints.clone();
+        for hint in &memory.link_hints {
+            if let Some(kind) = hint.kind.as_deref().and_then(relationship::LinkKind::parse) {
+                hinted.insert((memory.id, hint.memory_id), kind);
+            }
+        }
+        let mut candidates: Vec<MemoryId> = memory.link_hints.iter().map(|hint| hint.memory_id).collect();
         if let Some(vector) = vectors.get(&memory.id) {
             for neighbour in index.search(vector, relationship::MAX_CANDIDATES + 1)? {
                 if neighbour.score >= relationship::CANDIDATE_MIN_COSINE {
@@ -112,7 +119,18 @@ pub(super) async fn plan_relationships(app: &App, unit: &UserRun<'_>, plan: &mut
             done.insert(*memory_id);
             continue;
         }
-        if let Some(request) = relationship_request(app, unit, plan, &memory_text, &candidates).await? {
+        let hints: Vec<Option<relationship::ExtractorHint>> = candidates
+            .iter()
+            .map(|candidate| {
+                let said = |from, to, from_memory| {
+                    hinted
+                        .get(&(from, to))
+                        .map(|&kind| relationship::ExtractorHint { kind, from_memory })
+                };
+                said(*memory_id, candidate.id, true).or_else(|| said(candidate.id, *memory_id, false))
+            })
+            .collect();
+        if let Some(request) = relationship_request(app, unit, plan, &memory_text, &candidates, &hints).await? {
             planned.requests.push(request);
             done.insert(*memory_id);
         }
@@ -134,9 +152,10 @@ async fn relationship_request(
     plan: &mut StagePlan,
     memory_text: &MemoryText,
     candidates: &[MemoryText],
+    hints: &[Option<relationship::ExtractorHint>],
 ) -> anyhow::Result<Option<memsift_store::NewRequest>> {
     let prompt = app.prompts.get(Purpose::Relationship.as_str())?;
-    let request = relationship::relationship_request(prompt, memory_text, candidates);
+    let request = relationship::relationship_request_with_hints(prompt, memory_text, candidates, hints);
     let tokens = plan.pair_tokens.get_or_insert_with(PairTokens::default);
     tokens.n_pairs += candidates.len() as u64;
     tokens.n_requests += 1;
@@ -209,8 +228,17 @@ pub(super) async fn plan_consolidation(app: &App, unit: &UserRun<'_>, plan: &mut
             .collect();
         neighbours.insert(*id, near);
     }
+    // A set the judge or its review kept as it was has the same answer until a member changes
+    // (a changed memory has a new id); asking again would spend a request and a place under the cap.
+    let kept = app.store.stages().kept_clusters(unit.user_id).await?;
     let mut chosen = Vec::new();
     for cluster in consolidation::pick_clusters(&seeds, &neighbours) {
+        let mut members = cluster.clone();
+        members.sort();
+        if kept.contains(&members) {
+            plan.n_kept += 1;
+            continue;
+        }
         let texts = texts_of(&app.store, unit.user_id, &cluster).await?;
         let members: Vec<MemoryText> = cluster
             .iter()

@@ -55,12 +55,17 @@ impl StageRun {
         let plan = &self.plan;
         let verb = if plan.dry_run { "would plan" } else { "planned" };
         out.push_str(&format!(
-            "postprocess {}: {verb} {} request(s) for {} user(s){}\n",
+            "postprocess {}: {verb} {} request(s) for {} user(s){}{}\n",
             plan.stage,
             plan.n_requests,
             plan.n_users,
             if plan.n_left_by_cap > 0 {
                 format!(", {} left for a later run by the per-run cap", plan.n_left_by_cap)
+            } else {
+                String::new()
+            },
+            if plan.n_kept > 0 {
+                format!(", {} cluster(s) already kept as they are", plan.n_kept)
             } else {
                 String::new()
             }

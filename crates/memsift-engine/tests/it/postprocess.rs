@@ -93,6 +93,19 @@ async fn stages_on_the_offline_lane_link_merge_within_the_cap_and_undo_exactly()
         "{run:?}"
     );
     assert_eq!(run.after.active_memories, run.before.active_memories);
+    // Every offline request says what answered it.
+    for request in store.listing().list_requests(Some("ana"), None, None).await.unwrap() {
+        let detail = store
+            .listing()
+            .request_detail(request.id.parse().unwrap())
+            .await
+            .unwrap();
+        assert_eq!(
+            detail.model.as_deref(),
+            Some(memsift_routing::HEURISTIC_MODEL),
+            "{request:?}"
+        );
+    }
     // Every new memory is covered once: a second run plans nothing.
     let again = run_stage(&test.app, Stage::Relationships, Some("ana"), false, true)
         .await
@@ -509,4 +522,66 @@ async fn switching_the_reviewer_on_reviews_new_memories_only_and_the_backlog_on_
         .unwrap();
     assert_eq!(reviews(&requests), n_new + old.len());
     test.finish().await;
+}
+
+#[tokio::test]
+async fn a_cluster_the_judge_keeps_is_not_proposed_again_until_one_of_its_memories_changes() {
+    // A kept cluster was proposed again on every run, a paid request each time on a provider
+    // judge, and it took the place under the per-run cap that another cluster could have had.
+    // Kept by the proposal ("keep"), or by the review that rejected a merge: either is remembered.
+    for reviewer_rejects in [false, true] {
+        let script = memsift_sim::ScriptedResponder::from_fn(move |request| {
+            let answer = if request.user_text.contains("consolidation_review") {
+                r#"{"approved": false, "reasoning": "two different cats"}"#
+            } else if reviewer_rejects {
+                r#"{"action": "merge", "text": "Ana has a grey cat named Miso.", "reasoning": "same"}"#
+            } else {
+                r#"{"action": "keep", "reasoning": "two different cats"}"#
+            };
+            memsift_sim::ResponderReply::Text(answer.to_owned())
+        });
+        let sim_config = SimConfig::new(std::sync::Arc::new(script));
+        let test = TestApp::on_sim(TestDb::sqlite().await, sim_config, |sim, key| {
+            stages_on_batch(&sim.base_url, key)
+        })
+        .await;
+        let store = &test.app.store;
+        let text = "Ana has a grey cat named Miso who sleeps on the sofa all day";
+        store.insert_test_memory("ana", &format!("{text}.")).await.unwrap();
+        let (_, second) = store.insert_test_memory("ana", &format!("{text}!")).await.unwrap();
+        let consolidate = async || {
+            run_stage(&test.app, Stage::Consolidation, Some("ana"), false, true)
+                .await
+                .unwrap()
+        };
+        let first = consolidate().await;
+        assert_eq!((first.plan.n_requests, first.n_changes), (1, 0), "{first:?}");
+        let paid = test.sim().counters().per_endpoint["anthropic.batches.create"];
+        for _ in 0..2 {
+            let again = consolidate().await;
+            assert_eq!((again.plan.n_requests, again.plan.n_kept), (0, 1), "{again:?}");
+        }
+        assert_eq!(
+            test.sim().counters().per_endpoint["anthropic.batches.create"],
+            paid,
+            "nothing more was sent"
+        );
+        // One member changes (a new memory replaces it): the set is a new question.
+        store
+            .memories()
+            .revise_memory(
+                "ana",
+                second,
+                &memsift_store::Revision::Supersede {
+                    content: format!("{text} long."),
+                },
+                "she said so",
+                memsift_core::Clock::now(&test.clock),
+            )
+            .await
+            .unwrap();
+        let changed = consolidate().await;
+        assert_eq!((changed.plan.n_requests, changed.plan.n_kept), (1, 0), "{changed:?}");
+        test.finish().await;
+    }
 }

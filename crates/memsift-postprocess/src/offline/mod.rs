@@ -18,15 +18,15 @@ use serde::de::DeserializeOwned;
 use serde_json::json;
 
 use crate::consolidation::{ConsolidationTask, ReviewTask};
-use crate::entity_gc::EntityGcTask;
-use crate::refinement::RefinementTask;
-use crate::relationship::{LinkKind, RelationshipTask};
+use crate::relationship::{ExtractorHint, LinkKind, RelationshipTask};
 use crate::reviewer::ExtractionReviewTask;
+use crate::slots;
 use crate::summary::SummaryTask;
 use crate::task_of;
+mod upkeep;
+
 use crate::words::{
-    CHANGE_MARKERS, contains_phrase, content_set, content_words, has_any, is_negated, is_stopword, jaccard, tokens,
-    topic_set,
+    CHANGE_MARKERS, contains_phrase, content_set, content_words, has_any, is_negated, jaccard, topic_set,
 };
 
 /// The version of the rule set, recorded on requests like a prompt version.
@@ -40,17 +40,6 @@ const INSTANCE_OVERLAP: f64 = 0.4;
 const MOTIVATION_OVERLAP: f64 = 0.3;
 /// Phrases that say a memory states a reason.
 const MOTIVATION_MARKERS: &[&str] = &["because", "so that", "to help", "inspired"];
-/// Filler a trim removes, longest first so "it is worth noting that" goes before any of its words would.
-const FILLER: &[&str] = &[
-    "it is worth noting that",
-    "basically",
-    "actually",
-    "really",
-    "in fact",
-    "very",
-];
-/// Each part of a split must be at least this long, so abbreviations ("Dr. Smith") are not split points.
-const MIN_SPLIT_PART_CHARS: usize = 25;
 /// The offline reviewer's confidence ceiling: rules cannot vouch for a fact more than this.
 const REVIEW_CONFIDENCE_CAP: f64 = 0.9;
 /// Summaries read the first sentence of this many turns when no speaker states anything about themselves.
@@ -68,8 +57,8 @@ pub fn offline_answer(user_message: &str) -> Option<String> {
         Purpose::Relationship => relationship(&read(user_message)?),
         Purpose::Consolidation => consolidation(&read(user_message)?),
         Purpose::ConsolidationReview => consolidation_review(&read(user_message)?),
-        Purpose::Refinement => refinement(&read(user_message)?),
-        Purpose::EntityGc => entity_gc(&read(user_message)?),
+        Purpose::Refinement => upkeep::refinement(&read(user_message)?),
+        Purpose::EntityGc => upkeep::entity_gc(&read(user_message)?),
         Purpose::Summary => summary(&read(user_message)?),
         Purpose::ExtractionReview => extraction_review(read(user_message)?),
         Purpose::Extraction => return None,
@@ -86,7 +75,14 @@ fn relationship(task: &RelationshipTask) -> serde_json::Value {
         .candidates
         .iter()
         .map(|candidate| {
-            let (kind, confidence, reasoning) = classify(&task.memory, &candidate.text);
+            let hint = candidate.extractor_said.as_deref().and_then(ExtractorHint::read);
+            let (kind, confidence, reasoning) = match classify(&task.memory, &candidate.labelled.text) {
+                (None, _, why) => {
+                    hinted(&task.memory, &candidate.labelled.text, hint.as_ref()).unwrap_or((None, 0.0, why))
+                }
+                verdict => verdict,
+            };
+            let candidate = &candidate.labelled;
             json!({
                 "candidate": candidate.id,
                 "kind": kind.map_or("none", LinkKind::as_str),
@@ -135,6 +131,16 @@ fn classify(memory: &str, candidate: &str) -> (Option<LinkKind>, f64, String) {
         let reason = format!("supersede rule: same topic (overlap {overlap:.2}) and only the candidate marks a change");
         return (Some(LinkKind::InvalidatedBy), 0.8, reason);
     }
+    // Unmarked, relationship requests pair a memory with candidates said before it, so of two values of one
+    // slot (where someone lives, works, studies, whom they married) the memory's is the current one.
+    let same_person = reading::subject(memory).is_some_and(|about| reading::subject(candidate) == Some(about));
+    if same_person && let Some((slot, new, old)) = slots::replaced_value(memory, candidate) {
+        let reason = format!(
+            "slot rule: both say {} for the same person, and {new} was said after {old} (overlap {overlap:.2})",
+            slot.as_str()
+        );
+        return (Some(LinkKind::Supersedes), 0.8, reason);
+    }
     let candidate_words = content_set(candidate);
     let memory_words = content_set(memory);
     if overlap >= INSTANCE_OVERLAP
@@ -151,6 +157,29 @@ fn classify(memory: &str, candidate: &str) -> (Option<LinkKind>, f64, String) {
         return (Some(LinkKind::MotivatedBy), 0.72, reason);
     }
     (None, 0.0, format!("no rule matched (overlap {overlap:.2})"))
+}
+
+/// When no rule matched: the extractor's word on the pair, taken for the kinds that archive nothing
+/// and when the two share a content word (the extractor read them together, which is evidence a
+/// topic rule cannot see). A hint of `supersedes` or `invalidated_by` alone never archives a memory;
+/// the slot and change rules must find the change in the texts.
+fn hinted(memory: &str, candidate: &str, hint: Option<&ExtractorHint>) -> Option<(Option<LinkKind>, f64, String)> {
+    let hint = hint?;
+    let kind = hint.as_verdict_kind()?;
+    if kind.superseded_end().is_some() || different_subjects(memory, candidate).is_some() {
+        return None;
+    }
+    if content_set(memory).is_disjoint(&content_set(candidate)) {
+        return None;
+    }
+    Some((
+        Some(kind),
+        0.72,
+        format!(
+            "hint rule: the extractor said \"{}\", and the texts share a word",
+            hint.said()
+        ),
+    ))
 }
 
 /// The two people two memories are about, when each opens with a name and the names differ.
@@ -282,117 +311,6 @@ fn consolidation_review(task: &ReviewTask) -> serde_json::Value {
     json!({"approved": approved, "reasoning": reasoning})
 }
 
-fn refinement(task: &RefinementTask) -> serde_json::Value {
-    let original = collapse_whitespace(&task.memory);
-    let trimmed = without_filler(&task.memory);
-    if !trimmed.is_empty() && trimmed.chars().count() < original.chars().count() {
-        return json!({"action": "trim", "text": trimmed});
-    }
-    let pieces: Vec<String> = split_after(&original, &[';'])
-        .into_iter()
-        .flat_map(reading::sentences)
-        .map(|piece| without_end_punctuation(&piece).to_owned())
-        .filter(|piece| !piece.is_empty())
-        .collect();
-    let subject = pieces.first().and_then(|first| named_subject(first));
-    // Each part becomes a memory of its own, so it starts like a sentence and says whom it is about.
-    let parts: Option<Vec<String>> = pieces
-        .iter()
-        .enumerate()
-        .map(|(index, piece)| standalone(piece, index, subject.as_deref()))
-        .collect();
-    let Some(parts) = parts else {
-        return json!({"action": "do_nothing", "reason": "refine rule: a part would not stand on its own (it opens with a pronoun pointing back)"});
-    };
-    let splittable =
-        (2..=5).contains(&parts.len()) && parts.iter().all(|part| part.chars().count() >= MIN_SPLIT_PART_CHARS);
-    if splittable {
-        return json!({"action": "split", "texts": parts});
-    }
-    json!({"action": "do_nothing", "reason": "refine rule: no filler and no independent clauses of 25 or more characters"})
-}
-
-/// The name a memory opens with, as written ("Caroline", "The user").
-fn named_subject(text: &str) -> Option<String> {
-    let subject = reading::subject(text)?;
-    let n_words = subject.split_whitespace().count();
-    Some(
-        text.split_whitespace()
-            .take(n_words)
-            .collect::<Vec<_>>()
-            .join(" ")
-            .trim_end_matches("'s")
-            .to_owned(),
-    )
-}
-
-/// A split part as a memory of its own: "he" or "she" opening a later part becomes the first part's subject; a part
-/// that still points back ("It has been …") cannot stand alone.
-fn standalone(piece: &str, index: usize, subject: Option<&str>) -> Option<String> {
-    let (first_word, rest) = piece.split_once(' ').unwrap_or((piece, ""));
-    let piece = match (index, subject, first_word.to_lowercase().as_str()) {
-        (1.., Some(subject), "he" | "she") => format!("{subject} {rest}"),
-        _ => piece.to_owned(),
-    };
-    (index == 0 || reading::stands_alone(&piece)).then(|| format!("{}.", capitalised(&piece)))
-}
-
-/// The text without filler words and phrases, with the commas they leave behind tidied and the first letter's case
-/// kept.
-fn without_filler(text: &str) -> String {
-    let mut words: Vec<String> = text.split_whitespace().map(str::to_owned).collect();
-    for filler in FILLER {
-        let n_filler = filler.split_whitespace().count();
-        let mut at = 0;
-        while at + n_filler <= words.len() {
-            let window = words[at..at + n_filler].join(" ");
-            let bare = window.to_lowercase();
-            let bare = bare.trim_end_matches(',');
-            if bare == *filler {
-                // "In fact, she…": the comma goes with the filler.
-                words.drain(at..at + n_filler);
-            } else {
-                at += 1;
-            }
-        }
-    }
-    let trimmed = words.join(" ");
-    if text.trim_start().starts_with(char::is_uppercase) {
-        return capitalised(&trimmed);
-    }
-    trimmed
-}
-
-/// The text with its first letter in upper case.
-fn capitalised(text: &str) -> String {
-    let mut chars = text.chars();
-    chars
-        .next()
-        .map_or_else(String::new, |first| first.to_uppercase().chain(chars).collect())
-}
-
-fn entity_gc(task: &EntityGcTask) -> serde_json::Value {
-    let name = tokens(&task.entity.name);
-    let contains = |outer: &[String], inner: &[String]| {
-        !inner.is_empty() && outer.windows(inner.len()).any(|window| window == inner)
-    };
-    let target = task.candidates.iter().find(|candidate| {
-        let candidate_name = tokens(&candidate.name);
-        contains(&candidate_name, &name) || contains(&name, &candidate_name)
-    });
-    if let Some(target) = target {
-        let reasoning = format!(
-            "merge rule: `{}` and `{}` share a whole-word name",
-            task.entity.name, target.name
-        );
-        return json!({"action": "merge", "target_id": target.id, "reasoning": reasoning});
-    }
-    if task.entity.name.trim().chars().count() <= 2 || name.iter().all(|token| is_stopword(token)) {
-        return json!({"action": "delete", "reasoning": "delete rule: the name is too short or only stopwords"});
-    }
-    json!({"action": "keep", "reasoning": "keep rule: no candidate shares its name and the name is meaningful"})
-}
-
 /// What each speaker said about themselves, as the extractor reads it; the first sentences of the first turns when
 /// nobody said anything about themselves.
 fn summary(task: &SummaryTask) -> serde_json::Value {
@@ -463,8 +381,6 @@ mod tests {
     use crate::consolidation::{
         consolidation_request, parse_consolidation_answer, parse_review_answer, review_request,
     };
-    use crate::entity_gc::{EntityRef, EntityVerdict, entity_gc_request, name_candidates, parse_entity_gc_answer};
-    use crate::refinement::{Refinement, parse_refinement_answer, refinement_request};
     use crate::relationship::{parse_relationship_answer, relationship_request};
     use crate::reviewer::{extraction_review_request, narrow, parse_extraction_review_answer};
     use crate::summary::tests::turn;
@@ -631,74 +547,6 @@ mod tests {
     }
 
     #[test]
-    fn refinement_trims_filler_splits_clauses_or_leaves_it() {
-        let refine = |text: &str| {
-            let request = refinement_request(&prompt("refinement"), &memories(&[text])[0]);
-            parse_refinement_answer(&offline_answer(&request.user_message).unwrap(), text).unwrap()
-        };
-        assert_eq!(
-            refine(
-                "In fact, Caroline basically really loves  hiking in the Alps every summer with her old university friends."
-            ),
-            Refinement::Trim(
-                "Caroline loves hiking in the Alps every summer with her old university friends.".to_owned()
-            )
-        );
-        assert_eq!(
-            refine("Caroline works as a nurse at the Charité hospital; she has two cats named Max and Luna at home."),
-            Refinement::Split(vec![
-                "Caroline works as a nurse at the Charité hospital.".to_owned(),
-                "Caroline has two cats named Max and Luna at home.".to_owned()
-            ]),
-            "a part opening with she says whom it is about"
-        );
-        let left = refine("Caroline works as a nurse at the Charité hospital in Berlin and has done so since 2019.");
-        assert!(
-            matches!(&left, Refinement::DoNothing(reason) if reason.contains("refine rule")),
-            "{left:?}"
-        );
-        let continued =
-            refine("Jolene started using a bullet journal in May. It has been helpful for tracking Jolene's tasks.");
-        assert!(
-            matches!(&continued, Refinement::DoNothing(reason) if reason.contains("stand on its own")),
-            "{continued:?}"
-        );
-        let decimal = refine("Caroline runs 5.5 km before work every day, then she swims for about half an hour.");
-        assert!(
-            matches!(decimal, Refinement::DoNothing(_)),
-            "a decimal point is not a clause boundary: {decimal:?}"
-        );
-    }
-
-    #[test]
-    fn entity_gc_merges_into_a_whole_word_match_deletes_junk_and_keeps_the_rest() {
-        let entity = |id: &str, name: &str| EntityRef {
-            id: id.to_owned(),
-            name: name.to_owned(),
-            kind: "person".to_owned(),
-        };
-        let others = [
-            entity("e2", "Melanie"),
-            entity("e3", "Caroline Smith"),
-            entity("e4", "Carol"),
-        ];
-        let decide = |reviewed: &EntityRef| {
-            let candidates = name_candidates(reviewed, &others);
-            let request = entity_gc_request(&prompt("entity_gc"), reviewed, &candidates, &["She runs.".to_owned()]);
-            parse_entity_gc_answer(&offline_answer(&request.user_message).unwrap(), &candidates).unwrap()
-        };
-        assert_eq!(
-            decide(&entity("e1", "Caroline")),
-            EntityVerdict::Merge {
-                target: "e3".to_owned()
-            }
-        );
-        assert_eq!(decide(&entity("e5", "it")), EntityVerdict::Delete);
-        assert_eq!(decide(&entity("e6", "the")), EntityVerdict::Delete);
-        assert_eq!(decide(&entity("e7", "Gabriel")), EntityVerdict::Keep);
-    }
-
-    #[test]
     fn a_summary_is_the_first_sentence_of_the_first_turns() {
         let turns = [
             turn(
@@ -745,5 +593,34 @@ mod tests {
         assert_eq!(narrowed.text, item.text);
         assert_eq!(narrowed.expires_at, item.expires_at);
         assert_eq!(narrowed.confidence, REVIEW_CONFIDENCE_CAP);
+    }
+
+    proptest::proptest! {
+        /// Whatever kind the extractor gave, in either direction: the request carries it, the
+        /// offline judge reads it back, a verdict it leads to is that kind read from the memory's
+        /// side, and a hint alone never marks a memory superseded.
+        #[test]
+        fn the_extractors_kind_and_direction_reach_the_judge_which_never_archives_on_a_hint_alone(
+            kind in 0..LinkKind::ALL.len(),
+            from_memory in proptest::bool::ANY,
+        ) {
+            let hint = ExtractorHint { kind: LinkKind::ALL[kind], from_memory };
+            let pair = memories(&["Ana took up running for her health.", "Ana wants to stay healthy and running helps."]);
+            let request = crate::relationship::relationship_request_with_hints(&prompt("relationship"), &pair[0], &pair[1..], &[Some(hint.clone())]);
+            let task: RelationshipTask = serde_json::from_str(&request.user_message).unwrap();
+            let said = task.candidates[0].extractor_said.as_deref().unwrap();
+            proptest::prop_assert_eq!(ExtractorHint::read(said), Some(hint.clone()));
+            let answer = offline_answer(&request.user_message).unwrap();
+            let verdicts = parse_relationship_answer(&answer, 1).unwrap();
+            for verdict in &verdicts {
+                proptest::prop_assert!(verdict.kind.superseded_end().is_none(), "{verdict:?} from {said}");
+                if verdict.reasoning.starts_with("hint rule") {
+                    proptest::prop_assert_eq!(Some(verdict.kind), hint.as_verdict_kind());
+                }
+            }
+            // What archives nothing is confirmed when nothing else matched; what would is not.
+            let expected = hint.as_verdict_kind().filter(|kind| kind.superseded_end().is_none());
+            proptest::prop_assert_eq!(verdicts.first().map(|verdict| verdict.kind), expected, "{}", said);
+        }
     }
 }

@@ -19,6 +19,7 @@ use serde::Serialize;
 
 use crate::Result;
 use crate::handles::Stages;
+use crate::tx::sql;
 
 /// A memory as a stage plans with it.
 #[derive(Clone, Debug, PartialEq)]
@@ -27,8 +28,41 @@ pub struct StageMemory {
     pub id: MemoryId,
     /// Its text.
     pub text: String,
-    /// Memories the extractor said it relates to.
-    pub link_hints: Vec<MemoryId>,
+    /// Memories the extractor said it relates to, each with the kind it gave.
+    pub link_hints: Vec<LinkHint>,
+}
+
+/// One memory the extractor said another relates to, read as "<the memory> <kind> <memory_id>".
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct LinkHint {
+    /// The memory pointed at.
+    pub memory_id: MemoryId,
+    /// The extractor's `relationship_type`, when it gave one (none for a merge hint).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+}
+
+/// `memories.link_hints` as stored: typed hints, or bare ids as written before kinds were kept.
+#[derive(serde::Deserialize)]
+#[serde(untagged)]
+enum StoredHint {
+    Typed(LinkHint),
+    Bare(MemoryId),
+}
+
+/// Reads `memories.link_hints`; hints are advice, so one that does not read is skipped.
+pub(crate) fn read_link_hints(value: serde_json::Value) -> Vec<LinkHint> {
+    let serde_json::Value::Array(values) = value else {
+        return Vec::new();
+    };
+    values
+        .into_iter()
+        .filter_map(|value| serde_json::from_value::<StoredHint>(value).ok())
+        .map(|hint| match hint {
+            StoredHint::Typed(hint) => hint,
+            StoredHint::Bare(memory_id) => LinkHint { memory_id, kind: None },
+        })
+        .collect()
 }
 
 /// An entity as entity GC sees it.
@@ -256,7 +290,29 @@ impl Stages<'_> {
         self.write(async |tx| tx.settle_without_change(request_id, n_items, note, now).await)
             .await
     }
+
+    /// [`Stages::apply_without_change`] for an answer that keeps its cluster as it is: the
+    /// verdict is recorded on the request, and [`Stages::kept_clusters`] reads it back, so the
+    /// same set of memories is not proposed again until one of them changes.
+    pub async fn apply_kept(self, request_id: RequestId, note: &str, now: DateTime<Utc>) -> Result<StageOutcome> {
+        self.write(async |tx| {
+            let outcome = tx.settle_without_change(request_id, 0, Some(note), now).await?;
+            if matches!(outcome, StageOutcome::Applied(_)) {
+                tx.execute(sql!(
+                    "UPDATE llm_requests SET verdict = $2 WHERE id = $1",
+                    request_id,
+                    KEPT_VERDICT
+                ))
+                .await?;
+            }
+            Ok(outcome)
+        })
+        .await
+    }
 }
+
+/// `llm_requests.verdict` of an answer that kept its set of memories as it was.
+pub(crate) const KEPT_VERDICT: &str = "keep";
 
 impl crate::tx::WriteTx {
     /// Claims the answer with `note` and reports that nothing changed; an answer an earlier

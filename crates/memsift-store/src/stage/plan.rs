@@ -175,8 +175,7 @@ impl Stages<'_> {
                 Ok(StageMemory {
                     id: MemoryId::parse(&id).map_err(|error| corrupt("memories", error))?,
                     text,
-                    // Hints are advice: one that does not read as a memory id is skipped.
-                    link_hints: crate::from_json::<Vec<MemoryId>>("memories", hints).unwrap_or_default(),
+                    link_hints: super::read_link_hints(hints),
                 })
             })
             .collect()
@@ -273,6 +272,30 @@ impl Stages<'_> {
             }
         }
         Ok(ids)
+    }
+
+    /// The sets of memories a consolidation answer or its review kept as they were
+    /// ([`Stages::apply_kept`]), each sorted. A set whose members all stay active is the same
+    /// question with the same answer; one that changed has new ids and is asked again.
+    pub async fn kept_clusters(self, user_id: UserId) -> Result<HashSet<Vec<MemoryId>>> {
+        let subjects: Vec<Json<Value>> = self
+            .read_scalar_all(sql!(
+                "SELECT subject FROM llm_requests
+                 WHERE user_id = $1 AND purpose IN ('consolidation', 'consolidation_review') AND verdict = $2",
+                user_id,
+                super::KEPT_VERDICT
+            ))
+            .await?;
+        Ok(subjects
+            .into_iter()
+            .filter_map(|Json(subject)| crate::from_json::<RequestSubject>("llm_requests", subject).ok())
+            .map(|subject| {
+                let mut members = subject.members;
+                members.sort();
+                members
+            })
+            .filter(|members| !members.is_empty())
+            .collect())
     }
 
     /// Memories refinement may look at: active, longer than `min_chars`, written at least

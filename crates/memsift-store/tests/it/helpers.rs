@@ -54,7 +54,9 @@ pub(crate) fn item(text: &str, evidence: Vec<MessageId>) -> NewMemory {
         sensitive: false,
         temporal: Temporal::Durable,
         hinted_memory_ids: Vec::new(),
+        related_memory_ids: Vec::new(),
         linking_hints: Vec::new(),
+        relationship_type: None,
         entities: Vec::new(),
         evidence,
     }
