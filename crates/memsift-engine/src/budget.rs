@@ -109,6 +109,60 @@ pub(crate) async fn output_allowance(
     Ok((sent < llm.max_tokens).then_some(sent))
 }
 
+/// What planned requests are expected to cost, and the output each was priced at.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct Expected {
+    /// Their expected cost in USD.
+    pub usd: f64,
+    /// The output tokens a request was priced at: the allowance learned from recent answers of its
+    /// purpose and model, or its `max_tokens` before [`ALLOWANCE_MIN_SAMPLES`] are known (the
+    /// largest over the requests).
+    pub output_tokens_each: u32,
+    /// Whether that was learned (`false`: `max_tokens`, nothing to learn from yet).
+    pub learned: bool,
+}
+
+/// What `requests` are expected to cost: each priced with the output allowance learned from the
+/// newest answers of its purpose and model (the one a budget sends them with), whether or not a
+/// budget is set, else at `max_tokens`. An estimate shown before spending should say what the
+/// spend will be, not the most it could be.
+pub(crate) async fn expected_usd(app: &App, requests: &[memsift_store::NewRequest]) -> anyhow::Result<Expected> {
+    let mut learned: HashMap<(Purpose, String), Option<u32>> = HashMap::new();
+    let mut expected = Expected {
+        learned: true,
+        ..Expected::default()
+    };
+    for request in requests {
+        let Some(llm) = app.router.resolved(&request.config_key) else {
+            continue; // The over-budget key: the offline lane, free.
+        };
+        if request.lane == Lane::Heuristic || llm.provider == ProviderKind::Heuristic {
+            continue;
+        }
+        let key = (request.purpose, llm.model.clone());
+        let allowance = match learned.get(&key) {
+            Some(allowance) => *allowance,
+            None => {
+                let outputs = app
+                    .store
+                    .requests()
+                    .recent_outputs(request.purpose, &llm.model, ALLOWANCE_SAMPLES)
+                    .await?;
+                let allowance = learned_allowance(&outputs, app.config.billing.output_percentile);
+                learned.insert(key, allowance);
+                allowance
+            }
+        };
+        let priced = llm.with_output_cap(allowance);
+        expected.output_tokens_each = expected.output_tokens_each.max(priced.max_tokens);
+        expected.learned &= allowance.is_some();
+        let input_tokens = memsift_payload::count_tokens(&request.request_body.system)
+            + memsift_payload::count_tokens(&request.request_body.user_message);
+        expected.usd += estimate_usd(&app.config, &priced, request.lane, input_tokens as u64);
+    }
+    Ok(expected)
+}
+
 /// What one planning pass knows that the store cannot tell it yet: the estimates it granted, by
 /// user (its requests are written together at its end), and the output allowances it learned,
 /// by purpose, tier, lane and model (read once per pass, not once per request).

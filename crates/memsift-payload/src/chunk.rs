@@ -116,13 +116,18 @@ impl Chunking {
                 } else {
                     ""
                 };
+                // Two short parts can share a chunk, so the chunks are counted, not implied.
+                let n_chunks = split.chunks.1 - split.chunks.0 + 1;
+                let chunks = if n_chunks == 1 {
+                    format!("in chunk {}", split.chunks.0)
+                } else {
+                    format!("over {n_chunks} chunks ({}-{})", split.chunks.0, split.chunks.1)
+                };
                 format!(
-                    "turn {} ({} tokens) sent in {} parts in chunks {}-{}{speaker}",
+                    "turn {} ({} tokens) sent in {} parts {chunks}{speaker}",
                     one_line(&split.label).chars().take(40).collect::<String>(),
                     split.tokens,
                     split.parts,
-                    split.chunks.0,
-                    split.chunks.1
                 )
             })
             .collect();

@@ -173,6 +173,24 @@ fn check(turns: &[(MessageId, Turn)], known: &[KnownMemory], options: &PayloadOp
                     .expect("a turn sent in parts is recorded");
                 assert_eq!((split.parts, split.message_id), (of, *id));
                 assert_eq!(split.chunks, (pieces[0].0, pieces[of - 1].0));
+                // The note counts the parts and the chunks they went in as a reader would.
+                let n_chunks = pieces.iter().map(|(chunk, _, _)| chunk).collect::<BTreeSet<_>>().len();
+                let said = if n_chunks == 1 {
+                    format!("sent in {of} parts in chunk {}", pieces[0].0)
+                } else {
+                    format!(
+                        "sent in {of} parts over {n_chunks} chunks ({}-{})",
+                        pieces[0].0,
+                        pieces[of - 1].0
+                    )
+                };
+                let note = chunking.note(budget).expect("a split is noted");
+                let shown_in_note = chunking
+                    .split_turns
+                    .iter()
+                    .take(5)
+                    .any(|shown| shown.label == turn.label);
+                assert!(!shown_in_note || note.contains(&said), "{note} does not say {said}");
                 let speaker_shown = pieces[0].1.speaker.is_some();
                 assert_eq!(!speaker_shown && turn.speaker.is_some(), split.speaker_left_out);
                 next += of;
@@ -347,7 +365,7 @@ fn an_oversize_unit_is_cut_at_its_turns_and_its_long_turn_sent_in_parts() {
     let note = chunking.note(6000).unwrap();
     assert!(
         note.starts_with(&format!(
-            "turn t1 ({} tokens) sent in {} parts in chunks ",
+            "turn t1 ({} tokens) sent in {} parts over ",
             split[0].tokens, split[0].parts
         )) && note.ends_with("larger than a 6000-token chunk (batch.chunk_budget_tokens)"),
         "{note}"

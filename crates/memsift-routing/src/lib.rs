@@ -19,6 +19,6 @@ pub use billing::{BillingBackend, ColumnBilling};
 pub use error::RoutingError;
 pub use immediate::ImmediateStrategy;
 pub use memsift_llm::{BreakerPolicy, BreakerState, FaultClass, HealthBoard, HealthSignal, LaneKey, Permit};
-pub use router::{Route, Router, has_batch_api};
+pub use router::{HEURISTIC_MODEL, Route, Router, has_batch_api};
 pub use strategy::{BatchStrategy, ExecutionOutcome, ExecutionRequest, ExecutionStrategy, HeuristicStrategy};
 pub use tier_aware::{RoutedOutcome, TierAwareRequest, TierAwareStrategy};

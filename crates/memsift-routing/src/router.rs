@@ -22,6 +22,20 @@ pub struct Route {
     pub llm: ResolvedLlm,
 }
 
+/// What `model` says on a request or memory made by memsift's own rules rather than a model.
+pub const HEURISTIC_MODEL: &str = "heuristic";
+
+impl Route {
+    /// The model to record on the requests this route makes and the memories they write: the
+    /// configured model, or [`HEURISTIC_MODEL`] on the offline lane, so every row says what made it.
+    pub fn recorded_model(&self) -> Option<String> {
+        match self.llm.provider {
+            ProviderKind::Heuristic => Some(HEURISTIC_MODEL.to_owned()),
+            _ => Some(self.llm.model.clone()).filter(|model| !model.is_empty()),
+        }
+    }
+}
+
 /// Whether a provider kind has a batch API at all.
 pub fn has_batch_api(provider: ProviderKind) -> bool {
     matches!(provider, ProviderKind::Anthropic | ProviderKind::Openai)

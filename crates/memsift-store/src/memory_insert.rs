@@ -11,6 +11,9 @@ use crate::tx::{WriteTx, sql};
 /// The importance a memory starts with (the column's default), before daily scoring moves it.
 pub(crate) const DEFAULT_IMPORTANCE: f64 = 0.5;
 
+/// What `model` says on a memory an operator wrote (`memory supersede`).
+pub const OPERATOR_MODEL: &str = "operator";
+
 /// A memory row to insert.
 #[derive(Clone, Debug)]
 pub(crate) struct MemoryInsert<'a> {
@@ -31,8 +34,8 @@ pub(crate) struct MemoryInsert<'a> {
     pub(crate) source_segment_id: Option<SegmentId>,
     pub(crate) source_request_id: Option<RequestId>,
     pub(crate) prompt_version: &'a str,
-    /// The model that wrote it (`heuristic` for the offline lane); `None` for an operator's
-    /// supersede, which no model wrote.
+    /// What wrote it: the model, `heuristic` for the offline lane, [`OPERATOR_MODEL`] for an
+    /// operator's supersede.
     pub(crate) model: Option<&'a str>,
     pub(crate) refined_at: Option<DateTime<Utc>>,
     /// The vector's little-endian bytes, its model and its dimension.

@@ -10,7 +10,7 @@ use memsift_core::{MemoryId, OperationId, UserId};
 use serde::{Deserialize, Serialize};
 
 use crate::handles::Memories;
-use crate::memory_insert::{DEFAULT_IMPORTANCE, Inserted, MemoryInsert};
+use crate::memory_insert::{DEFAULT_IMPORTANCE, Inserted, MemoryInsert, OPERATOR_MODEL};
 use crate::tx::{Arg, WriteTx, sql};
 use crate::{Result, StoreError, corrupt};
 
@@ -247,7 +247,7 @@ impl WriteTx {
             source_segment_id: None,
             source_request_id: None,
             prompt_version: "operator",
-            model: None,
+            model: Some(OPERATOR_MODEL),
             refined_at: None,
             embedding: None,
             now,

@@ -140,6 +140,7 @@ async fn plan_continuation(app: &App, cut: CutAnswer<'_>) -> anyhow::Result<Cont
         ProviderKind::Heuristic => memsift_heuristic::RULES_VERSION.to_owned(),
         _ => payload.prompt_version.clone(),
     };
+    let model = route.recorded_model();
     let memories = payload
         .short_ids
         .iter()
@@ -157,7 +158,7 @@ async fn plan_continuation(app: &App, cut: CutAnswer<'_>) -> anyhow::Result<Cont
         lane: route.lane,
         config_key: route.config_key,
         provider: route.llm.provider.as_str().to_owned(),
-        model: Some(route.llm.model).filter(|model| !model.is_empty()),
+        model,
         prompt_version,
         context: RequestContext {
             assistant_turns: payload

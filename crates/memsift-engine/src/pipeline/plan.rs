@@ -180,7 +180,7 @@ pub async fn plan_segment(app: &App, segment: &ClaimedSegment) -> anyhow::Result
                 lane: route.lane,
                 config_key: route.config_key.clone(),
                 provider: route.llm.provider.as_str().to_owned(),
-                model: Some(route.llm.model.clone()).filter(|model| !model.is_empty()),
+                model: route.recorded_model(),
                 prompt_version: prompt_version.clone(),
                 context: RequestContext {
                     turns: chunk.turns.clone(),

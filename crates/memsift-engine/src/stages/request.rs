@@ -98,7 +98,7 @@ pub(super) async fn stage_request_with(
         lane: route.lane,
         config_key: route.config_key.clone(),
         provider: route.llm.provider.as_str().to_owned(),
-        model: Some(route.llm.model.clone()).filter(|model| !model.is_empty()),
+        model: route.recorded_model(),
         prompt_version,
         context: extra.context,
         request_body: RequestBody {

@@ -103,8 +103,9 @@ pub struct BacklogPlan {
     pub n_memories: u64,
     /// Review requests planned (or that would be).
     pub n_requests: u64,
-    /// Their estimated cost, reserved against the users' budgets when planned.
-    pub estimated_usd: f64,
+    /// Their expected cost, with the output each was priced at (reserved against the users'
+    /// budgets, when set, at the allowance a budget sends them with).
+    pub estimate: crate::budget::Expected,
     /// Nothing was written.
     pub plan_only: bool,
 }
@@ -129,7 +130,7 @@ pub async fn review_backlog(app: &App, user: Option<&str>, plan_only: bool) -> a
     Ok(BacklogPlan {
         n_memories,
         n_requests: planned.requests.len() as u64,
-        estimated_usd: planned.requests.iter().map(|request| request.reserved_usd).sum(),
+        estimate: crate::budget::expected_usd(app, &planned.requests).await?,
         plan_only,
     })
 }

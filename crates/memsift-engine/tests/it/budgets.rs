@@ -423,3 +423,72 @@ async fn a_learned_output_allowance_spends_the_budget_without_passing_it() {
         "the old estimate left the budget unspent"
     );
 }
+
+#[tokio::test]
+async fn the_review_backlog_is_priced_at_the_learned_allowance_once_reviews_are_answered() {
+    // `postprocess review-backlog` once priced every review at max_tokens (8,192 output tokens,
+    // about $0.04 a review) though reviews answer in a few dozen. Before twenty reviews are
+    // answered it still can, and says so; after, it prices them at the allowance learned from
+    // those answers, the one a budget would send them with.
+    let test = TestApp::with_batch_sim(TestDb::sqlite().await, FaultConfig::default()).await;
+    let mut config = test.app.config.clone();
+    let provider = config.llm["extraction_standard"].clone();
+    config
+        .llm
+        .insert("extraction_review_standard".to_owned(), provider.clone());
+    let old: String = FACTS
+        .iter()
+        .enumerate()
+        .map(|(index, fact)| line("ana", &format!("c{index}"), index as i64, "user", fact, true))
+        .collect();
+    test.import("old.jsonl", &old).await.unwrap();
+    run_until_idle(&test.app).await.unwrap();
+    config.postprocess.extraction_reviewer = true;
+    let app = app_on(&test.app.store, &test.clock, config, "reviewer");
+    let cold = memsift_engine::stages::review_backlog(&app, Some("ana"), true)
+        .await
+        .unwrap();
+    assert!(cold.n_requests > 0, "{cold:?}");
+    assert_eq!(
+        (cold.estimate.learned, cold.estimate.output_tokens_each),
+        (false, provider.max_tokens),
+        "{cold:?}"
+    );
+
+    test.clock.advance(Duration::minutes(5));
+    let warm: String = (0..24)
+        .map(|index| line(&format!("w{index}"), "c", 100, "user", FACTS[index % FACTS.len()], true))
+        .collect();
+    test.import("warm.jsonl", &warm).await.unwrap();
+    run_until_idle(&app).await.unwrap();
+    let answered: Vec<i64> = test
+        .app
+        .store
+        .listing()
+        .list_requests(None, None, None)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|request| request.purpose == "extraction_review" && request.status == "applied")
+        .map(|request| request.output_tokens)
+        .collect();
+    assert!(answered.len() >= 20, "{} reviews answered", answered.len());
+    let warm = memsift_engine::stages::review_backlog(&app, Some("ana"), true)
+        .await
+        .unwrap();
+    assert_eq!(warm.n_requests, cold.n_requests);
+    let longest = answered.iter().copied().max().unwrap();
+    let priced = warm.estimate.output_tokens_each;
+    assert!(warm.estimate.learned, "{warm:?}");
+    assert!(
+        i64::from(priced) >= longest && priced < provider.max_tokens,
+        "priced at {priced}; reviews answered in at most {longest}"
+    );
+    assert!(
+        warm.estimate.usd < cold.estimate.usd / 2.0,
+        "{} vs {}",
+        warm.estimate.usd,
+        cold.estimate.usd
+    );
+    test.finish().await;
+}

@@ -138,10 +138,22 @@ async fn reimporting_a_file_adds_nothing_and_extracts_nothing_twice() {
 }
 
 #[tokio::test]
-async fn replaying_an_applied_output_writes_nothing() {
+async fn replaying_an_applied_output_writes_nothing_and_counts_nothing() {
+    // A worker that applies an answer another worker applied first reports none of its counts:
+    // two workers on one database once printed 389 drops between them for 4 stored.
     let test = TestApp::sqlite().await;
-    test.import("chat.jsonl", &two_conversations()).await.unwrap();
+    test.import("first.jsonl", &line("ana", "c1", 0, "user", "I live in Lisbon.", true))
+        .await
+        .unwrap();
     run_until_idle(&test.app).await.unwrap();
+    // Said again in a later conversation: a duplicate of the stored memory, dropped.
+    let again = [
+        line("ana", "c2", 60, "user", "I live in Lisbon.", false),
+        line("ana", "c2", 61, "user", "I have a dog named Rex.", true),
+    ]
+    .concat();
+    test.import("again.jsonl", &again).await.unwrap();
+    let total = run_until_idle(&test.app).await.unwrap();
     let request = test
         .app
         .store
@@ -150,11 +162,13 @@ async fn replaying_an_applied_output_writes_nothing() {
         .await
         .unwrap()
         .remove(0);
+    assert!(request.n_dropped > 0, "the repeated fact is dropped: {request:?}");
+    assert_eq!(total.n_items_dropped, request.n_dropped as u64, "{total:?}");
     let before = test.app.store.listing().counts().await.unwrap();
     let replay = apply_request_output(&test.app.apply_context(), request.id.parse().unwrap())
         .await
         .unwrap();
-    assert_eq!(replay.n_memories, 0);
+    assert_eq!(replay, memsift_engine::context::Applied::default());
     assert_eq!(test.app.store.listing().counts().await.unwrap(), before);
     test.finish().await;
 }

@@ -41,9 +41,7 @@ async fn a_700_kib_word_is_extracted_in_requests_within_the_window(test: TestApp
     assert_eq!(segment.status, "extracted", "{segment:?}");
     let note = segment.plan_note.as_deref().expect("the split is noted on the segment");
     assert!(
-        note.starts_with("turn t0 (")
-            && note.contains(" parts in chunks 0-")
-            && note.ends_with("(batch.chunk_budget_tokens)"),
+        note.starts_with("turn t0 (") && note.contains(" parts over ") && note.ends_with("(batch.chunk_budget_tokens)"),
         "{note}"
     );
     let requests = test

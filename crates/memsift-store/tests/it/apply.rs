@@ -412,7 +412,7 @@ pub async fn a_duplicate_passes_its_evidence_to_the_stored_memory(store: &Store)
 
 pub async fn each_memory_records_the_model_that_produced_it(store: &Store) {
     // A model's extraction records its model, the offline lane `heuristic`, and an operator's
-    // supersede none, on the memory itself; listings, the detail and the metrics show them.
+    // supersede `operator`, on the memory itself; listings, the detail and the metrics show them.
     let (segment_id, user_id, message_ids) = closed_claimed_segment(store, "ana", "c1").await;
     let by_model = NewRequest {
         lane: Lane::Batch,
@@ -475,7 +475,10 @@ pub async fn each_memory_records_the_model_that_produced_it(store: &Store) {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!((porto.text.as_str(), porto.model), ("Ana lives in Porto.", None));
+    assert_eq!(
+        (porto.text.as_str(), porto.model.as_deref()),
+        ("Ana lives in Porto.", Some(memsift_store::OPERATOR_MODEL))
+    );
     let archived = store.listing().memory_detail(lisbon).await.unwrap().unwrap();
     assert!(archived.archived_at.is_some());
     assert_eq!(archived.model.as_deref(), Some("claude-haiku-4-5"));

@@ -278,9 +278,24 @@ pub(super) async fn review_backlog(
     if json {
         render::print_json(&plan)?;
     } else {
+        let estimate = &plan.estimate;
+        let priced = if plan.n_requests == 0 || estimate.usd == 0.0 {
+            String::new()
+        } else if estimate.learned {
+            format!(
+                " (output priced at {} tokens a review, learned from recent reviews)",
+                estimate.output_tokens_each
+            )
+        } else {
+            format!(
+                " (output priced at max_tokens = {}: fewer than {} reviews answered to learn from)",
+                estimate.output_tokens_each,
+                memsift_engine::budget::ALLOWANCE_MIN_SAMPLES
+            )
+        };
         println!(
-            "review backlog: {} memories without a review, {} review request(s), estimated ${:.4}",
-            plan.n_memories, plan.n_requests, plan.estimated_usd
+            "review backlog: {} memories without a review, {} review request(s), estimated ${:.4}{priced}",
+            plan.n_memories, plan.n_requests, estimate.usd
         );
         if !yes {
             println!("nothing planned or spent; run again with --yes to plan them");
