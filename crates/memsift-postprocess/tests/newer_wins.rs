@@ -7,37 +7,17 @@
 //! through the same steps as the relationship stage: oriented newer first, asked of the offline
 //! judge, read back by the parser; the end the verdict's kind marks is the one the store archives.
 
+mod common;
+
+use common::archived;
 use memsift_core::MemoryId;
-use memsift_core::prompt::PromptRegistry;
 use memsift_postprocess::MemoryText;
-use memsift_postprocess::offline::offline_answer;
-use memsift_postprocess::relationship::{SupersededEnd, newer_first, parse_relationship_answer, relationship_request};
 use proptest::prelude::*;
 
 const PEOPLE: &[&str] = &["Noah", "Ana", "Caroline", "Melanie"];
 const PLACES: &[&str] = &["Lisbon", "Porto", "Berlin", "Madrid", "Oslo"];
 /// How the change is said: the place goes where `{}` is.
 const CHANGES: &[&str] = &["now lives in {}.", "lives in {} now.", "has now moved and lives in {}."];
-
-/// Which memory the stage archives for a pair first seen as `(first, second)`.
-fn archived(first: &MemoryText, second: &MemoryText, said: &[(MemoryId, i64)]) -> Option<MemoryId> {
-    let at = |id: MemoryId| said.iter().find(|(known, _)| *known == id).map(|(_, at)| *at);
-    let [(memory, candidate)] = newer_first([(first.id, second.id)], at)[..] else {
-        unreachable!("one pair in, one pair out")
-    };
-    let text = |id: MemoryId| if id == first.id { first.clone() } else { second.clone() };
-    let (memory, candidate) = (text(memory), text(candidate));
-    let prompt = PromptRegistry::built_in().get("relationship").unwrap().clone();
-    let request = relationship_request(&prompt, &memory, std::slice::from_ref(&candidate));
-    let answer = offline_answer(&request.user_message)?;
-    let verdicts = parse_relationship_answer(&answer, 1).ok()?;
-    verdicts
-        .iter()
-        .find_map(|verdict| match verdict.kind.superseded_end()? {
-            SupersededEnd::Memory => Some(memory.id),
-            SupersededEnd::Candidate => Some(candidate.id),
-        })
-}
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(400))]

@@ -8,14 +8,14 @@
 //! asked of the offline judge, read back by the parser. The older-said memory must be the one
 //! marked superseded, and the newer one must keep its value.
 
+mod common;
+
 use chrono::{Duration, TimeZone, Utc};
+use common::archived;
 use memsift_core::MemoryId;
 use memsift_core::contract::Turn;
-use memsift_core::prompt::PromptRegistry;
 use memsift_core::status::Role;
 use memsift_postprocess::MemoryText;
-use memsift_postprocess::offline::offline_answer;
-use memsift_postprocess::relationship::{SupersededEnd, newer_first, parse_relationship_answer, relationship_request};
 use proptest::prelude::*;
 
 const PEOPLE: &[&str] = &["Nina", "Noah", "Caroline", "Melanie", "Jon"];
@@ -71,26 +71,6 @@ fn extracted(name: &str, text: &str, day: i64) -> Vec<String> {
         .into_iter()
         .map(|item| item.text)
         .collect()
-}
-
-/// Which memory the stage archives for a pair first seen as `(first, second)`.
-fn archived(first: &MemoryText, second: &MemoryText, said: &[(MemoryId, i64)]) -> Option<MemoryId> {
-    let at = |id: MemoryId| said.iter().find(|(known, _)| *known == id).map(|(_, at)| *at);
-    let [(memory, candidate)] = newer_first([(first.id, second.id)], at)[..] else {
-        unreachable!("one pair in, one pair out")
-    };
-    let text = |id: MemoryId| if id == first.id { first.clone() } else { second.clone() };
-    let (memory, candidate) = (text(memory), text(candidate));
-    let prompt = PromptRegistry::built_in().get("relationship").unwrap().clone();
-    let request = relationship_request(&prompt, &memory, std::slice::from_ref(&candidate));
-    let answer = offline_answer(&request.user_message)?;
-    let verdicts = parse_relationship_answer(&answer, 1).ok()?;
-    verdicts
-        .iter()
-        .find_map(|verdict| match verdict.kind.superseded_end()? {
-            SupersededEnd::Memory => Some(memory.id),
-            SupersededEnd::Candidate => Some(candidate.id),
-        })
 }
 
 /// The one memory of `texts` that names `value`.

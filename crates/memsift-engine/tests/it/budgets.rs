@@ -479,6 +479,10 @@ async fn the_review_backlog_is_priced_at_the_learned_allowance_once_reviews_are_
     assert_eq!(warm.n_requests, cold.n_requests);
     let longest = answered.iter().copied().max().unwrap();
     let priced = warm.estimate.output_tokens_each;
+    println!(
+        "{} reviews: ${:.6} at max_tokens = {}; ${:.6} at the learned {priced} tokens (longest answer {longest})",
+        warm.n_requests, cold.estimate.usd, cold.estimate.output_tokens_each, warm.estimate.usd
+    );
     assert!(warm.estimate.learned, "{warm:?}");
     assert!(
         i64::from(priced) >= longest && priced < provider.max_tokens,
