@@ -129,8 +129,9 @@ pub enum StoreError {
     /// Applying migrations failed.
     #[error("database migration failed: {0}")]
     Migrate(sqlx::migrate::MigrateError),
-    /// A statement failed; transient on PostgreSQL connection loss, a bug otherwise.
-    #[error("database error: {0}")]
+    /// A statement failed; transient on PostgreSQL connection loss or SQLite's lock running out,
+    /// a bug otherwise.
+    #[error("{}", describe_sql(.0))]
     Sql(sqlx::Error),
     /// A stored value does not parse (a row written by a newer memsift, or by hand).
     #[error("corrupt row in {table}: {detail}")]
@@ -188,6 +189,21 @@ impl StoreError {
             _ => false,
         }
     }
+}
+
+/// A failed statement in one line; SQLite's write lock running out says who holds it and what
+/// to do, since "database is locked" alone leaves a user guessing.
+fn describe_sql(error: &sqlx::Error) -> String {
+    let sqlite_busy = matches!(error, sqlx::Error::Database(db)
+        if matches!(db.code().as_deref(), Some("5" | "6" | "261" | "517")));
+    if sqlite_busy {
+        return format!(
+            "the SQLite database is busy: another process (the daemon, `memsift run` or `import`) held its write lock past \
+             the busy timeout; nothing was written, so run this again once it is done, or use PostgreSQL for several \
+             writers at once (database error: {error})"
+        );
+    }
+    format!("database error: {error}")
 }
 
 /// SQLite `SQLITE_BUSY`/`SQLITE_LOCKED`, PostgreSQL connection, serialization and deadlock

@@ -103,3 +103,35 @@ async fn segment_error(store: &Store, user: &str) -> Option<String> {
 async fn batch_error(store: &Store, batch_id: memsift_core::BatchId) -> Option<String> {
     store.batches().batch(batch_id).await.unwrap().unwrap().last_error
 }
+
+#[tokio::test]
+async fn a_write_that_waits_out_sqlites_lock_says_what_holds_it_and_what_to_do() {
+    // `import` beside a running writer failed after 10 s with a bare "database is locked".
+    use sqlx::Connection;
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("memsift.db").display());
+    let options = memsift_store::StoreOptions {
+        sqlite_busy_timeout: std::time::Duration::from_millis(50),
+        ..memsift_store::StoreOptions::default()
+    };
+    let store = Store::connect(&url, &options).await.unwrap();
+    store.migrate().await.unwrap();
+    // Another process's writer: a connection of its own holding the write lock.
+    let mut holder = sqlx::SqliteConnection::connect(&url).await.unwrap();
+    sqlx::query("BEGIN IMMEDIATE").execute(&mut holder).await.unwrap();
+    let error = store.insert_test_memory("ana", "Ana runs.").await.unwrap_err();
+    let line = error.to_string();
+    assert!(
+        line.starts_with("the SQLite database is busy: another process")
+            && line.contains("run this again once it is done, or use PostgreSQL")
+            && !line.contains('\n'),
+        "{line}"
+    );
+    assert!(
+        error.is_transient(),
+        "a busy database says nothing about what was written"
+    );
+    sqlx::query("ROLLBACK").execute(&mut holder).await.unwrap();
+    store.insert_test_memory("ana", "Ana runs.").await.unwrap();
+    store.close().await;
+}
