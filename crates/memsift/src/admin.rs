@@ -144,10 +144,44 @@ async fn admin_headers(mut response: Response) -> Response {
 }
 
 async fn require_session(State(state): State<AdminState>, request: Request, next: Next) -> Response {
+    // A bearer header is a guess at the token like the sign-in form's: the same throttle spends
+    // it, so the pages are not a third door with no count (a page asked for without any
+    // credential is no guess and is not counted).
+    let client = request
+        .extensions()
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|info| info.0.ip());
+    let bearer = request.headers().contains_key(header::AUTHORIZATION);
+    let now = state.app.clock.now();
+    if bearer
+        && state.access.is_some()
+        && let Err(wait_secs) = state.throttle.check(client, now)
+    {
+        return too_many_tries(wait_secs);
+    }
     if state.admits(request.headers()) {
         return next.run(request).await;
     }
+    if bearer && state.access.is_some() {
+        state.throttle.failed(client, now);
+        tracing::warn!(client = ?client, "Admin page asked for with a wrong bearer token.");
+    }
     sign_in_page(StatusCode::UNAUTHORIZED, request.uri().path(), None)
+}
+
+/// The sign-in form with 429 and `Retry-After`: this client sent too many wrong tokens.
+fn too_many_tries(wait_secs: u64) -> Response {
+    let mut response = sign_in_page(
+        StatusCode::TOO_MANY_REQUESTS,
+        "/admin",
+        Some(&format!(
+            "Too many wrong tokens from this address; try again in {wait_secs} s."
+        )),
+    );
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from(wait_secs));
+    response
 }
 
 /// The sign-in form, answering a page asked for without a session (401) or a wrong token.
@@ -194,17 +228,7 @@ async fn sign_in(
     if state.access.is_some()
         && let Err(wait_secs) = state.throttle.check(client, now)
     {
-        let mut response = sign_in_page(
-            StatusCode::TOO_MANY_REQUESTS,
-            "/admin",
-            Some(&format!(
-                "Too many wrong tokens from this address; try again in {wait_secs} s."
-            )),
-        );
-        response
-            .headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from(wait_secs));
-        return response;
+        return too_many_tries(wait_secs);
     }
     let mut offered = None;
     let mut requested = None;

@@ -105,8 +105,21 @@ async fn wrong_bearer_tokens_from_one_client_are_throttled_like_the_sign_in() {
         assert_eq!(
             sign_in.status(),
             StatusCode::TOO_MANY_REQUESTS,
-            "one budget for both doors"
+            "one budget for every door"
         );
+        let page = api
+            .http
+            .get(format!("{}/admin/segments", api.base))
+            .bearer_auth(TOKEN)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            page.status(),
+            StatusCode::TOO_MANY_REQUESTS,
+            "the pages' bearer header too"
+        );
+        assert_eq!(page.headers()["retry-after"], "12");
 
         clock.advance(chrono::Duration::seconds(12));
         assert_eq!(send(None).await.status(), StatusCode::UNAUTHORIZED);
@@ -121,6 +134,37 @@ async fn wrong_bearer_tokens_from_one_client_are_throttled_like_the_sign_in() {
             "the try that came back"
         );
         assert_eq!(send(Some(wrong)).await.status(), StatusCode::TOO_MANY_REQUESTS);
+    })
+    .await;
+    test.finish().await;
+}
+
+#[tokio::test]
+async fn wrong_bearer_tokens_on_the_admin_pages_spend_the_same_budget() {
+    // A wrong bearer header on an admin page was answered 401 without a count: a third door
+    // where the token could be guessed at full speed.
+    let test = TestApp::sqlite().await;
+    with_api(&test.app, |api| async move {
+        let page = |token: &'static str| {
+            let request = api.http.get(format!("{}/admin/segments", api.base)).bearer_auth(token);
+            async move { request.send().await.unwrap().status() }
+        };
+        let wrong = "test-token-0123456789abcdefghijkk";
+        let burst = memsift::throttle::BURST as usize;
+        let mut statuses = std::collections::BTreeMap::<u16, usize>::new();
+        for _ in 0..burst + 20 {
+            *statuses.entry(page(wrong).await.as_u16()).or_default() += 1;
+        }
+        assert_eq!(statuses, [(401, burst), (429, 20)].into_iter().collect());
+        // Spent on the pages, the budget is spent for the API as well.
+        let api_call = api
+            .http
+            .get(format!("{}/v1/admin/segments", api.base))
+            .bearer_auth(TOKEN)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(api_call.status(), StatusCode::TOO_MANY_REQUESTS);
     })
     .await;
     test.finish().await;
