@@ -96,17 +96,22 @@ pub(crate) async fn output_allowance(
     if !budgeted || lane == Lane::Heuristic || llm.provider == ProviderKind::Heuristic {
         return Ok(None);
     }
-    let outputs = app
-        .store
-        .requests()
-        .recent_outputs(purpose, &llm.model, ALLOWANCE_SAMPLES)
-        .await?;
-    let Some(learned) = learned_allowance(&outputs, app.config.billing.output_percentile) else {
+    let Some(learned) = learned_from_recent_answers(app, purpose, &llm.model).await? else {
         return Ok(None);
     };
     // What is sent, after the floor a thinking budget needs.
     let sent = llm.with_output_cap(Some(learned)).max_tokens;
     Ok((sent < llm.max_tokens).then_some(sent))
+}
+
+/// [`learned_allowance`] over the newest answers of `purpose` from `model`.
+async fn learned_from_recent_answers(app: &App, purpose: Purpose, model: &str) -> anyhow::Result<Option<u32>> {
+    let outputs = app
+        .store
+        .requests()
+        .recent_outputs(purpose, model, ALLOWANCE_SAMPLES)
+        .await?;
+    Ok(learned_allowance(&outputs, app.config.billing.output_percentile))
 }
 
 /// What planned requests are expected to cost, and the output each was priced at.
@@ -143,12 +148,7 @@ pub(crate) async fn expected_usd(app: &App, requests: &[memsift_store::NewReques
         let allowance = match learned.get(&key) {
             Some(allowance) => *allowance,
             None => {
-                let outputs = app
-                    .store
-                    .requests()
-                    .recent_outputs(request.purpose, &llm.model, ALLOWANCE_SAMPLES)
-                    .await?;
-                let allowance = learned_allowance(&outputs, app.config.billing.output_percentile);
+                let allowance = learned_from_recent_answers(app, request.purpose, &llm.model).await?;
                 learned.insert(key, allowance);
                 allowance
             }

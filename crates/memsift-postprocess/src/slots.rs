@@ -131,14 +131,18 @@ pub(crate) fn slot_fact(text: &str) -> Option<SlotFact> {
         return None;
     }
     let words = tokens(text);
+    let phrases: Vec<(Vec<&str>, Slot, Tense)> = PHRASES
+        .iter()
+        .map(|&(phrase, slot, tense)| (phrase.split(' ').collect(), slot, tense))
+        .collect();
     for start in 0..words.len() {
-        for &(phrase, slot, tense) in PHRASES {
-            let phrase_words: Vec<&str> = phrase.split(' ').collect();
+        for (phrase_words, slot, tense) in &phrases {
+            let (slot, tense) = (*slot, *tense);
             let end = start + phrase_words.len();
             if end > words.len()
                 || words[start..end]
                     .iter()
-                    .zip(&phrase_words)
+                    .zip(phrase_words)
                     .any(|(word, want)| word != want)
             {
                 continue;

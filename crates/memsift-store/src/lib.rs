@@ -194,9 +194,7 @@ impl StoreError {
 /// A failed statement in one line; SQLite's write lock running out says who holds it and what
 /// to do, since "database is locked" alone leaves a user guessing.
 fn describe_sql(error: &sqlx::Error) -> String {
-    let sqlite_busy = matches!(error, sqlx::Error::Database(db)
-        if matches!(db.code().as_deref(), Some("5" | "6" | "261" | "517")));
-    if sqlite_busy {
+    if matches!(error, sqlx::Error::Database(db) if is_sqlite_busy(db.as_ref())) {
         return format!(
             "the SQLite database is busy: another process (the daemon, `memsift run` or `import`) held its write lock past \
              the busy timeout; nothing was written, so run this again once it is done, or use PostgreSQL for several \
@@ -206,14 +204,17 @@ fn describe_sql(error: &sqlx::Error) -> String {
     format!("database error: {error}")
 }
 
+/// SQLite `SQLITE_BUSY`/`SQLITE_LOCKED` and their extended codes: another writer held the lock.
+fn is_sqlite_busy(error: &dyn sqlx::error::DatabaseError) -> bool {
+    matches!(error.code().as_deref(), Some("5" | "6" | "261" | "517"))
+}
+
 /// SQLite `SQLITE_BUSY`/`SQLITE_LOCKED`, PostgreSQL connection, serialization and deadlock
 /// failures, and admin shutdowns: conditions of the database, not of the statement.
 fn is_busy_or_lost(error: &dyn sqlx::error::DatabaseError) -> bool {
     let code = error.code();
     let code = code.as_deref().unwrap_or_default();
-    matches!(code, "5" | "6" | "261" | "517")
-        || code.starts_with("08")
-        || matches!(code, "40001" | "40P01" | "57P01" | "57P02" | "57P03")
+    is_sqlite_busy(error) || code.starts_with("08") || matches!(code, "40001" | "40P01" | "57P01" | "57P02" | "57P03")
 }
 
 /// A result with [`StoreError`].

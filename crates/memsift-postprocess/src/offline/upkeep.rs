@@ -176,31 +176,19 @@ const MIN_TYPO_NAME_CHARS: usize = 6;
 /// Whether `name` is `other` typed wrong (case aside): two neighbouring letters swapped ("San
 /// Francsico"), or, for anything but a person, one letter left out or added before the last
 /// ("Philadelpia", "Barcellona"). A letter replaced by another is not taken ("Carolina" and
-/// "Caroline" are two names), nor a person's letter more or less ("Daniel", "Daniela").
+/// "Caroline" are two names), nor a person's letter more or less ("Daniel", "Daniela"), nor a
+/// letter more at the end ("Marian", "Mariana").
 fn is_misspelling(name: &str, other: &str, kind: &str) -> bool {
-    let (a, b): (Vec<char>, Vec<char>) = (
-        name.trim().to_lowercase().chars().collect(),
-        other.trim().to_lowercase().chars().collect(),
-    );
-    if a == b || a.len().min(b.len()) < MIN_TYPO_NAME_CHARS {
+    let (a, b) = (name.trim().to_lowercase(), other.trim().to_lowercase());
+    let (a_len, b_len) = (a.chars().count(), b.chars().count());
+    if a == b || a_len.min(b_len) < MIN_TYPO_NAME_CHARS || strsim::osa_distance(&a, &b) != 1 {
         return false;
     }
-    let differ: Vec<usize> = (0..a.len().min(b.len())).filter(|&at| a[at] != b[at]).collect();
-    if a.len() == b.len() {
-        return matches!(differ[..], [first, second] if second == first + 1 && a[first] == b[second] && a[second] == b[first]);
-    }
-    if kind.eq_ignore_ascii_case("person") {
-        return false;
-    }
-    let (short, long) = if a.len() < b.len() { (&a, &b) } else { (&b, &a) };
-    long.len() == short.len() + 1
-        && (0..long.len() - 1).any(|skip| {
-            long.iter()
-                .enumerate()
-                .filter(|&(at, _)| at != skip)
-                .map(|(_, letter)| letter)
-                .eq(short.iter())
-        })
+    // One edit apart: a swap keeps the length and is two edits without transpositions.
+    let swapped = a_len == b_len && strsim::levenshtein(&a, &b) == 2;
+    let (short, long) = if a_len < b_len { (&a, &b) } else { (&b, &a) };
+    let inner_letter = a_len != b_len && !long.starts_with(short.as_str());
+    swapped || (inner_letter && !kind.eq_ignore_ascii_case("person"))
 }
 
 /// A name of two to five capital letters (digits allowed after the first): "ER", "UK", "NASA".
