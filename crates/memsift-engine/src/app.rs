@@ -16,7 +16,7 @@ use memsift_store::{Store, StoreOptions, redact};
 
 use crate::context::ApplyContext;
 use crate::embedding::Vectors;
-use crate::lexicon::Lexicons;
+use crate::held::IndexHolder;
 use crate::setup::{connectable_url, load_erasure_key};
 use crate::wait::{SleepWaiter, Waiter};
 
@@ -48,10 +48,10 @@ pub struct App {
     pub coordinator: Option<Arc<BatchCoordinator>>,
     /// How `run --until-idle` waits for work due later.
     pub waiter: Arc<dyn Waiter>,
-    /// The embedder (loaded on first use) and per-user exact vector indexes.
+    /// The embedder (loaded on first use).
     pub vectors: Arc<Vectors>,
-    /// Per-user lexical indexes over memory texts, for search.
-    pub lexicons: Arc<Lexicons>,
+    /// Every user's search indexes held in memory (vectors and lexicons), under `[search] held_mb`.
+    pub held: Arc<IndexHolder>,
     /// Every provider lane's breaker, fed by every lane and the coordinator, read by routing.
     pub health: Arc<HealthBoard>,
     /// One rate limiter per provider and model, shared by every lane and route of the process.
@@ -127,7 +127,8 @@ impl App {
         let prices = PriceTable {
             models: config.prices.clone(),
         };
-        let vectors = Arc::new(Vectors::new(&config.embeddings, Arc::clone(&clock)));
+        let held = Arc::new(IndexHolder::with_megabytes(config.search.held_mb));
+        let vectors = Arc::new(Vectors::new(&config.embeddings, Arc::clone(&clock), Arc::clone(&held)));
         let health = router.health();
         let limiter = shared_limiter(&config);
         let coordinator = build_coordinator(
@@ -154,7 +155,7 @@ impl App {
             coordinator,
             waiter,
             vectors,
-            lexicons: Arc::default(),
+            held,
             health,
             limiter,
             registered: Arc::default(),

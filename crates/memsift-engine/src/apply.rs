@@ -413,13 +413,7 @@ async fn vector_stage(
     let index = ctx.vectors.fresh_index(&ctx.store, user_id).await?;
     let neighbours = vectors
         .iter()
-        .map(|vector| {
-            Ok(index
-                .search(vector, VECTOR_NEIGHBOURS)?
-                .into_iter()
-                .map(|neighbour| (neighbour.memory_id, neighbour.score))
-                .collect())
-        })
+        .map(|vector| Ok(index.nearest(vector, VECTOR_NEIGHBOURS)?))
         .collect::<anyhow::Result<Vec<Vec<(MemoryId, f32)>>>>()?;
     let mut by_response_index: HashMap<usize, Vec<f32>> = output
         .item_indices

@@ -25,9 +25,9 @@ use memsift_core::{Clock, MemoryId, MessageId, SegmentId, UserId};
 use memsift_embed::model::{ModelError, default_model_dir, verify};
 use memsift_embed::{Embedder, HashingEmbedder, HttpEmbedder, MiniLmEmbedder, StaticEmbedder};
 use memsift_llm::ClientOptions;
-use memsift_store::{Store, VectorCache, VectorIndex};
+use memsift_store::Store;
 
-use crate::turn_index::TurnIndex;
+use crate::held::{IndexHolder, MemoryVectors, ModelKey, TurnVectors};
 
 /// Vectors of recent texts kept in memory: an item embedded ahead for a page of answers, then
 /// again by its own apply, and a text repeated across answers, are each embedded once.
@@ -84,11 +84,12 @@ pub enum EmbedderUnavailable {
     },
 }
 
-/// The embedder (loaded on first need, released when idle) and the per-user vector indexes built
-/// from its vectors.
+/// The embedder (loaded on first need, released when idle), and the per-user vector indexes built
+/// from its vectors, which live in the read side's [`IndexHolder`].
 pub struct Vectors {
     config: EmbeddingsConfig,
     clock: Arc<dyn Clock>,
+    held: Arc<IndexHolder>,
     state: Mutex<State>,
     // Serialises loading, so two callers needing the embedder at once load it once.
     loading: tokio::sync::Mutex<()>,
@@ -108,9 +109,7 @@ struct State {
 
 struct Loaded {
     embedder: Arc<dyn Embedder>,
-    cache: VectorCache,
     recent: Mutex<Recent>,
-    turns: Mutex<HashMap<UserId, Arc<TurnIndex>>>,
 }
 
 impl std::fmt::Debug for Vectors {
@@ -129,12 +128,13 @@ impl std::fmt::Debug for Vectors {
 
 impl Vectors {
     /// Vectors from the configured backend, loaded when first needed; `clock` dates each use for
-    /// [`Vectors::unload_if_idle`].
-    pub fn new(config: &EmbeddingsConfig, clock: Arc<dyn Clock>) -> Self {
+    /// [`Vectors::unload_if_idle`]; the per-user indexes are kept in `held`.
+    pub fn new(config: &EmbeddingsConfig, clock: Arc<dyn Clock>, held: Arc<IndexHolder>) -> Self {
         let now = clock.now();
         Self {
             config: config.clone(),
             clock,
+            held,
             state: Mutex::new(State {
                 loaded: None,
                 last_used: now,
@@ -269,6 +269,8 @@ impl Vectors {
         };
         // Dropped outside the lock: freeing the model's tensors takes a moment.
         let Some(released) = released else { return false };
+        // Nothing was searched or written for as long: the indexes go with the model.
+        self.held.clear();
         tracing::info!(
             model = released.embedder.model_id(),
             idle_unload_secs = idle_after,
@@ -348,17 +350,42 @@ impl Vectors {
         Ok(out)
     }
 
-    /// `user_id`'s exact index, current with the database. Active memories that lack a vector of
-    /// this model (imported, written before embeddings were on, or made by another model) are
-    /// embedded and stored first, so the index covers every active memory and dedupe stays exact.
-    pub async fn fresh_index(&self, store: &Store, user_id: UserId) -> anyhow::Result<Arc<VectorIndex>> {
-        let loaded = self.loaded().await?;
-        let cache = &loaded.cache;
-        let (index, missing) = cache.fresh(store, user_id).await?;
-        if missing.is_empty() {
-            return Ok(index);
+    /// The model key of the loaded embedder.
+    fn model_key(loaded: &Loaded) -> ModelKey {
+        ModelKey {
+            model_id: loaded.embedder.model_id().into(),
+            dimension: loaded.embedder.dimension(),
         }
-        let memories = store.segments().active_memory_texts(user_id, &missing).await?;
+    }
+
+    /// `user_id`'s exact memory index, current with the database. Active memories that lack a
+    /// vector of this model (imported, written before embeddings were on, or made by another
+    /// model) are embedded and stored first, so the index covers every active memory and dedupe
+    /// stays exact.
+    pub async fn fresh_index(&self, store: &Store, user_id: UserId) -> anyhow::Result<Arc<MemoryVectors>> {
+        let version = store.vectors().memory_version(user_id).await?;
+        self.memory_index_at(store, user_id, version).await
+    }
+
+    /// [`Vectors::fresh_index`] at a memory version the caller read.
+    pub async fn memory_index_at(
+        &self,
+        store: &Store,
+        user_id: UserId,
+        version: i64,
+    ) -> anyhow::Result<Arc<MemoryVectors>> {
+        let key = Self::model_key(&*self.loaded().await?);
+        let part = self
+            .held
+            .current::<MemoryVectors>(store, user_id, &key, version)
+            .await?;
+        if part.needs_embedding.is_empty() {
+            return Ok(part);
+        }
+        let memories = store
+            .segments()
+            .active_memory_texts(user_id, &part.needs_embedding)
+            .await?;
         let vectors = self
             .embed(
                 memories.iter().map(|(_, text)| text.clone()).collect(),
@@ -366,32 +393,34 @@ impl Vectors {
             )
             .await?;
         let written: Vec<_> = memories.into_iter().map(|(id, _)| id).zip(vectors).collect();
-        store
+        let version = store
             .vectors()
-            .set_memory_embeddings(user_id, cache.model_id(), &written)
+            .set_memory_embeddings(user_id, &key.model_id, &written)
             .await?;
-        tracing::info!(%user_id, n_memories = written.len(), model = cache.model_id(), "Embedded memories that had no vector of this model.");
-        // A memory archived or written meanwhile is picked up by the next call; one reload is enough.
-        Ok(cache.fresh(store, user_id).await?.0)
+        tracing::info!(%user_id, n_memories = written.len(), model = &*key.model_id, "Embedded memories that had no vector of this model.");
+        // A memory archived or written meanwhile is picked up by the next call; one more read is enough.
+        self.held.current::<MemoryVectors>(store, user_id, &key, version).await
     }
 
-    /// Drops every in-memory copy of what `user_id` wrote, after an erasure: their memory vector
-    /// index and turn index, and the recent-vector cache whole (it is keyed by hashes of texts of
-    /// every user, so which are theirs is not known; it fills again from the next texts).
+    /// `user_id`'s turn vectors of this model, current at the turn version the caller read.
+    pub async fn turn_index_at(
+        &self,
+        store: &Store,
+        user_id: UserId,
+        version: i64,
+    ) -> anyhow::Result<Arc<TurnVectors>> {
+        let key = Self::model_key(&*self.loaded().await?);
+        self.held.current::<TurnVectors>(store, user_id, &key, version).await
+    }
+
+    /// Drops every in-memory copy of what `user_id` wrote, after an erasure: everything the
+    /// holder keeps of theirs, and the recent-vector cache whole (it is keyed by hashes of texts
+    /// of every user, so which are theirs is not known; it fills again from the next texts).
     pub fn forget_user(&self, user_id: UserId) {
+        self.held.forget(user_id);
         if let Some(loaded) = self.state().loaded.clone() {
-            loaded.cache.forget(user_id);
-            loaded.turns().remove(&user_id);
             *loaded.recent() = Recent::default();
         }
-    }
-
-    /// Whether this process holds `user_id`'s turn index.
-    pub fn holds_turns(&self, user_id: UserId) -> bool {
-        self.state()
-            .loaded
-            .as_ref()
-            .is_some_and(|loaded| loaded.turns().contains_key(&user_id))
     }
 
     /// How many texts' vectors the recent-vector cache holds (0 while the embedder is released).
@@ -399,12 +428,12 @@ impl Vectors {
         self.state().loaded.as_ref().map_or(0, |loaded| loaded.recent().len())
     }
 
-    /// Moves `user_id`'s cached index forward over vectors this process just wrote at
-    /// `memory_version`; nothing to do when the embedder was released meanwhile.
+    /// Moves `user_id`'s held memory index forward over vectors this process just wrote at
+    /// `memory_version`; it is dropped (and read again when next needed) when another writer
+    /// moved the version in between.
     pub fn record_embeddings(&self, user_id: UserId, written: &[(MemoryId, &[f32])], memory_version: i64) {
-        if let Some(loaded) = self.state().loaded.clone() {
-            loaded.cache.record_embeddings(user_id, written, memory_version);
-        }
+        self.held
+            .update::<MemoryVectors>(user_id, |part| part.record(written, memory_version));
     }
 }
 
@@ -415,42 +444,6 @@ impl Vectors {
 pub const TURN_PAGE: i64 = 256;
 
 impl Vectors {
-    /// `user_id`'s turn index. When the database's turn version has moved it is brought forward
-    /// by the vectors stamped since it was read, unless turns went away meanwhile (erasure), which
-    /// reads it again whole.
-    pub async fn turn_index(&self, store: &Store, user_id: UserId) -> anyhow::Result<Arc<TurnIndex>> {
-        let loaded = self.loaded().await?;
-        let model_id = loaded.embedder.model_id();
-        let version = store.vectors().turn_version(user_id).await?;
-        let cached = loaded.turns().get(&user_id).cloned();
-        if let Some(index) = cached.as_ref().filter(|index| index.version == version) {
-            return Ok(Arc::clone(index));
-        }
-        let mut base = cached.filter(|index| index.version < version);
-        let mut read = store
-            .vectors()
-            .user_turn_vectors(user_id, model_id, base.as_ref().map(|index| index.version))
-            .await?;
-        // The floor read with the rows decides: one read before them could miss an erasure.
-        if base.as_ref().is_some_and(|index| !read.state.can_extend(index.version)) {
-            base = None;
-            read = store.vectors().user_turn_vectors(user_id, model_id, None).await?;
-        }
-        let index = Arc::new(match base {
-            Some(base) => {
-                // Taken out of the cache first, so that unless a search still reads it, it is
-                // brought forward in place instead of copied.
-                loaded.turns().remove(&user_id);
-                let mut index = Arc::try_unwrap(base).unwrap_or_else(|shared| (*shared).clone());
-                index.merge(read.state.version, read.rows);
-                index
-            }
-            None => TurnIndex::new(read.state.version, loaded.embedder.dimension(), read.rows),
-        });
-        loaded.turns().insert(user_id, Arc::clone(&index));
-        Ok(index)
-    }
-
     /// The stored vectors of `turns` (messages of `segment_id`), in their order, when every one
     /// has a vector of the configured embedder's model; `None` otherwise. Reads what search
     /// indexing stored and embeds nothing; the embedder is loaded only when every turn has some
@@ -514,18 +507,10 @@ impl Vectors {
 }
 
 impl Loaded {
-    fn turns(&self) -> MutexGuard<'_, HashMap<UserId, Arc<TurnIndex>>> {
-        self.turns
-            .lock()
-            .expect("the turn indexes' lock is never poisoned: nothing panics while holding it")
-    }
-
     fn new(embedder: Arc<dyn Embedder>) -> Self {
         Self {
-            cache: VectorCache::new(embedder.model_id(), embedder.dimension()),
             embedder,
             recent: Mutex::new(Recent::default()),
-            turns: Mutex::new(HashMap::new()),
         }
     }
 
@@ -669,9 +654,7 @@ pub async fn reembed(
     page: i64,
     progress: &(dyn Fn(u64) + Sync),
 ) -> anyhow::Result<ReembedReport> {
-    let loaded = vectors.loaded().await?;
-    let embedder = Arc::clone(&loaded.embedder);
-    let cache = &loaded.cache;
+    let embedder = vectors.embedder().await?;
     let mut report = ReembedReport {
         model_id: embedder.model_id().to_owned(),
         ..ReembedReport::default()
@@ -704,7 +687,6 @@ pub async fn reembed(
                 .vectors()
                 .set_memory_embeddings(user_id, embedder.model_id(), &written)
                 .await?;
-            cache.forget(user_id);
             users.insert(user_id);
         }
         report.n_memories += batch.len() as u64;

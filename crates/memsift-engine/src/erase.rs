@@ -20,7 +20,6 @@ pub async fn erase_user(app: &App, user: &str) -> anyhow::Result<ErasureReceipt>
     if let Some(user_id) = user_id {
         // No word of an erased memory stays in this process's search indexes either, nor a
         // vector of their texts.
-        app.lexicons.forget(user_id);
         app.vectors.forget_user(user_id);
         // Nor in a SQLite connection's page cache of the pages as they were.
         app.store.close_idle_connections().await;

@@ -5,8 +5,8 @@
 //!
 //! Modules import in one direction, from the bottom up:
 //! - shared context: [`setup`] (where the database, configuration and keys come from), [`wait`],
-//!   [`timings`], [`turn_index`], [`embedding`], [`lexicon`], [`context`] (what an apply reads and returns), then
-//!   [`app`];
+//!   [`timings`], [`lexicon`], [`held`] (every user's search indexes under one budget), [`embedding`],
+//!   [`context`] (what an apply reads and returns), then [`app`];
 //! - what works on the context: [`budget`], [`health`] (lane breakers), [`erase`], [`ingest`];
 //! - the post-processing [`stages`], then the one [`apply`] path that also dispatches to them;
 //! - the [`pipeline`] on top, which steps everything;
@@ -21,6 +21,7 @@ pub mod context;
 pub mod embedding;
 pub mod erase;
 pub mod health;
+pub mod held;
 pub mod ingest;
 pub mod lexicon;
 pub mod pipeline;
@@ -31,5 +32,4 @@ pub mod stages;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod timings;
-pub mod turn_index;
 pub mod wait;

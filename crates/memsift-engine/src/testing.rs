@@ -68,6 +68,20 @@ pub fn test_config() -> Config {
     Config::from_layers(Some(("test overlay", HASHING))).unwrap()
 }
 
+/// `app` with its search indexes held under a budget of `bytes` (the configured one is counted in
+/// megabytes; a test of the budget needs users of a few kilobytes to pass it).
+pub fn with_held_budget(app: &App, bytes: usize) -> App {
+    let held = Arc::new(crate::held::IndexHolder::new(bytes));
+    let mut app = app.clone();
+    app.vectors = Arc::new(crate::embedding::Vectors::new(
+        &app.config.embeddings,
+        Arc::clone(&app.clock),
+        Arc::clone(&held),
+    ));
+    app.held = held;
+    app
+}
+
 /// `app` with its immediate-lane clients retrying on a virtual clock: a test of failing calls
 /// counts their retries without waiting seconds for each.
 pub fn with_virtual_retries(app: &App) -> App {

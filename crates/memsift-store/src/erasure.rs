@@ -90,7 +90,6 @@ impl Erasure<'_> {
             .map_err(|error| StoreError::Invalid(format!("user `{}`: {error}", user_external_id.escape_debug())))?;
         let user_external_id = user_external_id.as_str();
         let user_key = key.user_key(user_external_id);
-        let kind = self.kind();
         let receipt = self
             .write(async |tx| {
                 let Some(user_id) = tx.lock_user_to_erase(user_external_id, &user_key, now).await? else {
@@ -114,7 +113,7 @@ impl Erasure<'_> {
                 receipt.n_requests_ended = n_requests_ended;
                 tx.record_erased_facts(user_id, &user_key, key, fact_keys, now).await?;
                 receipt.n_provider_batches_pending = tx.scrub_requests(user_id).await?;
-                tx.delete_user_rows(user_id, kind, &mut receipt).await?;
+                tx.delete_user_rows(user_id, &mut receipt).await?;
                 // The external id is the person's identifier in the host app: replaced by an opaque one.
                 // Their erased facts hang off its keyed fingerprint, not off this row.
                 // Turns went away: the floor moves with the version, so no cached turn index is
@@ -421,7 +420,7 @@ impl WriteTx {
 
     /// Deletes the user's journal, memories, entities and segments (links, evidence, joins and
     /// messages go with them by `ON DELETE CASCADE`), counting them into `receipt`.
-    async fn delete_user_rows(&mut self, user_id: &str, kind: BackendKind, receipt: &mut ErasureReceipt) -> Result<()> {
+    async fn delete_user_rows(&mut self, user_id: &str, receipt: &mut ErasureReceipt) -> Result<()> {
         receipt.n_operations = self
             .execute(sql!("DELETE FROM operations WHERE user_id = $1", user_id))
             .await? as i64;
@@ -434,18 +433,6 @@ impl WriteTx {
         receipt.n_segments = self
             .execute(sql!("DELETE FROM segments WHERE user_id = $1", user_id))
             .await? as i64;
-        // FTS5 keeps a deleted row's terms in its index segments until they are merged:
-        // merging every segment now leaves no term of the erased text in the index.
-        if kind == BackendKind::Sqlite {
-            for index in ["memories_fts", "messages_fts"] {
-                let merge = format!("INSERT INTO {index}({index}) VALUES ('optimize')");
-                self.execute(crate::tx::Statement {
-                    sql: &merge,
-                    args: Vec::new(),
-                })
-                .await?;
-            }
-        }
         Ok(())
     }
 }

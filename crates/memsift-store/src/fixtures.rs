@@ -420,44 +420,6 @@ impl Store {
                 found.push((table, column));
             }
         }
-        found.extend(self.find_term_in_lexical_indexes(needle).await?);
-        Ok(found)
-    }
-
-    /// Test support (erasure audits): the FTS5 indexes whose vocabulary holds a term starting with
-    /// `needle`'s first six letters (terms are stemmed, and a deleted row's terms stay in the
-    /// index's segments until they are merged, where no column read can see them); empty on
-    /// PostgreSQL, whose index entries go with their rows.
-    async fn find_term_in_lexical_indexes(&self, needle: &str) -> Result<Vec<(String, String)>> {
-        if self.kind() != crate::BackendKind::Sqlite {
-            return Ok(Vec::new());
-        }
-        let prefix: String = needle
-            .to_lowercase()
-            .chars()
-            .filter(|c| c.is_alphanumeric())
-            .take(6)
-            .collect();
-        if prefix.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut found = Vec::new();
-        for index in ["memories_fts", "messages_fts"] {
-            // fts5vocab lists the index's own terms; it lives in `temp`, on this transaction's
-            // connection, so it is made and read in one transaction.
-            let create =
-                format!("CREATE VIRTUAL TABLE IF NOT EXISTS temp.{index}_vocab USING fts5vocab(main, {index}, row)");
-            let select = format!("SELECT COUNT(*) FROM temp.{index}_vocab WHERE term LIKE $1");
-            let n: i64 = self
-                .write(async |tx| {
-                    tx.execute(sql!(&create)).await?;
-                    tx.scalar_one(sql!(&select, format!("{prefix}%"))).await
-                })
-                .await?;
-            if n > 0 {
-                found.push((format!("{index} (index terms)"), "term".to_owned()));
-            }
-        }
         Ok(found)
     }
 
@@ -705,7 +667,9 @@ impl Store {
     /// first use) with embeddings of `model_id`, written in transactions of 1,000 rows; the user's
     /// memory version is bumped once per transaction, as an apply would. Each memory rests on a
     /// turn of its own saying its text, with the same vector, twenty turns to a conversation, so
-    /// the turn signals and what was said next to a result have as many turns to read.
+    /// the turn signals and what was said next to a result have as many turns to read. Turns are
+    /// stamped with the turn version the transaction ends at, as ingest stamps them, so a held
+    /// turn index is brought forward by them.
     pub async fn insert_bench_memories(
         &self,
         user_external_id: &str,
@@ -747,8 +711,9 @@ impl Store {
                     let message_id = memsift_core::MessageId::new_v7();
                     tx.execute(sql!(
                         "INSERT INTO messages (id, user_id, segment_id, seq, role, content, created_at, dedupe_key,
-                                               referenced_memory_ids, embedding, embedding_model)
-                         VALUES ($1, $2, $3, $4, 'user', $5, $6, $7, $8, $9, $10)",
+                                               referenced_memory_ids, embedding, embedding_model, turn_stamp)
+                         VALUES ($1, $2, $3, $4, 'user', $5, $6, $7, $8, $9, $10,
+                                 (SELECT turn_version + 1 FROM users WHERE id = $2))",
                         message_id,
                         &user_id,
                         segment_id,

@@ -77,7 +77,7 @@ pub use requests::{ApplyFailure, NewRequest, ReplanReport, RequestUsage, StoredO
 pub use revisions::{MemoryState, Revised, Revision};
 pub use schedules::ScheduleRow;
 pub use scoring::{ScoringPolicy, ScoringReport, importance};
-pub use search::{MemoryCard, MemoryTexts, TurnCard, TurnText};
+pub use search::{MemoryCard, MemoryTexts, ReadSnapshot, TurnCard, TurnText};
 pub use segments::{ClaimedSegment, SegmentTurn};
 pub use spend::{RecentOutput, Spend};
 pub use stage::{
@@ -85,12 +85,9 @@ pub use stage::{
     Replacement, ReviewMemory, RunCap, StageApplied, StageMemory, StageOutcome, share_cap,
 };
 pub use turn_vectors::{StampState, TurnToEmbed, UserTurnVectors};
-pub use tx::{storable_json, storable_text};
+pub use tx::{statements_run, storable_json, storable_text};
 pub use undo::Undone;
-pub use vectors::{
-    ChangedVectors, LoadedIndex, MemoryToEmbed, MemoryVector, Neighbour, UserVectors, VectorCache, VectorIndex,
-    VectorIndexError, dot, vector_from_le_bytes, vector_to_le_bytes,
-};
+pub use vectors::{ChangedVectors, MemoryToEmbed, MemoryVector, UserVectors, vector_from_le_bytes, vector_to_le_bytes};
 pub use workers::{HeldClaims, WorkerIdentity};
 
 static SQLITE_MIGRATOR: Migrator = sqlx::migrate!("../../migrations/sqlite");

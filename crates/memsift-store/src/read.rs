@@ -95,6 +95,7 @@ fn skip_until(chars: &mut std::iter::Peekable<std::str::Chars<'_>>, end: char) {
 macro_rules! on_read_pool {
     ($store:expr, $statement:expr, $query:expr, $fetch:ident) => {{
         read_only($statement.sql)?;
+        crate::tx::count_statement();
         match &$store.backend {
             Backend::Sqlite(pool) => bind_args!($query($statement.sql), $statement.args).$fetch(pool).await?,
             Backend::Postgres(pool) => bind_args!($query($statement.sql), $statement.args).$fetch(pool).await?,

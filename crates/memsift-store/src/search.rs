@@ -1,11 +1,10 @@
-//! The read side's queries: lexical matches over memory texts and uncited turns, entities and
-//! times a query names, and each result's card (text, evidence turns, entities, links).
+//! The read side's queries: the texts its in-memory lexicons are built and brought forward from,
+//! the entities and times a query names, and each result's card (text, evidence turns, entities,
+//! links). Every query here is scoped by user in its SQL.
 //!
-//! The lexical index is SQLite FTS5 (external content, so each text is stored once, with the
-//! Porter stemmer; ranked by BM25) or PostgreSQL full text (a generated `tsvector` with a GIN
-//! index, English configuration; ranked by `ts_rank_cd`). Both are kept by the database itself in
-//! the transaction that writes the row (triggers; a generated column), so no write path can
-//! forget them. Every query here is scoped by user in its SQL.
+//! There is no full-text index in the database: BM25 over a user's memories and turns is ranked
+//! in memory, with that user's own statistics (see the engine's lexicon), and migration 0026
+//! dropped the FTS5 tables and `tsvector` columns that nothing read.
 
 use std::collections::BTreeSet;
 
@@ -27,6 +26,20 @@ pub struct MemoryTexts {
     pub changed: Vec<(MemoryId, String, String)>,
     /// Memories that stopped being active (archived, superseded).
     pub gone: Vec<MemoryId>,
+    /// The turns each changed memory cites: (memory, message id), in the order they were said.
+    pub evidence: Vec<(MemoryId, String)>,
+}
+
+/// What a search reads first, in one statement: whose store it is and where both of its stamps
+/// stand, so every index the search uses is checked against the same moment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReadSnapshot {
+    /// The user.
+    pub user_id: UserId,
+    /// Their memory version and floor.
+    pub memories: StampState,
+    /// Their turn version and floor.
+    pub turns: StampState,
 }
 
 /// A memory as a search result shows it.
@@ -95,24 +108,6 @@ fn ids_arg<T: ToString>(ids: impl IntoIterator<Item = T>) -> Arg {
     Arg::json(&ids)
 }
 
-/// The lexical query for `terms`, any of which may match: FTS5 quoted strings joined by `OR`
-/// (a quoted string is matched as text, never as query syntax), or words joined by `or` for
-/// PostgreSQL's `websearch_to_tsquery`, which reads any text without a syntax error.
-fn lexical_query(kind: BackendKind, terms: &[String]) -> String {
-    match kind {
-        BackendKind::Sqlite => terms
-            .iter()
-            .map(|term| format!("\"{}\"", term.replace('"', "\"\"")))
-            .collect::<Vec<_>>()
-            .join(" OR "),
-        BackendKind::Postgres => terms
-            .iter()
-            .map(|term| term.replace(['"', '-', '\''], " "))
-            .collect::<Vec<_>>()
-            .join(" or "),
-    }
-}
-
 /// `column` as a filter that the query planner must not pick an index for. Card and link queries
 /// name a hundred ids at most and check the user as well; without statistics (a fresh or freshly
 /// filled table) both planners preferred the user's index and read all their rows (10k memories,
@@ -149,36 +144,28 @@ fn turn_card(row: TurnRow) -> TurnCard {
 }
 
 impl Search<'_> {
-    /// `user_id`'s active memories matching any of `terms`, best first, with a score where higher
-    /// is better (BM25 negated on SQLite, `ts_rank_cd` on PostgreSQL).
-    pub async fn lexical_memories(self, user_id: UserId, terms: &[String], limit: i64) -> Result<Vec<(MemoryId, f64)>> {
-        if terms.is_empty() {
-            return Ok(Vec::new());
-        }
-        let query = lexical_query(self.kind(), terms);
-        let sql = match self.kind() {
-            BackendKind::Sqlite => {
-                "SELECT m.id, -bm25(memories_fts) AS score FROM memories_fts
-                 JOIN memories m ON m.search_rowid = memories_fts.rowid
-                 WHERE memories_fts MATCH $1 AND m.user_id = $2 AND m.archived_at IS NULL
-                 ORDER BY bm25(memories_fts), m.id LIMIT $3"
-            }
-            BackendKind::Postgres => {
-                "SELECT m.id, CAST(ts_rank_cd(m.text_search, q) AS DOUBLE PRECISION) AS score
-                 FROM memories m, websearch_to_tsquery('english', $1) q
-                 WHERE m.text_search @@ q AND m.user_id = $2 AND m.archived_at IS NULL
-                 ORDER BY score DESC, m.id LIMIT $3"
-            }
-        };
-        let rows: Vec<(String, f64)> = self
-            .read_all(Statement {
-                sql,
-                args: vec![Arg::from(query), Arg::from(user_id), Arg::from(limit)],
-            })
+    /// `user`'s (external id) id and both stamp states, in one read; `None` for a user not stored.
+    pub async fn snapshot(self, user: &str) -> Result<Option<ReadSnapshot>> {
+        let row: Option<(String, i64, i64, i64, i64)> = self
+            .read_optional(crate::tx::sql!(
+                "SELECT id, memory_version, memory_floor, turn_version, turn_floor FROM users WHERE external_id = $1",
+                user
+            ))
             .await?;
-        rows.into_iter()
-            .map(|(id, score)| Ok((MemoryId::parse(&id).map_err(|error| corrupt("memories", error))?, score)))
-            .collect()
+        row.map(|(id, memory_version, memory_floor, turn_version, turn_floor)| {
+            Ok(ReadSnapshot {
+                user_id: UserId::parse(&id).map_err(|error| corrupt("users", error))?,
+                memories: StampState {
+                    version: memory_version,
+                    floor: memory_floor,
+                },
+                turns: StampState {
+                    version: turn_version,
+                    floor: turn_floor,
+                },
+            })
+        })
+        .transpose()
     }
 
     /// What a memory lexicon built at `since` must re-read (every active memory with `None`): the
@@ -191,7 +178,7 @@ impl Search<'_> {
         // (id, text, 1 when active). With `since`, the conditions are the user and the stamp
         // only, archived rows included: on PostgreSQL a generic plan otherwise took the user's
         // active-memory index and filtered every row of theirs by stamp (100 ms at 100k).
-        let (rows, evidence): (Vec<StampedText>, Vec<(String, String)>) = match since {
+        let (rows, evidence): (Vec<StampedText>, Vec<(String, String, String)>) = match since {
             None => (
                 self.read_all(crate::tx::sql!(
                     "SELECT id, text, CAST(1 AS BIGINT) FROM memories
@@ -200,7 +187,7 @@ impl Search<'_> {
                 ))
                 .await?,
                 self.read_all(crate::tx::sql!(
-                    "SELECT e.memory_id, msg.content FROM memory_evidence e
+                    "SELECT e.memory_id, msg.id, msg.content FROM memory_evidence e
                      JOIN memories m ON m.id = e.memory_id JOIN messages msg ON msg.id = e.message_id
                      WHERE m.user_id = $1 AND m.archived_at IS NULL ORDER BY msg.created_at, msg.seq",
                     user_id
@@ -216,7 +203,7 @@ impl Search<'_> {
                 ))
                 .await?,
                 self.read_all(crate::tx::sql!(
-                    "SELECT e.memory_id, msg.content FROM memories m
+                    "SELECT e.memory_id, msg.id, msg.content FROM memories m
                      JOIN memory_evidence e ON e.memory_id = m.id JOIN messages msg ON msg.id = e.message_id
                      WHERE m.user_id = $1 AND m.memory_stamp > $2 ORDER BY msg.created_at, msg.seq",
                     user_id,
@@ -225,16 +212,17 @@ impl Search<'_> {
                 .await?,
             ),
         };
+        let parse = |id: &str| MemoryId::parse(id).map_err(|error| corrupt("memories", error));
+        let mut texts = MemoryTexts::default();
         let mut said: std::collections::HashMap<String, String> = std::collections::HashMap::new();
-        for (id, content) in evidence {
+        for (id, message_id, content) in evidence {
+            texts.evidence.push((parse(&id)?, message_id));
             let joined = said.entry(id).or_default();
             if !joined.is_empty() {
                 joined.push('\n');
             }
             joined.push_str(&content);
         }
-        let parse = |id: &str| MemoryId::parse(id).map_err(|error| corrupt("memories", error));
-        let mut texts = MemoryTexts::default();
         for (id, text, active) in rows {
             if active == 1 {
                 let said = said.remove(&id).unwrap_or_default();
@@ -310,80 +298,6 @@ impl Search<'_> {
             ))
             .await?;
         Ok((state, names.into_iter().map(|(name,)| name).collect()))
-    }
-
-    /// `user_id`'s turns that no active memory cites, matching any of `terms`, best first.
-    pub async fn lexical_turns(self, user_id: UserId, terms: &[String], limit: i64) -> Result<Vec<(String, f64)>> {
-        if terms.is_empty() {
-            return Ok(Vec::new());
-        }
-        let query = lexical_query(self.kind(), terms);
-        let uncited = "NOT EXISTS (SELECT 1 FROM memory_evidence e JOIN memories m ON m.id = e.memory_id
-                        WHERE e.message_id = msg.id AND m.archived_at IS NULL)";
-        let sql = match self.kind() {
-            BackendKind::Sqlite => format!(
-                "SELECT msg.id, -bm25(messages_fts) AS score FROM messages_fts
-                 JOIN messages msg ON msg.search_rowid = messages_fts.rowid
-                 WHERE messages_fts MATCH $1 AND msg.user_id = $2 AND {uncited}
-                 ORDER BY bm25(messages_fts), msg.id LIMIT $3"
-            ),
-            BackendKind::Postgres => format!(
-                "SELECT msg.id, CAST(ts_rank_cd(msg.content_search, q) AS DOUBLE PRECISION) AS score
-                 FROM messages msg, websearch_to_tsquery('english', $1) q
-                 WHERE msg.content_search @@ q AND msg.user_id = $2 AND {uncited}
-                 ORDER BY score DESC, msg.id LIMIT $3"
-            ),
-        };
-        self.read_all(Statement {
-            sql: &sql,
-            args: vec![Arg::from(query), Arg::from(user_id), Arg::from(limit)],
-        })
-        .await
-    }
-
-    /// `user_id`'s active memories whose evidence turns match any of `terms`, ranked by their
-    /// best-matching turn: what was said can match a question a memory's wording no longer does.
-    pub async fn memories_by_evidence_text(
-        self,
-        user_id: UserId,
-        terms: &[String],
-        limit: i64,
-    ) -> Result<Vec<(MemoryId, f64)>> {
-        if terms.is_empty() {
-            return Ok(Vec::new());
-        }
-        let query = lexical_query(self.kind(), terms);
-        let sql = match self.kind() {
-            BackendKind::Sqlite => {
-                // FTS5's bm25() cannot be aggregated: the turns are ranked first, then grouped.
-                "SELECT m.id, MAX(hit.score) AS score FROM (
-                     SELECT msg.id AS message_id, -bm25(messages_fts) AS score FROM messages_fts
-                     JOIN messages msg ON msg.search_rowid = messages_fts.rowid
-                     WHERE messages_fts MATCH $1 AND msg.user_id = $2
-                     ORDER BY bm25(messages_fts) LIMIT $3 * 4
-                 ) hit
-                 JOIN memory_evidence e ON e.message_id = hit.message_id
-                 JOIN memories m ON m.id = e.memory_id
-                 WHERE m.archived_at IS NULL
-                 GROUP BY m.id ORDER BY score DESC, m.id LIMIT $3"
-            }
-            BackendKind::Postgres => {
-                "SELECT m.id, MAX(CAST(ts_rank_cd(msg.content_search, q) AS DOUBLE PRECISION)) AS score
-                 FROM messages msg, websearch_to_tsquery('english', $1) q, memory_evidence e, memories m
-                 WHERE msg.content_search @@ q AND msg.user_id = $2 AND e.message_id = msg.id
-                   AND m.id = e.memory_id AND m.archived_at IS NULL
-                 GROUP BY m.id ORDER BY score DESC, m.id LIMIT $3"
-            }
-        };
-        let rows: Vec<(String, f64)> = self
-            .read_all(Statement {
-                sql,
-                args: vec![Arg::from(query), Arg::from(user_id), Arg::from(limit)],
-            })
-            .await?;
-        rows.into_iter()
-            .map(|(id, score)| Ok((MemoryId::parse(&id).map_err(|error| corrupt("memories", error))?, score)))
-            .collect()
     }
 
     /// `user_id`'s active memories joined to an active entity whose every name word is among
@@ -482,37 +396,25 @@ impl Search<'_> {
         self.read_all(Statement { sql: &sql, args }).await
     }
 
-    /// Which of `turn_ids` (`user_id`'s messages) active memories cite, as (turn id, memory).
-    pub async fn turn_citations(self, user_id: UserId, turn_ids: &[String]) -> Result<Vec<(String, MemoryId)>> {
-        if turn_ids.is_empty() {
+    /// The importance of those of `ids` that are `user_id`'s active memories.
+    pub async fn importance_of(self, user_id: UserId, ids: &[MemoryId]) -> Result<Vec<(MemoryId, f64)>> {
+        if ids.is_empty() {
             return Ok(Vec::new());
         }
-        let user_check = not_indexed(self.kind(), "m.user_id");
-        let sql = match self.kind() {
-            BackendKind::Sqlite => format!(
-                "SELECT e.message_id, m.id FROM memory_evidence e JOIN memories m ON m.id = e.memory_id
-                 WHERE {user_check} = $1 AND m.archived_at IS NULL AND e.message_id{}",
-                in_set(self.kind(), 2)
-            ),
-            // Without statistics (a freshly filled table) PostgreSQL took the user's active
-            // memories for one row and read every one of them, probing the evidence for each (1 s
-            // a search at 10k memories). `OFFSET 0` keeps the memory lookup a subquery of its own,
-            // and the unindexed user check keeps it on the primary key (the user's index read
-            // every memory of theirs per probe, 10 ms at 1k), once per evidence row the turn ids
-            // find (2 ms).
-            BackendKind::Postgres => format!(
-                "SELECT e.message_id, m.id FROM memory_evidence e
-                 CROSS JOIN LATERAL (SELECT m.id FROM memories m
-                                     WHERE m.id = e.memory_id AND {user_check} = $1 AND m.archived_at IS NULL
-                                     OFFSET 0) m
-                 WHERE e.message_id{}",
-                in_set(self.kind(), 2)
-            ),
-        };
-        let args = vec![Arg::from(user_id), ids_arg(turn_ids)];
-        let rows: Vec<(String, String)> = self.read_all(Statement { sql: &sql, args }).await?;
+        let sql = format!(
+            "SELECT id, importance FROM memories WHERE {} = $1 AND archived_at IS NULL AND id{}",
+            not_indexed(self.kind(), "user_id"),
+            in_set(self.kind(), 2)
+        );
+        let args = vec![Arg::from(user_id), ids_arg(ids)];
+        let rows: Vec<(String, f64)> = self.read_all(Statement { sql: &sql, args }).await?;
         rows.into_iter()
-            .map(|(turn, id)| Ok((turn, MemoryId::parse(&id).map_err(|error| corrupt("memories", error))?)))
+            .map(|(id, importance)| {
+                Ok((
+                    MemoryId::parse(&id).map_err(|error| corrupt("memories", error))?,
+                    importance,
+                ))
+            })
             .collect()
     }
 
@@ -669,13 +571,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn lexical_queries_quote_every_term_so_no_text_is_query_syntax() {
-        let terms = vec!["caroline".to_owned(), "ne\"ar".to_owned(), "or".to_owned()];
-        assert_eq!(
-            lexical_query(BackendKind::Sqlite, &terms),
-            "\"caroline\" OR \"ne\"\"ar\" OR \"or\""
-        );
-        assert_eq!(lexical_query(BackendKind::Postgres, &terms), "caroline or ne ar or or");
+    fn an_id_set_is_one_bound_json_array_on_either_backend() {
         assert_eq!(in_set(BackendKind::Sqlite, 3), " IN (SELECT value FROM json_each($3))");
+        assert_eq!(
+            in_set(BackendKind::Postgres, 2),
+            " = ANY(ARRAY(SELECT jsonb_array_elements_text($2)))"
+        );
     }
 }

@@ -298,7 +298,8 @@ pub(crate) use bind_args;
 
 /// Runs `$body` with `$conn` bound to the open transaction's connection, whichever backend.
 macro_rules! on_tx {
-    ($tx:expr, |$conn:ident| $body:expr) => {
+    ($tx:expr, |$conn:ident| $body:expr) => {{
+        crate::tx::count_statement();
         match &mut $tx.connection {
             TxConnection::Sqlite(transaction) => {
                 let $conn = &mut **transaction;
@@ -309,7 +310,20 @@ macro_rules! on_tx {
                 $body
             }
         }
-    };
+    }};
+}
+
+/// Statements this process ran, reads and writes (`memsift_store_statements_total`): what a
+/// search or an apply costs the database, counted rather than guessed.
+static STATEMENTS_RUN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+pub(crate) fn count_statement() {
+    STATEMENTS_RUN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// How many statements this process has run on any store.
+pub fn statements_run() -> u64 {
+    STATEMENTS_RUN.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// A row type both backends can decode.

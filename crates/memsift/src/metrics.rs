@@ -1,9 +1,10 @@
 //! `GET /metrics`: store totals rendered in the Prometheus text format at scrape time.
 //!
 //! Every value is read from the store when scraped, so several daemons on one PostgreSQL database
-//! report the same numbers and nothing is lost on restart; only the embedder's three metrics are
-//! the serving process's own (whether it holds the model, how often it loaded it, how many texts
-//! it embedded and why). The names are
+//! report the same numbers and nothing is lost on restart; only the embedder's three metrics and
+//! the search indexes' six are the serving process's own (whether it holds the model, how often it
+//! loaded it, how many texts it embedded and why; what its search indexes hold against their
+//! budget and how each was found). The names are
 //! documented in docs/metrics.md; the API test checks each is present.
 //!
 //! Every label value comes from a closed set (a status, purpose, lane, temporal kind, drop reason,
@@ -14,12 +15,14 @@
 
 use memsift_core::drops::DropReason;
 use memsift_core::status::{Lane, Purpose, RequestStatus, SegmentStatus, Temporal};
-use memsift_engine::embedding::{EmbedPurpose, Vectors};
+use memsift_engine::app::App;
+use memsift_engine::embedding::EmbedPurpose;
+use memsift_engine::held::HeldStats;
 use memsift_store::{LaneHealthRow, MetricsSnapshot};
 use prometheus::{Encoder, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder};
 
 /// Every metric name this endpoint serves (the README and test list the same).
-pub const METRIC_NAMES: [&str; 16] = [
+pub const METRIC_NAMES: [&str; 22] = [
     "memsift_segments",
     "memsift_dead_letters",
     "memsift_requests",
@@ -36,6 +39,12 @@ pub const METRIC_NAMES: [&str; 16] = [
     "memsift_embedder_loaded",
     "memsift_embedder_loads_total",
     "memsift_texts_embedded_total",
+    "memsift_search_held_bytes",
+    "memsift_search_held_budget_bytes",
+    "memsift_search_held_users",
+    "memsift_search_index_reads_total",
+    "memsift_search_held_evictions_total",
+    "memsift_search_held_oversize_total",
 ];
 
 /// The serving process's embedder, as `/metrics` reports it.
@@ -47,18 +56,25 @@ pub struct EmbedderState {
     pub n_loads: u64,
     /// Texts this process handed to it, per purpose, in the order of `EmbedPurpose::ALL`.
     pub texts_embedded: [u64; EmbedPurpose::ALL.len()],
+    /// What its search indexes hold and how each was found.
+    pub held: HeldStats,
 }
 
 impl EmbedderState {
-    /// The state of `vectors` now.
-    pub fn of(vectors: &Vectors) -> EmbedderState {
+    /// The state of `app`'s embedder and search indexes now.
+    pub fn of(app: &App) -> EmbedderState {
+        let vectors = &app.vectors;
         EmbedderState {
             loaded: vectors.is_loaded(),
             n_loads: vectors.n_loads(),
             texts_embedded: EmbedPurpose::ALL.map(|purpose| vectors.n_embedded(purpose)),
+            held: app.held.stats(),
         }
     }
 }
+
+/// How a search index was found, the `outcome` label of `memsift_search_index_reads_total`.
+pub const INDEX_READ_OUTCOMES: [&str; 3] = ["hit", "forward", "build"];
 
 /// The per-lane breaker gauge: served once a lane's breaker has changed at least once.
 pub const LANE_BREAKER_METRIC: &str = "memsift_lane_breaker_state";
@@ -93,6 +109,7 @@ pub fn render(
     register_items_and_memories(&registry, snapshot)?;
     register_batch_latency(&registry, snapshot)?;
     register_embedder(&registry, embedder)?;
+    register_held(&registry, embedder.held)?;
 
     let up = IntGauge::new("memsift_up", "1 when the store answered this scrape.")?;
     up.set(1);
@@ -282,6 +299,65 @@ fn register_embedder(registry: &Registry, embedder: EmbedderState) -> prometheus
         texts.with_label_values(&[purpose.as_str()]).inc_by(n);
     }
     registry.register(Box::new(texts))?;
+    Ok(())
+}
+
+/// This process's search indexes: what they hold against `[search] held_mb`, and how each index a
+/// search or an apply used was found (held and current, brought forward, read whole).
+fn register_held(registry: &Registry, held: HeldStats) -> prometheus::Result<()> {
+    let gauges = [
+        (
+            "memsift_search_held_bytes",
+            "Bytes this process's per-user search indexes (vectors and lexicons) hold now.",
+            held.held_bytes,
+        ),
+        (
+            "memsift_search_held_budget_bytes",
+            "[search] held_mb in bytes: what the held indexes may hold together.",
+            held.budget_bytes,
+        ),
+        (
+            "memsift_search_held_users",
+            "Users with search indexes held in this process now.",
+            held.users,
+        ),
+    ];
+    for (name, help, value) in gauges {
+        let gauge = IntGauge::new(name, help)?;
+        gauge.set(i64::try_from(value).unwrap_or(i64::MAX));
+        registry.register(Box::new(gauge))?;
+    }
+    let reads = IntCounterVec::new(
+        Opts::new(
+            "memsift_search_index_reads_total",
+            "Per-user search indexes used, by how: hit (held and current), forward (brought forward by what changed), build (read whole).",
+        ),
+        &["outcome"],
+    )?;
+    for (outcome, n) in INDEX_READ_OUTCOMES
+        .into_iter()
+        .zip([held.hits, held.forwards, held.builds])
+    {
+        reads.with_label_values(&[outcome]).inc_by(n);
+    }
+    registry.register(Box::new(reads))?;
+    let counters = [
+        (
+            "memsift_search_held_evictions_total",
+            "Users whose held search indexes were dropped to stay under [search] held_mb (least recently searched first).",
+            held.evictions,
+        ),
+        (
+            "memsift_search_held_oversize_total",
+            "Indexes not held because their user alone passes [search] held_mb (each of their searches reads them whole).",
+            held.oversize,
+        ),
+    ];
+    for (name, help, value) in counters {
+        let counter = IntCounter::new(name, help)?;
+        counter.inc_by(value);
+        registry.register(Box::new(counter))?;
+    }
     Ok(())
 }
 

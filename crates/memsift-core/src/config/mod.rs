@@ -21,6 +21,7 @@ mod load;
 mod paths;
 mod prices;
 mod ranges;
+mod search;
 mod sections;
 mod validate;
 
@@ -30,6 +31,7 @@ pub use load::{DEFAULT_CONFIG_TOML, MAX_CONFIG_BYTES, read_config_text};
 pub use paths::default_data_dir;
 pub use prices::{ModelPrice, price_entry_for, price_for};
 pub use ranges::{MAX_DAYS, MAX_SECS};
+pub use search::{MAX_NEARBY_SPAN, SearchConfig, SearchWeights};
 pub use sections::{
     ApiConfig, BatchConfig, BillingConfig, DaemonConfig, DatabaseConfig, EmbeddingBackend, EmbeddingsConfig,
     ErasureConfig, ExtractionConfig, HealthConfig, IngestConfig, OverBudget, PostprocessConfig, PromptsConfig,
@@ -56,6 +58,8 @@ pub struct Config {
     pub prompts: PromptsConfig,
     /// The embedder behind vector dedupe and similar-memory context.
     pub embeddings: EmbeddingsConfig,
+    /// The read side: what it holds in memory.
+    pub search: SearchConfig,
     /// What erasing a user does beyond the store.
     pub erasure: ErasureConfig,
     /// How long stored model text is kept.

@@ -148,7 +148,7 @@ impl Config {
     }
 
     /// The counts and sizes.
-    fn count_bounds(&self) -> [Bound; 16] {
+    fn count_bounds(&self) -> [Bound; 17] {
         let (batch, extraction) = (&self.batch, &self.extraction);
         [
             count(
@@ -243,6 +243,13 @@ impl Config {
                 0,
                 1_000_000,
                 "default 50",
+            ),
+            count(
+                "search.held_mb",
+                self.search.held_mb,
+                1,
+                1 << 20,
+                "megabytes; default 256",
             ),
             count(
                 "health.failure_threshold",

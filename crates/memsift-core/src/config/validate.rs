@@ -25,6 +25,7 @@ impl Config {
         validate_prices(&self.prices)?;
         self.validate_shares()?;
         validate_embeddings(&self.embeddings)?;
+        self.search.weights.validate()?;
         self.validate_fallbacks()?;
         validate_quotas(&self.quotas)?;
         self.validate_llm_sections()?;

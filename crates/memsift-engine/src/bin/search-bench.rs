@@ -116,6 +116,7 @@ async fn bench(db: &TestDb, backend: &str, size: usize, words: &[String], timing
     let before = resident_mb();
     for include_turns in [false, true] {
         let mut latencies = Vec::with_capacity(QUERIES);
+        let mut statements = 0;
         for query in 0..=QUERIES {
             let n_words = 4 + noise.below(5);
             let text = sentence(&mut noise, words, n_words) + &format!(" {query}");
@@ -125,7 +126,9 @@ async fn bench(db: &TestDb, backend: &str, size: usize, words: &[String], timing
                 ..SearchRequest::new(user.clone(), text)
             };
             let started = Instant::now();
+            let statements_before = memsift_store::statements_run();
             let answer = search(&app, &request).await?;
+            statements += memsift_store::statements_run() - statements_before;
             // The first query loads the user's indexes; it is reported apart, not in the percentiles.
             if query == 0 {
                 println!(
@@ -134,6 +137,7 @@ async fn bench(db: &TestDb, backend: &str, size: usize, words: &[String], timing
                     answer.results.len()
                 );
                 memsift_engine::timings::reset();
+                statements = 0;
                 continue;
             }
             latencies.push(started.elapsed().as_secs_f64() * 1000.0);
@@ -141,9 +145,10 @@ async fn bench(db: &TestDb, backend: &str, size: usize, words: &[String], timing
         latencies.sort_by(f64::total_cmp);
         println!(
             "{backend} n={size} include_turns={include_turns}: p50 {:.1} ms, p95 {:.1} ms over {QUERIES} queries \
-             (query embedding included); resident {:.0} MB after the queries ({:+.0} MB for the indexes); insert {:.1} s",
+             (query embedding included), {:.1} statements a search; resident {:.0} MB after the queries ({:+.0} MB for the indexes); insert {:.1} s",
             percentile(&latencies, 0.50),
             percentile(&latencies, 0.95),
+            statements as f64 / QUERIES as f64,
             resident_mb(),
             resident_mb() - before,
             load_secs,
@@ -263,9 +268,16 @@ fn turn_lexicon_build(size: usize, words: &[String]) {
         .iter()
         .map(|turn| (turn.id.clone(), (0..dimension).map(|_| noise.unit()).collect()))
         .collect();
-    let mut index_forward = memsift_engine::turn_index::TurnIndex::new(1, dimension, rows);
+    let mut index_forward = memsift_engine::held::ExactIndex::new(dimension);
+    for (id, vector) in rows {
+        index_forward
+            .insert(id, &vector)
+            .expect("random vectors have the index's dimension");
+    }
     let started = Instant::now();
-    index_forward.merge(2, vec![(format!("turn-{size}"), vec![0.5; dimension])]);
+    index_forward
+        .insert(format!("turn-{size}"), &vec![0.5; dimension])
+        .expect("the vector has the index's dimension");
     println!(
         "turn indexes n={size}, one turn added: lexicon brought forward in {:.1} ms ({} turns), vectors in {:.1} ms ({} rows)",
         lexicon_forward.as_secs_f64() * 1000.0,

@@ -21,10 +21,6 @@ use memsift_core::MemoryId;
 use memsift_store::TurnText;
 use rust_stemmers::{Algorithm, Stemmer};
 
-mod held;
-
-pub use held::{HELD_MEMORIES, HELD_TURNS, Lexicons};
-
 /// BM25's term-frequency saturation.
 const K1: f64 = 1.2;
 /// BM25's length normalisation.
@@ -205,14 +201,62 @@ impl<Id: Clone + Ord> Lexicon<Id> {
         self.ids.is_empty()
     }
 
+    /// What this lexicon holds in memory, in bytes (postings, terms, ids, lengths, speakers),
+    /// with `id_bytes` the heap an id owns beyond its own size: what the read side's memory
+    /// budget counts.
+    pub fn bytes(&self, id_bytes: impl Fn(&Id) -> usize) -> usize {
+        // A hash map slot is its key and value and one control byte.
+        let slot = std::mem::size_of::<(String, Vec<(u32, u32)>)>() + 1;
+        let postings: usize = self
+            .postings
+            .iter()
+            .map(|(term, list)| term.capacity() + list.capacity() * std::mem::size_of::<(u32, u32)>())
+            .sum::<usize>()
+            + self.postings.capacity() * slot;
+        let ids: usize = self.ids.iter().map(|id| std::mem::size_of::<Id>() + id_bytes(id)).sum();
+        let speakers: usize = self.speakers.iter().map(|name| name.capacity() + 48).sum();
+        postings + ids + self.lengths.capacity() * 4 + speakers
+    }
+
     /// The `limit` memories with the highest BM25 score for `terms` (query words, as
     /// `query::terms` gives them), best first, ties by id; memories matching no term are left out.
     pub fn search(&self, terms: &[String], limit: usize) -> Vec<(Id, f64)> {
+        self.score(terms, limit, &self.statistics(), |_| true)
+    }
+
+    /// [`Lexicon::search`] over this lexicon's documents that `keep` keeps, scored as if they
+    /// were documents of `other` (its document count, frequencies and mean length): a memory
+    /// with no evidence turn, scored on the turn lexicon's scale, stands as its own evidence.
+    pub fn search_as_in<Other: Clone + Ord>(
+        &self,
+        other: &Lexicon<Other>,
+        terms: &[String],
+        limit: usize,
+        keep: impl Fn(&Id) -> bool,
+    ) -> Vec<(Id, f64)> {
+        self.score(terms, limit, &other.statistics(), keep)
+    }
+
+    fn statistics(&self) -> Statistics<'_> {
+        Statistics {
+            n: self.ids.len() as f64,
+            average_length: self.average_length,
+            n_with: Box::new(|term| self.postings.get(term).map_or(0, Vec::len)),
+        }
+    }
+
+    fn score(
+        &self,
+        terms: &[String],
+        limit: usize,
+        statistics: &Statistics<'_>,
+        keep: impl Fn(&Id) -> bool,
+    ) -> Vec<(Id, f64)> {
         let stemmer = Stemmer::create(Algorithm::English);
         let mut wanted: Vec<String> = terms.iter().flat_map(|term| index_terms(&stemmer, term)).collect();
         wanted.sort();
         wanted.dedup();
-        let n = self.ids.len() as f64;
+        let n = statistics.n;
         // Dense accumulators: a term in most documents (the user's name) touches most of them, and
         // a hash map per posting was most of a query at 100k turns.
         let mut scores = vec![0.0f64; self.ids.len()];
@@ -222,16 +266,18 @@ impl<Id: Clone + Ord> Lexicon<Id> {
             let Some(postings) = self.postings.get(term) else {
                 continue;
             };
-            let n_with = postings.len() as f64;
+            let n_with = (statistics.n_with)(term) as f64;
             // Lucene's non-negative IDF: a term in most memories adds little, never less than nothing.
             let idf = (1.0 + (n - n_with + 0.5) / (n_with + 0.5)).ln();
             for &(document, count) in postings {
                 let tf = f64::from(count);
                 let length = f64::from(self.lengths[document as usize]);
-                let norm = K1 * (1.0 - B + B * length / self.average_length.max(1.0));
+                let norm = K1 * (1.0 - B + B * length / statistics.average_length.max(1.0));
                 if !matched[document as usize] {
                     matched[document as usize] = true;
-                    found.push(document);
+                    if keep(&self.ids[document as usize]) {
+                        found.push(document);
+                    }
                 }
                 scores[document as usize] += idf * tf * (K1 + 1.0) / (tf + norm);
             }
@@ -252,6 +298,14 @@ impl<Id: Clone + Ord> Lexicon<Id> {
             .map(|document| (self.ids[document as usize].clone(), scores[document as usize]))
             .collect()
     }
+}
+
+/// What BM25 weighs a document's terms by: how many documents there are, how many hold a term,
+/// and how long one is on average.
+struct Statistics<'a> {
+    n: f64,
+    average_length: f64,
+    n_with: Box<dyn Fn(&str) -> usize + 'a>,
 }
 
 impl Lexicon<String> {

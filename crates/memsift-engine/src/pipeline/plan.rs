@@ -15,6 +15,7 @@ use memsift_store::{ClaimedSegment, NewRequest};
 use crate::app::App;
 use crate::budget::{Pending, Reserved, reserve};
 use crate::context::is_environment_fault;
+use crate::held::MemoryWords;
 use crate::timings::{Phase, timed};
 
 use super::{CLAIM_BATCH, StepReport};
@@ -256,16 +257,20 @@ async fn similar_memories(
     if let Some(vectors) = app.vectors.stored_turn_vectors(&app.store, segment.id, &ids).await? {
         let index = app.vectors.fresh_index(&app.store, segment.user_id).await?;
         for vector in &vectors {
-            for neighbour in index.search(vector, n_similar)? {
-                let score = best.entry(neighbour.memory_id).or_insert(f64::MIN);
-                *score = score.max(f64::from(neighbour.score));
+            for (neighbour, similarity) in index.nearest(vector, n_similar)? {
+                let score = best.entry(neighbour).or_insert(f64::MIN);
+                *score = score.max(f64::from(similarity));
             }
         }
     } else {
-        let lexicon = app.lexicons.fresh(&app.store, segment.user_id).await?;
+        let version = app.store.vectors().memory_version(segment.user_id).await?;
+        let words = app
+            .held
+            .current::<MemoryWords>(&app.store, segment.user_id, &(), version)
+            .await?;
         for turn in said {
             let terms = crate::search::query::terms(&turn.turn.content);
-            for (rank, (id, _)) in lexicon.search(&terms, n_similar).into_iter().enumerate() {
+            for (rank, (id, _)) in words.lexicon.search(&terms, n_similar).into_iter().enumerate() {
                 *best.entry(id).or_default() += 1.0 / (SIMILAR_RRF_K + rank as f64 + 1.0);
             }
         }

@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 /// What a result is: a memory, or a stored turn no active memory cites.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -43,134 +43,19 @@ pub enum Signal {
     TurnVector,
 }
 
-/// How much each signal and prior counts; the defaults are what `memsift eval retrieval`
-/// measured best on annotated conversations (see BENCHMARKS.md).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Weights {
-    /// The `k` of reciprocal rank fusion: larger flattens the difference between ranks.
-    pub rrf_k: f64,
-    /// Per signal.
-    pub vector: f64,
-    /// Per signal.
-    pub lexical: f64,
-    /// Per signal.
-    pub evidence: f64,
-    /// Per signal.
-    pub evidence_vector: f64,
-    /// Per signal.
-    pub entity: f64,
-    /// Per signal.
-    pub date: f64,
-    /// Per signal.
-    pub turns: f64,
-    /// Per signal.
-    pub turn_vector: f64,
-    /// A memory's importance (0–1) scales its fused score by `1 + importance_prior × (importance − 0.5)`.
-    pub importance_prior: f64,
-    /// Recency (1 for today, halving every `recency_half_life_days`) adds `recency_prior × recency`
-    /// to that factor.
-    pub recency_prior: f64,
-    /// The half-life of recency, in days.
-    pub recency_half_life_days: f64,
-    /// A linked memory's score is its parent's × this × the link type's weight × the link's
-    /// confidence × inherited importance.
-    pub link_factor: f64,
-    /// Links below this confidence are not followed.
-    pub link_confidence_floor: f64,
-    /// How many of the top memories have their links followed.
-    pub link_parents: usize,
-    /// Above 0, the query is embedded as a statement (its question framing dropped).
-    pub vector_as_statement: f64,
-    /// Above 0, the query is embedded without the words that name the user's speakers (who a
-    /// result is about is `speaker_focus`'s to judge).
-    pub vector_without_names: f64,
-    /// When the query names some of the people who speak in the user's conversations, a result
-    /// none of them said has its score multiplied by this (1 turns it off).
-    pub speaker_focus: f64,
-    /// When the query names a time, a result from then (it happens then, or its evidence was said
-    /// then) has its score multiplied by `1 + date_boost` (0 turns it off).
-    pub date_boost: f64,
-    /// What was said within `nearby_span` places of one of the best results' turns (the memory
-    /// citing that turn, or the turn) gains the result's score × this (0 turns it off).
-    pub nearby_factor: f64,
-    /// How many of the best results have what was said next to them read.
-    pub nearby_parents: usize,
-    /// How many places either side of a result's turn are read (at most [`MAX_NEARBY_SPAN`]).
-    pub nearby_span: i64,
-    /// What another speaker said there gains `nearby_other_speaker` × that instead.
-    pub nearby_other_speaker: f64,
-}
+pub use memsift_core::config::{MAX_NEARBY_SPAN, SearchWeights as Weights};
 
-/// The widest `nearby_span` read: each place is a turn per parent result to read and rank.
-pub const MAX_NEARBY_SPAN: i64 = 8;
-
-impl Default for Weights {
-    fn default() -> Self {
-        Weights {
-            rrf_k: 5.0,
-            vector: 1.3,
-            lexical: 1.0,
-            evidence: 1.0,
-            evidence_vector: 1.0,
-            entity: 0.3,
-            date: 1.0,
-            turns: 2.0,
-            turn_vector: 1.0,
-            importance_prior: 0.2,
-            recency_prior: 0.0,
-            recency_half_life_days: 90.0,
-            link_factor: 0.5,
-            link_confidence_floor: 0.6,
-            link_parents: 10,
-            vector_as_statement: 0.0,
-            vector_without_names: 1.0,
-            speaker_focus: 0.5,
-            date_boost: 1.0,
-            nearby_factor: 0.3,
-            nearby_parents: 10,
-            nearby_span: 2,
-            nearby_other_speaker: 0.5,
-        }
-    }
-}
-
-impl Weights {
-    /// These weights with some replaced, from `name=value,…` (the field names above).
-    pub fn with_overrides(&self, list: &str) -> Result<Weights, String> {
-        let mut fields = serde_json::to_value(self).map_err(|error| error.to_string())?;
-        for pair in list.split(',').map(str::trim).filter(|pair| !pair.is_empty()) {
-            let (name, value) = pair
-                .split_once('=')
-                .ok_or_else(|| format!("`{pair}` is not name=value"))?;
-            let number: f64 = value
-                .trim()
-                .parse()
-                .map_err(|_| format!("`{value}` (for {name}) is not a number"))?;
-            let slot = fields
-                .get_mut(name.trim())
-                .ok_or_else(|| format!("no weight named `{name}`"))?;
-            *slot = if slot.is_u64() {
-                serde_json::json!(number as u64)
-            } else {
-                serde_json::json!(number)
-            };
-        }
-        serde_json::from_value(fields).map_err(|error| error.to_string())
-    }
-
-    /// The weight of one signal's list.
-    pub fn of(&self, signal: Signal) -> f64 {
-        match signal {
-            Signal::Vector => self.vector,
-            Signal::Lexical => self.lexical,
-            Signal::Evidence => self.evidence,
-            Signal::Entity => self.entity,
-            Signal::Date => self.date,
-            Signal::Turns => self.turns,
-            Signal::EvidenceVector => self.evidence_vector,
-            Signal::TurnVector => self.turn_vector,
-        }
+/// The weight of one signal's list.
+pub fn weight_of(weights: &Weights, signal: Signal) -> f64 {
+    match signal {
+        Signal::Vector => weights.vector,
+        Signal::Lexical => weights.lexical,
+        Signal::Evidence => weights.evidence,
+        Signal::Entity => weights.entity,
+        Signal::Date => weights.date,
+        Signal::Turns => weights.turns,
+        Signal::EvidenceVector => weights.evidence_vector,
+        Signal::TurnVector => weights.turn_vector,
     }
 }
 
@@ -198,7 +83,7 @@ pub struct RankedList {
 pub struct ScoreParts {
     /// Per signal: (rank from 1, the signal's own score).
     pub signals: Vec<(Signal, usize, f64)>,
-    /// The factor importance and recency applied.
+    /// The factor importance applied.
     pub prior: f64,
     /// The part that came from following a link to it.
     pub from_links: f64,
@@ -226,27 +111,36 @@ pub struct Link {
 }
 
 /// Fuses `lists` by weighted reciprocal rank fusion; returns every item with its parts, best first.
+///
+/// Items a list scores equally share the best of their places in it: when one turn holds three
+/// facts, its three memories have the same evidence score, and ranks 1, 2 and 3 among them would
+/// let the list's arbitrary order outvote a real difference in another list.
 pub fn fuse(lists: &[(Signal, RankedList)], weights: &Weights) -> Vec<(Key, ScoreParts)> {
     let mut parts: HashMap<Key, ScoreParts> = HashMap::new();
     for (signal, list) in lists {
-        let weight = weights.of(*signal);
-        for (rank, (key, raw)) in list.items.iter().enumerate() {
+        let weight = weight_of(weights, *signal);
+        let mut rank = 0;
+        let mut previous: Option<f64> = None;
+        for (place, (key, raw)) in list.items.iter().enumerate() {
+            if previous != Some(*raw) {
+                rank = place + 1;
+                previous = Some(*raw);
+            }
             let entry = parts.entry(key.clone()).or_default();
-            entry.signals.push((*signal, rank + 1, *raw));
-            entry.fused += weight / (weights.rrf_k + rank as f64 + 1.0);
+            entry.signals.push((*signal, rank, *raw));
+            entry.fused += weight / (weights.rrf_k + rank as f64);
         }
     }
     sorted(parts)
 }
 
-/// Scales each memory's score by its importance and recency (`priors`: importance, age in days).
-pub fn apply_priors(ranked: &mut [(Key, ScoreParts)], priors: &HashMap<String, (f64, f64)>, weights: &Weights) {
+/// Scales each memory's score by its importance (`importance`, 0–1, by memory id).
+pub fn apply_priors(ranked: &mut [(Key, ScoreParts)], importance: &HashMap<String, f64>, weights: &Weights) {
     for (key, parts) in ranked.iter_mut() {
         let factor = match key {
-            Key::Memory(id) => priors.get(id).map_or(1.0, |(importance, age_days)| {
-                let recency = 0.5_f64.powf(age_days.max(0.0) / weights.recency_half_life_days.max(1e-9));
-                1.0 + weights.importance_prior * (importance - 0.5) + weights.recency_prior * recency
-            }),
+            Key::Memory(id) => importance
+                .get(id)
+                .map_or(1.0, |importance| 1.0 + weights.importance_prior * (importance - 0.5)),
             Key::Turn(_) => 1.0,
         };
         parts.prior = factor;
@@ -401,6 +295,39 @@ mod tests {
     }
 
     #[test]
+    fn items_a_list_scores_equally_share_its_best_place() {
+        // One turn holds three facts: its three memories tie in the evidence list. The memory
+        // vector ranks the accountant first; the tie must not outvote it.
+        let weights = Weights::default();
+        let tied = RankedList {
+            items: vec![(memory("runs"), 0.8), (memory("cat"), 0.8), (memory("accountant"), 0.8)],
+        };
+        let fused = fuse(
+            &[
+                (Signal::Vector, list(&["accountant", "runs", "cat"])),
+                (Signal::EvidenceVector, tied),
+            ],
+            &weights,
+        );
+        assert_eq!(fused[0].0, memory("accountant"));
+        for (_, parts) in &fused {
+            assert!(parts.signals.contains(&(Signal::EvidenceVector, 1, 0.8)), "{parts:?}");
+        }
+        // After a tie, the next score takes its own place, not the next rank.
+        let stepped = fuse(
+            &[(
+                Signal::Lexical,
+                RankedList {
+                    items: vec![(memory("a"), 2.0), (memory("b"), 2.0), (memory("c"), 1.0)],
+                },
+            )],
+            &weights,
+        );
+        let c = stepped.iter().find(|(key, _)| *key == memory("c")).unwrap();
+        assert_eq!(c.1.signals, vec![(Signal::Lexical, 3, 1.0)]);
+    }
+
+    #[test]
     fn a_signal_with_no_weight_changes_nothing() {
         let weights = Weights {
             lexical: 0.0,
@@ -436,22 +363,6 @@ mod tests {
         assert_eq!(order, vec![memory("a"), memory("x"), memory("y")]);
         assert!(!followed.contains_key("z"));
         assert_eq!(followed["x"][0].kind, "conflicts");
-    }
-
-    #[test]
-    fn overrides_replace_the_named_weights_and_refuse_unknown_names_and_non_numbers() {
-        let weights = Weights::default()
-            .with_overrides("rrf_k=10, vector=2,link_parents=3")
-            .unwrap();
-        assert_eq!((weights.rrf_k, weights.vector, weights.link_parents), (10.0, 2.0, 3));
-        assert_eq!(weights.lexical, Weights::default().lexical);
-        assert!(
-            Weights::default()
-                .with_overrides("vectr=1")
-                .unwrap_err()
-                .contains("vectr")
-        );
-        assert!(Weights::default().with_overrides("vector=x").is_err());
     }
 
     fn near(from: &str, to: &str, same_speaker: bool) -> Nearby {
@@ -563,7 +474,7 @@ mod tests {
             &[(Signal::Vector, list(&["a"])), (Signal::Lexical, list(&["b"]))],
             &weights,
         );
-        let priors = HashMap::from([("a".to_owned(), (0.1, 0.0)), ("b".to_owned(), (0.9, 0.0))]);
+        let priors = HashMap::from([("a".to_owned(), 0.1), ("b".to_owned(), 0.9)]);
         apply_priors(&mut ranked, &priors, &weights);
         assert_eq!(ranked[0].0, memory("b"));
     }

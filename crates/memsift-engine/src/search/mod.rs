@@ -4,7 +4,7 @@
 //! against each memory's and each turn's, BM25 over memory texts and over turns (a turn's match
 //! ranks the memories that cite it), entities the query names, the time range it names, and, with
 //! `include_turns`, the turns no active memory cites, by their words and their vectors), fuses
-//! them by weighted reciprocal rank fusion (`fuse`), scales by importance and recency, follows
+//! them by weighted reciprocal rank fusion (`fuse`), scales by importance, follows
 //! typed links from the best memories, lowers results about people other than the ones the query
 //! names and lifts results from the time it names (`focus`), and answers each result with its
 //! evidence turns, entities, links followed and the score parts that ranked it. `budget_tokens`
@@ -15,11 +15,12 @@
 
 pub mod focus;
 pub mod fuse;
+mod lists;
 mod nearby;
 mod pack;
 pub mod query;
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
 use memsift_core::{MemoryId, UserId};
@@ -27,12 +28,11 @@ use memsift_store::{MemoryCard, TurnCard};
 use serde::Serialize;
 
 use crate::app::App;
-use crate::embedding::EmbedPurpose;
 use crate::timings::{Phase, timed};
+use fuse::Link;
 pub use fuse::{Key, ScoreParts, Signal, Weights};
-use fuse::{Link, RankedList};
+pub use lists::speaker_names;
 use pack::pack;
-use query::TimeRange;
 
 /// How many candidates each signal contributes before fusion.
 const CANDIDATES_PER_SIGNAL: usize = 50;
@@ -58,7 +58,7 @@ pub struct Signals {
     pub entities: bool,
     /// The time range the query names.
     pub dates: bool,
-    /// Importance and recency.
+    /// Importance.
     pub priors: bool,
     /// Typed links from the best memories.
     pub links: bool,
@@ -126,8 +126,8 @@ pub struct SearchRequest {
     pub until: Option<DateTime<Utc>>,
     /// The signals used.
     pub signals: Signals,
-    /// How they are weighed.
-    pub weights: Weights,
+    /// How they are weighed; `None` is `[search.weights]` (evaluations try others).
+    pub weights: Option<Weights>,
     /// Whether returned memories count as read (access counts feed scoring); evaluations say no.
     pub record_access: bool,
 }
@@ -144,7 +144,7 @@ impl SearchRequest {
             since: None,
             until: None,
             signals: Signals::default(),
-            weights: Weights::default(),
+            weights: None,
             record_access: true,
         }
     }
@@ -239,9 +239,11 @@ pub async fn search(app: &App, request: &SearchRequest) -> anyhow::Result<Search
         return Err(SearchError::EmptyRange.into());
     }
     let _timed = timed(Phase::Search);
-    let Some(user_id) = app.store.listing().user_id(&request.user).await? else {
+    // One read says where both of the user's stamps stand; every held index is checked against it.
+    let Some(snapshot) = app.store.search().snapshot(&request.user).await? else {
         return Ok(SearchAnswer::default());
     };
+    let user_id = snapshot.user_id;
     let now = app.clock.now();
     // Parsed once: the date list reads it, and the lift after fusion applies it.
     let range = if request.signals.dates {
@@ -249,8 +251,8 @@ pub async fn search(app: &App, request: &SearchRequest) -> anyhow::Result<Search
     } else {
         None
     };
-    let lists = gather(app, user_id, request, range).await?;
-    let weights = &request.weights;
+    let weights = request.weights.as_ref().unwrap_or(&app.config.search.weights);
+    let (lists, memory_words) = lists::gather(app, &snapshot, request, weights, range).await?;
     let mut ranked = fuse::fuse(&lists, weights);
     let memory_ids: Vec<MemoryId> = memory_keys(&ranked);
     let cards_timed = timed(Phase::SearchCards);
@@ -264,16 +266,8 @@ pub async fn search(app: &App, request: &SearchRequest) -> anyhow::Result<Search
         .collect();
     drop(cards_timed);
     if request.signals.priors {
-        let priors = cards
-            .iter()
-            .map(|(id, card)| {
-                (
-                    id.clone(),
-                    (card.importance, (now - card.created_at).num_seconds() as f64 / 86_400.0),
-                )
-            })
-            .collect();
-        fuse::apply_priors(&mut ranked, &priors, weights);
+        let importance = cards.iter().map(|(id, card)| (id.clone(), card.importance)).collect();
+        fuse::apply_priors(&mut ranked, &importance, weights);
     }
     let mut followed = HashMap::new();
     if request.signals.links {
@@ -292,17 +286,26 @@ pub async fn search(app: &App, request: &SearchRequest) -> anyhow::Result<Search
                 confidence,
             })
             .collect();
-        let reached: Vec<MemoryId> = links.iter().filter_map(|link| MemoryId::parse(&link.to).ok()).collect();
-        read_missing_cards(app, user_id, &mut cards, reached).await?;
-        let importance = cards.iter().map(|(id, card)| (id.clone(), card.importance)).collect();
+        // A linked memory inherits importance, so its own is read now; its card is read with the
+        // rest of what is reached below, in one go.
+        let mut importance: HashMap<String, f64> =
+            cards.iter().map(|(id, card)| (id.clone(), card.importance)).collect();
+        let unread: Vec<MemoryId> = links
+            .iter()
+            .filter(|link| !importance.contains_key(&link.to))
+            .filter_map(|link| MemoryId::parse(&link.to).ok())
+            .collect();
+        for (id, value) in app.store.search().importance_of(user_id, &unread).await? {
+            importance.insert(id.to_string(), value);
+        }
         followed = fuse::expand_links(&mut ranked, &links, &importance, weights);
     }
     if request.signals.nearby && weights.nearby_factor > 0.0 {
         let _timed = timed(Phase::SearchLinks);
-        let nearby = nearby::read(app, user_id, &ranked, &cards, weights, request.include_turns).await?;
+        let nearby = nearby::read(app, user_id, &memory_words, &ranked, weights, request.include_turns).await?;
         fuse::expand_nearby(&mut ranked, &nearby, weights);
-        read_missing_cards(app, user_id, &mut cards, memory_keys(&ranked)).await?;
     }
+    read_missing_cards(app, user_id, &mut cards, memory_keys(&ranked)).await?;
     let turn_ids: Vec<String> = ranked
         .iter()
         .filter_map(|(key, _)| match key {
@@ -385,230 +388,6 @@ fn memory_keys(ranked: &[(Key, ScoreParts)]) -> Vec<MemoryId> {
             Key::Turn(_) => None,
         })
         .collect()
-}
-
-/// Each enabled signal's ranked list of candidates. The lists are independent, so they are read
-/// at once: the query embedding (a blocking task) overlaps the database reads, and on PostgreSQL
-/// the reads overlap each other's round trips.
-async fn gather(
-    app: &App,
-    user_id: UserId,
-    request: &SearchRequest,
-    range: Option<TimeRange>,
-) -> anyhow::Result<Vec<(Signal, RankedList)>> {
-    let terms = query::terms(&request.query);
-    let signals = request.signals;
-    let reads_turns = !terms.is_empty() && (signals.evidence || request.include_turns);
-    let strips_names = (signals.vector || signals.turn_vectors) && request.weights.vector_without_names > 0.0;
-    // The speakers' names before the embedding; the turn lexicon is brought forward beside it.
-    let speaker_words = if strips_names {
-        Some(focus::words_naming(&app.lexicons.speakers(&app.store, user_id).await?))
-    } else {
-        None
-    };
-    let (vectors, lexical, stored, named) = tokio::try_join!(
-        vector_lists(app, user_id, request, speaker_words.as_ref()),
-        lexical_list(app, user_id, request, &terms),
-        turn_lexical_lists(app, user_id, request, &terms, reads_turns),
-        named_lists(app, user_id, request, &terms, range),
-    )?;
-    Ok(vectors.into_iter().chain(lexical).chain(stored).chain(named).collect())
-}
-
-/// The query's vector against memories' and (through their vectors) turns'; the query is
-/// embedded without the words of `speaker_words` when given.
-async fn vector_lists(
-    app: &App,
-    user_id: UserId,
-    request: &SearchRequest,
-    speaker_words: Option<&BTreeSet<String>>,
-) -> anyhow::Result<Vec<(Signal, RankedList)>> {
-    let signals = request.signals;
-    if !signals.vector && !signals.turn_vectors {
-        return Ok(Vec::new());
-    }
-    let text = if request.weights.vector_as_statement > 0.0 {
-        query::as_statement(&request.query)
-    } else {
-        request.query.clone()
-    };
-    let text = match speaker_words {
-        Some(words) => query::without_names(&text, words),
-        None => text,
-    };
-    let embed_timed = timed(Phase::SearchEmbed);
-    let vector = app.vectors.embed(vec![text], EmbedPurpose::Query).await?.pop();
-    let vector = vector.ok_or_else(|| anyhow::anyhow!("the embedder returned no vector for the query"))?;
-    drop(embed_timed);
-    let _timed = timed(Phase::SearchVectors);
-    let mut lists = Vec::new();
-    if signals.vector {
-        let index = app.vectors.fresh_index(&app.store, user_id).await?;
-        let items = index
-            .search(&vector, CANDIDATES_PER_SIGNAL)?
-            .into_iter()
-            .map(|neighbour| (Key::Memory(neighbour.memory_id.to_string()), f64::from(neighbour.score)))
-            .collect();
-        lists.push((Signal::Vector, RankedList { items }));
-    }
-    if signals.turn_vectors {
-        lists.extend(turn_vector_lists(app, user_id, &vector, request.include_turns).await?);
-    }
-    Ok(lists)
-}
-
-/// BM25 over the user's memory texts, from the in-memory lexicon.
-async fn lexical_list(
-    app: &App,
-    user_id: UserId,
-    request: &SearchRequest,
-    terms: &[String],
-) -> anyhow::Result<Option<(Signal, RankedList)>> {
-    if !request.signals.lexical || terms.is_empty() {
-        return Ok(None);
-    }
-    let _timed = timed(Phase::SearchLexical);
-    let lexicon = app.lexicons.fresh(&app.store, user_id).await?;
-    let items = lexicon
-        .search(terms, CANDIDATES_PER_SIGNAL)
-        .into_iter()
-        .map(|(id, score)| (Key::Memory(id.to_string()), score))
-        .collect();
-    Ok(Some((Signal::Lexical, RankedList { items })))
-}
-
-/// Memories naming an entity the query names, and memories in the time range it names (`range`,
-/// `None` when it names none or dates are off).
-async fn named_lists(
-    app: &App,
-    user_id: UserId,
-    request: &SearchRequest,
-    terms: &[String],
-    range: Option<TimeRange>,
-) -> anyhow::Result<Vec<(Signal, RankedList)>> {
-    let _timed = timed(Phase::SearchNamed);
-    let limit = CANDIDATES_PER_SIGNAL as i64;
-    let mut lists = Vec::new();
-    if request.signals.entities && !terms.is_empty() {
-        let items = app
-            .store
-            .search()
-            .entity_memories(user_id, terms, limit)
-            .await?
-            .into_iter()
-            .map(|(id, n_named)| (Key::Memory(id.to_string()), n_named as f64))
-            .collect();
-        lists.push((Signal::Entity, RankedList { items }));
-    }
-    if let Some(range) = range {
-        lists.push((Signal::Date, dated(app, user_id, range, limit).await?));
-    }
-    Ok(lists)
-}
-
-/// How many turns the turn vectors contribute before they are split into memories (through the
-/// memories that cite them) and uncited turns.
-const TURN_CANDIDATES: usize = 2 * CANDIDATES_PER_SIGNAL;
-
-/// From the user's turn vectors: memories ranked by their nearest evidence turn, and (with
-/// `include_turns`) the turns no active memory cites, nearest first.
-async fn turn_vector_lists(
-    app: &App,
-    user_id: UserId,
-    vector: &[f32],
-    include_turns: bool,
-) -> anyhow::Result<Vec<(Signal, RankedList)>> {
-    if !app.config.embeddings.embed_turns {
-        return Ok(Vec::new());
-    }
-    let index = app.vectors.turn_index(&app.store, user_id).await?;
-    let hits = index
-        .search(vector, TURN_CANDIDATES)
-        .into_iter()
-        .map(|(id, score)| (id, f64::from(score)))
-        .collect();
-    let (memories, uncited) = split_by_citation(app, user_id, hits).await?;
-    let mut lists = vec![(Signal::EvidenceVector, memories)];
-    if include_turns {
-        lists.push((Signal::TurnVector, uncited));
-    }
-    Ok(lists)
-}
-
-/// Ranked turns split into the memories that cite them (each at its best turn's place) and the
-/// turns no active memory cites, each list cut to [`CANDIDATES_PER_SIGNAL`].
-async fn split_by_citation(
-    app: &App,
-    user_id: UserId,
-    hits: Vec<(String, f64)>,
-) -> anyhow::Result<(RankedList, RankedList)> {
-    let ids: Vec<String> = hits.iter().map(|(id, _)| id.clone()).collect();
-    let mut citing: HashMap<String, Vec<MemoryId>> = HashMap::new();
-    for (turn, memory) in app.store.search().turn_citations(user_id, &ids).await? {
-        citing.entry(turn).or_default().push(memory);
-    }
-    let mut memories = RankedList::default();
-    let mut uncited = RankedList::default();
-    let mut seen: HashSet<MemoryId> = HashSet::new();
-    for (turn, score) in hits {
-        match citing.get(&turn) {
-            Some(cited_by) => {
-                for memory in cited_by {
-                    if seen.insert(*memory) {
-                        memories.items.push((Key::Memory(memory.to_string()), score));
-                    }
-                }
-            }
-            None => uncited.items.push((Key::Turn(turn), score)),
-        }
-    }
-    memories.items.truncate(CANDIDATES_PER_SIGNAL);
-    uncited.items.truncate(CANDIDATES_PER_SIGNAL);
-    Ok((memories, uncited))
-}
-
-/// BM25 over every stored turn, from the in-memory turn lexicon (unless `reads_turns` says neither
-/// list is wanted or the query has no terms): memories through the turns they cite, and, with
-/// `include_turns`, the turns no active memory cites.
-async fn turn_lexical_lists(
-    app: &App,
-    user_id: UserId,
-    request: &SearchRequest,
-    terms: &[String],
-    reads_turns: bool,
-) -> anyhow::Result<Vec<(Signal, RankedList)>> {
-    if !reads_turns {
-        return Ok(Vec::new());
-    }
-    let _timed = timed(Phase::SearchTurnText);
-    let lexicon = app.lexicons.fresh_turns(&app.store, user_id).await?;
-    let hits = lexicon.search(terms, TURN_CANDIDATES);
-    let (memories, uncited) = split_by_citation(app, user_id, hits).await?;
-    let mut lists = Vec::new();
-    if request.signals.evidence {
-        lists.push((Signal::Evidence, memories));
-    }
-    if request.include_turns {
-        lists.push((Signal::Turns, uncited));
-    }
-    Ok(lists)
-}
-
-/// Memories in the range (by when they happen or when their evidence was said), nearest first.
-async fn dated(app: &App, user_id: UserId, range: TimeRange, limit: i64) -> anyhow::Result<RankedList> {
-    let mut found = app
-        .store
-        .search()
-        .memories_in_range(user_id, range.from, range.to, limit)
-        .await?;
-    let middle = range.from + (range.to - range.from) / 2;
-    found.sort_by_key(|(id, at)| ((*at - middle).num_seconds().abs(), id.to_string()));
-    Ok(RankedList {
-        items: found
-            .into_iter()
-            .map(|(id, at)| (Key::Memory(id.to_string()), -range.distance_days(at)))
-            .collect(),
-    })
 }
 
 fn evidence(card: &TurnCard) -> EvidenceTurn {

@@ -73,26 +73,6 @@ pub fn terms(query: &str) -> Vec<String> {
     out
 }
 
-/// The query as a statement for the embedder: a leading question word and its auxiliary
-/// ("When did", "What is", "How many times has") and the question mark are dropped, because
-/// memories are statements and a sentence embedder places a question and its answer further apart
-/// than two statements about the same thing.
-pub fn as_statement(query: &str) -> String {
-    static FRAME: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(
-            r"(?i)^\s*(?:what|when|where|who|whom|whose|which|why|how(?:\s+(?:many|much)(?:\s+\w+)?|\s+(?:long|often|old|far))?)(?:\s+(?:kind|type|sort)\s+of\s+\w+)?\s+(?:did|does|do|is|was|are|were|has|have|had|will|would|can|could|might|should)\b\s*",
-        )
-        .expect("a fixed pattern")
-    });
-    let stripped = FRAME.replace(query, "");
-    let stripped = stripped.trim().trim_end_matches('?').trim();
-    if stripped.is_empty() {
-        query.trim().to_owned()
-    } else {
-        stripped.to_owned()
-    }
-}
-
 /// `query` without the words that name a speaker (`speaker_words`, lower case): "What are Nate's
 /// favorite desserts?" is embedded as "What are favorite desserts?". Every memory of a user's
 /// conversations names one of their speakers, so a name in the query pulls its vector toward
@@ -317,21 +297,6 @@ mod tests {
         assert!(terms("?? the a I").is_empty());
         let long: String = (0..100).map(|n| format!("word{n} ")).collect();
         assert_eq!(terms(&long).len(), MAX_TERMS);
-    }
-
-    #[test]
-    fn questions_become_statements_and_anything_else_stays() {
-        assert_eq!(
-            as_statement("When did Caroline go to the LGBTQ support group?"),
-            "Caroline go to the LGBTQ support group"
-        );
-        assert_eq!(
-            as_statement("How many times has Maria visited Spain?"),
-            "Maria visited Spain"
-        );
-        assert_eq!(as_statement("what kind of car does John drive"), "John drive");
-        assert_eq!(as_statement("Lisbon apartment"), "Lisbon apartment");
-        assert_eq!(as_statement("What is?"), "What is?");
     }
 
     #[test]

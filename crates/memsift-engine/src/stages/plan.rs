@@ -59,9 +59,9 @@ pub(super) async fn plan_relationships(app: &App, unit: &UserRun<'_>, plan: &mut
         }
         let mut candidates: Vec<MemoryId> = memory.link_hints.iter().map(|hint| hint.memory_id).collect();
         if let Some(vector) = vectors.get(&memory.id) {
-            for neighbour in index.search(vector, relationship::MAX_CANDIDATES + 1)? {
-                if neighbour.score >= relationship::CANDIDATE_MIN_COSINE {
-                    candidates.push(neighbour.memory_id);
+            for (neighbour, score) in index.nearest(vector, relationship::MAX_CANDIDATES + 1)? {
+                if score >= relationship::CANDIDATE_MIN_COSINE {
+                    candidates.push(neighbour);
                 }
             }
         }
@@ -219,12 +219,11 @@ pub(super) async fn plan_consolidation(app: &App, unit: &UserRun<'_>, plan: &mut
     for id in &seeds {
         let Some(vector) = vectors.get(id) else { continue };
         let near: Vec<(MemoryId, f32)> = index
-            .search(vector, consolidation::CLUSTER_MAX * 2)?
+            .nearest(vector, consolidation::CLUSTER_MAX * 2)?
             .into_iter()
-            .filter(|n| n.memory_id != *id && !busy.contains(&n.memory_id))
-            .filter(|n| !apart.contains(&(*id, n.memory_id)))
-            .filter(|n| n.score >= consolidation::CLUSTER_MIN_COSINE)
-            .map(|n| (n.memory_id, n.score))
+            .filter(|(other, _)| other != id && !busy.contains(other))
+            .filter(|(other, _)| !apart.contains(&(*id, *other)))
+            .filter(|(_, score)| *score >= consolidation::CLUSTER_MIN_COSINE)
             .collect();
         neighbours.insert(*id, near);
     }

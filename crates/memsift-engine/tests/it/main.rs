@@ -7,6 +7,7 @@ mod budgets;
 mod continuations;
 mod crash;
 mod erasure;
+mod held;
 mod pipeline;
 mod postprocess;
 mod search;

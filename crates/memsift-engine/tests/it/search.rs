@@ -4,8 +4,11 @@
 //! ever read.
 
 use chrono::Duration;
+use memsift_engine::held::{MemoryWords, TurnVectors, TurnWords};
 use memsift_engine::pipeline::run_until_idle;
-use memsift_engine::search::{Key, SearchAnswer, SearchError, SearchRequest, Signal, Signals, Weights, search};
+use memsift_engine::search::{
+    Key, SearchAnswer, SearchError, SearchRequest, Signal, Signals, Weights, search, speaker_names,
+};
 use memsift_store::Revision;
 
 use crate::helpers::{TestApp, line, t0};
@@ -240,10 +243,10 @@ async fn what_was_said_next_to_a_result_comes_along_and_says_so(test: TestApp) {
         &test.app,
         &SearchRequest {
             include_turns: true,
-            weights: Weights {
+            weights: Some(Weights {
                 nearby_factor: 0.0,
                 ..Weights::default()
-            },
+            }),
             ..request("ana", "ramen harbour")
         },
     )
@@ -352,9 +355,9 @@ async fn the_lexical_index_follows_writes_and_erasure(test: TestApp) {
         .await
         .unwrap();
     assert!(texts(&test, &lexical_only("ana", "bees roof")).await.is_empty());
-    assert!(test.app.lexicons.holds(ana));
+    assert!(test.app.held.holds::<MemoryWords>(ana));
     assert_eq!(
-        test.app.lexicons.memory_builds(),
+        test.app.held.made::<MemoryWords>(),
         (1, 2),
         "read whole once, then brought forward by the memory written and the one expired"
     );
@@ -388,9 +391,9 @@ async fn the_lexical_index_follows_writes_and_erasure(test: TestApp) {
         texts(&test, &turns_only("swarm")).await,
         ["The hive swarmed in June.", "We caught the queen."]
     );
-    assert!(test.app.lexicons.holds_turns(ana));
+    assert!(test.app.held.holds::<TurnWords>(ana));
     assert_eq!(
-        test.app.lexicons.turn_builds(),
+        test.app.held.made::<TurnWords>(),
         (1, 1),
         "the second import's segment was read again, not every turn"
     );
@@ -401,9 +404,14 @@ async fn the_lexical_index_follows_writes_and_erasure(test: TestApp) {
     let held_turns = |app: &memsift_engine::app::App| {
         let app = app.clone();
         async move {
-            let lexicon = app.lexicons.fresh_turns(&app.store, ana).await.unwrap();
-            let index = app.vectors.turn_index(&app.store, ana).await.unwrap();
-            (lexicon.len(), index.len())
+            let version = app.store.vectors().turn_version(ana).await.unwrap();
+            let words = app
+                .held
+                .current::<TurnWords>(&app.store, ana, &(), version)
+                .await
+                .unwrap();
+            let index = app.vectors.turn_index_at(&app.store, ana, version).await.unwrap();
+            (words.lexicon.len(), index.index.len())
         }
     };
     assert_eq!(held_turns(&other).await, (2, 0));
@@ -418,22 +426,25 @@ async fn the_lexical_index_follows_writes_and_erasure(test: TestApp) {
         .await
         .unwrap();
     assert_eq!(held_turns(&other).await, (3, 3));
-    assert_eq!(other.lexicons.turn_builds(), (1, 2));
+    assert_eq!(other.held.made::<TurnWords>(), (1, 2));
 
     texts(&test, &request("ana", "queen")).await;
-    assert!(test.app.vectors.holds_turns(ana));
+    assert!(test.app.held.holds::<TurnVectors>(ana));
     assert!(
         test.app.vectors.n_recent() > 0,
         "the turns' and the query's vectors are cached"
     );
     memsift_engine::erase::erase_user(&test.app, "ana").await.unwrap();
     assert!(
-        !test.app.vectors.holds_turns(ana),
+        !test.app.held.holds::<TurnVectors>(ana),
         "erasure drops the user's turn index"
     );
     assert_eq!(test.app.vectors.n_recent(), 0, "and every cached vector of a text");
-    assert!(!test.app.lexicons.holds(ana), "erasure drops the user's lexicon");
-    assert!(!test.app.lexicons.holds_turns(ana), "and the lexicon over turns");
+    assert!(
+        !test.app.held.holds::<MemoryWords>(ana),
+        "erasure drops the user's lexicon"
+    );
+    assert!(!test.app.held.holds::<TurnWords>(ana), "and the lexicon over turns");
     assert!(texts(&test, &lexical_only("ana", "honey")).await.is_empty());
     assert!(texts(&test, &turns_only("queen")).await.is_empty());
     assert_eq!(
@@ -441,7 +452,7 @@ async fn the_lexical_index_follows_writes_and_erasure(test: TestApp) {
         (0, 0),
         "no word or vector of an erased turn stays in the other daemon"
     );
-    assert_eq!(other.lexicons.turn_builds(), (2, 2), "rebuilt whole past the erasure");
+    assert_eq!(other.held.made::<TurnWords>(), (2, 2), "rebuilt whole past the erasure");
     test.finish().await;
 }
 
@@ -480,10 +491,10 @@ async fn the_query_is_embedded_without_the_speakers_names(test: TestApp) {
             turn_vectors: true,
             ..Signals::none()
         },
-        weights: Weights {
+        weights: Some(Weights {
             vector_without_names,
             ..Weights::default()
-        },
+        }),
         record_access: false,
         ..request("nate", "What desserts did Nate's family like?")
     };
@@ -539,7 +550,6 @@ async fn the_query_is_embedded_without_the_speakers_names_on_postgres() {
 /// embedding); past an erasure the lexicon is read again whole and names nobody.
 async fn the_speakers_names_are_current_without_waiting_for_the_turn_lexicon(test: TestApp) {
     let store = &test.app.store;
-    let lexicons = &test.app.lexicons;
     test.import(
         "a.jsonl",
         &[spoken("Joanna", 0, "Hi Nate!"), spoken("Nate", 1, "Hey.")].concat(),
@@ -548,9 +558,9 @@ async fn the_speakers_names_are_current_without_waiting_for_the_turn_lexicon(tes
     .unwrap();
     let nate = store.listing().user_id("nate").await.unwrap().unwrap();
     let names = |set: std::collections::BTreeSet<String>| set.into_iter().collect::<Vec<_>>();
-    assert_eq!(names(lexicons.speakers(store, nate).await.unwrap()), ["Joanna", "Nate"]);
+    assert_eq!(names(speaker_names(&test.app, nate).await.unwrap()), ["Joanna", "Nate"]);
     assert_eq!(
-        lexicons.turn_builds(),
+        test.app.held.made::<TurnWords>(),
         (1, 0),
         "nothing held: the lexicon is read whole"
     );
@@ -559,22 +569,33 @@ async fn the_speakers_names_are_current_without_waiting_for_the_turn_lexicon(tes
         .await
         .unwrap();
     assert_eq!(
-        names(lexicons.speakers(store, nate).await.unwrap()),
+        names(speaker_names(&test.app, nate).await.unwrap()),
         ["Evan", "Joanna", "Nate"],
         "a speaker new since the held lexicon is named"
     );
-    assert_eq!(lexicons.turn_builds(), (1, 0), "without bringing the lexicon forward");
-    assert_eq!(lexicons.fresh_turns(store, nate).await.unwrap().speakers().len(), 3);
-    assert_eq!(lexicons.turn_builds(), (1, 1));
+    assert_eq!(
+        test.app.held.made::<TurnWords>(),
+        (1, 0),
+        "without bringing the lexicon forward"
+    );
+    let version = store.vectors().turn_version(nate).await.unwrap();
+    let words = test
+        .app
+        .held
+        .current::<TurnWords>(store, nate, &(), version)
+        .await
+        .unwrap();
+    assert_eq!(words.lexicon.speakers().len(), 3);
+    assert_eq!(test.app.held.made::<TurnWords>(), (1, 1));
 
     let other = memsift_engine::testing::app_on(store, &test.clock, test.app.config.clone(), "other");
-    assert_eq!(other.lexicons.speakers(store, nate).await.unwrap().len(), 3);
+    assert_eq!(speaker_names(&other, nate).await.unwrap().len(), 3);
     memsift_engine::erase::erase_user(&test.app, "nate").await.unwrap();
     assert!(
-        other.lexicons.speakers(store, nate).await.unwrap().is_empty(),
+        speaker_names(&other, nate).await.unwrap().is_empty(),
         "no erased speaker's name stays in the other daemon"
     );
-    assert_eq!(other.lexicons.turn_builds(), (2, 0), "read whole past the erasure");
+    assert_eq!(other.held.made::<TurnWords>(), (2, 0), "read whole past the erasure");
     test.finish().await;
 }
 
@@ -621,21 +642,23 @@ async fn the_speakers_names_after_any_writes_are_a_whole_reads(test: TestApp) {
             .unwrap();
         let nate = store.listing().user_id("nate").await.unwrap().unwrap();
         let afresh = memsift_engine::testing::app_on(store, &test.clock, test.app.config.clone(), "afresh");
+        let version = store.vectors().turn_version(nate).await.unwrap();
         let whole = afresh
-            .lexicons
-            .fresh_turns(store, nate)
+            .held
+            .current::<TurnWords>(store, nate, &(), version)
             .await
             .unwrap()
+            .lexicon
             .speakers()
             .clone();
         assert_eq!(
-            test.app.lexicons.speakers(store, nate).await.unwrap(),
+            speaker_names(&test.app, nate).await.unwrap(),
             whole,
             "after write {minute}"
         );
     }
     assert_eq!(
-        test.app.lexicons.turn_builds(),
+        test.app.held.made::<TurnWords>(),
         (1, 0),
         "read whole once, never brought forward for names"
     );
@@ -650,4 +673,42 @@ async fn the_speakers_names_after_any_writes_are_a_whole_reads_on_sqlite() {
 #[tokio::test]
 async fn the_speakers_names_after_any_writes_are_a_whole_reads_on_postgres() {
     the_speakers_names_after_any_writes_are_a_whole_reads(TestApp::postgres().await).await;
+}
+
+/// A memory an operator wrote cites no turn, so it has nothing to be found by in the evidence
+/// lists; it stands as its own evidence there (its words scored as a turn's, its vector as a
+/// turn's), and an unrelated memory no longer outranks it for the signals it could not have.
+#[tokio::test]
+async fn a_memory_without_evidence_is_not_outranked_for_lacking_it() {
+    let test = TestApp::sqlite().await;
+    let embedder = test.app.vectors.embedder().await.unwrap();
+    let said = "Ana runs ten km every morning.";
+    let vector = embedder.embed(&[said]).unwrap().remove(0);
+    let store = &test.app.store;
+    let ana = store
+        .insert_bench_memories("ana", embedder.model_id(), &[(said.to_owned(), vector)], t0())
+        .await
+        .unwrap();
+    let (_, operator) = store
+        .insert_test_memory("ana", "Ana works as an accountant.")
+        .await
+        .unwrap();
+    store.bump_memory_version(ana).await.unwrap();
+    let answer = search(
+        &test.app,
+        &SearchRequest {
+            record_access: false,
+            ..request("ana", "Is Ana an accountant?")
+        },
+    )
+    .await
+    .unwrap();
+    let first = &answer.results[0];
+    assert_eq!(first.key, Key::Memory(operator.to_string()), "{answer:#?}");
+    let signals: Vec<Signal> = first.parts.signals.iter().map(|(signal, _, _)| *signal).collect();
+    assert!(
+        signals.contains(&Signal::Evidence) && signals.contains(&Signal::EvidenceVector),
+        "its own words and vector stand in the evidence lists: {signals:?}"
+    );
+    test.finish().await;
 }

@@ -1,22 +1,20 @@
-//! The read side's store queries: the lexical index stays exactly the active memories and stored
-//! turns of each user through insert, archive and delete, any query text is safe to match, and
-//! every query is scoped by user.
+//! The read side's store queries: what the in-memory indexes are built from stays exactly the
+//! active memories and stored turns of each user through insert, archive and delete, and every
+//! query is scoped by user.
 
 use memsift_core::UserId;
 use memsift_core::status::Role;
-use memsift_store::{MemoryTexts, NewMessage, Store, VectorCache, VectorIndex};
+use memsift_store::{MemoryTexts, NewMessage, Store};
 
 use crate::helpers::{idle, ingest_now, memory_texts_since, message, no_progress, t0};
-
-fn terms(words: &[&str]) -> Vec<String> {
-    words.iter().map(|word| (*word).to_owned()).collect()
-}
 
 async fn user_id(store: &Store, user: &str) -> UserId {
     store.listing().user_id(user).await.unwrap().expect("the user exists")
 }
 
-pub async fn the_lexical_index_follows_every_memory_write_and_stays_within_its_user(store: &Store) {
+/// What a memory lexicon is built from follows every memory write and stays within its user,
+/// and a card is shown only to its own user.
+pub async fn memory_texts_follow_every_memory_write_and_stay_within_their_user(store: &Store) {
     let (ana, in_lisbon) = store
         .insert_test_memory("ana", "Ana moved to Lisbon in spring.")
         .await
@@ -29,62 +27,51 @@ pub async fn the_lexical_index_follows_every_memory_write_and_stays_within_its_u
         .insert_test_memory("bo", "Bo visited Lisbon twice.")
         .await
         .unwrap();
-    // Stemmed: "moving" finds "moved", "sunrise" finds "sunrises".
-    let found = store
-        .search()
-        .lexical_memories(ana, &terms(&["lisbon", "moving"]), 10)
-        .await
-        .unwrap();
-    assert_eq!(found.iter().map(|(id, _)| *id).collect::<Vec<_>>(), vec![in_lisbon]);
-    let found = store
-        .search()
-        .lexical_memories(ana, &terms(&["sunrise"]), 10)
-        .await
-        .unwrap();
-    assert_eq!(found.iter().map(|(id, _)| *id).collect::<Vec<_>>(), vec![painting]);
-    // Bo's memory matches the same words and is never Ana's answer, nor the reverse.
-    let found = store
-        .search()
-        .lexical_memories(bo, &terms(&["lisbon", "sunrise"]), 10)
-        .await
-        .unwrap();
-    assert_eq!(found.iter().map(|(id, _)| *id).collect::<Vec<_>>(), vec![bo_lisbon]);
-    // Archived: no longer an answer. Deleted: gone from the index.
+    // Every real write moves the version with its rows; these fixtures leave that to the test.
+    store.bump_memory_version(ana).await.unwrap();
+    let active = |texts: &MemoryTexts| {
+        let mut ids: Vec<_> = texts.changed.iter().map(|(id, _, _)| *id).collect();
+        ids.sort();
+        ids
+    };
+    let (built, texts) = memory_texts_since(store, ana, None).await;
+    let mut both = vec![in_lisbon, painting];
+    both.sort();
+    assert_eq!(active(&texts), both, "every active memory of ana's, and none of bo's");
+    assert_eq!(active(&memory_texts_since(store, bo, None).await.1), vec![bo_lisbon]);
+    // Archived: gone from a whole read, and named as gone to an index built before.
     store.archive_test_memory(ana, in_lisbon).await.unwrap();
-    assert!(
-        store
-            .search()
-            .lexical_memories(ana, &terms(&["lisbon"]), 10)
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert_eq!(active(&memory_texts_since(store, ana, None).await.1), vec![painting]);
+    let (_, since) = memory_texts_since(store, ana, Some(built.version)).await;
+    assert_eq!((since.changed.len(), since.gone.clone()), (0, vec![in_lisbon]));
+    // Deleted: gone, and the floor refuses to bring an older index forward.
     store.delete_test_memory(ana, painting).await.unwrap();
+    let (state, texts) = memory_texts_since(store, ana, None).await;
+    assert!(texts.changed.is_empty());
     assert!(
-        store
-            .search()
-            .lexical_memories(ana, &terms(&["sunrise"]), 10)
-            .await
-            .unwrap()
-            .is_empty()
+        !state.can_extend(built.version),
+        "a deleted row leaves no stamp: rebuild"
     );
-    // A new memory is found at once: the index is written with the row.
     let (_, porto) = store
         .insert_test_memory("ana", "Ana now lives in Porto.")
         .await
         .unwrap();
-    let found = store
-        .search()
-        .lexical_memories(ana, &terms(&["porto"]), 10)
-        .await
-        .unwrap();
-    assert_eq!(found.iter().map(|(id, _)| *id).collect::<Vec<_>>(), vec![porto]);
+    let (_, since) = memory_texts_since(store, ana, Some(state.version)).await;
+    assert_eq!(
+        since
+            .changed
+            .iter()
+            .map(|(id, text, _)| (*id, text.as_str()))
+            .collect::<Vec<_>>(),
+        [(porto, "Ana now lives in Porto.")]
+    );
     let cards = store.search().memory_cards(ana, &[porto, bo_lisbon]).await.unwrap();
     assert_eq!(cards.len(), 1, "a card of another user's memory is not shown");
     assert_eq!(cards[0].text, "Ana now lives in Porto.");
 }
 
-pub async fn uncited_turns_are_found_by_their_words_and_only_the_users_own(store: &Store) {
+/// A turn's card is shown only to its own user.
+pub async fn a_turn_card_is_shown_only_to_its_own_user(store: &Store) {
     let mut last = message(
         "ana",
         "c1",
@@ -117,26 +104,18 @@ pub async fn uncited_turns_are_found_by_their_words_and_only_the_users_own(store
         .await
         .unwrap();
     let ana = user_id(store, "ana").await;
-    let found = store
-        .search()
-        .lexical_turns(ana, &terms(&["coco", "adopt"]), 10)
-        .await
-        .unwrap();
-    assert_eq!(found.len(), 1);
-    let cards = store.search().turn_cards(ana, &[found[0].0.clone()]).await.unwrap();
+    let (_, turns) = store.search().user_turn_texts(ana).await.unwrap();
+    let coco = turns
+        .iter()
+        .find(|turn| turn.text.contains("Coco"))
+        .expect("ana's turn is read")
+        .id
+        .clone();
+    let cards = store.search().turn_cards(ana, std::slice::from_ref(&coco)).await.unwrap();
     assert_eq!(cards[0].text, "We adopted a puppy named Coco from the shelter.");
     assert_eq!(cards[0].role, "user");
     let bo = user_id(store, "bo").await;
-    let bo_found = store.search().lexical_turns(bo, &terms(&["coco"]), 10).await.unwrap();
-    assert_eq!(bo_found.len(), 1);
-    assert!(
-        store
-            .search()
-            .turn_cards(bo, &[found[0].0.clone()])
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(store.search().turn_cards(bo, &[coco]).await.unwrap().is_empty());
 }
 
 /// The turn lexicon reads every turn of one user, in conversation order with its speaker, and
@@ -190,43 +169,6 @@ pub async fn every_turn_is_read_in_order_and_a_new_turn_moves_the_turn_version(s
     let (moved, turns) = store.search().user_turn_texts(ana).await.unwrap();
     assert!(moved > version);
     assert_eq!(turns.last().map(|turn| turn.text.as_str()), Some("She sleeps a lot."));
-}
-
-pub async fn any_query_text_is_matched_as_words_never_as_query_syntax(store: &Store) {
-    use proptest::strategy::{Strategy, ValueTree};
-    store
-        .insert_test_memory("ana", "Ana said \"NEAR\" AND OR NOT * ^ : - once.")
-        .await
-        .unwrap();
-    let ana = user_id(store, "ana").await;
-    let word = proptest::string::string_regex(r#"[a-zA-Z0-9"*^:(){}\-+.'\u{0}\u{FFFD}é漢]{1,12}"#).unwrap();
-    let strategy = proptest::collection::vec(word, 1..8);
-    let mut runner = proptest::test_runner::TestRunner::deterministic();
-    for case in 0..64 {
-        let words = strategy.new_tree(&mut runner).unwrap().current();
-        let words: Vec<String> = words.into_iter().map(|word| word.to_lowercase()).collect();
-        store
-            .search()
-            .lexical_memories(ana, &words, 10)
-            .await
-            .unwrap_or_else(|error| panic!("case {case}: {words:?} failed to match: {error}"));
-        store
-            .search()
-            .lexical_turns(ana, &words, 10)
-            .await
-            .unwrap_or_else(|error| panic!("case {case}: {words:?} failed on turns: {error}"));
-        store
-            .search()
-            .memories_by_evidence_text(ana, &words, 10)
-            .await
-            .unwrap_or_else(|error| panic!("case {case}: {words:?} failed on evidence: {error}"));
-    }
-    let found = store
-        .search()
-        .lexical_memories(ana, &terms(&["near", "and"]), 10)
-        .await
-        .unwrap();
-    assert_eq!(found.len(), 1, "words that are query operators are matched as words");
 }
 
 /// What a cached turn index needs to be brought forward: the segments with a turn written since
@@ -469,40 +411,50 @@ pub async fn a_memory_index_reads_only_what_changed_since_it_was_built_until_a_m
         "archived: read as gone"
     );
 
-    // The vector cache: read whole once, then brought forward by each change.
-    let cache = VectorCache::new("m", 2);
+    // The vectors: read whole once, then only what changed; a memory with no vector of the
+    // model is read too (the engine embeds it), and an archived one is read as gone.
     store
         .set_memory_embedding(ana, painting, "m", &[1.0, 0.0])
         .await
         .unwrap();
-    let (index, missing) = cache.fresh(store, ana).await.unwrap();
-    assert_eq!((index.len(), missing.len(), cache.builds()), (1, 0, (1, 0)));
+    let whole = store.vectors().user_memory_vectors(ana).await.unwrap();
+    assert_eq!(whole.rows.len(), 1);
     let (_, swims) = store.insert_test_memory("ana", "Ana swims.").await.unwrap();
-    store.bump_memory_version(ana).await.unwrap();
-    let (index, missing) = cache.fresh(store, ana).await.unwrap();
-    assert_eq!((index.len(), missing, cache.builds()), (1, vec![swims], (1, 1)));
+    let since = store.vectors().memory_vectors_since(ana, whole.version).await.unwrap();
+    assert_eq!(
+        since
+            .changed
+            .iter()
+            .map(|row| (row.memory_id, row.vector.is_some()))
+            .collect::<Vec<_>>(),
+        [(swims, false)]
+    );
     store.set_memory_embedding(ana, swims, "m", &[0.0, 2.0]).await.unwrap();
     store.archive_test_memory(ana, painting).await.unwrap();
-    let (index, missing) = cache.fresh(store, ana).await.unwrap();
-    assert_eq!((index.len(), missing.len(), cache.builds()), (1, 0, (1, 2)));
-    assert!(index.contains(swims) && !index.contains(painting));
-    let whole = VectorIndex::load(store, ana, "m", 2).await.unwrap().index;
+    let forward = store
+        .vectors()
+        .memory_vectors_since(ana, since.state.version)
+        .await
+        .unwrap();
     assert_eq!(
-        index.search(&[0.0, 1.0], 5).unwrap(),
-        whole.search(&[0.0, 1.0], 5).unwrap(),
-        "brought forward, it holds what a whole read holds"
+        forward
+            .changed
+            .iter()
+            .map(|row| (row.memory_id, row.vector.clone()))
+            .collect::<Vec<_>>(),
+        [(swims, Some(vec![0.0, 2.0]))]
     );
-    assert_eq!(index.version(), whole.version());
+    assert_eq!(forward.gone, vec![painting]);
+    assert!(forward.state.can_extend(since.state.version));
+    let index_version = forward.state.version;
 
     // A deleted row leaves no stamp to read: the floor refuses every index built before it.
     store.delete_test_memory(ana, swims).await.unwrap();
     let after_delete = store.vectors().memory_state(ana).await.unwrap();
-    assert!(!after_delete.can_extend(archived.version) && !after_delete.can_extend(index.version()));
-    let (index, _) = cache.fresh(store, ana).await.unwrap();
-    assert_eq!(
-        (index.len(), cache.builds()),
-        (0, (2, 2)),
-        "read whole past the deletion"
+    assert!(!after_delete.can_extend(archived.version) && !after_delete.can_extend(index_version));
+    assert!(
+        store.vectors().user_memory_vectors(ana).await.unwrap().rows.is_empty(),
+        "read whole past the deletion: nothing is left"
     );
     assert!(after_delete.can_extend(after_delete.version));
 }

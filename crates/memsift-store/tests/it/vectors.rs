@@ -1,7 +1,8 @@
-//! Store cases for memory embeddings and the exact vector index; each runs once per backend.
+//! Store cases for memory embeddings as the engine's exact index reads them; each runs once per
+//! backend.
 
 use memsift_core::{MemoryId, UserId};
-use memsift_store::{Store, StoreError, VectorCache, VectorIndex};
+use memsift_store::{Store, StoreError};
 
 const MODEL: &str = "test-model-v1";
 
@@ -16,12 +17,6 @@ fn vector(seed: u64, dimension: usize) -> Vec<f32> {
             (state % 2001) as f32 / 1000.0 - 1.0
         })
         .collect()
-}
-
-fn normalized(mut values: Vec<f32>) -> Vec<f32> {
-    let norm = values.iter().map(|x| x * x).sum::<f32>().sqrt();
-    values.iter_mut().for_each(|x| *x /= norm);
-    values
 }
 
 async fn memories(store: &Store, user: &str, count: usize) -> (UserId, Vec<MemoryId>) {
@@ -94,14 +89,17 @@ pub async fn vectors_of_another_model_or_dimension_are_reported_not_mixed(store:
         .unwrap();
     // ids[3] has no vector at all.
 
-    let loaded = VectorIndex::load(store, user, MODEL, 8).await.unwrap();
-    assert_eq!(loaded.index.len(), 1);
-    assert!(loaded.index.contains(ids[0]));
+    // Read back with what made each: the index takes only the model's own at its dimension.
+    let read = store.vectors().user_memory_vectors(user).await.unwrap();
+    let usable: Vec<MemoryId> = read
+        .rows
+        .iter()
+        .filter(|row| row.model_id.as_deref() == Some(MODEL) && row.dimension == Some(8) && row.vector.is_some())
+        .map(|row| row.memory_id)
+        .collect();
+    assert_eq!((read.rows.len(), usable), (4, vec![ids[0]]));
     let mut expected = vec![ids[1], ids[2], ids[3]];
     expected.sort_by_key(|id| id.to_string());
-    let mut reported = loaded.needs_embedding.clone();
-    reported.sort_by_key(|id| id.to_string());
-    assert_eq!(reported, expected);
 
     // The reembed listing finds the same three, pages by cursor, and drops each once fixed.
     let first = store
@@ -136,7 +134,12 @@ pub async fn vectors_of_another_model_or_dimension_are_reported_not_mixed(store:
             .unwrap()
             .is_empty()
     );
-    assert_eq!(VectorIndex::load(store, user, MODEL, 8).await.unwrap().index.len(), 4);
+    let read = store.vectors().user_memory_vectors(user).await.unwrap();
+    assert!(
+        read.rows
+            .iter()
+            .all(|row| row.model_id.as_deref() == Some(MODEL) && row.dimension == Some(8))
+    );
 }
 
 fn expected_index(ids: &[MemoryId], id: MemoryId) -> usize {
@@ -145,88 +148,29 @@ fn expected_index(ids: &[MemoryId], id: MemoryId) -> usize {
         .expect("a listed id is one of ours")
 }
 
-pub async fn a_write_elsewhere_bumps_the_version_and_the_cache_reloads(store: &Store) {
+/// Every vector write moves the user's memory version, and what was written since a version is
+/// read back: the rows another daemon's index needs to be brought forward.
+pub async fn a_write_elsewhere_bumps_the_version_and_is_read_back_since(store: &Store) {
     let (user, ids) = memories(store, "ana", 3).await;
-    store
+    let built = store
         .set_memory_embedding(user, ids[0], MODEL, &vector(1, 8))
         .await
         .unwrap();
-    let cache = VectorCache::new(MODEL, 8);
-    let (index, _) = cache.fresh(store, user).await.unwrap();
-    assert_eq!(index.len(), 1);
-    assert!(index.is_current(store).await.unwrap());
-
-    // Our own write, applied in place: no reload needed, and the version keeps step.
-    let version = store
-        .set_memory_embedding(user, ids[1], MODEL, &vector(2, 8))
-        .await
-        .unwrap();
-    cache.record_embedding(user, ids[1], &vector(2, 8), version);
-    let (index, _) = cache.fresh(store, user).await.unwrap();
-    assert_eq!(index.len(), 2);
-    assert_eq!(index.version(), version);
-
-    // Another daemon's write: only the database knows. The cached index is now stale…
-    store
+    assert_eq!(store.vectors().memory_version(user).await.unwrap(), built);
+    let later = store
         .set_memory_embedding(user, ids[2], MODEL, &vector(3, 8))
         .await
         .unwrap();
-    assert!(!index.is_current(store).await.unwrap());
-    // …and the next use reloads it with the new memory.
-    let (reloaded, _) = cache.fresh(store, user).await.unwrap();
-    assert_eq!(reloaded.len(), 3);
-    assert!(reloaded.contains(ids[2]));
-
-    // Archiving (any write that bumps the version) drops the memory on the next use.
+    assert!(later > built);
+    let since = store.vectors().memory_vectors_since(user, built).await.unwrap();
+    assert_eq!(since.state.version, later);
+    let changed: Vec<(MemoryId, Option<Vec<f32>>)> = since
+        .changed
+        .iter()
+        .map(|row| (row.memory_id, row.vector.clone()))
+        .collect();
+    assert_eq!(changed, [(ids[2], Some(vector(3, 8)))], "only what was written since");
     store.archive_test_memory(user, ids[0]).await.unwrap();
-    let (after_archive, _) = cache.fresh(store, user).await.unwrap();
-    assert_eq!(after_archive.len(), 2);
-    assert!(!after_archive.contains(ids[0]));
-
-    // An interleaved foreign write makes our in-place update refuse to claim currency.
-    let mine = store
-        .set_memory_embedding(user, ids[1], MODEL, &vector(4, 8))
-        .await
-        .unwrap();
-    store.bump_memory_version(user).await.unwrap();
-    cache.record_embedding(user, ids[1], &vector(4, 8), mine);
-    let (index, _) = cache.fresh(store, user).await.unwrap();
-    assert_eq!(index.version(), store.vectors().memory_version(user).await.unwrap());
-}
-
-pub async fn top_k_matches_a_brute_force_reference(store: &Store) {
-    const DIMENSION: usize = 40; // not a multiple of 16: exercises the loop's tail
-    let (user, ids) = memories(store, "ana", 60).await;
-    for (seed, id) in ids.iter().enumerate() {
-        store
-            .set_memory_embedding(user, *id, MODEL, &vector(seed as u64 + 100, DIMENSION))
-            .await
-            .unwrap();
-    }
-    let loaded = VectorIndex::load(store, user, MODEL, DIMENSION).await.unwrap();
-    assert!(loaded.needs_embedding.is_empty());
-    let mut index = loaded.index;
-    index.remove(ids[7]);
-
-    for query_seed in 0..5 {
-        let query = normalized(vector(query_seed, DIMENSION));
-        let mut reference: Vec<(MemoryId, f32)> = ids
-            .iter()
-            .enumerate()
-            .filter(|(_, id)| **id != ids[7])
-            .map(|(seed, id)| {
-                let row = normalized(vector(seed as u64 + 100, DIMENSION));
-                (*id, row.iter().zip(&query).map(|(a, b)| a * b).sum::<f32>())
-            })
-            .collect();
-        reference.sort_by(|a, b| b.1.total_cmp(&a.1));
-        for k in [1, 5, 59, 100] {
-            let hits = index.search(&query, k).unwrap();
-            assert_eq!(hits.len(), k.min(59));
-            for (hit, (id, score)) in hits.iter().zip(&reference) {
-                assert_eq!(hit.memory_id, *id, "k={k}");
-                assert!((hit.score - score).abs() < 1e-5);
-            }
-        }
-    }
+    let since = store.vectors().memory_vectors_since(user, later).await.unwrap();
+    assert_eq!((since.changed.len(), since.gone), (0, vec![ids[0]]));
 }

@@ -334,7 +334,7 @@ pub enum EvalCommand {
         /// importing or extracting again, when it has), instead of a throwaway one.
         #[arg(long, value_name = "DIR")]
         store: Option<PathBuf>,
-        /// Ranking weights to try instead of the defaults, as `name=value,…` (names as in
+        /// Ranking weights to try instead of the configured `[search.weights]`, as `name=value,…` (names as in
         /// `--json` output: rrf_k, vector, lexical, entity, date, turns, importance_prior, …).
         #[arg(long, value_name = "LIST")]
         weights: Option<String>,

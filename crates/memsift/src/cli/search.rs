@@ -80,12 +80,18 @@ pub(super) async fn eval(config: Config, what: EvalCommand, json: bool) -> anyho
         only,
         misses,
     } = what;
+    // Overrides apply to the configured weights, so a run measures what the daemon would do.
     let weights = match weights {
-        Some(list) => memsift_engine::search::Weights::default()
+        Some(list) => config
+            .search
+            .weights
             .with_overrides(&list)
             .map_err(|problem| anyhow::anyhow!("eval retrieval: --weights: {problem}"))?,
-        None => memsift_engine::search::Weights::default(),
+        None => config.search.weights.clone(),
     };
+    weights
+        .validate()
+        .map_err(|problem| anyhow::anyhow!("eval retrieval: --weights: {problem}"))?;
     let lanes = if configured {
         Lanes::Configured
     } else {

@@ -268,7 +268,7 @@ async fn measure(
         let request = SearchRequest {
             include_turns: setup.include_turns,
             signals: setup.signals,
-            weights: setup.weights.clone(),
+            weights: Some(setup.weights.clone()),
             record_access: false,
             ..SearchRequest::new(question.user.clone(), question.text.clone())
         };

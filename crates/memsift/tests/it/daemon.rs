@@ -579,7 +579,7 @@ fn drains_on_signal(signal: &str) {
 /// The `/metrics` lines of the daemon's embedder, as its API would serve them.
 async fn embedder_metrics(app: &App) -> Vec<String> {
     let snapshot = app.store.listing().metrics_snapshot().await.unwrap();
-    let state = memsift::metrics::EmbedderState::of(&app.vectors);
+    let state = memsift::metrics::EmbedderState::of(app);
     memsift::metrics::render(&snapshot, &[], state)
         .unwrap()
         .lines()

@@ -151,6 +151,7 @@ fn allowed(label: &str) -> BTreeSet<&'static str> {
         "provider" => vec!["anthropic", "openai", "openai_compatible"],
         "model" => MODELS.to_vec(),
         "endpoint" => ENDPOINTS.to_vec(),
+        "outcome" => memsift::metrics::INDEX_READ_OUTCOMES.to_vec(),
         "le" => vec![],
         other => panic!("a label no closed set covers: {other}"),
     };
@@ -182,7 +183,8 @@ proptest! {
             + Temporal::ALL.len() * 2
             + DropReason::ALL.len()
             + lane_series
-            + 40;
+            + memsift::metrics::INDEX_READ_OUTCOMES.len()
+            + 46;
         prop_assert!(n_series <= bound, "{n_series} series > {bound}");
         let dropped = text
             .lines()

@@ -1,6 +1,6 @@
 //! Exact top-5 over N × 384 vectors, next to the time to merely read the same bytes once.
 //!
-//! `cargo run --release -p memsift-store --bin vector-bench -- 100000` (N defaults to 100 000).
+//! `cargo run --release -p memsift-engine --bin vector-bench -- 100000` (N defaults to 100 000).
 //! Prints `n=… dim=… topk_ms=… read_floor_ms=… ratio=…`, medians over 21 queries. The scan is
 //! memory-bound, so the ratio says how close the search loop comes to the machine's bandwidth.
 //! Prints figures only: nothing here asserts on time.
@@ -8,8 +8,8 @@
 use std::hint::black_box;
 use std::time::Instant;
 
-use memsift_core::{MemoryId, UserId};
-use memsift_store::VectorIndex;
+use memsift_core::MemoryId;
+use memsift_engine::held::ExactIndex;
 
 const DIMENSION: usize = 384;
 const QUERIES: usize = 21;
@@ -61,7 +61,7 @@ fn main() {
     };
     let mut noise = Noise(0x2545_F491_4F6C_DD1D);
     let build_start = Instant::now();
-    let mut index = VectorIndex::new(UserId::new_v7(), "bench-random", DIMENSION);
+    let mut index = ExactIndex::new(DIMENSION);
     for _ in 0..n {
         index
             .insert(MemoryId::new_v7(), &noise.vector())
@@ -74,9 +74,7 @@ fn main() {
     for _ in 0..QUERIES {
         let query = noise.vector();
         let start = Instant::now();
-        let hits = index
-            .search(black_box(&query), TOP_K)
-            .expect("the query has the index's dimension");
+        let hits = index.search(black_box(&query), TOP_K);
         topk.push(start.elapsed().as_secs_f64() * 1e3);
         black_box(hits);
 
