@@ -516,20 +516,23 @@ impl Search<'_> {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        // Links are read through each end's index alone, then both ends checked against the
-        // user's active memories by primary key. Joining `memories` twice in the same statement
-        // let PostgreSQL plan a product of the user's memories with themselves (0.5 s at 1k
-        // memories, 50 s at 10k), whatever way the link condition was written.
+        // Links are read through each end's index alone (one arm of the union each), then both
+        // ends checked against the user's active memories by primary key. Joining `memories`
+        // twice in the same statement let PostgreSQL plan a product of the user's memories with
+        // themselves (0.5 s at 1k memories, 50 s at 10k), whatever way the link condition was
+        // written.
         let list = in_set(self.kind(), 1);
-        let mut rows: Vec<(String, String, String, f64)> = Vec::new();
-        for end in ["source_id", "target_id"] {
-            let sql = format!("SELECT source_id, target_id, kind, confidence FROM memory_links WHERE {end}{list}");
-            let args = vec![ids_arg(ids)];
-            rows.extend(
-                self.read_all::<(String, String, String, f64)>(Statement { sql: &sql, args })
-                    .await?,
-            );
-        }
+        let sql = format!(
+            "SELECT source_id, target_id, kind, confidence FROM memory_links WHERE source_id{list}
+             UNION ALL
+             SELECT source_id, target_id, kind, confidence FROM memory_links WHERE target_id{list}"
+        );
+        let mut rows: Vec<(String, String, String, f64)> = self
+            .read_all(Statement {
+                sql: &sql,
+                args: vec![ids_arg(ids)],
+            })
+            .await?;
         let ends: std::collections::BTreeSet<&str> =
             rows.iter().flat_map(|row| [row.0.as_str(), row.1.as_str()]).collect();
         let active: std::collections::HashSet<String> = if ends.is_empty() {

@@ -5,6 +5,7 @@
 use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 
+use chrono::{DateTime, Utc};
 use memsift_core::{MemoryId, UserId};
 use memsift_store::ReadSnapshot;
 
@@ -284,7 +285,9 @@ fn merge_own_evidence(list: &mut RankedList, own: Vec<(MemoryId, f64)>) {
     list.items.truncate(CANDIDATES_PER_SIGNAL);
 }
 
-/// Memories in the range (by when they happen or when their evidence was said), nearest first.
+/// Memories in the range (by when they happen or when their evidence was said), nearest its middle
+/// first, each scored by that nearness (days from the middle, negated): every one is in the range,
+/// so a distance to the range would tie them all and leave their order to the ids.
 async fn dated(app: &App, user_id: UserId, range: TimeRange, limit: i64) -> anyhow::Result<RankedList> {
     let mut found = app
         .store
@@ -292,11 +295,12 @@ async fn dated(app: &App, user_id: UserId, range: TimeRange, limit: i64) -> anyh
         .memories_in_range(user_id, range.from, range.to, limit)
         .await?;
     let middle = range.from + (range.to - range.from) / 2;
-    found.sort_by_key(|(id, at)| ((*at - middle).num_seconds().abs(), id.to_string()));
+    let from_middle = |at: DateTime<Utc>| (at - middle).num_seconds().abs();
+    found.sort_by_key(|(id, at)| (from_middle(*at), id.to_string()));
     Ok(RankedList {
         items: found
             .into_iter()
-            .map(|(id, at)| (Key::Memory(id.to_string()), -range.distance_days(at)))
+            .map(|(id, at)| (Key::Memory(id.to_string()), -(from_middle(at) as f64) / 86_400.0))
             .collect(),
     })
 }

@@ -23,7 +23,7 @@ pub mod query;
 use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
-use memsift_core::{MemoryId, UserId};
+use memsift_core::MemoryId;
 use memsift_store::{MemoryCard, TurnCard};
 use serde::Serialize;
 
@@ -254,19 +254,19 @@ pub async fn search(app: &App, request: &SearchRequest) -> anyhow::Result<Search
     let weights = request.weights.as_ref().unwrap_or(&app.config.search.weights);
     let (lists, memory_words) = lists::gather(app, &snapshot, request, weights, range).await?;
     let mut ranked = fuse::fuse(&lists, weights);
-    let memory_ids: Vec<MemoryId> = memory_keys(&ranked);
+    // Importance now (the prior, and what a linked memory inherits); the cards once, at the end,
+    // for everything ranked by then: each card read is three statements.
     let cards_timed = timed(Phase::SearchCards);
-    let mut cards: HashMap<String, MemoryCard> = app
+    let mut importance: HashMap<String, f64> = app
         .store
         .search()
-        .memory_cards(user_id, &memory_ids)
+        .importance_of(user_id, &memory_keys(&ranked))
         .await?
         .into_iter()
-        .map(|card| (card.id.to_string(), card))
+        .map(|(id, value)| (id.to_string(), value))
         .collect();
     drop(cards_timed);
     if request.signals.priors {
-        let importance = cards.iter().map(|(id, card)| (id.clone(), card.importance)).collect();
         fuse::apply_priors(&mut ranked, &importance, weights);
     }
     let mut followed = HashMap::new();
@@ -286,10 +286,7 @@ pub async fn search(app: &App, request: &SearchRequest) -> anyhow::Result<Search
                 confidence,
             })
             .collect();
-        // A linked memory inherits importance, so its own is read now; its card is read with the
-        // rest of what is reached below, in one go.
-        let mut importance: HashMap<String, f64> =
-            cards.iter().map(|(id, card)| (id.clone(), card.importance)).collect();
+        // A linked memory inherits importance, so its own is read now.
         let unread: Vec<MemoryId> = links
             .iter()
             .filter(|link| !importance.contains_key(&link.to))
@@ -305,7 +302,16 @@ pub async fn search(app: &App, request: &SearchRequest) -> anyhow::Result<Search
         let nearby = nearby::read(app, user_id, &memory_words, &ranked, weights, request.include_turns).await?;
         fuse::expand_nearby(&mut ranked, &nearby, weights);
     }
-    read_missing_cards(app, user_id, &mut cards, memory_keys(&ranked)).await?;
+    let cards_timed = timed(Phase::SearchCards);
+    let cards: HashMap<String, MemoryCard> = app
+        .store
+        .search()
+        .memory_cards(user_id, &memory_keys(&ranked))
+        .await?
+        .into_iter()
+        .map(|card| (card.id.to_string(), card))
+        .collect();
+    drop(cards_timed);
     let turn_ids: Vec<String> = ranked
         .iter()
         .filter_map(|(key, _)| match key {
@@ -360,24 +366,6 @@ pub async fn search(app: &App, request: &SearchRequest) -> anyhow::Result<Search
         n_candidates,
         n_tokens,
     })
-}
-
-/// Adds the cards of those of `ids` not in `cards` yet (memories a link or a neighbouring turn
-/// reached after the ranked ones were read).
-async fn read_missing_cards(
-    app: &App,
-    user_id: UserId,
-    cards: &mut HashMap<String, MemoryCard>,
-    ids: Vec<MemoryId>,
-) -> anyhow::Result<()> {
-    let missing: Vec<MemoryId> = ids
-        .into_iter()
-        .filter(|id| !cards.contains_key(&id.to_string()))
-        .collect();
-    for card in app.store.search().memory_cards(user_id, &missing).await? {
-        cards.insert(card.id.to_string(), card);
-    }
-    Ok(())
 }
 
 fn memory_keys(ranked: &[(Key, ScoreParts)]) -> Vec<MemoryId> {

@@ -40,17 +40,6 @@ impl TimeRange {
     pub fn contains(&self, at: DateTime<Utc>) -> bool {
         self.from <= at && at < self.to
     }
-
-    /// How far `at` is from the range, in days (0 inside it).
-    pub fn distance_days(&self, at: DateTime<Utc>) -> f64 {
-        if self.contains(at) {
-            0.0
-        } else if at < self.from {
-            (self.from - at).num_seconds() as f64 / 86_400.0
-        } else {
-            (at - self.to).num_seconds() as f64 / 86_400.0
-        }
-    }
 }
 
 /// The lexical terms of a query: lower-cased words of letters or digits, stopwords and one-letter
@@ -333,6 +322,5 @@ mod tests {
         assert_eq!(time_range("31 February 2023", now), time_range("February 2023", now));
         assert_eq!(time_range("how are you", now), None);
         assert!(on_day.contains(at("2023-05-07T23:59:59Z")) && !on_day.contains(at("2023-05-08T00:00:00Z")));
-        assert_eq!(on_day.distance_days(at("2023-05-10T00:00:00Z")), 2.0);
     }
 }

@@ -111,7 +111,11 @@ pub async fn a_turn_card_is_shown_only_to_its_own_user(store: &Store) {
         .expect("ana's turn is read")
         .id
         .clone();
-    let cards = store.search().turn_cards(ana, std::slice::from_ref(&coco)).await.unwrap();
+    let cards = store
+        .search()
+        .turn_cards(ana, std::slice::from_ref(&coco))
+        .await
+        .unwrap();
     assert_eq!(cards[0].text, "We adopted a puppy named Coco from the shelter.");
     assert_eq!(cards[0].role, "user");
     let bo = user_id(store, "bo").await;
