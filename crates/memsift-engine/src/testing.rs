@@ -267,3 +267,39 @@ pub fn installed_model_dir() -> std::path::PathBuf {
         .unwrap_or_else(|error| panic!("the MiniLM model is needed at {}: {error}", dir.display()))
         .dir
 }
+
+/// xorshift64 for the benches: reproducible data without a dependency.
+pub struct Noise(pub u64);
+
+impl Noise {
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// A value in [-1, 1).
+    pub fn unit(&mut self) -> f32 {
+        (self.next_u64() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+    }
+
+    /// A value in `0..n`.
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n as u64) as usize
+    }
+}
+
+/// This process's resident memory in MB (`VmRSS`), 0 where `/proc` does not say.
+pub fn resident_mb() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find(|line| line.starts_with("VmRSS:"))
+                .and_then(|line| line.split_whitespace().nth(1)?.parse::<f64>().ok())
+        })
+        .map_or(0.0, |kb| kb / 1024.0)
+}

@@ -12,49 +12,21 @@ use chrono::Utc;
 use memsift_core::config::Config;
 use memsift_core::{Clock, ManualClock};
 use memsift_engine::search::{SearchRequest, search};
-use memsift_engine::testing::app_on;
+use memsift_engine::testing::{Noise, app_on, resident_mb};
 use memsift_store::testing::TestDb;
 
-/// xorshift64: reproducible data without a dependency.
-struct Noise(u64);
-
-impl Noise {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn unit(&mut self) -> f32 {
-        (self.next() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-    }
-
-    fn word(&mut self) -> String {
-        const SYLLABLES: [&str; 16] = [
-            "ba", "ce", "di", "fo", "gu", "la", "me", "ni", "po", "ru", "sa", "te", "vi", "ro", "stu", "bra",
-        ];
-        (0..2 + self.next() % 2)
-            .map(|_| SYLLABLES[(self.next() % 16) as usize])
-            .collect()
-    }
-
-    fn sentence(&mut self, n_words: usize) -> String {
-        let words: Vec<String> = (0..n_words).map(|_| self.word()).collect();
-        format!("Noor {}.", words.join(" "))
-    }
+/// A pronounceable word of two or three syllables.
+fn word(noise: &mut Noise) -> String {
+    const SYLLABLES: [&str; 16] = [
+        "ba", "ce", "di", "fo", "gu", "la", "me", "ni", "po", "ru", "sa", "te", "vi", "ro", "stu", "bra",
+    ];
+    (0..2 + noise.below(2)).map(|_| SYLLABLES[noise.below(16)]).collect()
 }
 
-fn resident_mb() -> f64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|status| {
-            status
-                .lines()
-                .find(|line| line.starts_with("VmRSS:"))
-                .and_then(|line| line.split_whitespace().nth(1)?.parse::<f64>().ok())
-        })
-        .map_or(0.0, |kb| kb / 1024.0)
+/// A sentence about Noor of `n_words` words.
+fn sentence(noise: &mut Noise, n_words: usize) -> String {
+    let words: Vec<String> = (0..n_words).map(|_| word(noise)).collect();
+    format!("Noor {}.", words.join(" "))
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -76,8 +48,11 @@ async fn main() -> anyhow::Result<()> {
     for user in 0..users {
         let rows: Vec<(String, Vec<f32>)> = (0..memories)
             .map(|_| {
-                let n_words = 4 + (noise.next() % 8) as usize;
-                (noise.sentence(n_words), (0..dimension).map(|_| noise.unit()).collect())
+                let n_words = 4 + noise.below(8);
+                (
+                    sentence(&mut noise, n_words),
+                    (0..dimension).map(|_| noise.unit()).collect(),
+                )
             })
             .collect();
         db.store
@@ -91,7 +66,7 @@ async fn main() -> anyhow::Result<()> {
     let before = resident_mb();
     let started = Instant::now();
     for user in 0..users {
-        let query = noise.sentence(4);
+        let query = sentence(&mut noise, 4);
         let request = SearchRequest {
             record_access: false,
             include_turns: true,

@@ -18,30 +18,10 @@ use chrono::Utc;
 use memsift_core::config::Config;
 use memsift_core::{Clock, ManualClock};
 use memsift_engine::search::{SearchRequest, search};
-use memsift_engine::testing::app_on;
+use memsift_engine::testing::{Noise, app_on, resident_mb};
 use memsift_store::testing::TestDb;
 
 const QUERIES: usize = 200;
-
-/// xorshift64: reproducible data without a dependency.
-struct Noise(u64);
-
-impl Noise {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn unit(&mut self) -> f32 {
-        (self.next() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
 
 /// A vocabulary of pronounceable words, a few very common and most rare, like a person's topics.
 fn vocabulary() -> Vec<String> {
@@ -65,7 +45,7 @@ fn vocabulary() -> Vec<String> {
 
 /// A Zipf-like pick: low indexes far more often than high ones.
 fn zipf(noise: &mut Noise, n: usize) -> usize {
-    let u = (noise.next() >> 11) as f64 / (1u64 << 53) as f64;
+    let u = (noise.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
     ((n as f64).powf(u) as usize).saturating_sub(1).min(n - 1)
 }
 
@@ -73,18 +53,6 @@ fn sentence(noise: &mut Noise, words: &[String], n_words: usize) -> String {
     let mut text: Vec<&str> = (0..n_words).map(|_| words[zipf(noise, words.len())].as_str()).collect();
     text.insert(0, "Noor");
     text.join(" ") + "."
-}
-
-fn resident_mb() -> f64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|status| {
-            status
-                .lines()
-                .find(|line| line.starts_with("VmRSS:"))
-                .and_then(|line| line.split_whitespace().nth(1)?.parse::<f64>().ok())
-        })
-        .map_or(0.0, |kb| kb / 1024.0)
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
