@@ -123,8 +123,6 @@ pub struct IndexHolder {
     budget: usize,
     shelves: Mutex<Shelves>,
     hits: AtomicU64,
-    builds: AtomicU64,
-    forwards: AtomicU64,
     evictions: AtomicU64,
     oversize: AtomicU64,
 }
@@ -142,8 +140,6 @@ impl IndexHolder {
             budget: budget_bytes,
             shelves: Mutex::new(Shelves::default()),
             hits: AtomicU64::new(0),
-            builds: AtomicU64::new(0),
-            forwards: AtomicU64::new(0),
             evictions: AtomicU64::new(0),
             oversize: AtomicU64::new(0),
         }
@@ -193,8 +189,6 @@ impl IndexHolder {
             base = None;
             (state, rows) = P::read(store, user_id, key, None).await?;
         }
-        let counter = if base.is_some() { &self.forwards } else { &self.builds };
-        counter.fetch_add(1, Ordering::Relaxed);
         {
             let mut shelves = self.lock();
             let made = shelves.made.entry(P::NAME).or_default();
@@ -203,20 +197,19 @@ impl IndexHolder {
             } else {
                 made.0 += 1;
             }
-        }
-        if let Some(base) = &base {
-            // Taken off the shelf, so that unless a search still reads it, it is brought forward
-            // in place instead of copied.
-            let mut shelves = self.lock();
-            let taken = shelves.users.get_mut(&user_id).and_then(|user| {
-                let slot = P::slot(user);
-                slot.as_ref()
-                    .is_some_and(|held| Arc::ptr_eq(&held.part, base))
-                    .then(|| slot.take())
-                    .flatten()
-            });
-            if let Some(taken) = taken {
-                shelves.bytes -= taken.bytes;
+            if let Some(base) = &base {
+                // Taken off the shelf, so that unless a search still reads it, it is brought
+                // forward in place instead of copied.
+                let taken = shelves.users.get_mut(&user_id).and_then(|user| {
+                    let slot = P::slot(user);
+                    slot.as_ref()
+                        .is_some_and(|held| Arc::ptr_eq(&held.part, base))
+                        .then(|| slot.take())
+                        .flatten()
+                });
+                if let Some(taken) = taken {
+                    shelves.bytes -= taken.bytes;
+                }
             }
         }
         let key = key.clone();
@@ -339,17 +332,21 @@ impl IndexHolder {
 
     /// What is held and what was done.
     pub fn stats(&self) -> HeldStats {
-        let (held_bytes, users) = {
+        let (held_bytes, users, builds, forwards) = {
             let shelves = self.lock();
-            (shelves.bytes, shelves.users.len())
+            let (builds, forwards) = shelves
+                .made
+                .values()
+                .fold((0, 0), |(builds, forwards), made| (builds + made.0, forwards + made.1));
+            (shelves.bytes, shelves.users.len(), builds, forwards)
         };
         HeldStats {
             budget_bytes: self.budget as u64,
             held_bytes: held_bytes as u64,
             users: users as u64,
             hits: self.hits.load(Ordering::Relaxed),
-            builds: self.builds.load(Ordering::Relaxed),
-            forwards: self.forwards.load(Ordering::Relaxed),
+            builds,
+            forwards,
             evictions: self.evictions.load(Ordering::Relaxed),
             oversize: self.oversize.load(Ordering::Relaxed),
         }
