@@ -37,6 +37,12 @@ macro_rules! define_id {
                 Self(uuid)
             }
 
+            /// A fixed id from its 128 bits (fixtures and tests that need ids which sort as
+            /// they are numbered).
+            pub const fn from_u128(value: u128) -> Self {
+                Self(Uuid::from_u128(value))
+            }
+
             /// The underlying UUID.
             pub fn as_uuid(&self) -> Uuid {
                 self.0

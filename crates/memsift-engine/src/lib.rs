@@ -5,7 +5,7 @@
 //!
 //! Modules import in one direction, from the bottom up:
 //! - shared context: [`setup`] (where the database, configuration and keys come from), [`wait`],
-//!   [`timings`], [`lexicon`], [`held`] (every user's search indexes under one budget), [`embedding`],
+//!   [`timings`], [`language`] (how a query's language is read), [`lexicon`], [`held`] (every user's search indexes under one budget), [`embedding`],
 //!   [`context`] (what an apply reads and returns), then [`app`];
 //! - what works on the context: [`budget`], [`health`] (lane breakers), [`erase`], [`ingest`];
 //! - the post-processing [`stages`], then the one [`apply`] path that also dispatches to them;
@@ -23,6 +23,7 @@ pub mod erase;
 pub mod health;
 pub mod held;
 pub mod ingest;
+pub mod language;
 pub mod lexicon;
 pub mod pipeline;
 pub mod process;

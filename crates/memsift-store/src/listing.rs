@@ -502,26 +502,29 @@ impl Listing<'_> {
 
     /// Counts a read of each of `user`'s active memories in `memory_ids`: `access_count + 1` and
     /// `last_accessed_at = now`. Ids of other users' memories are ignored. Returns rows touched.
-    pub async fn record_memory_access(self, user: &str, memory_ids: &[String], now: DateTime<Utc>) -> Result<u64> {
+    pub async fn record_memory_access<Id: std::fmt::Display>(
+        self,
+        user: &str,
+        memory_ids: &[Id],
+        now: DateTime<Utc>,
+    ) -> Result<u64> {
         if memory_ids.is_empty() {
             return Ok(0);
         }
-        // One statement per id keeps the SQL identical on both backends (no array binding on
-        // SQLite); reads return at most a page of memories.
+        // One statement for the whole page: a search that returned ten memories wrote ten
+        // statements before, as many as the rest of the search read.
+        let sql = format!(
+            "UPDATE memories SET access_count = access_count + 1, last_accessed_at = $3
+             WHERE id{} AND archived_at IS NULL AND user_id = (SELECT id FROM users WHERE external_id = $2)",
+            crate::search::in_set(self.kind(), 1)
+        );
+        let ids = crate::search::ids_arg(memory_ids.iter());
         self.write(async |tx| {
-            let mut touched = 0;
-            for id in memory_ids {
-                touched += tx
-                    .execute(crate::tx::sql!(
-                        "UPDATE memories SET access_count = access_count + 1, last_accessed_at = $3
-                         WHERE id = $1 AND archived_at IS NULL AND user_id = (SELECT id FROM users WHERE external_id = $2)",
-                        id,
-                        user,
-                        now
-                    ))
-                    .await?;
-            }
-            Ok(touched)
+            tx.execute(crate::tx::Statement {
+                sql: &sql,
+                args: vec![ids.clone(), crate::tx::Arg::from(user), crate::tx::Arg::from(now)],
+            })
+            .await
         })
         .await
     }

@@ -9,7 +9,7 @@
 use std::collections::BTreeSet;
 
 use chrono::{DateTime, Utc};
-use memsift_core::{MemoryId, UserId};
+use memsift_core::{MemoryId, MessageId, SegmentId, UserId};
 
 use crate::handles::Search;
 use crate::turn_vectors::StampState;
@@ -26,8 +26,8 @@ pub struct MemoryTexts {
     pub changed: Vec<(MemoryId, String, String)>,
     /// Memories that stopped being active (archived, superseded).
     pub gone: Vec<MemoryId>,
-    /// The turns each changed memory cites: (memory, message id), in the order they were said.
-    pub evidence: Vec<(MemoryId, String)>,
+    /// The turns each changed memory cites: (memory, message), in the order they were said.
+    pub evidence: Vec<(MemoryId, MessageId)>,
 }
 
 /// What a search reads first, in one statement: whose store it is and where both of its stamps
@@ -64,8 +64,8 @@ pub struct MemoryCard {
 /// A stored turn as evidence or as a result.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TurnCard {
-    /// The message id.
-    pub id: String,
+    /// The message.
+    pub id: MessageId,
     /// The source's message id, else `t<seq>`.
     pub label: String,
     /// `user`, `assistant`, …
@@ -81,10 +81,10 @@ pub struct TurnCard {
 /// A stored turn's words, for the in-memory lexical index over turns.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TurnText {
-    /// The message id.
-    pub id: String,
+    /// The message.
+    pub id: MessageId,
     /// Its segment (conversation stretch): a turn's neighbours are read within it.
-    pub segment_id: String,
+    pub segment_id: SegmentId,
     /// The speaker's name, when given.
     pub speaker: Option<String>,
     /// What was said.
@@ -95,15 +95,15 @@ pub struct TurnText {
 /// for any number of ids: an `IN ($2, …, $101)` list was a new prepared statement for every length.
 /// On PostgreSQL the set is an array built once (`= ANY(ARRAY(…))`), which an index scan takes as
 /// its key; `IN (SELECT …)` was planned as a join over the whole table (90 ms at 10k memories).
-fn in_set(kind: BackendKind, at: usize) -> String {
+pub(crate) fn in_set(kind: BackendKind, at: usize) -> String {
     match kind {
         BackendKind::Sqlite => format!(" IN (SELECT value FROM json_each(${at}))"),
         BackendKind::Postgres => format!(" = ANY(ARRAY(SELECT jsonb_array_elements_text(${at})))"),
     }
 }
 
-/// The ids for an [`id_set`] parameter.
-fn ids_arg<T: ToString>(ids: impl IntoIterator<Item = T>) -> Arg {
+/// The ids for an [`in_set`] parameter.
+pub(crate) fn ids_arg<T: ToString>(ids: impl IntoIterator<Item = T>) -> Arg {
     let ids: Vec<String> = ids.into_iter().map(|id| id.to_string()).collect();
     Arg::json(&ids)
 }
@@ -131,16 +131,21 @@ type TurnRow = (
     String,
 );
 
-fn turn_card(row: TurnRow) -> TurnCard {
+/// A message id read back from the database; a row that does not parse is corruption, named.
+fn message_id(id: &str) -> Result<MessageId> {
+    MessageId::parse(id).map_err(|error| corrupt("messages", error))
+}
+
+fn turn_card(row: TurnRow) -> Result<TurnCard> {
     let (id, external_id, seq, role, speaker, at, text) = row;
-    TurnCard {
-        id,
+    Ok(TurnCard {
+        id: message_id(&id)?,
         label: external_id.unwrap_or_else(|| format!("t{seq}")),
         role,
         speaker,
         at,
         text,
-    }
+    })
 }
 
 impl Search<'_> {
@@ -216,7 +221,7 @@ impl Search<'_> {
         let mut texts = MemoryTexts::default();
         let mut said: std::collections::HashMap<String, String> = std::collections::HashMap::new();
         for (id, message_id, content) in evidence {
-            texts.evidence.push((parse(&id)?, message_id));
+            texts.evidence.push((parse(&id)?, self::message_id(&message_id)?));
             let joined = said.entry(id).or_default();
             if !joined.is_empty() {
                 joined.push('\n');
@@ -270,13 +275,15 @@ impl Search<'_> {
         };
         let turns = rows
             .into_iter()
-            .map(|(id, segment_id, speaker, text)| TurnText {
-                id,
-                segment_id,
-                speaker,
-                text,
+            .map(|(id, segment_id, speaker, text)| {
+                Ok(TurnText {
+                    id: message_id(&id)?,
+                    segment_id: SegmentId::parse(&segment_id).map_err(|error| corrupt("messages", error))?,
+                    speaker,
+                    text,
+                })
             })
-            .collect();
+            .collect::<Result<_>>()?;
         Ok((state, turns))
     }
 
@@ -374,9 +381,9 @@ impl Search<'_> {
     pub async fn turn_neighbours(
         self,
         user_id: UserId,
-        turn_ids: &[String],
+        turn_ids: &[MessageId],
         span: i64,
-    ) -> Result<Vec<(String, String, i64, bool)>> {
+    ) -> Result<Vec<(MessageId, MessageId, i64, bool)>> {
         if turn_ids.is_empty() || span <= 0 {
             return Ok(Vec::new());
         }
@@ -393,7 +400,12 @@ impl Search<'_> {
             in_set(self.kind(), 2)
         );
         let args = vec![Arg::from(user_id), ids_arg(turn_ids), Arg::from(span)];
-        self.read_all(Statement { sql: &sql, args }).await
+        let rows: Vec<(String, String, i64, bool)> = self.read_all(Statement { sql: &sql, args }).await?;
+        rows.into_iter()
+            .map(|(turn, neighbour, places, same_speaker)| {
+                Ok((message_id(&turn)?, message_id(&neighbour)?, places, same_speaker))
+            })
+            .collect()
     }
 
     /// The importance of those of `ids` that are `user_id`'s active memories.
@@ -479,7 +491,7 @@ impl Search<'_> {
                                 row.7.clone(),
                             ))
                         })
-                        .collect(),
+                        .collect::<Result<_>>()?,
                     entities: entities
                         .iter()
                         .filter(|row| row.0 == id)
@@ -491,7 +503,7 @@ impl Search<'_> {
     }
 
     /// The cards of those of `ids` that are `user_id`'s turns.
-    pub async fn turn_cards(self, user_id: UserId, ids: &[String]) -> Result<Vec<TurnCard>> {
+    pub async fn turn_cards(self, user_id: UserId, ids: &[MessageId]) -> Result<Vec<TurnCard>> {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
@@ -503,7 +515,7 @@ impl Search<'_> {
         );
         let args = vec![Arg::from(user_id), ids_arg(ids)];
         let rows: Vec<TurnRow> = self.read_all(Statement { sql: &sql, args }).await?;
-        Ok(rows.into_iter().map(turn_card).collect())
+        rows.into_iter().map(turn_card).collect()
     }
 
     /// The links of `ids` to other active memories of `user_id`, in either direction, as

@@ -43,8 +43,8 @@ impl StampState {
 pub struct UserTurnVectors {
     /// `users.turn_version` and `turn_floor`, read before the rows.
     pub state: StampState,
-    /// (message id, unit-length vector).
-    pub rows: Vec<(String, Vec<f32>)>,
+    /// (message, unit-length vector).
+    pub rows: Vec<(MessageId, Vec<f32>)>,
 }
 
 impl Vectors<'_> {
@@ -177,11 +177,14 @@ impl Vectors<'_> {
                 ],
             })
             .await?;
-        let rows = rows
-            .into_iter()
-            .filter_map(|(id, bytes)| Some((id, unit_vector(&bytes)?)))
-            .collect();
-        Ok(UserTurnVectors { state, rows })
+        let mut vectors = Vec::with_capacity(rows.len());
+        for (id, bytes) in rows {
+            let id = MessageId::parse(&id).map_err(|error| corrupt("messages", error))?;
+            if let Some(vector) = unit_vector(&bytes) {
+                vectors.push((id, vector));
+            }
+        }
+        Ok(UserTurnVectors { state, rows: vectors })
     }
 }
 

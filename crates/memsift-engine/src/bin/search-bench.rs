@@ -197,8 +197,8 @@ fn turn_lexicon_build(size: usize, words: &[String]) {
     let mut noise = Noise(0x51_7cc1_b727_220a ^ size as u64);
     let turns: Vec<memsift_store::TurnText> = (0..size)
         .map(|index| memsift_store::TurnText {
-            id: format!("turn-{index}"),
-            segment_id: format!("segment-{}", index / 20),
+            id: memsift_core::MessageId::from_u128(index as u128),
+            segment_id: memsift_core::SegmentId::from_u128((index / 20) as u128),
             speaker: Some("Noor".to_owned()),
             text: {
                 let n_words = 6 + noise.below(10);
@@ -225,16 +225,16 @@ fn turn_lexicon_build(size: usize, words: &[String]) {
         .cloned()
         .collect();
     segment.push(memsift_store::TurnText {
-        id: format!("turn-{size}"),
+        id: memsift_core::MessageId::from_u128(size as u128),
         ..segment[0].clone()
     });
     let started = Instant::now();
     let forward = lexicon.merged(2, memsift_engine::lexicon::Lexicon::of_turns(2, &segment), &[]);
     let lexicon_forward = started.elapsed();
     let dimension = 384;
-    let rows: Vec<(String, Vec<f32>)> = turns
+    let rows: Vec<(memsift_core::MessageId, Vec<f32>)> = turns
         .iter()
-        .map(|turn| (turn.id.clone(), (0..dimension).map(|_| noise.unit()).collect()))
+        .map(|turn| (turn.id, (0..dimension).map(|_| noise.unit()).collect()))
         .collect();
     let mut index_forward = memsift_engine::held::ExactIndex::new(dimension);
     for (id, vector) in rows {
@@ -244,7 +244,7 @@ fn turn_lexicon_build(size: usize, words: &[String]) {
     }
     let started = Instant::now();
     index_forward
-        .insert(format!("turn-{size}"), &vec![0.5; dimension])
+        .insert(memsift_core::MessageId::from_u128(size as u128), &vec![0.5; dimension])
         .expect("the vector has the index's dimension");
     println!(
         "turn indexes n={size}, one turn added: lexicon brought forward in {:.1} ms ({} turns), vectors in {:.1} ms ({} rows)",

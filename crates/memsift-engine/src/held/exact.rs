@@ -149,11 +149,12 @@ impl<Id: Clone + Eq + Hash + Ord> ExactIndex<Id> {
         &self.rows
     }
 
-    /// What this index holds in memory, in bytes: its rows and, per id, the id twice (list and
-    /// position map, `id_bytes` each) and the map's slot.
-    pub fn bytes(&self, id_bytes: impl Fn(&Id) -> usize) -> usize {
-        let per_id: usize = self.ids.iter().map(|id| 2 * id_bytes(id)).sum();
-        self.rows.capacity() * 4 + per_id + self.positions.capacity() * (std::mem::size_of::<(Id, usize)>() + 1)
+    /// What this index holds in memory, in bytes: its rows, its id list, and its position map's
+    /// slots (key, value and one control byte each). Ids are typed UUIDs that own no heap.
+    pub fn bytes(&self) -> usize {
+        self.rows.capacity() * 4
+            + self.ids.capacity() * std::mem::size_of::<Id>()
+            + self.positions.capacity() * (std::mem::size_of::<(Id, usize)>() + 1)
     }
 }
 

@@ -17,7 +17,7 @@
 mod exact;
 mod parts;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
@@ -95,6 +95,9 @@ struct Shelves {
     bytes: usize,
     /// Per part: how many were read whole, and how many brought forward.
     made: HashMap<&'static str, (u64, u64)>,
+    /// Users already named in an oversize warning: such a user's every search is oversize, and
+    /// one line per search would bury the log.
+    warned_oversize: HashSet<UserId>,
 }
 
 /// What the holder has done since the process started (`/metrics`).
@@ -249,11 +252,14 @@ impl IndexHolder {
                 shelves.bytes -= user.bytes();
             }
             self.oversize.fetch_add(1, Ordering::Relaxed);
+            if !shelves.warned_oversize.insert(user_id) {
+                return;
+            }
             tracing::warn!(
                 %user_id,
                 held_mb = user_bytes >> 20,
                 budget_mb = self.budget >> 20,
-                "One user's search indexes pass [search] held_mb: each of their searches reads them whole. Raise held_mb to hold them."
+                "One user's search indexes pass [search] held_mb: each of their searches reads them whole (said once per user; memsift_search_held_oversize_total counts them). Raise held_mb to hold them."
             );
             return;
         }

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use memsift_core::{MemoryId, UserId};
+use memsift_core::{MemoryId, MessageId, UserId};
 use memsift_store::{MemoryTexts, MemoryVector, StampState, Store, TurnText};
 
 use super::exact::{ExactIndex, ExactIndexError};
@@ -19,11 +19,6 @@ pub struct ModelKey {
     pub model_id: Arc<str>,
     /// Its vectors' length.
     pub dimension: usize,
-}
-
-/// The heap a message id (a UUID's text) owns.
-fn text_bytes(id: &String) -> usize {
-    id.capacity() + std::mem::size_of::<String>()
 }
 
 /// A user's active memories' vectors of one model.
@@ -116,7 +111,7 @@ impl Part for MemoryVectors {
     }
 
     fn bytes(&self) -> usize {
-        self.index.bytes(|_| 0) + self.needs_embedding.capacity() * std::mem::size_of::<MemoryId>()
+        self.index.bytes() + self.needs_embedding.capacity() * std::mem::size_of::<MemoryId>()
     }
 
     async fn read(
@@ -169,11 +164,11 @@ pub struct TurnVectors {
     key: ModelKey,
     version: i64,
     /// The index of every turn with a vector of this model.
-    pub index: ExactIndex<String>,
+    pub index: ExactIndex<MessageId>,
 }
 
 impl Part for TurnVectors {
-    type Rows = Vec<(String, Vec<f32>)>;
+    type Rows = Vec<(MessageId, Vec<f32>)>;
     type Key = ModelKey;
     const NAME: &'static str = "turn_vectors";
 
@@ -190,7 +185,7 @@ impl Part for TurnVectors {
     }
 
     fn bytes(&self) -> usize {
-        self.index.bytes(text_bytes)
+        self.index.bytes()
     }
 
     async fn read(
@@ -217,7 +212,7 @@ impl Part for TurnVectors {
         part.version = version;
         for (id, vector) in rows {
             // A blank turn's empty vector (or one of another length) is never a match.
-            if part.index.insert(id.clone(), &vector).is_err() {
+            if part.index.insert(id, &vector).is_err() {
                 part.index.remove(&id);
             }
         }
@@ -231,18 +226,18 @@ impl Part for TurnVectors {
 pub struct MemoryWords {
     /// BM25 over each active memory's text and what its evidence said.
     pub lexicon: Lexicon<MemoryId>,
-    cites: HashMap<MemoryId, Vec<String>>,
-    cited_by: HashMap<String, Vec<MemoryId>>,
+    cites: HashMap<MemoryId, Vec<MessageId>>,
+    cited_by: HashMap<MessageId, Vec<MemoryId>>,
 }
 
 impl MemoryWords {
     /// The active memories that cite `turn`, oldest citation first.
-    pub fn citing(&self, turn: &str) -> &[MemoryId] {
+    pub fn citing(&self, turn: &MessageId) -> &[MemoryId] {
         self.cited_by.get(turn).map_or(&[], Vec::as_slice)
     }
 
     /// The turns `memory` cites, in the order they were said.
-    pub fn cited_by_memory(&self, memory: &MemoryId) -> &[String] {
+    pub fn cited_by_memory(&self, memory: &MemoryId) -> &[MessageId] {
         self.cites.get(memory).map_or(&[], Vec::as_slice)
     }
 
@@ -252,7 +247,7 @@ impl MemoryWords {
     }
 
     /// Replaces the citations of `changed` and of `gone` with `evidence` (of changed memories).
-    fn recite(&mut self, changed: &[MemoryId], gone: &[MemoryId], evidence: Vec<(MemoryId, String)>) {
+    fn recite(&mut self, changed: &[MemoryId], gone: &[MemoryId], evidence: Vec<(MemoryId, MessageId)>) {
         for memory in changed.iter().chain(gone) {
             for turn in self.cites.remove(memory).unwrap_or_default() {
                 if let Some(citing) = self.cited_by.get_mut(&turn) {
@@ -272,7 +267,7 @@ impl MemoryWords {
             if cites.contains(&turn) {
                 continue;
             }
-            cites.push(turn.clone());
+            cites.push(turn);
             self.cited_by.entry(turn).or_default().push(memory);
         }
     }
@@ -296,18 +291,18 @@ impl Part for MemoryWords {
     }
 
     fn bytes(&self) -> usize {
-        let id = std::mem::size_of::<MemoryId>();
-        let cites: usize = self
-            .cites
-            .values()
-            .map(|turns| id + 48 + turns.iter().map(text_bytes).sum::<usize>())
-            .sum();
-        let cited_by: usize = self
-            .cited_by
-            .iter()
-            .map(|(turn, memories)| text_bytes(turn) + 24 + memories.capacity() * id)
-            .sum();
-        self.lexicon.bytes(|_| 0) + cites + cited_by
+        // Each map slot: its key, its list's header and one control byte; then the lists' ids.
+        let slot = std::mem::size_of::<(MemoryId, Vec<MessageId>)>() + 1;
+        let cites: usize = self.cites.capacity() * slot
+            + self.cites.values().map(|turns| turns.capacity()).sum::<usize>() * std::mem::size_of::<MessageId>();
+        let cited_by: usize = self.cited_by.capacity() * slot
+            + self
+                .cited_by
+                .values()
+                .map(|memories| memories.capacity())
+                .sum::<usize>()
+                * std::mem::size_of::<MemoryId>();
+        self.lexicon.bytes() + cites + cited_by
     }
 
     async fn read(
@@ -353,7 +348,7 @@ impl Part for MemoryWords {
 #[derive(Debug)]
 pub struct TurnWords {
     /// BM25 over each turn, its speaker and its neighbours.
-    pub lexicon: Lexicon<String>,
+    pub lexicon: Lexicon<MessageId>,
 }
 
 impl Part for TurnWords {
@@ -374,7 +369,7 @@ impl Part for TurnWords {
     }
 
     fn bytes(&self) -> usize {
-        self.lexicon.bytes(|id| id.capacity())
+        self.lexicon.bytes()
     }
 
     async fn read(

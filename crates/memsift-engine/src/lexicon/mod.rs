@@ -17,9 +17,11 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::hash::Hash;
 
-use memsift_core::MemoryId;
+use memsift_core::{MemoryId, MessageId};
 use memsift_store::TurnText;
-use rust_stemmers::{Algorithm, Stemmer};
+use rust_stemmers::Stemmer;
+
+use crate::language::language;
 
 /// BM25's term-frequency saturation.
 const K1: f64 = 1.2;
@@ -66,7 +68,7 @@ impl<Id: Clone + Ord> Lexicon<Id> {
     /// The index of `memories` (id, its own text, and the words around it: what a memory's
     /// evidence turns said) as of the user's `version`.
     pub fn build(version: i64, memories: Vec<(Id, String, String)>) -> Self {
-        let stemmer = Stemmer::create(Algorithm::English);
+        let stemmer = language().stemmer();
         let documents: Vec<(Id, Vec<String>, Vec<String>)> = memories
             .into_iter()
             .map(|(id, text, said)| (id, index_terms(&stemmer, &text), index_terms(&stemmer, &said)))
@@ -204,7 +206,7 @@ impl<Id: Clone + Ord> Lexicon<Id> {
     /// What this lexicon holds in memory, in bytes (postings, terms, ids, lengths, speakers),
     /// with `id_bytes` the heap an id owns beyond its own size: what the read side's memory
     /// budget counts.
-    pub fn bytes(&self, id_bytes: impl Fn(&Id) -> usize) -> usize {
+    pub fn bytes(&self) -> usize {
         // A hash map slot is its key and value and one control byte.
         let slot = std::mem::size_of::<(String, Vec<(u32, u32)>)>() + 1;
         let postings: usize = self
@@ -213,7 +215,7 @@ impl<Id: Clone + Ord> Lexicon<Id> {
             .map(|(term, list)| term.capacity() + list.capacity() * std::mem::size_of::<(u32, u32)>())
             .sum::<usize>()
             + self.postings.capacity() * slot;
-        let ids: usize = self.ids.iter().map(|id| std::mem::size_of::<Id>() + id_bytes(id)).sum();
+        let ids = self.ids.capacity() * std::mem::size_of::<Id>();
         let speakers: usize = self.speakers.iter().map(|name| name.capacity() + 48).sum();
         postings + ids + self.lengths.capacity() * 4 + speakers
     }
@@ -252,7 +254,7 @@ impl<Id: Clone + Ord> Lexicon<Id> {
         statistics: &Statistics<'_>,
         keep: impl Fn(&Id) -> bool,
     ) -> Vec<(Id, f64)> {
-        let stemmer = Stemmer::create(Algorithm::English);
+        let stemmer = language().stemmer();
         let mut wanted: Vec<String> = terms.iter().flat_map(|term| index_terms(&stemmer, term)).collect();
         wanted.sort();
         wanted.dedup();
@@ -308,12 +310,12 @@ struct Statistics<'a> {
     n_with: Box<dyn Fn(&str) -> usize + 'a>,
 }
 
-impl Lexicon<String> {
+impl Lexicon<MessageId> {
     /// The index of `turns` (by message id) as of the user's turn `version`: the documents
     /// [`turn_documents`] describes, with each turn's words stemmed once instead of three times
     /// (as itself and as each neighbour's context), which is most of a rebuild's cost.
     pub fn of_turns(version: i64, turns: &[TurnText]) -> Self {
-        let stemmer = Stemmer::create(Algorithm::English);
+        let stemmer = language().stemmer();
         let said: Vec<Vec<String>> = turns.iter().map(|turn| index_terms(&stemmer, &turn.text)).collect();
         let speaker_terms: Vec<Vec<String>> = turns
             .iter()
@@ -336,7 +338,7 @@ impl Lexicon<String> {
             version,
             turns.iter().enumerate().map(|(index, turn)| {
                 (
-                    turn.id.clone(),
+                    turn.id,
                     [speaker_terms[index].as_slice(), said[index].as_slice()],
                     [
                         neighbour(index, index.checked_sub(1)),
@@ -357,7 +359,7 @@ impl Lexicon<String> {
 /// against its own words' twice. A turn's meaning is often in its neighbours: the photo a reply is
 /// about, the question an answer answers. On LoCoMo this context lifted the fusion with turns from
 /// 0.638 to 0.654 at k = 5.
-pub fn turn_documents(turns: &[TurnText]) -> Vec<(String, String, String)> {
+pub fn turn_documents(turns: &[TurnText]) -> Vec<(MessageId, String, String)> {
     let own = |turn: &TurnText| match &turn.speaker {
         Some(speaker) => format!("{speaker}: {}", turn.text),
         None => turn.text.clone(),
@@ -375,7 +377,7 @@ pub fn turn_documents(turns: &[TurnText]) -> Vec<(String, String, String)> {
                 .into_iter()
                 .flatten()
                 .collect();
-            (turn.id.clone(), own(turn), context.join("\n"))
+            (turn.id, own(turn), context.join("\n"))
         })
         .collect()
 }
@@ -387,6 +389,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
+    use memsift_core::SegmentId;
 
     fn lexicon(texts: &[&str]) -> (Lexicon, Vec<MemoryId>) {
         let ids: Vec<MemoryId> = texts.iter().map(|_| MemoryId::new_v7()).collect();
@@ -443,22 +446,17 @@ mod tests {
 
     #[test]
     fn a_turn_document_names_its_speaker_and_reads_its_neighbours_within_its_segment() {
-        let turn = |id: &str, segment: &str, speaker: Option<&str>, text: &str| TurnText {
-            id: id.to_owned(),
-            segment_id: segment.to_owned(),
+        let turn = |id: u128, segment: u128, speaker: Option<&str>, text: &str| TurnText {
+            id: MessageId::from_u128(id),
+            segment_id: SegmentId::from_u128(segment),
             speaker: speaker.map(str::to_owned),
             text: text.to_owned(),
         };
         let turns = [
-            turn(
-                "t1",
-                "s1",
-                Some("Noor"),
-                "Look at this. [shares a photo: a lake at dawn]",
-            ),
-            turn("t2", "s1", None, "Did you paint it?"),
-            turn("t3", "s1", Some("Noor"), "Yes, last year."),
-            turn("t4", "s2", Some("Noor"), "New day."),
+            turn(1, 1, Some("Noor"), "Look at this. [shares a photo: a lake at dawn]"),
+            turn(2, 1, None, "Did you paint it?"),
+            turn(3, 1, Some("Noor"), "Yes, last year."),
+            turn(4, 2, Some("Noor"), "New day."),
         ];
         let documents = turn_documents(&turns);
         let context: Vec<&str> = documents.iter().map(|document| document.2.as_str()).collect();
@@ -475,20 +473,17 @@ mod tests {
             "neighbours come from the same segment only"
         );
         let lexicon = Lexicon::build(1, documents);
-        let found: Vec<String> = lexicon
+        let found: Vec<MessageId> = lexicon
             .search(&words(&["noor", "lake"]), 10)
             .into_iter()
             .map(|hit| hit.0)
             .collect();
-        assert_eq!(found[0], "t1", "the photo's own words weigh most");
+        assert_eq!(found[0], MessageId::from_u128(1), "the photo's own words weigh most");
         assert!(
-            found.contains(&"t2".to_owned()),
+            found.contains(&MessageId::from_u128(2)),
             "the question beside the photo is found by it"
         );
-        let named = [
-            turn("t5", "s2", Some("Rui Costa"), "Hi."),
-            turn("t6", "s2", Some("Al"), "Hello."),
-        ];
+        let named = [turn(5, 2, Some("Rui Costa"), "Hi."), turn(6, 2, Some("Al"), "Hello.")];
         let all: Vec<TurnText> = turns.into_iter().chain(named).collect();
         assert_eq!(
             Lexicon::of_turns(1, &all).speakers().iter().collect::<Vec<_>>(),
@@ -497,12 +492,12 @@ mod tests {
         );
     }
 
-    type Canonical = BTreeMap<String, (u32, BTreeMap<String, u32>)>;
+    type Canonical<Id> = BTreeMap<Id, (u32, BTreeMap<String, u32>)>;
 
     /// Each document by id, with its length and its terms' counts: what an index says, whatever
     /// order it keeps its documents in.
-    fn canonical(lexicon: &Lexicon<String>) -> Canonical {
-        let mut documents: Canonical = lexicon
+    fn canonical<Id: Clone + Ord>(lexicon: &Lexicon<Id>) -> Canonical<Id> {
+        let mut documents: Canonical<Id> = lexicon
             .ids
             .iter()
             .zip(&lexicon.lengths)
@@ -521,13 +516,13 @@ mod tests {
         documents
     }
 
-    /// Generated (segment, speaker, text) rows as turns `t0`, `t1`, … of segments `s<n>`.
+    /// Generated (segment, speaker, text) rows as turns numbered 0, 1, … of segments numbered by `segment`.
     fn generated_turns(rows: &[(u8, Option<String>, String)]) -> Vec<TurnText> {
         rows.iter()
             .enumerate()
             .map(|(index, (segment, speaker, text))| TurnText {
-                id: format!("t{index}"),
-                segment_id: format!("s{segment}"),
+                id: MessageId::from_u128(index as u128),
+                segment_id: SegmentId::from_u128(u128::from(*segment)),
                 speaker: speaker.clone(),
                 text: text.clone(),
             })
@@ -537,7 +532,7 @@ mod tests {
     /// Turns in conversation order: by segment, then as they arrived.
     fn in_conversation_order(turns: &[TurnText]) -> Vec<TurnText> {
         let mut ordered = turns.to_vec();
-        ordered.sort_by(|a, b| a.segment_id.cmp(&b.segment_id));
+        ordered.sort_by_key(|turn| turn.segment_id);
         ordered
     }
 
@@ -553,10 +548,10 @@ mod tests {
             let turns = generated_turns(&rows);
             let (old, new) = turns.split_at(split.min(turns.len()));
             let base = Lexicon::of_turns(1, &in_conversation_order(old));
-            let touched: HashSet<&str> = new.iter().map(|turn| turn.segment_id.as_str()).collect();
+            let touched: HashSet<SegmentId> = new.iter().map(|turn| turn.segment_id).collect();
             let changed: Vec<TurnText> = in_conversation_order(&turns)
                 .into_iter()
-                .filter(|turn| touched.contains(turn.segment_id.as_str()))
+                .filter(|turn| touched.contains(&turn.segment_id))
                 .collect();
             let forward = base.merged(2, Lexicon::of_turns(2, &changed), &[]);
             let whole = Lexicon::of_turns(2, &in_conversation_order(&turns));
@@ -655,7 +650,7 @@ mod tests {
             let (lexicon, ids) = lexicon(&refs);
             let found = lexicon.search(&query, limit);
             prop_assert!(found.len() <= limit);
-            let stemmer = Stemmer::create(Algorithm::English);
+            let stemmer = language().stemmer();
             let wanted: Vec<String> = query.iter().flat_map(|term| index_terms(&stemmer, term)).collect();
             for pair in found.windows(2) {
                 prop_assert!(pair[0].1 >= pair[1].1);

@@ -17,7 +17,8 @@
 use std::collections::BTreeSet;
 
 use super::SearchHit;
-use super::query::{TimeRange, is_stopword};
+use super::query::TimeRange;
+use crate::language::language;
 
 /// The words of `text`, lower-cased (runs of letters or digits, in any script).
 fn words(text: &str) -> BTreeSet<String> {
@@ -37,7 +38,7 @@ fn word_list(text: &str) -> Vec<String> {
 pub fn name_words(speaker: &str) -> BTreeSet<String> {
     words(speaker)
         .into_iter()
-        .filter(|word| word.chars().count() >= 3 && !is_stopword(word))
+        .filter(|word| word.chars().count() >= 3 && !language().is_stopword(word))
         .collect()
 }
 
@@ -79,11 +80,9 @@ pub fn named_speakers(query: &str, hits: &[SearchHit]) -> Vec<String> {
     named.sort();
     if let [(first, subject), (second, _), ..] = named[..] {
         // Two speakers named by one word ("Ana Silva" and "Ana Costa") are no subject either.
-        let joined = asked.get(first + 1..second).is_none_or(|between| {
-            between
-                .iter()
-                .all(|word| matches!(word.as_str(), "and" | "or" | "both"))
-        });
+        let joined = asked
+            .get(first + 1..second)
+            .is_none_or(|between| between.iter().all(|word| language().joins_names(word)));
         if !joined {
             return vec![subject.to_owned()];
         }
@@ -159,7 +158,7 @@ mod tests {
 
     fn hit(text: &str, speakers: &[&str], score: f64) -> SearchHit {
         SearchHit {
-            key: Key::Memory(text.to_owned()),
+            key: Key::Memory(crate::search::tests::memory_named(text)),
             text: text.to_owned(),
             score,
             parts: ScoreParts {
@@ -171,7 +170,7 @@ mod tests {
                 .iter()
                 .enumerate()
                 .map(|(index, speaker)| EvidenceTurn {
-                    id: format!("{text}-{index}"),
+                    id: crate::search::tests::turn_named(&format!("{text}-{index}")),
                     label: format!("t{index}"),
                     role: "user".to_owned(),
                     speaker: Some((*speaker).to_owned()),
@@ -318,7 +317,7 @@ mod tests {
                 .iter()
                 .enumerate()
                 .map(|(index, (text, speaker, score))| SearchHit {
-                    key: Key::Memory(index.to_string()),
+                    key: Key::Memory(crate::search::tests::memory_named(&index.to_string())),
                     ..hit(text, &[speakers[*speaker]], *score)
                 })
                 .collect();

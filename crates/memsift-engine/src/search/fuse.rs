@@ -7,16 +7,17 @@
 
 use std::collections::HashMap;
 
+use memsift_core::{MemoryId, MessageId};
 use serde::Serialize;
 
 /// What a result is: a memory, or a stored turn no active memory cites.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(tag = "kind", content = "id", rename_all = "snake_case")]
 pub enum Key {
-    /// An active memory, by id.
-    Memory(String),
-    /// A stored turn (message), by id.
-    Turn(String),
+    /// An active memory.
+    Memory(MemoryId),
+    /// A stored turn (message).
+    Turn(MessageId),
 }
 
 /// The signals that rank results, each with its own list.
@@ -101,9 +102,9 @@ pub struct ScoreParts {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Link {
     /// The ranked memory.
-    pub from: String,
+    pub from: MemoryId,
     /// The memory it links to (either direction of the stored link).
-    pub to: String,
+    pub to: MemoryId,
     /// The link type.
     pub kind: String,
     /// Its confidence.
@@ -135,7 +136,7 @@ pub fn fuse(lists: &[(Signal, RankedList)], weights: &Weights) -> Vec<(Key, Scor
 }
 
 /// Scales each memory's score by its importance (`importance`, 0–1, by memory id).
-pub fn apply_priors(ranked: &mut [(Key, ScoreParts)], importance: &HashMap<String, f64>, weights: &Weights) {
+pub fn apply_priors(ranked: &mut [(Key, ScoreParts)], importance: &HashMap<MemoryId, f64>, weights: &Weights) {
     for (key, parts) in ranked.iter_mut() {
         let factor = match key {
             Key::Memory(id) => importance
@@ -155,18 +156,18 @@ pub fn apply_priors(ranked: &mut [(Key, ScoreParts)], importance: &HashMap<Strin
 pub fn expand_links(
     ranked: &mut Vec<(Key, ScoreParts)>,
     links: &[Link],
-    importance: &HashMap<String, f64>,
+    importance: &HashMap<MemoryId, f64>,
     weights: &Weights,
-) -> HashMap<String, Vec<Link>> {
-    let parents: Vec<(String, f64)> = ranked
+) -> HashMap<MemoryId, Vec<Link>> {
+    let parents: Vec<(MemoryId, f64)> = ranked
         .iter()
         .filter_map(|(key, parts)| match key {
-            Key::Memory(id) => Some((id.clone(), parts.fused)),
+            Key::Memory(id) => Some((*id, parts.fused)),
             Key::Turn(_) => None,
         })
         .take(weights.link_parents)
         .collect();
-    let mut followed: HashMap<String, Vec<Link>> = HashMap::new();
+    let mut followed: HashMap<MemoryId, Vec<Link>> = HashMap::new();
     let mut added: HashMap<Key, f64> = HashMap::new();
     for (parent, parent_score) in &parents {
         for link in links.iter().filter(|link| &link.from == parent) {
@@ -176,8 +177,8 @@ pub fn expand_links(
             let inherited = 0.7 * importance.get(&link.to).copied().unwrap_or(0.5)
                 + 0.3 * importance.get(parent).copied().unwrap_or(0.5);
             let gain = parent_score * weights.link_factor * link_type_weight(&link.kind) * link.confidence * inherited;
-            *added.entry(Key::Memory(link.to.clone())).or_default() += gain;
-            followed.entry(link.to.clone()).or_default().push(link.clone());
+            *added.entry(Key::Memory(link.to)).or_default() += gain;
+            followed.entry(link.to).or_default().push(link.clone());
         }
     }
     add_gains(ranked, added, |parts| &mut parts.from_links);
@@ -260,8 +261,10 @@ fn sorted(parts: HashMap<Key, ScoreParts>) -> Vec<(Key, ScoreParts)> {
 mod tests {
     use super::*;
 
-    fn memory(id: &str) -> Key {
-        Key::Memory(id.to_owned())
+    use crate::search::tests::memory_named;
+
+    fn memory(name: &str) -> Key {
+        Key::Memory(memory_named(name))
     }
 
     fn list(ids: &[&str]) -> RankedList {
@@ -348,8 +351,8 @@ mod tests {
         let weights = Weights::default();
         let mut ranked = fuse(&[(Signal::Vector, list(&["a"]))], &weights);
         let link = |to: &str, kind: &str, confidence: f64| Link {
-            from: "a".to_owned(),
-            to: to.to_owned(),
+            from: memory_named("a"),
+            to: memory_named(to),
             kind: kind.to_owned(),
             confidence,
         };
@@ -361,8 +364,8 @@ mod tests {
         let followed = expand_links(&mut ranked, &links, &HashMap::new(), &weights);
         let order: Vec<Key> = ranked.iter().map(|(key, _)| key.clone()).collect();
         assert_eq!(order, vec![memory("a"), memory("x"), memory("y")]);
-        assert!(!followed.contains_key("z"));
-        assert_eq!(followed["x"][0].kind, "conflicts");
+        assert!(!followed.contains_key(&memory_named("z")));
+        assert_eq!(followed[&memory_named("x")][0].kind, "conflicts");
     }
 
     fn near(from: &str, to: &str, same_speaker: bool) -> Nearby {
@@ -474,7 +477,7 @@ mod tests {
             &[(Signal::Vector, list(&["a"])), (Signal::Lexical, list(&["b"]))],
             &weights,
         );
-        let priors = HashMap::from([("a".to_owned(), 0.1), ("b".to_owned(), 0.9)]);
+        let priors = HashMap::from([(memory_named("a"), 0.1), (memory_named("b"), 0.9)]);
         apply_priors(&mut ranked, &priors, &weights);
         assert_eq!(ranked[0].0, memory("b"));
     }

@@ -6,7 +6,7 @@ use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use memsift_core::{MemoryId, UserId};
+use memsift_core::{MemoryId, MessageId, UserId};
 use memsift_store::ReadSnapshot;
 
 use super::fuse::{Key, RankedList, Signal, Weights};
@@ -60,7 +60,7 @@ pub(super) async fn gather(
         nearest(app, snapshot, request, speaker_words.as_ref()),
         memory_words,
         turn_words,
-        named_lists(app, user_id, request, &terms, range),
+        named_lists(app, user_id, request, &terms, range.filter(|_| signals.dates)),
     )?;
     let mut lists = named;
     if signals.vector {
@@ -71,7 +71,7 @@ pub(super) async fn gather(
             .lexicon
             .search(&terms, CANDIDATES_PER_SIGNAL)
             .into_iter()
-            .map(|(id, score)| (Key::Memory(id.to_string()), score))
+            .map(|(id, score)| (Key::Memory(id), score))
             .collect();
         lists.push((Signal::Lexical, RankedList { items }));
     }
@@ -152,7 +152,7 @@ pub(super) async fn speakers(app: &App, snapshot: &ReadSnapshot) -> anyhow::Resu
 struct Nearest {
     memories: RankedList,
     memory_hits: Vec<(MemoryId, f32)>,
-    turns: Option<Vec<(String, f64)>>,
+    turns: Option<Vec<(MessageId, f64)>>,
 }
 
 /// The query's vector against memories' and turns'; the query is embedded without the words of
@@ -188,7 +188,7 @@ async fn nearest(
     let memories = RankedList {
         items: memory_hits
             .iter()
-            .map(|(id, score)| (Key::Memory(id.to_string()), f64::from(*score)))
+            .map(|(id, score)| (Key::Memory(*id), f64::from(*score)))
             .collect(),
     };
     let turns = if wants_turns {
@@ -215,7 +215,7 @@ async fn nearest(
 }
 
 /// Memories naming an entity the query names, and memories in the time range it names (`range`,
-/// `None` when it names none or dates are off).
+/// `None` when it names none or the date list is off).
 async fn named_lists(
     app: &App,
     user_id: UserId,
@@ -233,7 +233,7 @@ async fn named_lists(
             .entity_memories(user_id, terms, limit)
             .await?
             .into_iter()
-            .map(|(id, n_named)| (Key::Memory(id.to_string()), n_named as f64))
+            .map(|(id, n_named)| (Key::Memory(id), n_named as f64))
             .collect();
         lists.push((Signal::Entity, RankedList { items }));
     }
@@ -249,7 +249,7 @@ const TURN_CANDIDATES: usize = 2 * CANDIDATES_PER_SIGNAL;
 
 /// Ranked turns split into the memories that cite them (each at its best turn's place and score)
 /// and the turns no active memory cites, each list cut to [`CANDIDATES_PER_SIGNAL`].
-fn split_by_citation(words: &MemoryWords, hits: Vec<(String, f64)>) -> (RankedList, RankedList) {
+fn split_by_citation(words: &MemoryWords, hits: Vec<(MessageId, f64)>) -> (RankedList, RankedList) {
     let mut memories = RankedList::default();
     let mut uncited = RankedList::default();
     let mut seen: HashSet<MemoryId> = HashSet::new();
@@ -261,7 +261,7 @@ fn split_by_citation(words: &MemoryWords, hits: Vec<(String, f64)>) -> (RankedLi
         }
         for memory in citing {
             if seen.insert(*memory) {
-                memories.items.push((Key::Memory(memory.to_string()), score));
+                memories.items.push((Key::Memory(*memory), score));
             }
         }
     }
@@ -279,7 +279,7 @@ fn merge_own_evidence(list: &mut RankedList, own: Vec<(MemoryId, f64)>) {
         return;
     }
     list.items
-        .extend(own.into_iter().map(|(id, score)| (Key::Memory(id.to_string()), score)));
+        .extend(own.into_iter().map(|(id, score)| (Key::Memory(id), score)));
     list.items
         .sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     list.items.truncate(CANDIDATES_PER_SIGNAL);
@@ -296,11 +296,11 @@ async fn dated(app: &App, user_id: UserId, range: TimeRange, limit: i64) -> anyh
         .await?;
     let middle = range.from + (range.to - range.from) / 2;
     let from_middle = |at: DateTime<Utc>| (at - middle).num_seconds().abs();
-    found.sort_by_key(|(id, at)| (from_middle(*at), id.to_string()));
+    found.sort_by_key(|(id, at)| (from_middle(*at), *id));
     Ok(RankedList {
         items: found
             .into_iter()
-            .map(|(id, at)| (Key::Memory(id.to_string()), -(from_middle(at) as f64) / 86_400.0))
+            .map(|(id, at)| (Key::Memory(id), -(from_middle(at) as f64) / 86_400.0))
             .collect(),
     })
 }

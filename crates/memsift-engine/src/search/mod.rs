@@ -4,11 +4,10 @@
 //! against each memory's and each turn's, BM25 over memory texts and over turns (a turn's match
 //! ranks the memories that cite it), entities the query names, the time range it names, and, with
 //! `include_turns`, the turns no active memory cites, by their words and their vectors), fuses
-//! them by weighted reciprocal rank fusion (`fuse`), scales by importance, follows
-//! typed links from the best memories, lowers results about people other than the ones the query
-//! names and lifts results from the time it names (`focus`), and answers each result with its
-//! evidence turns, entities, links followed and the score parts that ranked it. `budget_tokens`
-//! packs the best results that fit, never a turn twice.
+//! them by weighted reciprocal rank fusion (`fuse`), then runs the ordered stages of `stages`
+//! (importance, links, what was said nearby, the cards, the window, speaker focus, the date lift,
+//! diversity), and answers each result with its evidence turns, entities, links followed and the
+//! score parts that ranked it. `budget_tokens` packs the best results that fit, never a turn twice.
 //!
 //! Every list is read exactly, per user: a per-user filter after an approximate scan would lose
 //! recall, and one user's store is small enough to read whole.
@@ -19,11 +18,12 @@ mod lists;
 mod nearby;
 mod pack;
 pub mod query;
+mod stages;
 
 use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
-use memsift_core::MemoryId;
+use memsift_core::{MemoryId, MessageId};
 use memsift_store::{MemoryCard, TurnCard};
 use serde::Serialize;
 
@@ -33,6 +33,8 @@ use fuse::Link;
 pub use fuse::{Key, ScoreParts, Signal, Weights};
 pub use lists::speaker_names;
 use pack::pack;
+use stages::Ranking;
+pub use stages::{STAGES, Stage, Stages};
 
 /// How many candidates each signal contributes before fusion.
 const CANDIDATES_PER_SIGNAL: usize = 50;
@@ -40,8 +42,9 @@ const CANDIDATES_PER_SIGNAL: usize = 50;
 /// The largest `k` a search answers.
 pub const MAX_K: usize = 100;
 
-/// Which signals a search uses; every one by default. `memsift eval retrieval` turns them on one
-/// at a time to measure each alone.
+/// Which ranked lists a search fuses and which stages follow; everything by default. `memsift
+/// eval retrieval` turns the lists on one at a time, and the stages off one at a time, to measure
+/// each.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct Signals {
     /// The query's vector against each memory's.
@@ -56,18 +59,10 @@ pub struct Signals {
     pub turn_vectors: bool,
     /// Entities the query names.
     pub entities: bool,
-    /// The time range the query names.
+    /// The time range the query names, as a list.
     pub dates: bool,
-    /// Importance.
-    pub priors: bool,
-    /// Typed links from the best memories.
-    pub links: bool,
-    /// Results whose evidence is already in an earlier result go after the rest.
-    pub diversify: bool,
-    /// When the query names some of the speakers, results about the others count for less.
-    pub speakers: bool,
-    /// What was said next to the best results ranks too.
-    pub nearby: bool,
+    /// The stages after fusion that run ([`STAGES`] says what each is for).
+    pub stages: Stages,
 }
 
 impl Default for Signals {
@@ -79,17 +74,13 @@ impl Default for Signals {
             turn_vectors: true,
             entities: true,
             dates: true,
-            priors: true,
-            links: true,
-            diversify: true,
-            speakers: true,
-            nearby: true,
+            stages: Stages::all(),
         }
     }
 }
 
 impl Signals {
-    /// No signal at all (the starting point for measuring one alone).
+    /// No list and no optional stage (the starting point for measuring one list alone).
     pub fn none() -> Self {
         Signals {
             vector: false,
@@ -98,11 +89,7 @@ impl Signals {
             turn_vectors: false,
             entities: false,
             dates: false,
-            priors: false,
-            links: false,
-            diversify: false,
-            speakers: false,
-            nearby: false,
+            stages: Stages::none(),
         }
     }
 }
@@ -153,8 +140,8 @@ impl SearchRequest {
 /// A turn as evidence: who said what, when.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct EvidenceTurn {
-    /// The message id.
-    pub id: String,
+    /// The message.
+    pub id: MessageId,
     /// The turn's label: the source's message id, else `t<seq>`.
     pub label: String,
     /// `user`, `assistant`, …
@@ -171,7 +158,7 @@ pub struct EvidenceTurn {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct LinkFollowed {
     /// The ranked memory the link starts from.
-    pub from: String,
+    pub from: MemoryId,
     /// The link type.
     pub kind: String,
     /// Its confidence.
@@ -243,116 +230,37 @@ pub async fn search(app: &App, request: &SearchRequest) -> anyhow::Result<Search
     let Some(snapshot) = app.store.search().snapshot(&request.user).await? else {
         return Ok(SearchAnswer::default());
     };
-    let user_id = snapshot.user_id;
     let now = app.clock.now();
     // Parsed once: the date list reads it, and the lift after fusion applies it.
-    let range = if request.signals.dates {
-        query::time_range(&request.query, now)
+    let signals = request.signals;
+    let range = if signals.dates || signals.stages.contains(Stage::DateLift) {
+        crate::language::language().time_range(&request.query, now)
     } else {
         None
     };
     let weights = request.weights.as_ref().unwrap_or(&app.config.search.weights);
     let (lists, memory_words) = lists::gather(app, &snapshot, request, weights, range).await?;
-    let mut ranked = fuse::fuse(&lists, weights);
-    // Importance now (the prior, and what a linked memory inherits); the cards once, at the end,
-    // for everything ranked by then: each card read is three statements.
-    let cards_timed = timed(Phase::SearchCards);
-    let mut importance: HashMap<String, f64> = app
-        .store
-        .search()
-        .importance_of(user_id, &memory_keys(&ranked))
-        .await?
-        .into_iter()
-        .map(|(id, value)| (id.to_string(), value))
-        .collect();
-    drop(cards_timed);
-    if request.signals.priors {
-        fuse::apply_priors(&mut ranked, &importance, weights);
-    }
-    let mut followed = HashMap::new();
-    if request.signals.links {
-        let _timed = timed(Phase::SearchLinks);
-        let parents: Vec<MemoryId> = memory_keys(&ranked).into_iter().take(weights.link_parents).collect();
-        let links: Vec<Link> = app
-            .store
-            .search()
-            .memory_links_of(user_id, &parents)
-            .await?
-            .into_iter()
-            .map(|(from, to, kind, confidence)| Link {
-                from: from.to_string(),
-                to: to.to_string(),
-                kind,
-                confidence,
-            })
-            .collect();
-        // A linked memory inherits importance, so its own is read now.
-        let unread: Vec<MemoryId> = links
-            .iter()
-            .filter(|link| !importance.contains_key(&link.to))
-            .filter_map(|link| MemoryId::parse(&link.to).ok())
-            .collect();
-        for (id, value) in app.store.search().importance_of(user_id, &unread).await? {
-            importance.insert(id.to_string(), value);
-        }
-        followed = fuse::expand_links(&mut ranked, &links, &importance, weights);
-    }
-    if request.signals.nearby && weights.nearby_factor > 0.0 {
-        let _timed = timed(Phase::SearchLinks);
-        let nearby = nearby::read(app, user_id, &memory_words, &ranked, weights, request.include_turns).await?;
-        fuse::expand_nearby(&mut ranked, &nearby, weights);
-    }
-    let cards_timed = timed(Phase::SearchCards);
-    let cards: HashMap<String, MemoryCard> = app
-        .store
-        .search()
-        .memory_cards(user_id, &memory_keys(&ranked))
-        .await?
-        .into_iter()
-        .map(|card| (card.id.to_string(), card))
-        .collect();
-    drop(cards_timed);
-    let turn_ids: Vec<String> = ranked
-        .iter()
-        .filter_map(|(key, _)| match key {
-            Key::Turn(id) => Some(id.clone()),
-            Key::Memory(_) => None,
-        })
-        .collect();
-    let cards_timed = timed(Phase::SearchCards);
-    let turns: HashMap<String, TurnCard> = app
-        .store
-        .search()
-        .turn_cards(user_id, &turn_ids)
-        .await?
-        .into_iter()
-        .map(|card| (card.id.clone(), card))
-        .collect();
-    drop(cards_timed);
-    let n_candidates = ranked.len();
-    let mut hits = ranked
-        .into_iter()
-        .filter_map(|(key, parts)| hit(key, parts, &cards, &turns, &followed))
-        .filter(|hit| in_window(hit, request.since, request.until))
-        .collect::<Vec<_>>();
-    if request.signals.speakers {
-        let named = focus::named_speakers(&request.query, &hits);
-        focus::focus(&mut hits, &named, weights.speaker_focus);
-    }
-    if let Some(range) = range {
-        focus::lift_in_range(&mut hits, range, weights.date_boost);
-    }
-    let hits = if request.signals.diversify {
-        diversify(hits)
-    } else {
-        hits
+    let mut ranking = Ranking {
+        app,
+        user_id: snapshot.user_id,
+        request,
+        weights,
+        range,
+        memory_words: &memory_words,
+        ranked: fuse::fuse(&lists, weights),
+        importance: HashMap::new(),
+        followed: HashMap::new(),
+        hits: Vec::new(),
+        n_candidates: 0,
     };
-    let (results, n_tokens) = pack(hits, request.k, request.budget_tokens);
+    ranking.run().await?;
+    let n_candidates = ranking.n_candidates;
+    let (results, n_tokens) = pack(ranking.hits, request.k, request.budget_tokens);
     if request.record_access {
-        let returned: Vec<String> = results
+        let returned: Vec<MemoryId> = results
             .iter()
             .filter_map(|hit| match &hit.key {
-                Key::Memory(id) => Some(id.clone()),
+                Key::Memory(id) => Some(*id),
                 Key::Turn(_) => None,
             })
             .collect();
@@ -372,7 +280,7 @@ fn memory_keys(ranked: &[(Key, ScoreParts)]) -> Vec<MemoryId> {
     ranked
         .iter()
         .filter_map(|(key, _)| match key {
-            Key::Memory(id) => MemoryId::parse(id).ok(),
+            Key::Memory(id) => Some(*id),
             Key::Turn(_) => None,
         })
         .collect()
@@ -380,7 +288,7 @@ fn memory_keys(ranked: &[(Key, ScoreParts)]) -> Vec<MemoryId> {
 
 fn evidence(card: &TurnCard) -> EvidenceTurn {
     EvidenceTurn {
-        id: card.id.clone(),
+        id: card.id,
         label: card.label.clone(),
         role: card.role.clone(),
         speaker: card.speaker.clone(),
@@ -393,9 +301,9 @@ fn evidence(card: &TurnCard) -> EvidenceTurn {
 fn hit(
     key: Key,
     parts: ScoreParts,
-    cards: &HashMap<String, MemoryCard>,
-    turns: &HashMap<String, TurnCard>,
-    followed: &HashMap<String, Vec<Link>>,
+    cards: &HashMap<MemoryId, MemoryCard>,
+    turns: &HashMap<MessageId, TurnCard>,
+    followed: &HashMap<MemoryId, Vec<Link>>,
 ) -> Option<SearchHit> {
     let score = parts.fused;
     match &key {
@@ -407,7 +315,7 @@ fn hit(
                     links
                         .iter()
                         .map(|link| LinkFollowed {
-                            from: link.from.clone(),
+                            from: link.from,
                             kind: link.kind.clone(),
                             confidence: link.confidence,
                         })
@@ -457,14 +365,14 @@ fn in_window(hit: &SearchHit, since: Option<DateTime<Utc>>, until: Option<DateTi
 /// Results whose every evidence turn an earlier result already carries go after the others, in
 /// their order: they add a fact, but not a place to look.
 fn diversify(hits: Vec<SearchHit>) -> Vec<SearchHit> {
-    let mut covered: HashSet<String> = HashSet::new();
+    let mut covered: HashSet<MessageId> = HashSet::new();
     let (mut fresh, mut repeated) = (Vec::new(), Vec::new());
     for hit in hits {
-        let ids: Vec<&String> = hit.evidence.iter().map(|turn| &turn.id).collect();
-        if !ids.is_empty() && ids.iter().all(|id| covered.contains(*id)) {
+        let ids: Vec<MessageId> = hit.evidence.iter().map(|turn| turn.id).collect();
+        if !ids.is_empty() && ids.iter().all(|id| covered.contains(id)) {
             repeated.push(hit);
         } else {
-            covered.extend(ids.into_iter().cloned());
+            covered.extend(ids);
             fresh.push(hit);
         }
     }
@@ -476,12 +384,34 @@ fn diversify(hits: Vec<SearchHit>) -> Vec<SearchHit> {
 /// tokens, a turn already returned as evidence is not returned again, and a result too large to
 /// fit is skipped for smaller ones after it.
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
+    use std::hash::{Hash, Hasher};
+
     use super::*;
+
+    /// The bits of a test id named `name`: ids of names up to eight bytes sort as the names do.
+    fn id_bits(name: &str) -> u128 {
+        let mut high = [0u8; 8];
+        let n = name.len().min(8);
+        high[..n].copy_from_slice(&name.as_bytes()[..n]);
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        name.hash(&mut hasher);
+        (u128::from(u64::from_be_bytes(high)) << 64) | u128::from(hasher.finish())
+    }
+
+    /// A memory id for a test, by name.
+    pub(crate) fn memory_named(name: &str) -> MemoryId {
+        MemoryId::from_u128(id_bits(name))
+    }
+
+    /// A message id for a test, by name.
+    pub(crate) fn turn_named(name: &str) -> MessageId {
+        MessageId::from_u128(id_bits(name))
+    }
 
     pub(super) fn turn(id: &str) -> EvidenceTurn {
         EvidenceTurn {
-            id: id.to_owned(),
+            id: turn_named(id),
             label: id.to_owned(),
             role: "user".to_owned(),
             speaker: None,
@@ -508,9 +438,9 @@ mod tests {
     #[test]
     fn a_result_whose_evidence_is_already_shown_goes_after_the_rest() {
         let hits = vec![
-            hit(Key::Memory("a".into()), "a", &["t1"]),
-            hit(Key::Memory("b".into()), "b", &["t1"]),
-            hit(Key::Memory("c".into()), "c", &["t2"]),
+            hit(Key::Memory(memory_named("a")), "a", &["t1"]),
+            hit(Key::Memory(memory_named("b")), "b", &["t1"]),
+            hit(Key::Memory(memory_named("c")), "c", &["t2"]),
         ];
         let order: Vec<String> = diversify(hits).into_iter().map(|hit| hit.text).collect();
         assert_eq!(order, ["a", "c", "b"]);

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use memsift_core::{MemoryId, UserId};
+use memsift_core::{MessageId, UserId};
 
 use super::fuse::{Key, MAX_NEARBY_SPAN, Nearby, ScoreParts, Weights};
 use crate::app::App;
@@ -21,19 +21,17 @@ pub(super) async fn read(
     weights: &Weights,
     include_turns: bool,
 ) -> anyhow::Result<Vec<Nearby>> {
-    let mut parents_of: HashMap<String, Vec<&Key>> = HashMap::new();
+    let mut parents_of: HashMap<MessageId, Vec<&Key>> = HashMap::new();
     for (key, _) in ranked.iter().take(weights.nearby_parents) {
-        let turns: Vec<String> = match key {
-            Key::Memory(id) => MemoryId::parse(id)
-                .map(|id| words.cited_by_memory(&id).to_vec())
-                .unwrap_or_default(),
-            Key::Turn(id) => vec![id.clone()],
+        let turns: &[MessageId] = match key {
+            Key::Memory(id) => words.cited_by_memory(id),
+            Key::Turn(id) => std::slice::from_ref(id),
         };
         for turn in turns {
-            parents_of.entry(turn).or_default().push(key);
+            parents_of.entry(*turn).or_default().push(key);
         }
     }
-    let turns: Vec<String> = parents_of.keys().cloned().collect();
+    let turns: Vec<MessageId> = parents_of.keys().copied().collect();
     let neighbours = app
         .store
         .search()
@@ -43,7 +41,7 @@ pub(super) async fn read(
     for (turn, neighbour, _, same_speaker) in neighbours {
         let citing = words.citing(&neighbour);
         let reached: Vec<Key> = if !citing.is_empty() {
-            citing.iter().map(|memory| Key::Memory(memory.to_string())).collect()
+            citing.iter().map(|memory| Key::Memory(*memory)).collect()
         } else if include_turns {
             vec![Key::Turn(neighbour)]
         } else {

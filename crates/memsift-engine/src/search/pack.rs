@@ -3,6 +3,8 @@
 
 use std::collections::HashSet;
 
+use memsift_core::MessageId;
+
 use super::{Key, SearchHit};
 
 /// The tokens a result puts in front of the caller: its text and the text of every evidence turn
@@ -18,7 +20,7 @@ fn returned_tokens(hit: &SearchHit) -> usize {
 
 pub(super) fn pack(hits: Vec<SearchHit>, k: usize, budget_tokens: Option<usize>) -> (Vec<SearchHit>, usize) {
     let mut results = Vec::new();
-    let mut seen_turns: HashSet<String> = HashSet::new();
+    let mut seen_turns: HashSet<MessageId> = HashSet::new();
     let mut used = 0usize;
     for hit in hits {
         if results.len() == k {
@@ -34,7 +36,7 @@ pub(super) fn pack(hits: Vec<SearchHit>, k: usize, budget_tokens: Option<usize>)
             continue;
         }
         used += cost;
-        seen_turns.extend(hit.evidence.iter().map(|turn| turn.id.clone()));
+        seen_turns.extend(hit.evidence.iter().map(|turn| turn.id));
         results.push(hit);
     }
     (results, used)
@@ -44,16 +46,20 @@ pub(super) fn pack(hits: Vec<SearchHit>, k: usize, budget_tokens: Option<usize>)
 mod tests {
     use super::*;
     use crate::search::EvidenceTurn;
-    use crate::search::tests::{hit, turn};
+    use crate::search::tests::{hit, memory_named, turn, turn_named};
 
     #[test]
     fn packing_keeps_to_the_budget_skips_what_does_not_fit_and_never_repeats_a_turn() {
         let long = "word ".repeat(200);
         let hits = vec![
-            hit(Key::Memory("a".into()), "Caroline went to a support group.", &["t1"]),
-            hit(Key::Memory("big".into()), &long, &["t9"]),
-            hit(Key::Turn("t1".into()), "I went to a support group today.", &["t1"]),
-            hit(Key::Turn("t2".into()), "Melanie painted a sunrise.", &["t2"]),
+            hit(
+                Key::Memory(memory_named("a")),
+                "Caroline went to a support group.",
+                &["t1"],
+            ),
+            hit(Key::Memory(memory_named("big")), &long, &["t9"]),
+            hit(Key::Turn(turn_named("t1")), "I went to a support group today.", &["t1"]),
+            hit(Key::Turn(turn_named("t2")), "Melanie painted a sunrise.", &["t2"]),
         ];
         let (packed, used) = pack(hits.clone(), 10, Some(50));
         let texts: Vec<&str> = packed.iter().map(|hit| hit.text.as_str()).collect();
@@ -82,7 +88,7 @@ mod tests {
                 .iter()
                 .enumerate()
                 .map(|(n, (is_turn, turn_id, text, evidence))| {
-                    let key = if *is_turn { Key::Turn(format!("t{turn_id}")) } else { Key::Memory(format!("m{n}")) };
+                    let key = if *is_turn { Key::Turn(turn_named(&format!("t{turn_id}"))) } else { Key::Memory(memory_named(&format!("m{n}"))) };
                     let mut hit = hit(key, text, &[]);
                     hit.evidence = evidence
                         .iter()

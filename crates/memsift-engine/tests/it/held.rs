@@ -85,7 +85,7 @@ fn text(words: &[usize]) -> String {
 fn said(answer: &SearchAnswer) -> Vec<String> {
     std::iter::once(format!("{} candidates", answer.n_candidates))
         .chain(answer.results.iter().map(|hit| {
-            let evidence: Vec<&str> = hit.evidence.iter().map(|turn| turn.id.as_str()).collect();
+            let evidence: Vec<String> = hit.evidence.iter().map(|turn| turn.id.to_string()).collect();
             let signals: Vec<String> = hit
                 .parts
                 .signals

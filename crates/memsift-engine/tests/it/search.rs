@@ -7,7 +7,7 @@ use chrono::Duration;
 use memsift_engine::held::{MemoryWords, TurnVectors, TurnWords};
 use memsift_engine::pipeline::run_until_idle;
 use memsift_engine::search::{
-    Key, SearchAnswer, SearchError, SearchRequest, Signal, Signals, Weights, search, speaker_names,
+    Key, SearchAnswer, SearchError, SearchRequest, Signal, Signals, Stage, Stages, Weights, search, speaker_names,
 };
 use memsift_store::Revision;
 
@@ -71,6 +71,63 @@ async fn a_budget_counts_what_is_returned(test: &TestApp) {
         .sum();
     assert!(packed.n_tokens <= budget && !packed.results.is_empty(), "{packed:?}");
     assert_eq!(packed.n_tokens, returned, "what is returned, evidence included");
+}
+
+/// A time the question names lifts what is from then, and says so; another day, or the stage
+/// turned off, lifts nothing; the lift needs no date list.
+async fn a_named_time_lifts_what_is_from_then(test: &TestApp) {
+    // A time the question names lifts what is from then, and says so; another day lifts nothing.
+    // Off, both the date list and the lift after fusion.
+    let dated = |query: &str, dates: bool| SearchRequest {
+        signals: Signals {
+            dates,
+            stages: if dates {
+                Stages::all()
+            } else {
+                Stages::all().without(Stage::DateLift)
+            },
+            ..Signals::default()
+        },
+        ..request("ana", query)
+    };
+    let then = search(&test.app, &dated("Where did she live on 1 March 2026?", true))
+        .await
+        .unwrap();
+    assert!(!then.results.is_empty());
+    assert!(
+        then.results
+            .iter()
+            .all(|hit| hit.parts.in_range == Some(1.0 + Weights::default().date_boost)),
+        "{:?}",
+        then.results
+    );
+    for (query, dates) in [
+        ("Where did she live on 2 March 2026?", true),
+        ("Where did she live on 1 March 2026?", false),
+    ] {
+        let answer = search(&test.app, &dated(query, dates)).await.unwrap();
+        assert!(
+            answer.results.iter().all(|hit| hit.parts.in_range.is_none()),
+            "{query}: {answer:?}"
+        );
+    }
+    // The lift alone: results from then are lifted, and no date list ranked them.
+    let lift_only = SearchRequest {
+        signals: Signals {
+            dates: false,
+            ..Signals::default()
+        },
+        ..request("ana", "Where did she live on 1 March 2026?")
+    };
+    let lifted = search(&test.app, &lift_only).await.unwrap();
+    assert!(!lifted.results.is_empty());
+    for hit in &lifted.results {
+        assert!(hit.parts.in_range.is_some(), "{hit:?}");
+        assert!(
+            hit.parts.signals.iter().all(|(signal, _, _)| *signal != Signal::Date),
+            "{hit:?}"
+        );
+    }
 }
 
 async fn results_are_answered_with_their_evidence_and_stay_with_their_user(test: TestApp) {
@@ -138,35 +195,7 @@ async fn results_are_answered_with_their_evidence_and_stay_with_their_user(test:
     };
     assert!(!search(&test.app, &earlier).await.unwrap().results.is_empty());
 
-    // A time the question names lifts what is from then, and says so; another day lifts nothing.
-    let dated = |query: &str, dates: bool| SearchRequest {
-        signals: Signals {
-            dates,
-            ..Signals::default()
-        },
-        ..request("ana", query)
-    };
-    let then = search(&test.app, &dated("Where did she live on 1 March 2026?", true))
-        .await
-        .unwrap();
-    assert!(!then.results.is_empty());
-    assert!(
-        then.results
-            .iter()
-            .all(|hit| hit.parts.in_range == Some(1.0 + Weights::default().date_boost)),
-        "{:?}",
-        then.results
-    );
-    for (query, dates) in [
-        ("Where did she live on 2 March 2026?", true),
-        ("Where did she live on 1 March 2026?", false),
-    ] {
-        let answer = search(&test.app, &dated(query, dates)).await.unwrap();
-        assert!(
-            answer.results.iter().all(|hit| hit.parts.in_range.is_none()),
-            "{query}: {answer:?}"
-        );
-    }
+    a_named_time_lifts_what_is_from_then(&test).await;
 
     // Nobody's memories for a user who does not exist; bad requests say what is wrong.
     assert!(
@@ -283,15 +312,15 @@ async fn a_confident_link_brings_its_memory_along_and_says_so() {
     let reached = answer
         .results
         .iter()
-        .find(|hit| hit.key == Key::Memory(job.to_string()))
+        .find(|hit| hit.key == Key::Memory(job))
         .expect("the linked memory is in the answer");
     assert_eq!(reached.links[0].kind, "motivated_by");
-    assert_eq!(reached.links[0].from, moved.to_string());
+    assert_eq!(reached.links[0].from, moved);
     assert!(reached.parts.from_links > 0.0);
     // Without links it carries no link and no score from one.
     let unlinked = SearchRequest {
         signals: memsift_engine::search::Signals {
-            links: false,
+            stages: memsift_engine::search::Stages::all().without(memsift_engine::search::Stage::Links),
             ..Default::default()
         },
         ..request("ana", "Porto move")
@@ -704,7 +733,7 @@ async fn a_memory_without_evidence_is_not_outranked_for_lacking_it() {
     .await
     .unwrap();
     let first = &answer.results[0];
-    assert_eq!(first.key, Key::Memory(operator.to_string()), "{answer:#?}");
+    assert_eq!(first.key, Key::Memory(operator), "{answer:#?}");
     let signals: Vec<Signal> = first.parts.signals.iter().map(|(signal, _, _)| *signal).collect();
     assert!(
         signals.contains(&Signal::Evidence) && signals.contains(&Signal::EvidenceVector),

@@ -131,3 +131,42 @@ pub async fn the_cost_view_sums_tokens_by_user_stage_and_lane(store: &Store) {
     );
     assert!((row.cost_usd - 0.14).abs() < 1e-9, "{}", row.cost_usd);
 }
+
+/// One statement counts a read of each named memory that is the user's and active, once however
+/// often it is named; other users' and archived memories are left as they were.
+pub async fn a_read_counts_once_for_each_of_the_users_active_memories_it_names(store: &Store) {
+    let (ana, read) = store.insert_test_memory("ana", "Ana lives in Lisbon.").await.unwrap();
+    let (_, archived) = store.insert_test_memory("ana", "Ana lived in Porto.").await.unwrap();
+    store.archive_test_memory(ana, archived).await.unwrap();
+    let (bo, other) = store.insert_test_memory("bo", "Bo lives in Oslo.").await.unwrap();
+    let none: [memsift_core::MemoryId; 0] = [];
+    assert_eq!(
+        store.listing().record_memory_access("ana", &none, t0()).await.unwrap(),
+        0
+    );
+    let touched = store
+        .listing()
+        .record_memory_access("ana", &[read, archived, other, read], t0())
+        .await
+        .unwrap();
+    assert_eq!(touched, 1);
+    let access = |rows: memsift_store::UserRows| -> Vec<(String, i64, bool)> {
+        rows.memories
+            .iter()
+            .map(|row| {
+                (
+                    row["id"].as_str().unwrap().to_owned(),
+                    row["access_count"].as_i64().unwrap(),
+                    !row["last_accessed_at"].is_null(),
+                )
+            })
+            .collect()
+    };
+    let mut expected = vec![(read.to_string(), 1, true), (archived.to_string(), 0, false)];
+    expected.sort();
+    assert_eq!(access(store.user_rows(ana).await.unwrap()), expected);
+    assert_eq!(
+        access(store.user_rows(bo).await.unwrap()),
+        vec![(other.to_string(), 0, false)]
+    );
+}

@@ -84,6 +84,7 @@ store_suite!(cases: [
     a_segment_goes_dead_after_max_attempts,
     entities_are_upserted_and_joined,
     memory_listings_are_scoped_by_user,
+    a_read_counts_once_for_each_of_the_users_active_memories_it_names,
     ids_match_by_their_start_or_their_end_within_their_user,
     an_embedding_round_trips_as_little_endian_f32,
     embeddings_are_written_only_within_their_user,

@@ -109,8 +109,7 @@ pub async fn a_turn_card_is_shown_only_to_its_own_user(store: &Store) {
         .iter()
         .find(|turn| turn.text.contains("Coco"))
         .expect("ana's turn is read")
-        .id
-        .clone();
+        .id;
     let cards = store
         .search()
         .turn_cards(ana, std::slice::from_ref(&coco))
@@ -302,8 +301,8 @@ pub async fn a_turns_neighbours_are_read_within_its_segment_and_its_user(store: 
     store.messages().ingest(&bo, idle(), t0(), &no_progress).await.unwrap();
     let ana = user_id(store, "ana").await;
     let (_, turns) = store.search().user_turn_texts(ana).await.unwrap();
-    let id_of = |text: &str| turns.iter().find(|turn| turn.text == text).unwrap().id.clone();
-    let text_of = |id: &str| turns.iter().find(|turn| turn.id == id).unwrap().text.clone();
+    let id_of = |text: &str| turns.iter().find(|turn| turn.text == text).unwrap().id;
+    let text_of = |id: &memsift_core::MessageId| turns.iter().find(|turn| turn.id == *id).unwrap().text.clone();
     let middle = id_of("turn 2");
     let found = store
         .search()
@@ -353,7 +352,7 @@ pub async fn a_turns_neighbours_are_read_within_its_segment_and_its_user(store: 
     assert!(
         store
             .search()
-            .turn_neighbours(ana, &[bo_turns[0].id.clone()], 2)
+            .turn_neighbours(ana, &[bo_turns[0].id], 2)
             .await
             .unwrap()
             .is_empty(),

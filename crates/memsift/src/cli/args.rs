@@ -338,7 +338,9 @@ pub enum EvalCommand {
         /// `--json` output: rrf_k, vector, lexical, entity, date, turns, importance_prior, …).
         #[arg(long, value_name = "LIST")]
         weights: Option<String>,
-        /// Only the configurations whose name contains this text (e.g. `fusion`).
+        /// Only the configurations whose name contains this text (e.g. `fusion`). A text with
+        /// `without` also adds the fusion with turns without each ranking stage in turn
+        /// (`--only without`: what each stage is worth).
         #[arg(long, value_name = "TEXT")]
         only: Option<String>,
         /// Write each question the last configuration measured does not fully cover within

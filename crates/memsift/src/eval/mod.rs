@@ -17,7 +17,7 @@ use std::time::Instant;
 use anyhow::Context;
 use memsift_core::config::Config;
 use memsift_engine::app::App;
-use memsift_engine::search::{SearchRequest, Signals, Weights, search};
+use memsift_engine::search::{STAGES, SearchRequest, Signals, Stages, Weights, search};
 use memsift_engine::setup::sqlite_url;
 use memsift_sim::{Sim, SimConfig};
 use serde::Serialize;
@@ -51,24 +51,29 @@ pub struct Report {
     pub rows: Vec<Row>,
 }
 
-/// The configurations every evaluation reports: each signal alone, then the fusion without and
-/// with turns.
-fn configurations() -> Vec<(&'static str, Signals, bool)> {
+/// The configurations every evaluation reports: each list alone, then the fusion without and
+/// with turns. With `ablations`, before the last two, the fusion with turns without each stage
+/// that can be turned off (what each stage is worth; `--only without` runs just these).
+fn configurations(ablations: bool) -> Vec<(String, Signals, bool)> {
     let alone = |set: fn(&mut Signals)| {
         let mut signals = Signals::none();
         set(&mut signals);
         signals
     };
-    vec![
-        ("vector", alone(|s| s.vector = true), false),
-        ("lexical (BM25)", alone(|s| s.lexical = true), false),
-        ("evidence turns (BM25)", alone(|s| s.evidence = true), false),
-        ("evidence turns (vector)", alone(|s| s.turn_vectors = true), false),
-        ("entities", alone(|s| s.entities = true), false),
-        ("dates", alone(|s| s.dates = true), false),
-        ("turns alone (lexical)", Signals::none(), true),
+    let mut chosen: Vec<(String, Signals, bool)> = vec![
+        ("vector".into(), alone(|s| s.vector = true), false),
+        ("lexical (BM25)".into(), alone(|s| s.lexical = true), false),
+        ("evidence turns (BM25)".into(), alone(|s| s.evidence = true), false),
         (
-            "fusion, no priors/links/diversity",
+            "evidence turns (vector)".into(),
+            alone(|s| s.turn_vectors = true),
+            false,
+        ),
+        ("entities".into(), alone(|s| s.entities = true), false),
+        ("dates".into(), alone(|s| s.dates = true), false),
+        ("turns alone (lexical)".into(), Signals::none(), true),
+        (
+            "fusion of memory lists, no stages".into(),
             alone(|s| {
                 s.vector = true;
                 s.lexical = true;
@@ -77,9 +82,19 @@ fn configurations() -> Vec<(&'static str, Signals, bool)> {
             }),
             false,
         ),
-        ("fusion (memories)", Signals::default(), false),
-        ("fusion + turns", Signals::default(), true),
-    ]
+    ];
+    if ablations {
+        for stage in STAGES.into_iter().filter(|stage| stage.can_be_off()) {
+            let signals = Signals {
+                stages: Stages::all().without(stage),
+                ..Signals::default()
+            };
+            chosen.push((format!("fusion + turns without {}", stage.name()), signals, true));
+        }
+    }
+    chosen.push(("fusion (memories)".into(), Signals::default(), false));
+    chosen.push(("fusion + turns".into(), Signals::default(), true));
+    chosen
 }
 
 /// What to evaluate, and where its store lives.
@@ -140,14 +155,16 @@ pub async fn run(config: Config, target: &Target<'_>, lanes: Lanes, weights: &We
     let extract_secs = started.elapsed().as_secs_f64();
     let mut rows = Vec::new();
     let mut missed = Vec::new();
-    let chosen: Vec<_> = configurations()
+    // Each ablation costs a full pass over the questions: they run only when asked for by name.
+    let ablations = target.only.is_some_and(|only| only.contains("without"));
+    let chosen: Vec<_> = configurations(ablations)
         .into_iter()
         .filter(|(name, _, _)| target.only.is_none_or(|only| name.contains(only)))
         .collect();
     let n_chosen = chosen.len();
     for (index, (name, signals, include_turns)) in chosen.into_iter().enumerate() {
         let setup = Setup {
-            name,
+            name: &name,
             signals,
             include_turns,
             with_budgets: signals == Signals::default(),
