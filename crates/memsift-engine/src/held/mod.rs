@@ -12,7 +12,8 @@
 //! drops the least recently used users first. A user whose parts alone pass the budget is
 //! answered from parts built for that search and not held (counted in `oversize`): slower, never
 //! more memory. So a daemon that answers ten thousand users holds the ones searched lately, not
-//! everyone it ever searched.
+//! everyone it ever searched. An erasure in this process drops the user's parts, and a part whose
+//! rows were read before it is answered from but not held.
 
 mod exact;
 mod parts;
@@ -98,6 +99,9 @@ struct Shelves {
     /// Users already named in an oversize warning: such a user's every search is oversize, and
     /// one line per search would bury the log.
     warned_oversize: HashSet<UserId>,
+    /// How many times each user was forgotten (erased): a part whose read began before the last
+    /// time is not held, or an erasure racing a search would leave the erased words held.
+    forgotten: HashMap<UserId, u64>,
 }
 
 /// What the holder has done since the process started (`/metrics`).
@@ -169,17 +173,19 @@ impl IndexHolder {
         key: &P::Key,
         version: i64,
     ) -> anyhow::Result<Arc<P>> {
-        let held = {
+        let (held, ticket) = {
             let mut shelves = self.lock();
+            let ticket = shelves.forgotten.get(&user_id).copied().unwrap_or(0);
             shelves.uses += 1;
             let uses = shelves.uses;
-            shelves.users.get_mut(&user_id).and_then(|user| {
+            let held = shelves.users.get_mut(&user_id).and_then(|user| {
                 user.used = uses;
                 P::slot(user)
                     .as_ref()
                     .filter(|held| held.part.key() == key)
                     .map(|held| Arc::clone(&held.part))
-            })
+            });
+            (held, ticket)
         };
         if let Some(part) = held.as_ref().filter(|part| part.version() >= version) {
             self.hits.fetch_add(1, Ordering::Relaxed);
@@ -223,16 +229,21 @@ impl IndexHolder {
         })
         .await?;
         let part = Arc::new(part);
-        self.hold(user_id, Arc::clone(&part));
+        self.hold(user_id, Arc::clone(&part), ticket);
         Ok(part)
     }
 
     /// Holds `part` for `user_id` (unless a newer one of the same key is held), then drops the
     /// least recently used other users until everything held fits the budget; a user whose
-    /// parts alone do not fit is not held at all.
-    fn hold<P: Part>(&self, user_id: UserId, part: Arc<P>) {
+    /// parts alone do not fit is not held at all, nor one forgotten since `ticket` was taken.
+    fn hold<P: Part>(&self, user_id: UserId, part: Arc<P>, ticket: u64) {
         let bytes = part.bytes();
         let mut shelves = self.lock();
+        if shelves.forgotten.get(&user_id).copied().unwrap_or(0) != ticket {
+            // Erased since this part's rows were read: answer the search that read them, hold
+            // nothing.
+            return;
+        }
         shelves.uses += 1;
         let uses = shelves.uses;
         let user = shelves.users.entry(user_id).or_default();
@@ -304,6 +315,7 @@ impl IndexHolder {
     /// Drops everything held for `user_id` (erasure: no word or vector of theirs stays here).
     pub fn forget(&self, user_id: UserId) {
         let mut shelves = self.lock();
+        *shelves.forgotten.entry(user_id).or_default() += 1;
         if let Some(user) = shelves.users.remove(&user_id) {
             shelves.bytes -= user.bytes();
         }
@@ -361,5 +373,35 @@ impl IndexHolder {
     /// The bytes held, summed part by part (tests check the running total against it).
     pub fn measured_bytes(&self) -> usize {
         self.lock().users.values().map(UserParts::bytes).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_part_read_before_its_user_was_forgotten_is_not_held() {
+        let holder = IndexHolder::new(1 << 20);
+        let user = UserId::new_v7();
+        let key = ModelKey {
+            model_id: Arc::from("m"),
+            dimension: 2,
+        };
+        let part = || {
+            Arc::new(TurnVectors::build(
+                &key,
+                1,
+                vec![(memsift_core::MessageId::new_v7(), vec![1.0, 0.0])],
+            ))
+        };
+        let ticket = holder.lock().forgotten.get(&user).copied().unwrap_or(0);
+        holder.forget(user);
+        holder.hold(user, part(), ticket);
+        assert!(!holder.holds::<TurnVectors>(user), "an erasure raced the read");
+        assert_eq!(holder.stats().held_bytes, 0);
+        let ticket = holder.lock().forgotten.get(&user).copied().unwrap_or(0);
+        holder.hold(user, part(), ticket);
+        assert!(holder.holds::<TurnVectors>(user), "a read after the erasure is held");
     }
 }
