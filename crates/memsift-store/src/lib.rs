@@ -583,6 +583,14 @@ pub(crate) fn from_json<T: serde::de::DeserializeOwned>(table: &'static str, val
     serde_json::from_value(value).map_err(|error| corrupt(table, error))
 }
 
+/// An id read back from `table`; text that is no id of its kind is corruption, named.
+pub(crate) fn parse_id<Id: std::str::FromStr>(table: &'static str, text: &str) -> Result<Id>
+where
+    Id::Err: ToString,
+{
+    text.parse().map_err(|error| corrupt(table, error))
+}
+
 pub(crate) fn corrupt(table: &'static str, detail: impl ToString) -> StoreError {
     StoreError::Corrupt {
         table,

@@ -14,7 +14,7 @@ use memsift_core::{MemoryId, MessageId, SegmentId, UserId};
 use crate::handles::Search;
 use crate::turn_vectors::StampState;
 use crate::tx::{Arg, Statement};
-use crate::{BackendKind, Result, corrupt};
+use crate::{BackendKind, Result, parse_id};
 
 /// A memory row as a lexicon reads it: id, text, and 1 when active (0 when retired).
 type StampedText = (String, String, i64);
@@ -131,15 +131,10 @@ type TurnRow = (
     String,
 );
 
-/// A message id read back from the database; a row that does not parse is corruption, named.
-fn message_id(id: &str) -> Result<MessageId> {
-    MessageId::parse(id).map_err(|error| corrupt("messages", error))
-}
-
 fn turn_card(row: TurnRow) -> Result<TurnCard> {
     let (id, external_id, seq, role, speaker, at, text) = row;
     Ok(TurnCard {
-        id: message_id(&id)?,
+        id: parse_id("messages", &id)?,
         label: external_id.unwrap_or_else(|| format!("t{seq}")),
         role,
         speaker,
@@ -159,7 +154,7 @@ impl Search<'_> {
             .await?;
         row.map(|(id, memory_version, memory_floor, turn_version, turn_floor)| {
             Ok(ReadSnapshot {
-                user_id: UserId::parse(&id).map_err(|error| corrupt("users", error))?,
+                user_id: parse_id::<UserId>("users", &id)?,
                 memories: StampState {
                     version: memory_version,
                     floor: memory_floor,
@@ -217,11 +212,11 @@ impl Search<'_> {
                 .await?,
             ),
         };
-        let parse = |id: &str| MemoryId::parse(id).map_err(|error| corrupt("memories", error));
+        let parse = |id: &str| parse_id::<MemoryId>("memories", id);
         let mut texts = MemoryTexts::default();
         let mut said: std::collections::HashMap<String, String> = std::collections::HashMap::new();
         for (id, message_id, content) in evidence {
-            texts.evidence.push((parse(&id)?, self::message_id(&message_id)?));
+            texts.evidence.push((parse(&id)?, parse_id("messages", &message_id)?));
             let joined = said.entry(id).or_default();
             if !joined.is_empty() {
                 joined.push('\n');
@@ -277,8 +272,8 @@ impl Search<'_> {
             .into_iter()
             .map(|(id, segment_id, speaker, text)| {
                 Ok(TurnText {
-                    id: message_id(&id)?,
-                    segment_id: SegmentId::parse(&segment_id).map_err(|error| corrupt("messages", error))?,
+                    id: parse_id("messages", &id)?,
+                    segment_id: parse_id::<SegmentId>("messages", &segment_id)?,
                     speaker,
                     text,
                 })
@@ -340,7 +335,7 @@ impl Search<'_> {
         let args = vec![Arg::from(user_id), Arg::from(limit), ids_arg(named)];
         let rows: Vec<(String, i64)> = self.read_all(Statement { sql: &sql, args }).await?;
         rows.into_iter()
-            .map(|(id, n)| Ok((MemoryId::parse(&id).map_err(|error| corrupt("memories", error))?, n)))
+            .map(|(id, n)| Ok((parse_id::<MemoryId>("memories", &id)?, n)))
             .collect()
     }
 
@@ -369,7 +364,7 @@ impl Search<'_> {
             ))
             .await?;
         rows.into_iter()
-            .map(|(id, at)| Ok((MemoryId::parse(&id).map_err(|error| corrupt("memories", error))?, at)))
+            .map(|(id, at)| Ok((parse_id::<MemoryId>("memories", &id)?, at)))
             .collect()
     }
 
@@ -403,7 +398,12 @@ impl Search<'_> {
         let rows: Vec<(String, String, i64, bool)> = self.read_all(Statement { sql: &sql, args }).await?;
         rows.into_iter()
             .map(|(turn, neighbour, places, same_speaker)| {
-                Ok((message_id(&turn)?, message_id(&neighbour)?, places, same_speaker))
+                Ok((
+                    parse_id("messages", &turn)?,
+                    parse_id("messages", &neighbour)?,
+                    places,
+                    same_speaker,
+                ))
             })
             .collect()
     }
@@ -421,12 +421,7 @@ impl Search<'_> {
         let args = vec![Arg::from(user_id), ids_arg(ids)];
         let rows: Vec<(String, f64)> = self.read_all(Statement { sql: &sql, args }).await?;
         rows.into_iter()
-            .map(|(id, importance)| {
-                Ok((
-                    MemoryId::parse(&id).map_err(|error| corrupt("memories", error))?,
-                    importance,
-                ))
-            })
+            .map(|(id, importance)| Ok((parse_id::<MemoryId>("memories", &id)?, importance)))
             .collect()
     }
 
@@ -470,7 +465,7 @@ impl Search<'_> {
         let entities: Vec<(String, String)> = self.read_all(Statement { sql: &sql, args }).await?;
         rows.into_iter()
             .map(|(id, text, importance, happens_at, created_at)| {
-                let memory_id = MemoryId::parse(&id).map_err(|error| corrupt("memories", error))?;
+                let memory_id = parse_id::<MemoryId>("memories", &id)?;
                 Ok(MemoryCard {
                     id: memory_id,
                     text,
@@ -567,7 +562,7 @@ impl Search<'_> {
         });
         rows.dedup_by(|a, b| (&a.0, &a.1, &a.2) == (&b.0, &b.1, &b.2));
         let wanted: std::collections::HashSet<String> = ids.iter().map(ToString::to_string).collect();
-        let parse = |id: &str| MemoryId::parse(id).map_err(|error| corrupt("memory_links", error));
+        let parse = |id: &str| parse_id::<MemoryId>("memory_links", id);
         let mut out = Vec::new();
         for (source, target, kind, confidence) in rows {
             if wanted.contains(&source) {

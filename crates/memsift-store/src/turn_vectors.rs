@@ -5,7 +5,7 @@ use memsift_core::{MessageId, SegmentId, UserId};
 
 use crate::handles::Vectors;
 use crate::tx::{Arg, Statement, sql};
-use crate::{Result, corrupt, vector_from_le_bytes, vector_to_le_bytes};
+use crate::{Result, parse_id, vector_from_le_bytes, vector_to_le_bytes};
 
 /// A message still to embed.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -61,7 +61,7 @@ impl Vectors<'_> {
             .map(|(id, user_id, content)| {
                 Ok(TurnToEmbed {
                     id,
-                    user_id: UserId::parse(&user_id).map_err(|error| corrupt("messages", error))?,
+                    user_id: parse_id::<UserId>("messages", &user_id)?,
                     content,
                 })
             })
@@ -125,7 +125,7 @@ impl Vectors<'_> {
             .await?;
         let mut vectors = Vec::with_capacity(rows.len());
         for (id, model_id, bytes) in rows {
-            let id = MessageId::parse(&id).map_err(|error| corrupt("messages", error))?;
+            let id = parse_id::<MessageId>("messages", &id)?;
             if let Some(vector) = unit_vector(&bytes) {
                 vectors.push((id, model_id, vector));
             }
@@ -179,7 +179,7 @@ impl Vectors<'_> {
             .await?;
         let mut vectors = Vec::with_capacity(rows.len());
         for (id, bytes) in rows {
-            let id = MessageId::parse(&id).map_err(|error| corrupt("messages", error))?;
+            let id = parse_id::<MessageId>("messages", &id)?;
             if let Some(vector) = unit_vector(&bytes) {
                 vectors.push((id, vector));
             }
