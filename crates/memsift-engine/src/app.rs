@@ -78,6 +78,10 @@ impl App {
         let store = Store::connect(&url, &options)
             .await
             .with_context(|| format!("cannot open database {}", redact(&url)))?;
+        match store.plain_text_warning() {
+            Some(warning) => tracing::warn!("{warning}"),
+            None => tracing::info!(transport = %store.transport(), "database session opened"),
+        }
         store.migrate().await.context("cannot migrate the database")?;
         let store = store.with_erasure_key(load_erasure_key(&config)?);
         store

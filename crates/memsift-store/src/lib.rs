@@ -47,6 +47,7 @@ mod spend;
 mod stage;
 #[cfg(feature = "testing")]
 pub mod testing;
+mod tls;
 mod turn_vectors;
 mod tx;
 mod undo;
@@ -84,6 +85,7 @@ pub use stage::{
     Covered, EntityDecision, EntityRow, LinkEnd, LinkHint, Narrowed, NewLink, ProposalToReview, RefinementRules,
     Replacement, ReviewMemory, RunCap, StageApplied, StageMemory, StageOutcome, share_cap,
 };
+pub use tls::{SettingSource, TlsMode, TlsSettings, Transport, check_database_tls, plain_text_warning};
 pub use turn_vectors::{StampState, TurnToEmbed, UserTurnVectors};
 pub use tx::{statements_run, storable_json, storable_text};
 pub use undo::Undone;
@@ -113,6 +115,12 @@ pub enum StoreError {
         backend: &'static str,
         /// The driver's error.
         cause: sqlx::Error,
+    },
+    /// PostgreSQL refused or failed the TLS this connection's settings ask for.
+    #[error("cannot open the postgres database over TLS: {reason}")]
+    Tls {
+        /// What was refused, and the fix, in one line.
+        reason: String,
     },
     /// The SQLite file, or the directory its journal files go in, cannot be written (SQLite only
     /// says "unable to open database file").
@@ -259,6 +267,22 @@ pub struct Store {
     pub(crate) backend: Backend,
     /// Keys the fingerprints of erased users and facts; see `erasure_key`.
     pub(crate) erasure: Option<std::sync::Arc<ErasureKey>>,
+    /// Whether the session is encrypted, and the warning it owes the operator if not.
+    pub(crate) link: Link,
+}
+
+/// What a store knows of its link to the database.
+#[derive(Clone, Debug)]
+pub(crate) struct Link {
+    transport: Transport,
+    plain_text_warning: Option<String>,
+}
+
+impl Link {
+    const LOCAL_FILE: Link = Link {
+        transport: Transport::LocalFile,
+        plain_text_warning: None,
+    };
 }
 
 impl Store {
@@ -271,11 +295,14 @@ impl Store {
             })?;
             Store::open_sqlite(connect_options, options).await
         } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-            let connect_options = PgConnectOptions::from_str(url).map_err(|error| StoreError::BadUrl {
+            let bad_url = |error: &dyn std::fmt::Display| StoreError::BadUrl {
                 url: redact(url),
                 reason: error.to_string(),
-            })?;
-            Store::open_postgres(connect_options, options).await
+            };
+            let parsed = ::url::Url::parse(url).map_err(|error| bad_url(&error))?;
+            let tls = TlsSettings::read(&parsed, |name| std::env::var(name).ok())?;
+            let connect_options = PgConnectOptions::from_str(url).map_err(|error| bad_url(&error))?;
+            Store::open_postgres(tls.apply(connect_options)?, &tls, options).await
         } else {
             Err(StoreError::BadUrl {
                 url: redact(url),
@@ -320,23 +347,71 @@ impl Store {
         Ok(Store {
             backend: Backend::Sqlite(pool),
             erasure: None,
+            link: Link::LOCAL_FILE,
         })
     }
 
-    async fn open_postgres(connect_options: PgConnectOptions, options: &StoreOptions) -> Result<Store> {
+    async fn open_postgres(
+        connect_options: PgConnectOptions,
+        tls: &TlsSettings,
+        options: &StoreOptions,
+    ) -> Result<Store> {
+        let (host, address) = match connect_options.get_socket() {
+            Some(socket) => (socket.display().to_string(), socket.display().to_string()),
+            None => (
+                connect_options.get_host().to_owned(),
+                format!("{}:{}", connect_options.get_host(), connect_options.get_port()),
+            ),
+        };
+        let over_socket = connect_options.get_socket().is_some();
         let pool = PgPoolOptions::new()
             .max_connections(options.max_connections.max(1))
             .acquire_timeout(Duration::from_secs(30))
             .connect_with(connect_options)
             .await
-            .map_err(|cause| StoreError::Connect {
-                backend: "postgres",
-                cause,
+            .map_err(|cause| match tls::describe_refusal(&cause, tls, &host) {
+                Some(reason) => StoreError::Tls { reason },
+                None => StoreError::Connect {
+                    backend: "postgres",
+                    cause,
+                },
             })?;
-        Ok(Store {
+        let mut store = Store {
             backend: Backend::Postgres(pool),
             erasure: None,
-        })
+            link: Link::LOCAL_FILE,
+        };
+        let transport = if over_socket {
+            Transport::UnixSocket
+        } else {
+            // The driver does not say whether `prefer` got TLS; the server does.
+            let encrypted: Option<bool> = store
+                .read_scalar_optional(sql!("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()"))
+                .await
+                .ok()
+                .flatten();
+            match encrypted {
+                Some(true) => Transport::Encrypted,
+                Some(false) => Transport::PlainText,
+                None => Transport::Undetermined,
+            }
+        };
+        store.link = Link {
+            transport,
+            plain_text_warning: plain_text_warning(tls, transport, &address),
+        };
+        Ok(store)
+    }
+
+    /// Whether the session with the database is encrypted.
+    pub fn transport(&self) -> Transport {
+        self.link.transport
+    }
+
+    /// What the operator should be told once when the session is in plain text over TCP
+    /// (`sslmode=prefer` fell back, or plain text was asked for).
+    pub fn plain_text_warning(&self) -> Option<&str> {
+        self.link.plain_text_warning.as_deref()
     }
 
     /// Applies every pending migration of this backend. When every migration is already applied

@@ -13,6 +13,9 @@ use sqlx::postgres::{PgConnectOptions, PgConnection};
 
 use crate::{Store, StoreOptions};
 
+mod tls_server;
+pub use tls_server::TlsServer;
+
 /// A migrated store that cleans up after itself.
 pub struct TestDb {
     /// The store.
@@ -68,42 +71,22 @@ pub fn pg_admin_url() -> String {
 
 /// Starts (or finds running) the tests' own PostgreSQL cluster; returns its admin URL.
 fn throwaway_cluster() -> Result<String, String> {
-    use std::process::Command;
-
     let bin = postgres_bin_dir().ok_or(
         "the store tests need PostgreSQL and none answers on 127.0.0.1:5432 nor is installed: install its server \
          (Debian: apt-get install postgresql), or set MEMSIFT_TEST_PG_URL to a server the tests may create databases on",
     )?;
-    let uid = output(Command::new("id").arg("-u"))?;
-    let dir = std::env::temp_dir().join(format!("memsift-test-pg-{uid}"));
+    let programs = Programs::find(bin)?;
+    let dir = std::env::temp_dir().join(format!("memsift-test-pg-{}", programs.uid));
     let data = dir.join("data");
     std::fs::create_dir_all(&dir).map_err(|error| format!("cannot create {}: {error}", dir.display()))?;
     // One test process at a time sets the cluster up; the others wait here and then reuse it.
     let lock = std::fs::File::create(dir.join("setup.lock")).map_err(|error| error.to_string())?;
     lock.lock().map_err(|error| error.to_string())?;
-    // PostgreSQL refuses to run as root; as root, its programs run as the `postgres` user.
-    let as_root = uid == "0";
-    let pg = |program: &str| {
-        let path = bin.join(program);
-        if as_root {
-            let mut command = Command::new(system_program("runuser"));
-            command.args(["-u", "postgres", "--"]).arg(path);
-            command
-        } else {
-            Command::new(path)
-        }
-    };
-    if as_root {
-        output(Command::new(system_program("chown")).args(["-R", "postgres"]).arg(&dir))?;
-    }
+    programs.hand_over(&dir)?;
     if !data.join("PG_VERSION").exists() {
-        output(
-            pg("initdb")
-                .arg("-D")
-                .arg(&data)
-                .args(["-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"]),
-        )?;
+        programs.initdb(&data)?;
     }
+    let pg = |program: &str| programs.command(program);
     let port_file = dir.join("port");
     let running = pg("pg_ctl")
         .arg("status")
@@ -112,10 +95,7 @@ fn throwaway_cluster() -> Result<String, String> {
         .output()
         .is_ok_and(|out| out.status.success());
     if !running {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|listener| listener.local_addr())
-            .map_err(|error| error.to_string())?
-            .port();
+        let port = free_port()?;
         std::fs::write(&port_file, port.to_string()).map_err(|error| error.to_string())?;
         let options = format!(
             "-p {port} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200",
@@ -132,6 +112,67 @@ fn throwaway_cluster() -> Result<String, String> {
     }
     let port = std::fs::read_to_string(&port_file).map_err(|error| error.to_string())?;
     Ok(format!("postgres://postgres@127.0.0.1:{}/postgres", port.trim()))
+}
+
+/// PostgreSQL's server programs, run as a user they accept.
+pub(crate) struct Programs {
+    bin: std::path::PathBuf,
+    uid: String,
+}
+
+impl Programs {
+    fn find(bin: std::path::PathBuf) -> Result<Programs, String> {
+        let uid = output(std::process::Command::new("id").arg("-u"))?;
+        Ok(Programs { bin, uid })
+    }
+
+    /// PostgreSQL refuses to run as root; as root, its programs run as the `postgres` user.
+    fn as_root(&self) -> bool {
+        self.uid == "0"
+    }
+
+    fn command(&self, program: &str) -> std::process::Command {
+        let path = self.bin.join(program);
+        if self.as_root() {
+            let mut command = std::process::Command::new(system_program("runuser"));
+            command.args(["-u", "postgres", "--"]).arg(path);
+            command
+        } else {
+            std::process::Command::new(path)
+        }
+    }
+
+    /// Makes `dir` the server's own, as it must be when the programs run as `postgres`.
+    fn hand_over(&self, dir: &std::path::Path) -> Result<(), String> {
+        if self.as_root() {
+            output(
+                std::process::Command::new(system_program("chown"))
+                    .args(["-R", "postgres"])
+                    .arg(dir),
+            )?;
+        }
+        Ok(())
+    }
+
+    fn initdb(&self, data: &std::path::Path) -> Result<(), String> {
+        output(self.command("initdb").arg("-D").arg(data).args([
+            "-U",
+            "postgres",
+            "--auth=trust",
+            "-E",
+            "UTF8",
+            "--no-sync",
+        ]))
+        .map(drop)
+    }
+}
+
+/// A TCP port nothing listens on now.
+fn free_port() -> Result<u16, String> {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .map(|address| address.port())
+        .map_err(|error| error.to_string())
 }
 
 /// A system program by name: from `PATH`, else from the sbin and bin directories, which a

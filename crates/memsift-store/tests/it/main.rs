@@ -21,6 +21,7 @@ mod schedules;
 mod search;
 mod segments;
 mod texts;
+mod tls;
 mod vectors;
 
 /// Each case runs on both backends; a case listed under `at` starts from the schema of that

@@ -33,8 +33,14 @@ pub(super) async fn check_config(config: &memsift_core::config::Config, cli: &Cl
         problems.push(error.to_string());
     }
     let url = database_url(config, cli.database.as_deref())?;
+    let mut database_tls = None;
     if let Err(unclear) = memsift_core::redact::check_unambiguous(&url) {
         problems.push(format!("database {unclear}"));
+    } else {
+        match memsift_store::check_database_tls(&url) {
+            Ok(settings) => database_tls = settings,
+            Err(problem) => problems.push(problem.to_string()),
+        }
     }
     if !problems.is_empty() {
         anyhow::bail!("{}", problems.join("\n"));
@@ -48,12 +54,15 @@ pub(super) async fn check_config(config: &memsift_core::config::Config, cli: &Cl
         println!("warning: {warning}");
     }
     println!(
-        "config ok: {}; database {}; tiers {:?}; llm keys {:?}",
+        "config ok: {}; database {}{}; tiers {:?}; llm keys {:?}",
         cli.config
             .as_ref()
             .map(|path| path.display().to_string())
             .unwrap_or_else(|| "built-in defaults".to_owned()),
         redact(&url),
+        database_tls
+            .map(|settings| format!(" ({})", settings.describe()))
+            .unwrap_or_default(),
         config.billing.tiers,
         config.llm.keys().collect::<Vec<_>>()
     );
