@@ -185,10 +185,14 @@ impl Drop for Span {
     }
 }
 
+/// The wall seconds spent in `phase` since the last [`reset`].
+pub fn seconds(phase: Phase) -> f64 {
+    NANOS[phase.slot()].load(Ordering::Relaxed) as f64 / 1e9
+}
+
 /// The tree of phases with their seconds, share of the parent and count; phases never entered
 /// are left out, and a parent's time not covered by its children is shown as `other`.
 pub fn report() -> String {
-    let seconds = |phase: Phase| NANOS[phase.slot()].load(Ordering::Relaxed) as f64 / 1e9;
     let mut out = String::from("timings: wall seconds, share of the parent, times entered\n");
     print_children(&mut out, None, 0, &seconds);
     out

@@ -666,7 +666,8 @@ impl Store {
     /// Bench support: `rows` (text, vector) as active memories of `user_external_id` (created on
     /// first use) with embeddings of `model_id`, written in transactions of 1,000 rows; the user's
     /// memory version is bumped once per transaction, as an apply would. Each memory rests on a
-    /// turn of its own saying its text, with the same vector, twenty turns to a conversation, so
+    /// turn of its own saying its text, with the same vector, twenty turns to a conversation
+    /// (already extracted, as the memories say: a pipeline run leaves them alone), so
     /// the turn signals and what was said next to a result have as many turns to read. Turns are
     /// stamped with the turn version the transaction ends at, as ingest stamps them, so a held
     /// turn index is brought forward by them.
@@ -699,8 +700,9 @@ impl Store {
                         segment_id = memsift_core::SegmentId::new_v7();
                         tx.execute(sql!(
                             "INSERT INTO segments (id, user_id, conversation_key, status, first_message_at, last_message_at,
-                                                   n_messages, closed_at, close_reason, created_at)
-                             VALUES ($1, $2, $3, 'closed', $4, $4, 20, $4, 'boundary', $4)",
+                                                   n_messages, closed_at, close_reason, created_at, extracted_at,
+                                                   planned_chunks)
+                             VALUES ($1, $2, $3, 'extracted', $4, $4, 20, $4, 'boundary', $4, $4, 1)",
                             segment_id,
                             &user_id,
                             format!("bench-{segment_id}"),
