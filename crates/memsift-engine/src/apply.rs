@@ -21,7 +21,7 @@ use std::collections::HashMap;
 use anyhow::Context;
 use memsift_core::status::{Purpose, RequestStatus};
 use memsift_core::{MemoryId, RequestId, UserId};
-use memsift_processor::{ProcessInput, ProcessOutput, StopReason, VECTOR_DUPLICATE_THRESHOLD, process};
+use memsift_processor::{ProcessInput, ProcessOutput, StopReason, VECTOR_DUPLICATE_THRESHOLD, candidate_keys, process};
 use memsift_store::{ApplyInput, ApplyOutcome, ContinuationPlan, ItemEmbeddings, StoredOutput};
 use serde::Serialize;
 
@@ -133,16 +133,11 @@ fn note_continuation_on_cut_drops(prepared: &mut PreparedOutput) {
 /// Parses, validates and dedupes a stored raw output against the user's memories as they are now
 /// (fuzzy, then vectors); writes nothing.
 async fn prepare_output(ctx: &ApplyContext, stored: StoredOutput, replay: bool) -> anyhow::Result<PreparedOutput> {
-    let store = &ctx.store;
-    let existing_keys = {
-        let _reads = timed(Phase::Reads);
-        if replay {
-            store.memories().all_dedupe_keys(stored.user_id).await?
-        } else {
-            store.memories().active_dedupe_keys(stored.user_id).await?
-        }
+    let known = KnownKeys {
+        store: &ctx.store,
+        archived_too: replay,
     };
-    let mut output = process_stored(&stored, existing_keys).await?;
+    let mut output = process_stored(&stored, Some(known)).await?;
     let embeddings = vector_stage(ctx, stored.user_id, &mut output).await?;
     let item_ids = output.items.iter().map(|_| MemoryId::new_v7()).collect();
     Ok(PreparedOutput {
@@ -154,13 +149,19 @@ async fn prepare_output(ctx: &ApplyContext, stored: StoredOutput, replay: bool) 
     })
 }
 
-/// The pure stages (parse, validate, fuzzy dedupe against `existing_keys` and the request's known
-/// memories) over a stored output, on a blocking thread.
-async fn process_stored(
-    stored: &StoredOutput,
-    existing_keys: std::collections::HashSet<String>,
-) -> anyhow::Result<ProcessOutput> {
-    let _processing = timed(Phase::Processing);
+/// Where the exact stage against the store reads the user's keys.
+struct KnownKeys<'a> {
+    store: &'a memsift_store::Store,
+    /// Archived memories' keys too: a replay must not bring back a fact that consolidation or an
+    /// admin retired.
+    archived_too: bool,
+}
+
+/// The pure stages (parse, validate, fuzzy dedupe against the user's keys in `known` and the
+/// request's known memories) over a stored output, on a blocking thread. Of the user's keys only
+/// those the answer's items could match are read: reading every key made each apply cost in
+/// proportion to the memories the user already had.
+async fn process_stored(stored: &StoredOutput, known: Option<KnownKeys<'_>>) -> anyhow::Result<ProcessOutput> {
     let request_id = stored.request_id;
     let raw_output = stored
         .raw_output
@@ -174,7 +175,6 @@ async fn process_stored(
             "max_tokens" | "length" => StopReason::MaxTokens,
             _ => StopReason::Other,
         }),
-        existing_keys,
         ..ProcessInput::default()
     };
     for (label, message_id) in &stored.context.turns {
@@ -185,8 +185,29 @@ async fn process_stored(
         input.known_texts.push((*id, text.clone()));
         input.context.insert(short.clone(), (*id, text.clone()));
     }
-    // Parsing, repair and fuzzy dedupe are CPU work proportional to the output and the user's
-    // memories: off the task that serves the API and the watchdog, like chunking.
+    if let Some(known) = known {
+        let candidates = {
+            let _processing = timed(Phase::Processing);
+            let (raw_text, probe) = (raw_output.clone(), input.clone());
+            tokio::task::spawn_blocking(move || {
+                candidate_keys(&ProcessInput {
+                    raw_text: &raw_text,
+                    ..probe
+                })
+            })
+            .await
+            .context("reading the output's keys ended abnormally")?
+        };
+        let _reads = timed(Phase::Reads);
+        input.existing_keys = known
+            .store
+            .memories()
+            .dedupe_keys_among(stored.user_id, &candidates, known.archived_too)
+            .await?;
+    }
+    let _processing = timed(Phase::Processing);
+    // Parsing, repair and fuzzy dedupe are CPU work proportional to the output and the request's
+    // context: off the task that serves the API and the watchdog, like chunking.
     let output = tokio::task::spawn_blocking(move || {
         process(&ProcessInput {
             raw_text: &raw_output,
@@ -214,7 +235,7 @@ pub async fn embed_ahead(ctx: &ApplyContext, request_ids: &[RequestId]) -> HashM
         if stored.purpose == Purpose::Extraction && stored.raw_output.is_some() {
             // No dedupe keys: an item they would drop is embedded in vain, which costs less than
             // reading a user's keys once more per answer.
-            if let Ok(output) = process_stored(&stored, std::collections::HashSet::new()).await {
+            if let Ok(output) = process_stored(&stored, None).await {
                 texts.extend(output.items.into_iter().map(|item| item.text));
             }
         }

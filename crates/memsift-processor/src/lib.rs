@@ -93,7 +93,8 @@ pub struct ProcessInput<'a> {
     pub turns: BTreeMap<String, MessageId>,
     /// The labels among `turns` that are the assistant's: never evidence (the prompt forbids it).
     pub assistant_turns: BTreeSet<String>,
-    /// The user's active memories' dedupe keys, for the exact stage against the store.
+    /// The user's active memories' dedupe keys, for the exact stage against the store: all of
+    /// them, or only those among [`candidate_keys`] (the same answer, read in a bounded time).
     pub existing_keys: HashSet<String>,
     /// The user's UTC offset in minutes (east positive); naive dates in the output are read in it. Default 0 (UTC);
     /// an offset chrono rejects (beyond ±24 h) also falls back to UTC.
@@ -325,6 +326,28 @@ pub fn process(input: &ProcessInput<'_>) -> ProcessOutput {
         output.item_indices.push(index);
     }
     output
+}
+
+/// The dedupe keys of every element of the answer that passes validation. They are the only keys
+/// the exact stage looks up in [`ProcessInput::existing_keys`], so a caller can read just these
+/// from its store (one index lookup each, whatever the user holds) instead of every key the user
+/// has: [`process`] answers the same with `existing_keys` cut down to them (a property test holds
+/// this).
+pub fn candidate_keys(input: &ProcessInput<'_>) -> BTreeSet<String> {
+    let document = parse_elements(input.raw_text);
+    let context = ItemContext {
+        input,
+        user_offset: input.user_offset(),
+        n_elements: document.elements.len(),
+    };
+    let mut repairs = FieldRepairs::default();
+    document
+        .elements
+        .iter()
+        .enumerate()
+        .filter_map(|(index, element)| validate_item(element, index, &context, &mut repairs).ok())
+        .map(|candidate| candidate.item.dedupe_key)
+        .collect()
 }
 
 /// [`parse_response`] with the elements read as [`Element`]s, straight into the contract's fields.

@@ -1,7 +1,9 @@
 //! Property tests: `process` never panics, conserves elements, and the fast exact key equals memsift-core's.
 
 use memsift_core::text::dedupe_key;
-use memsift_processor::{ParsePath, ProcessInput, StopReason, parse_response, process};
+use std::collections::HashSet;
+
+use memsift_processor::{ParsePath, ProcessInput, StopReason, candidate_keys, parse_response, process};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
@@ -90,6 +92,21 @@ proptest! {
             prop_assert!(texts.iter().any(|text| memsift_core::text::collapse_whitespace(text) == item.text),
                 "kept a partial text {:?} from {:?}", item.text, truncated);
         }
+    }
+
+    #[test]
+    fn reading_only_the_candidate_keys_answers_as_reading_every_key(
+        // A small space of sentences, so the answer's items and the stored keys often meet.
+        texts in prop::collection::vec("(Ana|Bo) (lives|lived|works) in (Oslo|Lima|Rome)( now)?[.!]?", 1..8),
+        stored in prop::collection::vec("(Ana|Bo) (lives|lived|works) in (Oslo|Lima|Rome)( now)?[.!]?", 0..8),
+        unrelated in prop::collection::vec("[a-z ]{3,20}", 0..5),
+    ) {
+        let raw = valid_response(&texts);
+        let every_key: HashSet<String> = stored.iter().map(|text| dedupe_key(text)).chain(unrelated).collect();
+        let input = ProcessInput { raw_text: &raw, existing_keys: every_key.clone(), ..ProcessInput::default() };
+        let candidates = candidate_keys(&input);
+        let read: HashSet<String> = every_key.iter().filter(|key| candidates.contains(*key)).cloned().collect();
+        prop_assert_eq!(process(&input), process(&ProcessInput { existing_keys: read, ..input.clone() }));
     }
 
     #[test]

@@ -203,22 +203,42 @@ impl Memories<'_> {
         .await
     }
 
-    /// The normalised keys of all a user's memories, archived ones included: a replay must not
-    /// bring back a fact that consolidation or an admin retired.
-    pub async fn all_dedupe_keys(self, user_id: UserId) -> Result<HashSet<String>> {
+    /// Which of `keys` the user's active memories hold (the exact dedupe stage against the store),
+    /// or with `archived_too` any of their memories (a replay must not bring back a fact that
+    /// consolidation or an admin retired). One lookup per key through the per-user key index: the
+    /// cost follows the answer's items, not the memories the user has.
+    pub async fn dedupe_keys_among(
+        self,
+        user_id: UserId,
+        keys: &std::collections::BTreeSet<String>,
+        archived_too: bool,
+    ) -> Result<HashSet<String>> {
+        if keys.is_empty() {
+            return Ok(HashSet::new());
+        }
+        let active = if archived_too { "" } else { " AND m.archived_at IS NULL" };
+        // The keys drive the lookup, one probe of the unique (user_id, dedupe_key) index each.
+        // Written as `dedupe_key IN (…)`, SQLite chose the user's index (user_id, archived_at)
+        // and PostgreSQL, before its statistics knew the user's rows, a hash join over them:
+        // every active memory of the user read, 59 ms (SQLite) and 113 ms (PostgreSQL) an apply
+        // at 50,000 memories. SQLite's CROSS JOIN fixes the loop order; PostgreSQL's LATERAL
+        // with LIMIT keeps each key a lookup of its own whatever the statistics say.
+        let sql = match self.kind() {
+            crate::BackendKind::Sqlite => format!(
+                "SELECT m.dedupe_key FROM json_each($2) AS k CROSS JOIN memories AS m
+                 WHERE m.user_id = $1{active} AND m.dedupe_key = k.value"
+            ),
+            crate::BackendKind::Postgres => format!(
+                "SELECT found.dedupe_key FROM jsonb_array_elements_text($2) AS k(value)
+                 CROSS JOIN LATERAL (SELECT m.dedupe_key FROM memories AS m
+                                     WHERE m.user_id = $1{active} AND m.dedupe_key = k.value LIMIT 1) AS found"
+            ),
+        };
         let keys: Vec<String> = self
-            .read_scalar_all(sql!("SELECT dedupe_key FROM memories WHERE user_id = $1", user_id))
-            .await?;
-        Ok(keys.into_iter().collect())
-    }
-
-    /// The normalised keys of a user's active memories (the exact dedupe stage against the store).
-    pub async fn active_dedupe_keys(self, user_id: UserId) -> Result<HashSet<String>> {
-        let keys: Vec<String> = self
-            .read_scalar_all(sql!(
-                "SELECT dedupe_key FROM memories WHERE user_id = $1 AND archived_at IS NULL",
-                user_id
-            ))
+            .read_scalar_all(crate::tx::Statement {
+                sql: &sql,
+                args: vec![crate::tx::Arg::from(user_id), crate::search::ids_arg(keys)],
+            })
             .await?;
         Ok(keys.into_iter().collect())
     }

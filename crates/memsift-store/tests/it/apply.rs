@@ -228,13 +228,47 @@ pub async fn the_same_fact_from_two_segments_is_stored_once(store: &Store) {
             .unwrap();
     }
     assert_eq!(store.listing().list_memories("ana", None).await.unwrap().len(), 1);
+    let named = std::collections::BTreeSet::from(["ana lives in lisbon".to_owned()]);
     assert!(
         store
             .memories()
-            .active_dedupe_keys(user_id)
+            .dedupe_keys_among(user_id, &named, false)
             .await
             .unwrap()
             .contains("ana lives in lisbon")
+    );
+}
+
+/// The exact stage reads only the keys it names: the user's active ones, or with `archived_too`
+/// their archived ones as well; never another user's, never a key it did not name.
+pub async fn the_keys_an_answer_names_are_read_from_the_users_memories_alone(store: &Store) {
+    // Test memories are keyed `text#id`.
+    let key = |text: &str, id: memsift_core::MemoryId| format!("{text}#{id}");
+    let (ana, lisbon) = store.insert_test_memory("ana", "Ana lives in Lisbon.").await.unwrap();
+    let (_, porto) = store.insert_test_memory("ana", "Ana lived in Porto.").await.unwrap();
+    store.archive_test_memory(ana, porto).await.unwrap();
+    store.insert_test_memory("ana", "Ana keeps bees.").await.unwrap();
+    let (_, oslo) = store.insert_test_memory("bo", "Bo lives in Oslo.").await.unwrap();
+    let (lisbon, porto) = (key("Ana lives in Lisbon.", lisbon), key("Ana lived in Porto.", porto));
+    let named = std::collections::BTreeSet::from([
+        lisbon.clone(),
+        porto.clone(),
+        key("Bo lives in Oslo.", oslo),
+        "ana sails".to_owned(),
+    ]);
+    let found = |set: std::collections::HashSet<String>| set.into_iter().collect::<std::collections::BTreeSet<_>>();
+    let active = store.memories().dedupe_keys_among(ana, &named, false).await.unwrap();
+    assert_eq!(found(active), std::collections::BTreeSet::from([lisbon.clone()]));
+    let all = store.memories().dedupe_keys_among(ana, &named, true).await.unwrap();
+    assert_eq!(found(all), std::collections::BTreeSet::from([lisbon, porto]));
+    let none = std::collections::BTreeSet::new();
+    assert!(
+        store
+            .memories()
+            .dedupe_keys_among(ana, &none, true)
+            .await
+            .unwrap()
+            .is_empty()
     );
 }
 

@@ -82,6 +82,7 @@ store_suite!(cases: [
     a_cut_answers_continuation_is_planned_with_its_apply_and_holds_its_segment_open,
     a_failed_continuation_has_attempts_of_its_own,
     the_same_fact_from_two_segments_is_stored_once,
+    the_keys_an_answer_names_are_read_from_the_users_memories_alone,
     a_segment_goes_dead_after_max_attempts,
     entities_are_upserted_and_joined,
     memory_listings_are_scoped_by_user,
