@@ -1,0 +1,366 @@
+#!/usr/bin/env python3
+"""Several memsift daemons at volume on one PostgreSQL, killed with SIGKILL, the server restarted.
+
+Generates --users users with a realistic spread of conversations (every user one, the rest drawn
+Zipf-like, so most have one or two and a few have hundreds), imports them, then starts --daemons
+`memsift daemon` processes against a fresh PostgreSQL database and `memsift sim` (the batch lane;
+batch completion time and request latency are settings), kills a random daemon every
+--kill-every seconds and starts it again, restarts PostgreSQL once midway with
+--restart-postgres, and waits until every segment is extracted or dead.
+
+It prints: segments per second end to end (from the daemons' start to the last segment), each
+daemon slot's share of the segments seen claimed (sampled from the `segments` rows every
+--sample-secs; a claim that starts and ends between two samples is not seen, so the share is
+over the segments seen), PostgreSQL connections held (most seen), database bytes per message and
+per memory, and peak resident memory per daemon slot. Then it checks, and exits 1 on any
+failure: every segment extracted or dead (the dead counted by reason), no extraction chunk
+applied twice, no two active memories with one key for one user, no provider batch the
+simulator created that the store does not track, no claim or unfinished answer left behind.
+
+Usage:
+  scripts/scale.py [--daemons 4] [--users 10000] [--segments 20000] [--turns 4]
+                   [--kill-every SECS] [--restart-postgres CMD] [--batch-latency-ms 0]
+                   [--request-latency-ms 0] [--admin-url URL] [--timeout 1800] [--keep]
+Example (the issue's run: four daemons, 10,000 users, 20,000 segments, a kill every 5 s, one
+PostgreSQL restart):
+  scripts/scale.py --kill-every 5 \\
+      --restart-postgres "pg_ctlcluster --skip-systemctl-redirect 15 main restart"
+Needs a release memsift (MEMSIFT_BIN, default $CARGO_TARGET_DIR/release/memsift, else
+target/release/memsift) and psql; creates the database memsift_scale_<pid> through --admin-url
+(default postgres://postgres@127.0.0.1:5432/postgres) and drops it at the end unless --keep.
+Embeddings are the hashing embedder, so the figures are the pipeline's, not the model's.
+"""
+
+import argparse
+import collections
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+import urllib.request
+
+FACTS = [
+    "I moved to {place} in {year}.",
+    "My favourite food is {thing} from {place}.",
+    "I work as a {thing} teacher in {place}.",
+    "My sister {name} lives in {place}.",
+    "I started learning {thing} in {year}.",
+]
+
+
+def word(rng):
+    onsets, vowels = "bdfglmnprstv", "aeiou"
+    return "".join(rng.choice(onsets) + rng.choice(vowels) for _ in range(3))
+
+
+def segments_per_user(rng, users, segments):
+    """Every user one segment, the rest Zipf-like: a few users get hundreds."""
+    counts = [1] * users
+    weights = [1.0 / (rank + 1) ** 1.1 for rank in range(users)]
+    for index in rng.choices(range(users), weights=weights, k=max(0, segments - users)):
+        counts[index] += 1
+    return counts
+
+
+def write_input(path, rng, users, segments, turns):
+    """The JSONL import; returns the number of messages."""
+    start = time.time() - 3 * 86400
+    n_messages = 0
+    with open(path, "w") as out:
+        for user_index, count in enumerate(segments_per_user(rng, users, segments)):
+            user = f"u{user_index:05d}"
+            for conversation in range(count):
+                for turn in range(turns):
+                    is_user = turn % 2 == 0
+                    fact = rng.choice(FACTS).format(
+                        place=word(rng).capitalize(), thing=word(rng), name=word(rng).capitalize(), year=rng.randint(1990, 2025)
+                    )
+                    at = start + (conversation * turns + turn) * 60
+                    out.write(json.dumps({
+                        "user": user,
+                        "conversation": f"c{conversation}",
+                        "id": f"{user}-c{conversation}-{turn}",
+                        "role": "user" if is_user else "assistant",
+                        "content": fact if is_user else "Noted.",
+                        "timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at)),
+                        "boundary": turn + 1 == turns,
+                    }) + "\n")
+                    n_messages += 1
+    return n_messages
+
+
+def psql(url, sql):
+    """One value (the first column of the first row) of `sql`, as text."""
+    out = subprocess.run(["psql", "-X", "-At", "-v", "ON_ERROR_STOP=1", url, "-c", sql],
+                         capture_output=True, text=True, timeout=60)
+    if out.returncode != 0:
+        raise RuntimeError(f"psql: {out.stderr.strip()}")
+    return out.stdout.strip()
+
+
+def config_text(sim_url, key_file):
+    sections = []
+    for purpose in ["extraction", "relationship", "consolidation", "consolidation_review", "refinement",
+                    "entity_gc", "summary"]:
+        sections.append(
+            f'[llm.{purpose}_standard]\nprovider = "anthropic"\nendpoint = "{sim_url}"\nmodel = "claude-haiku-4-5"\n'
+            f'api_key_file = "{key_file}"\nlane = "batch"\nmax_tokens = 8192\n')
+    return (
+        "[batch]\nmax_requests_per_batch = 1000\npack_max_wait_secs = 1\npoll_initial_secs = 1\npoll_max_secs = 2\n"
+        "reconcile_grace_secs = 10\n\n"
+        "[extraction]\nclaim_lease_secs = 60\n\n"
+        '[embeddings]\nbackend = "hashing"\n\n'
+        '[schedules]\nrun_pipeline = "* * * * * *"\nclose_idle_segments = "*/5 * * * * *"\nsweep = "*/15 * * * * *"\n\n'
+        + "\n".join(sections)
+    )
+
+
+def resident_kib(pid):
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+class Daemons:
+    """K daemon slots; a killed slot is started again at once."""
+
+    def __init__(self, command, work, count):
+        self.command, self.work = command, work
+        self.procs = [None] * count
+        self.slot_of_pid = {}
+        self.peak_kib = [0] * count
+        for slot in range(count):
+            self.start(slot)
+
+    def start(self, slot):
+        log = open(os.path.join(self.work, f"daemon-{slot}.log"), "a")
+        proc = subprocess.Popen(self.command, stdout=log, stderr=log, env={**os.environ, "MEMSIFT_LOG": "warn"})
+        self.procs[slot] = proc
+        self.slot_of_pid[str(proc.pid)] = slot
+
+    def kill_one(self, rng):
+        slot = rng.randrange(len(self.procs))
+        self.procs[slot].send_signal(signal.SIGKILL)
+        self.procs[slot].wait()
+        self.start(slot)
+        return slot
+
+    def sample(self):
+        for slot, proc in enumerate(self.procs):
+            self.peak_kib[slot] = max(self.peak_kib[slot], resident_kib(proc.pid))
+        return [proc.poll() for proc in self.procs]
+
+    def stop(self):
+        for proc in self.procs:
+            proc.send_signal(signal.SIGTERM)
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--daemons", type=int, default=4)
+    parser.add_argument("--users", type=int, default=10000)
+    parser.add_argument("--segments", type=int, default=20000)
+    parser.add_argument("--turns", type=int, default=4)
+    parser.add_argument("--kill-every", type=float, default=0.0, help="seconds between kills (0: none)")
+    parser.add_argument("--restart-postgres", default="", help="a shell command run once, midway")
+    parser.add_argument("--batch-latency-ms", type=int, default=0, help="sim: a batch ends this long after its create")
+    parser.add_argument("--request-latency-ms", type=int, default=0, help="sim: every HTTP answer waits this long")
+    parser.add_argument("--admin-url", default="postgres://postgres@127.0.0.1:5432/postgres")
+    parser.add_argument("--sample-secs", type=float, default=0.25)
+    parser.add_argument("--timeout", type=float, default=1800.0)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--keep", action="store_true", help="keep the database and the work directory")
+    args = parser.parse_args()
+    if args.segments < args.users:
+        parser.error("--segments must be at least --users (every user has a conversation)")
+    target = os.environ.get("CARGO_TARGET_DIR", os.path.join(os.path.dirname(__file__), "..", "target"))
+    binary = os.environ.get("MEMSIFT_BIN", os.path.join(target, "release", "memsift"))
+    if not os.access(binary, os.X_OK):
+        sys.exit(f"no memsift at {binary}: build it (cargo build --release -p memsift) or set MEMSIFT_BIN")
+    rng = random.Random(args.seed)
+    work = tempfile.mkdtemp(prefix="memsift-scale-")
+    database = f"memsift_scale_{os.getpid()}"
+    parsed = urllib.parse.urlparse(args.admin_url)
+    db_url = urllib.parse.urlunparse(parsed._replace(path=f"/{database}"))
+    psql(args.admin_url, f"CREATE DATABASE {database}")
+    sim = daemons = None
+    try:
+        sim, sim_url = start_sim(binary, work, args)
+        key_file = os.path.join(work, "key")
+        with open(key_file, "w") as key:
+            key.write("sim-key\n")
+        config = os.path.join(work, "memsift.toml")
+        with open(config, "w") as out:
+            out.write(config_text(sim_url, key_file))
+        memsift = [binary, "--config", config, "--database", db_url]
+
+        input_path = os.path.join(work, "input.jsonl")
+        n_messages = write_input(input_path, rng, args.users, args.segments, args.turns)
+        started = time.monotonic()
+        subprocess.run(memsift + ["import", "--format", "jsonl", input_path], check=True, stdout=subprocess.DEVNULL)
+        import_secs = time.monotonic() - started
+        print(f"import: {n_messages} messages of {args.users} users in {args.segments} segments, "
+              f"{import_secs:.1f} s ({n_messages / import_secs:.0f} messages/s, one `memsift import`)")
+
+        daemons = Daemons(memsift + ["daemon"], work, args.daemons)
+        run = watch(daemons, db_url, rng, args)
+        daemons.stop()
+        daemons = None
+        report(run, db_url, sim_url, n_messages, args)
+        failures = check(db_url, sim_url)
+    finally:
+        if daemons:
+            daemons.stop()
+        if sim:
+            sim.kill()
+            sim.wait()
+        if not args.keep:
+            psql(args.admin_url, f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
+            shutil.rmtree(work, ignore_errors=True)
+        else:
+            print(f"kept: database {db_url}, work directory {work}")
+    sys.exit(1 if failures else 0)
+
+
+def start_sim(binary, work, args):
+    faults = {"processing_latency_ms": args.batch_latency_ms}
+    if args.request_latency_ms:
+        faults["slow"] = {"share": 1.0, "delay_ms": args.request_latency_ms}
+    plan = os.path.join(work, "faults.json")
+    with open(plan, "w") as out:
+        json.dump(faults, out)
+    out = open(os.path.join(work, "sim.out"), "w")
+    sim = subprocess.Popen([binary, "sim", "--listen", "127.0.0.1:0", "--faults", plan], stdout=out,
+                           stderr=open(os.path.join(work, "sim.err"), "w"))
+    for _ in range(100):
+        with open(os.path.join(work, "sim.out")) as lines:
+            for line in lines:
+                if line.startswith("listening on "):
+                    return sim, line.split("listening on ", 1)[1].strip()
+        time.sleep(0.1)
+    sim.kill()
+    sys.exit("memsift sim did not start: " + open(os.path.join(work, "sim.err")).read()[-500:])
+
+
+SAMPLE = """SELECT json_build_object(
+  'done', (SELECT count(*) FROM segments WHERE status IN ('extracted', 'dead')),
+  'total', (SELECT count(*) FROM segments),
+  'claims', (SELECT coalesce(json_agg(json_build_array(id, claimed_by)), '[]') FROM segments
+             WHERE status = 'extracting' AND claimed_by IS NOT NULL),
+  'connections', (SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()))"""
+
+
+def watch(daemons, db_url, rng, args):
+    """Samples until every segment is done (or the timeout); kills and restarts on schedule."""
+    started = time.monotonic()
+    next_kill = started + args.kill_every if args.kill_every > 0 else None
+    claimer = {}
+    kills, restarts, restart_secs, most_connections = 0, 0, 0.0, 0
+    done = total = 0
+    while time.monotonic() - started < args.timeout:
+        daemons.sample()
+        try:
+            sample = json.loads(psql(db_url, SAMPLE))
+        except RuntimeError:
+            time.sleep(args.sample_secs)  # PostgreSQL restarting
+            continue
+        done, total = sample["done"], sample["total"]
+        most_connections = max(most_connections, sample["connections"])
+        for segment, worker in sample["claims"]:
+            claimer.setdefault(segment, worker.rsplit(":", 1)[-1])
+        if done == total:
+            break
+        now = time.monotonic()
+        if next_kill and now >= next_kill:
+            daemons.kill_one(rng)
+            kills += 1
+            next_kill = now + args.kill_every
+        if args.restart_postgres and restarts == 0 and done >= total / 2:
+            began = time.monotonic()
+            subprocess.run(args.restart_postgres, shell=True, check=True, stdout=subprocess.DEVNULL)
+            restart_secs = time.monotonic() - began
+            restarts = 1
+        time.sleep(args.sample_secs)
+    return {
+        "secs": time.monotonic() - started, "done": done, "total": total, "claimer": claimer,
+        "kills": kills, "restarts": restarts, "restart_secs": restart_secs, "connections": most_connections,
+        "slot_of_pid": daemons.slot_of_pid, "peak_kib": daemons.peak_kib,
+    }
+
+
+def report(run, db_url, sim_url, n_messages, args):
+    print(f"daemons: {args.daemons}; kills: {run['kills']}; PostgreSQL restarts: {run['restarts']}"
+          + (f" ({run['restart_secs']:.1f} s)" if run["restarts"] else ""))
+    print(f"segments: {run['done']} of {run['total']} done in {run['secs']:.1f} s: "
+          f"{run['done'] / run['secs']:.1f} segments/s end to end")
+    by_slot = collections.Counter(run["slot_of_pid"].get(pid, "?") for pid in run["claimer"].values())
+    seen = sum(by_slot.values())
+    shares = ", ".join(f"slot {slot}: {100 * n / seen:.1f} %" for slot, n in sorted(by_slot.items(), key=str))
+    print(f"claims seen: {seen} of {run['total']} segments; share by daemon slot: {shares}")
+    print(f"PostgreSQL connections held, most seen: {run['connections']}")
+    print("peak resident memory by slot (MB, sampled): "
+          + ", ".join(f"{kib / 1024:.0f}" for kib in run["peak_kib"]))
+    # The tables' own bytes (rows, indexes, TOAST): an empty database's catalog (about 7.5 MB)
+    # is not the data's.
+    size = int(psql(db_url, "SELECT sum(pg_total_relation_size(relid)) FROM pg_stat_user_tables"))
+    n_memories = int(psql(db_url, "SELECT count(*) FROM memories"))
+    print(f"database tables: {size / 1e6:.1f} MB; {size / n_messages:.0f} bytes a message, "
+          f"{size / max(1, n_memories):.0f} bytes a memory ({n_memories} memories)")
+    tables = psql(db_url, "SELECT string_agg(relname || ' ' || round(pg_total_relation_size(relid) / 1e6, 1) || ' MB', ', '"
+                          " ORDER BY pg_total_relation_size(relid) DESC) FROM (SELECT * FROM pg_stat_user_tables"
+                          " ORDER BY pg_total_relation_size(relid) DESC LIMIT 6) t")
+    print(f"largest tables: {tables}")
+
+
+def check(db_url, sim_url):
+    """The counts that must be zero; prints each, returns how many are not."""
+    counters = json.load(urllib.request.urlopen(f"{sim_url}/_sim/counters", timeout=10))
+    tracked = int(psql(db_url, "SELECT count(*) FROM batches WHERE provider_batch_id IS NOT NULL"))
+    dead = psql(db_url, "SELECT coalesce(string_agg(reason || ': ' || n, '; '), 'none') FROM "
+                        "(SELECT coalesce(left(last_error, 80), '(no reason)') AS reason, count(*) AS n FROM segments "
+                        "WHERE status = 'dead' GROUP BY 1) d")
+    print(f"dead segments by reason: {dead}")
+    bad = {
+        "segments neither extracted nor dead":
+            "SELECT count(*) FROM segments WHERE status NOT IN ('extracted', 'dead')",
+        "dead segments without a reason": "SELECT count(*) FROM segments WHERE status = 'dead' AND last_error IS NULL",
+        "extraction chunks applied twice":
+            "SELECT count(*) FROM (SELECT 1 FROM llm_requests WHERE purpose = 'extraction' AND status = 'applied' "
+            "GROUP BY segment_id, chunk_index HAVING count(*) > 1) t",
+        "answers left unapplied": "SELECT count(*) FROM llm_requests WHERE status IN ('planned', 'submitted', 'succeeded')",
+        "two active memories with one key":
+            "SELECT count(*) FROM (SELECT 1 FROM memories WHERE archived_at IS NULL "
+            "GROUP BY user_id, dedupe_key HAVING count(*) > 1) t",
+        "claims left on segments": "SELECT count(*) FROM segments WHERE claimed_by IS NOT NULL",
+        "claims left on batches": "SELECT count(*) FROM batches WHERE claimed_by IS NOT NULL AND claimed_until < now()",
+    }
+    failures = 0
+    for what, sql in bad.items():
+        n = int(psql(db_url, sql))
+        failures += n != 0
+        print(f"{what}: {n}")
+    untracked = counters["creates"] - tracked
+    failures += untracked != 0
+    print(f"provider batches created but not tracked: {untracked} (sim creates {counters['creates']}, tracked {tracked})")
+    return failures
+
+
+if __name__ == "__main__":
+    main()
