@@ -337,8 +337,9 @@ fn help_and_check_config_never_print_a_database_password() {
         assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
         let stdout = String::from_utf8(output.stdout).unwrap();
         assert!(
-            stdout
-                .contains("database postgres://memsift:***@db.internal:5432/memsift?sslpassword=***&sslmode=require;"),
+            stdout.contains(
+                "database postgres://memsift:***@db.internal:5432/memsift?sslpassword=***&sslmode=require (TLS sslmode=require: "
+            ),
             "{stdout}"
         );
         assert!(!stdout.contains("Hunter2"), "{stdout}");
