@@ -70,10 +70,13 @@ def segments_per_user(rng, users, segments):
 
 def write_input(path, rng, users, segments, turns):
     """The JSONL import; returns the number of messages."""
-    start = time.time() - 3 * 86400
+    counts = segments_per_user(rng, users, segments)
+    # A minute between turns; every user's last turn an hour before now (a turn dated in the
+    # future is stored at its arrival time, with a warning).
+    start = time.time() - 3600 - 60 * turns * max(counts)
     n_messages = 0
     with open(path, "w") as out:
-        for user_index, count in enumerate(segments_per_user(rng, users, segments)):
+        for user_index, count in enumerate(counts):
             user = f"u{user_index:05d}"
             for conversation in range(count):
                 for turn in range(turns):
