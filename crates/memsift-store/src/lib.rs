@@ -295,13 +295,11 @@ impl Store {
             })?;
             Store::open_sqlite(connect_options, options).await
         } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-            let bad_url = |error: &dyn std::fmt::Display| StoreError::BadUrl {
+            let tls = TlsSettings::of_url(url)?;
+            let connect_options = PgConnectOptions::from_str(url).map_err(|error| StoreError::BadUrl {
                 url: redact(url),
                 reason: error.to_string(),
-            };
-            let parsed = ::url::Url::parse(url).map_err(|error| bad_url(&error))?;
-            let tls = TlsSettings::read(&parsed, |name| std::env::var(name).ok())?;
-            let connect_options = PgConnectOptions::from_str(url).map_err(|error| bad_url(&error))?;
+            })?;
             Store::open_postgres(tls.apply(connect_options)?, &tls, options).await
         } else {
             Err(StoreError::BadUrl {

@@ -148,6 +148,16 @@ impl TlsSettings {
         })
     }
 
+    /// [`TlsSettings::read`] of a PostgreSQL URL with this process's environment, as connecting
+    /// and `check-config` read it.
+    pub(crate) fn of_url(url: &str) -> Result<TlsSettings, StoreError> {
+        let parsed = ::url::Url::parse(url).map_err(|error| StoreError::BadUrl {
+            url: crate::redact(url),
+            reason: error.to_string(),
+        })?;
+        TlsSettings::read(&parsed, |name| std::env::var(name).ok())
+    }
+
     /// The settings laid on the driver's options: the mode after libpq's rules, and a CA file
     /// that exists and holds a certificate (the driver's own error for a bad file names neither).
     pub(crate) fn apply(&self, options: PgConnectOptions) -> Result<PgConnectOptions, StoreError> {
@@ -218,11 +228,7 @@ pub fn check_database_tls(url: &str) -> Result<Option<TlsSettings>, StoreError> 
     if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
         return Ok(None);
     }
-    let parsed = ::url::Url::parse(url).map_err(|error| StoreError::BadUrl {
-        url: crate::redact(url),
-        reason: error.to_string(),
-    })?;
-    let settings = TlsSettings::read(&parsed, |name| std::env::var(name).ok())?;
+    let settings = TlsSettings::of_url(url)?;
     settings.apply(PgConnectOptions::new())?;
     Ok(Some(settings))
 }
@@ -289,13 +295,6 @@ pub(crate) fn describe_refusal(error: &sqlx::Error, settings: &TlsSettings, host
             "the server at {host} does not offer TLS and sslmode={} refuses plain text: turn on `ssl` in the server's \
              postgresql.conf (ssl = on, with ssl_cert_file and ssl_key_file)",
             settings.mode.name()
-        ));
-    }
-    if let sqlx::Error::Tls(inner) = error
-        && inner.to_string().contains("TLS upgrade required")
-    {
-        return Some(format!(
-            "{inner} (a build without TLS: rebuild memsift with its default features)"
         ));
     }
     let refusal = rustls_error(error)?;
@@ -400,6 +399,49 @@ mod tests {
         assert_eq!((settings.mode, settings.root_cert), (TlsMode::VerifyFull, None));
         let error = read("postgres://u@db/x?sslrootcert=system&sslmode=require", &[]).unwrap_err();
         assert!(error.to_string().contains("needs sslmode=verify-full"), "{error}");
+    }
+
+    proptest::proptest! {
+        /// Any bytes in either setting: a mode libpq knows is read as that mode (with libpq's
+        /// rules on top), anything else refused in one line naming the setting; never a panic.
+        #[test]
+        fn any_setting_is_read_as_libpq_reads_it_or_refused_in_one_line(
+            mode in proptest::option::of("\\PC{0,12}|(?i:disable|allow|prefer|require|verify-ca|verify-full)"),
+            root in proptest::option::of("\\PC{0,12}|system|/etc/ca\\.pem"),
+        ) {
+            let mut url = url::Url::parse("postgres://u@db/x").unwrap();
+            {
+                let mut query = url.query_pairs_mut();
+                if let Some(mode) = &mode { query.append_pair("sslmode", mode); }
+                if let Some(root) = &root { query.append_pair("sslrootcert", root); }
+            }
+            let known = mode.as_deref().map(TlsMode::parse);
+            let system = root.as_deref() == Some("system");
+            match TlsSettings::read(&url, |_| None) {
+                Ok(settings) => {
+                    let asked = match known {
+                        Some(Some(mode)) => mode,
+                        Some(None) => panic!("{mode:?} was taken"),
+                        None if system => TlsMode::VerifyFull,
+                        None => TlsMode::Prefer,
+                    };
+                    let has_file = root.is_some() && !system;
+                    let expected = if asked == TlsMode::Require && has_file { TlsMode::VerifyCa } else { asked };
+                    proptest::prop_assert_eq!(settings.mode, expected);
+                    proptest::prop_assert_eq!(settings.root_cert.is_some(), has_file);
+                    proptest::prop_assert!(!system || settings.mode == TlsMode::VerifyFull);
+                }
+                Err(error) => {
+                    let line = error.to_string();
+                    proptest::prop_assert!(!line.contains('\n'), "{}", line);
+                    proptest::prop_assert!(
+                        matches!(known, Some(None)) || (system && known.flatten() != Some(TlsMode::VerifyFull)),
+                        "refused a valid setting: {}", line
+                    );
+                    proptest::prop_assert!(line.contains("sslmode") || line.contains("sslrootcert"), "{}", line);
+                }
+            }
+        }
     }
 
     #[test]

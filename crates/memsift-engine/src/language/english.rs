@@ -39,31 +39,28 @@ const MONTHS: [&str; 12] = [
     "december",
 ];
 
-static DAY_MONTH_YEAR: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(
-        r"(?i)\b(\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?(january|february|march|april|may|june|july|august|september|october|november|december),?\s+(\d{4})\b",
-    )
-    .expect("a fixed pattern")
-});
-static MONTH_DAY_YEAR: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(
-        r"(?i)\b(january|february|march|april|may|june|july|august|september|october|november|december)\s+(\d{1,2})(?:st|nd|rd|th)?,?\s+(\d{4})\b",
-    )
-    .expect("a fixed pattern")
-});
-static MONTH_YEAR: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(
-        r"(?i)\b(january|february|march|april|may|june|july|august|september|october|november|december),?\s+(\d{4})\b",
-    )
-    .expect("a fixed pattern")
-});
+/// A date pattern with `{months}` standing for the month names of [`MONTHS`], so the names are
+/// spelled once.
+fn with_months(pattern: &str) -> Regex {
+    Regex::new(&pattern.replace("{months}", &MONTHS.join("|"))).expect("a fixed pattern")
+}
+
+static DAY_MONTH_YEAR: LazyLock<Regex> =
+    LazyLock::new(|| with_months(r"(?i)\b(\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?({months}),?\s+(\d{4})\b"));
+static MONTH_DAY_YEAR: LazyLock<Regex> =
+    LazyLock::new(|| with_months(r"(?i)\b({months})\s+(\d{1,2})(?:st|nd|rd|th)?,?\s+(\d{4})\b"));
+static MONTH_YEAR: LazyLock<Regex> = LazyLock::new(|| with_months(r"(?i)\b({months}),?\s+(\d{4})\b"));
 static ISO_DATE: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"\b(\d{4})-(\d{2})-(\d{2})\b").expect("a fixed pattern"));
 static YEAR: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"\b(?:in|during|of|since|from)\s+(19\d\d|20\d\d)\b").expect("a fixed pattern"));
+/// The phrases of [`RELATIVE_PHRASES`], any run of spaces between their words.
 static RELATIVE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)\b(yesterday|today|last\s+week|last\s+month|last\s+year|this\s+week|this\s+month|this\s+year)\b")
-        .expect("a fixed pattern")
+    let phrases: Vec<String> = RELATIVE_PHRASES
+        .iter()
+        .map(|(phrase, _)| phrase.replace(' ', r"\s+"))
+        .collect();
+    Regex::new(&format!(r"(?i)\b({})\b", phrases.join("|"))).expect("a fixed pattern")
 });
 
 fn month_number(name: &str) -> Option<u32> {
