@@ -56,6 +56,8 @@ pub struct App {
     pub health: Arc<HealthBoard>,
     /// One rate limiter per provider and model, shared by every lane and route of the process.
     pub limiter: RateLimiter,
+    /// This process's segment claims, for `/metrics`.
+    pub claims: Arc<crate::claims::ClaimStats>,
     /// Set once this process is recorded as a worker (before its first claim; a read-only
     /// command never writes it).
     registered: Arc<tokio::sync::OnceCell<()>>,
@@ -162,6 +164,7 @@ impl App {
             held,
             health,
             limiter,
+            claims: Arc::default(),
             registered: Arc::default(),
         })
     }

@@ -17,6 +17,7 @@
 pub mod app;
 pub mod apply;
 pub mod budget;
+pub mod claims;
 pub mod context;
 pub mod embedding;
 pub mod erase;

@@ -148,6 +148,9 @@ const N_PHASES: usize = Phase::ALL.len();
 static ENABLED: AtomicBool = AtomicBool::new(false);
 static NANOS: [AtomicU64; N_PHASES] = [const { AtomicU64::new(0) }; N_PHASES];
 static COUNTS: [AtomicU64; N_PHASES] = [const { AtomicU64::new(0) }; N_PHASES];
+/// Store statements run inside each phase: a phase's wall time on a database across a network
+/// is mostly its round trips, so the count says what batching would save.
+static STATEMENTS: [AtomicU64; N_PHASES] = [const { AtomicU64::new(0) }; N_PHASES];
 
 /// Starts timing for the rest of the process.
 pub fn enable() {
@@ -159,6 +162,7 @@ pub fn reset() {
     for slot in 0..N_PHASES {
         NANOS[slot].store(0, Ordering::Relaxed);
         COUNTS[slot].store(0, Ordering::Relaxed);
+        STATEMENTS[slot].store(0, Ordering::Relaxed);
     }
 }
 
@@ -167,6 +171,7 @@ pub fn timed(phase: Phase) -> Option<Span> {
     ENABLED.load(Ordering::Relaxed).then(|| Span {
         phase,
         started: Instant::now(),
+        statements_before: memsift_store::statements_run(),
     })
 }
 
@@ -175,6 +180,7 @@ pub fn timed(phase: Phase) -> Option<Span> {
 pub struct Span {
     phase: Phase,
     started: Instant,
+    statements_before: u64,
 }
 
 impl Drop for Span {
@@ -182,6 +188,8 @@ impl Drop for Span {
         let slot = self.phase.slot();
         NANOS[slot].fetch_add(self.started.elapsed().as_nanos() as u64, Ordering::Relaxed);
         COUNTS[slot].fetch_add(1, Ordering::Relaxed);
+        let statements = memsift_store::statements_run().saturating_sub(self.statements_before);
+        STATEMENTS[slot].fetch_add(statements, Ordering::Relaxed);
     }
 }
 
@@ -193,7 +201,7 @@ pub fn seconds(phase: Phase) -> f64 {
 /// The tree of phases with their seconds, share of the parent and count; phases never entered
 /// are left out, and a parent's time not covered by its children is shown as `other`.
 pub fn report() -> String {
-    let mut out = String::from("timings: wall seconds, share of the parent, times entered\n");
+    let mut out = String::from("timings: wall seconds, share of the parent, times entered, store statements run\n");
     print_children(&mut out, None, 0, &seconds);
     out
 }
@@ -213,9 +221,10 @@ fn print_children(out: &mut String, parent: Option<Phase>, depth: usize, seconds
         let secs = seconds(phase);
         let label = format!("{indent}{}", phase.label());
         out.push_str(&format!(
-            "  {label:<56} {secs:8.2} s {} {:>7}\n",
+            "  {label:<56} {secs:8.2} s {} {:>7} {:>9}\n",
             share(secs),
-            COUNTS[phase.slot()].load(Ordering::Relaxed)
+            COUNTS[phase.slot()].load(Ordering::Relaxed),
+            STATEMENTS[phase.slot()].load(Ordering::Relaxed)
         ));
         print_children(out, Some(phase), depth + 1, seconds);
     }

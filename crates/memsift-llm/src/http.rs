@@ -111,6 +111,13 @@ pub(crate) struct HttpCore {
     read_limits: ReadLimits,
 }
 
+/// Installs ring as the process's rustls provider, once: reqwest is built without a bundled one,
+/// so any process that makes an HTTP client calls this first. Calling it again changes nothing.
+pub fn install_crypto_provider() {
+    // An `Err` only means a provider is already installed, which is what we want.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
 impl HttpCore {
     pub(crate) fn new(
         provider: &'static str,
@@ -118,9 +125,7 @@ impl HttpCore {
         default_base_url: &str,
         options: ClientOptions,
     ) -> Result<Self, LlmError> {
-        // reqwest is built without a bundled crypto provider; install ring once per process. An
-        // `Err` only means a provider is already installed, which is what we want.
-        let _ = rustls::crypto::ring::default_provider().install_default();
+        install_crypto_provider();
         let base_url = options.base_url.unwrap_or_else(|| default_base_url.to_owned());
         let base_url = base_url.trim_end_matches('/').to_owned();
         if reqwest::Url::parse(&base_url).is_err() {

@@ -25,7 +25,7 @@ pub use anthropic::AnthropicClient;
 pub use error::{Detail, LlmError, MAX_DETAIL_CHARS};
 pub use fault::{Call, FaultClass, ProviderFault};
 pub use health::{BreakerPolicy, BreakerState, HealthBoard, HealthSignal, LaneKey, OpenCause, Permit, Transition};
-pub use http::{ClientOptions, CreateOutcome};
+pub use http::{ClientOptions, CreateOutcome, install_crypto_provider};
 pub use jsonl::{JsonLines, LineSplitter, LineTooLong, ReadLimits};
 pub use openai::OpenAiClient;
 pub use params::{

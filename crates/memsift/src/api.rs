@@ -645,7 +645,7 @@ async fn admin_request(State(state): State<ApiState>, Path(id): Path<String>) ->
 async fn metrics(State(state): State<ApiState>) -> ApiResult<Response> {
     let snapshot = state.app.store.listing().metrics_snapshot().await?;
     let lanes = state.app.store.lanes().lane_health().await?;
-    let embedder = crate::metrics::EmbedderState::of(&state.app);
+    let embedder = crate::metrics::ProcessState::of(&state.app);
     let text = crate::metrics::render(&snapshot, &lanes, embedder).map_err(ApiError::internal)?;
     Ok(([(header::CONTENT_TYPE, prometheus::TEXT_FORMAT)], text).into_response())
 }

@@ -10,6 +10,12 @@
 //! - catch-up without backfill: a daemon that was down finds the latest missed tick unclaimed
 //!   and runs it once, never once per missed tick (our stages drain queues, not per-tick work).
 //!
+//! `run_pipeline` is the exception: every daemon runs it on each of its own ticks, because its
+//! work is claimed item by item (segments, requests, batches, answers; `FOR UPDATE SKIP LOCKED`
+//! on PostgreSQL), so daemons sharing a database share the work instead of taking turns at it.
+//! A daemon still never overlaps its own runs (one step at a time on the main task) and never
+//! runs one tick twice (it remembers the last tick it ran).
+//!
 //! The jobs run on the main task rather than in the scheduler's spawned tasks because the
 //! provider clients' futures are not `Send` (see ARCHITECTURE.md, "Send"), and because running
 //! them inline lets SIGTERM find, and bound, the one step in flight.
@@ -88,6 +94,13 @@ impl JobName {
             JobName::Refinement => "refinement",
             JobName::EntityGc => "entity_gc",
         }
+    }
+
+    /// Whether a tick of this job is claimed in the database, so that one daemon runs it: every
+    /// job but `run_pipeline`, whose work items are claimed one by one and which every daemon
+    /// therefore runs on its own ticks.
+    pub fn claimed_in_database(self) -> bool {
+        self != JobName::RunPipeline
     }
 
     /// The post-processing stage a job plans, if it is one.
@@ -180,34 +193,47 @@ pub fn parse_schedules(config: &SchedulesConfig) -> Result<Vec<Schedule>, Schedu
 /// Runs one job once. The daemon uses [`PipelineRunner`]; tests count runs with their own.
 #[async_trait::async_trait(?Send)]
 pub trait JobRunner {
-    /// Runs `job` against `app`.
-    async fn run(&self, app: &App, job: JobName) -> anyhow::Result<()>;
+    /// Runs `job` against `app`; a run that repeats work should stop repeating once `stopping`
+    /// is set (SIGTERM arrived).
+    async fn run(&self, app: &App, job: JobName, stopping: &AtomicBool) -> anyhow::Result<()>;
 }
+
+/// How long one `run_pipeline` run keeps stepping while each step moves work. A backlog drains at
+/// the pipeline's own speed rather than one step (up to a claim batch of segments) per tick, and
+/// the bound lets the other jobs due and a stop request in between runs.
+pub const PIPELINE_BURST: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The production jobs: the pipeline's own functions.
 pub struct PipelineRunner;
 
 #[async_trait::async_trait(?Send)]
 impl JobRunner for PipelineRunner {
-    async fn run(&self, app: &App, job: JobName) -> anyhow::Result<()> {
+    async fn run(&self, app: &App, job: JobName, stopping: &AtomicBool) -> anyhow::Result<()> {
         match job {
-            JobName::RunPipeline => loop {
-                let report = pipeline::run_once(app).await?;
-                if report.progressed() {
-                    tracing::info!(report = %serde_json::to_string(&report)?, "Pipeline step moved work.");
-                }
-                // A results download still open reads on at once rather than at the next tick,
-                // step by step, so every lane keeps moving beside it.
-                if !(report.progressed() && pipeline::downloads_in_flight(app)) {
-                    // Search indexing after the pass, never in front of it: a backlog is caught
-                    // up a pass at a time in the daemon's idle time.
-                    let n_indexed = pipeline::index_turns_pass(app).await?;
-                    if n_indexed > 0 {
-                        tracing::info!(n_indexed, "Embedded stored turns for search.");
+            JobName::RunPipeline => {
+                let started = std::time::Instant::now();
+                loop {
+                    let report = pipeline::run_once(app).await?;
+                    if report.progressed() {
+                        tracing::info!(report = %serde_json::to_string(&report)?, "Pipeline step moved work.");
                     }
-                    break;
+                    // A step that moved work is followed at once by another (a results download
+                    // still open reads on, a backlog of closed segments keeps being planned), each
+                    // step bounded, so every lane keeps moving beside the others.
+                    let again = (report.progressed() || pipeline::downloads_in_flight(app))
+                        && !stopping.load(Ordering::SeqCst)
+                        && started.elapsed() < PIPELINE_BURST;
+                    if !again {
+                        // Search indexing after the pass, never in front of it: a backlog is caught
+                        // up a pass at a time in the daemon's idle time.
+                        let n_indexed = pipeline::index_turns_pass(app).await?;
+                        if n_indexed > 0 {
+                            tracing::info!(n_indexed, "Embedded stored turns for search.");
+                        }
+                        break;
+                    }
                 }
-            },
+            }
             JobName::CloseIdleSegments => {
                 let n_closed = app
                     .store
@@ -271,6 +297,8 @@ pub struct Daemon {
     lease: Duration,
     /// Set on SIGTERM: a tick in flight finishes its current job but claims no further one.
     stopping: Arc<AtomicBool>,
+    /// The last tick this daemon ran of each job not claimed in the database (`run_pipeline`).
+    own_ticks: std::sync::Mutex<std::collections::HashMap<JobName, DateTime<Utc>>>,
 }
 
 impl Daemon {
@@ -284,6 +312,7 @@ impl Daemon {
             runner,
             lease,
             stopping: Arc::new(AtomicBool::new(false)),
+            own_ticks: std::sync::Mutex::default(),
         })
     }
 
@@ -330,6 +359,7 @@ impl Daemon {
     ///
     /// The lease is measured from the clock at claim time, not from `now`, so a tick handled late
     /// still holds its job for the full lease. After [`Daemon::stop_claiming`] it claims nothing.
+    /// A job not claimed in the database is this daemon's to run once per tick.
     pub async fn claim(&self, job: JobName, now: DateTime<Utc>) -> anyhow::Result<Option<DateTime<Utc>>> {
         if self.stopping.load(Ordering::SeqCst) {
             return Ok(None);
@@ -340,6 +370,15 @@ impl Daemon {
         let Some(tick) = schedule.tick_at_or_before(now) else {
             return Ok(None);
         };
+        if !job.claimed_in_database() {
+            // A std mutex: never held across an await.
+            let mut own_ticks = self.own_ticks.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            let fresh = own_ticks.get(&job).is_none_or(|last| tick > *last);
+            if fresh {
+                own_ticks.insert(job, tick);
+            }
+            return Ok(fresh.then_some(tick));
+        }
         let won = self
             .app
             .store
@@ -360,7 +399,7 @@ impl Daemon {
     /// is recorded on the run and logged; it does not stop the daemon.
     pub async fn run_claimed(&self, job: JobName, tick: DateTime<Utc>) -> anyhow::Result<JobRun> {
         let started = std::time::Instant::now();
-        let error = match crate::panics::catch_panic(self.runner.run(&self.app, job)).await {
+        let error = match crate::panics::catch_panic(self.runner.run(&self.app, job, &self.stopping)).await {
             Ok(Ok(())) => None,
             Ok(Err(error)) => Some(format!("{error:#}")),
             Err(panic) => Some(format!("panicked: {panic}")),
@@ -379,6 +418,9 @@ impl Daemon {
 
     /// Releases this daemon's lease on `job` (after a run, or when a run is abandoned at shutdown).
     pub async fn release(&self, job: JobName) -> anyhow::Result<()> {
+        if !job.claimed_in_database() {
+            return Ok(());
+        }
         self.app
             .store
             .schedules()

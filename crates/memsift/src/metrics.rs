@@ -1,10 +1,11 @@
 //! `GET /metrics`: store totals rendered in the Prometheus text format at scrape time.
 //!
 //! Every value is read from the store when scraped, so several daemons on one PostgreSQL database
-//! report the same numbers and nothing is lost on restart; only the embedder's three metrics and
-//! the search indexes' six are the serving process's own (whether it holds the model, how often it
-//! loaded it, how many texts it embedded and why; what its search indexes hold against their
-//! budget and how each was found). The names are
+//! report the same numbers and nothing is lost on restart; only the embedder's three metrics, the
+//! search indexes' six and the segment claims' two are the serving process's own (whether it holds
+//! the model, how often it loaded it, how many texts it embedded and why; what its search indexes
+//! hold against their budget and how each was found; how many segments it claimed and how long
+//! each claim statement took). The names are
 //! documented in docs/metrics.md; the API test checks each is present.
 //!
 //! Every label value comes from a closed set (a status, purpose, lane, temporal kind, drop reason,
@@ -16,13 +17,14 @@
 use memsift_core::drops::DropReason;
 use memsift_core::status::{Lane, Purpose, RequestStatus, SegmentStatus, Temporal};
 use memsift_engine::app::App;
+use memsift_engine::claims::{CLAIM_BUCKETS_SECS, ClaimSnapshot};
 use memsift_engine::embedding::EmbedPurpose;
 use memsift_engine::held::HeldStats;
 use memsift_store::{LaneHealthRow, MetricsSnapshot};
 use prometheus::{Encoder, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder};
 
 /// Every metric name this endpoint serves (the README and test list the same).
-pub const METRIC_NAMES: [&str; 22] = [
+pub const METRIC_NAMES: [&str; 24] = [
     "memsift_segments",
     "memsift_dead_letters",
     "memsift_requests",
@@ -45,11 +47,14 @@ pub const METRIC_NAMES: [&str; 22] = [
     "memsift_search_index_reads_total",
     "memsift_search_held_evictions_total",
     "memsift_search_held_oversize_total",
+    "memsift_segments_claimed_total",
+    "memsift_segment_claim_seconds",
 ];
 
-/// The serving process's embedder, as `/metrics` reports it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct EmbedderState {
+/// What the serving process keeps itself (its embedder, search indexes and segment claims), as
+/// `/metrics` reports it.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ProcessState {
     /// Whether the model is loaded now.
     pub loaded: bool,
     /// How many times this process loaded it.
@@ -58,17 +63,20 @@ pub struct EmbedderState {
     pub texts_embedded: [u64; EmbedPurpose::ALL.len()],
     /// What its search indexes hold and how each was found.
     pub held: HeldStats,
+    /// Its segment claims.
+    pub claims: ClaimSnapshot,
 }
 
-impl EmbedderState {
-    /// The state of `app`'s embedder and search indexes now.
-    pub fn of(app: &App) -> EmbedderState {
+impl ProcessState {
+    /// The state of `app`'s embedder, search indexes and claims now.
+    pub fn of(app: &App) -> ProcessState {
         let vectors = &app.vectors;
-        EmbedderState {
+        ProcessState {
             loaded: vectors.is_loaded(),
             n_loads: vectors.n_loads(),
             texts_embedded: EmbedPurpose::ALL.map(|purpose| vectors.n_embedded(purpose)),
             held: app.held.stats(),
+            claims: app.claims.snapshot(),
         }
     }
 }
@@ -100,7 +108,7 @@ const LATENCY_BUCKETS_SECS: [f64; 9] = [
 pub fn render(
     snapshot: &MetricsSnapshot,
     lanes: &[LaneHealthRow],
-    embedder: EmbedderState,
+    process: ProcessState,
 ) -> prometheus::Result<String> {
     let registry = Registry::new();
     register_lanes(&registry, lanes)?;
@@ -108,8 +116,8 @@ pub fn render(
     register_requests(&registry, snapshot)?;
     register_items_and_memories(&registry, snapshot)?;
     register_batch_latency(&registry, snapshot)?;
-    register_embedder(&registry, embedder)?;
-    register_held(&registry, embedder.held)?;
+    register_embedder(&registry, process)?;
+    register_held(&registry, process.held)?;
 
     let up = IntGauge::new("memsift_up", "1 when the store answered this scrape.")?;
     up.set(1);
@@ -117,7 +125,38 @@ pub fn render(
 
     let mut buffer = Vec::new();
     TextEncoder::new().encode(&registry.gather(), &mut buffer)?;
-    Ok(String::from_utf8(buffer).unwrap_or_default())
+    let mut text = String::from_utf8(buffer).unwrap_or_default();
+    render_claims(&mut text, process.claims);
+    Ok(text)
+}
+
+/// This process's segment claims, in the text format by hand: the counts are kept by the engine
+/// (which does not depend on prometheus) and a prometheus histogram cannot be built from counts.
+fn render_claims(text: &mut String, claims: ClaimSnapshot) {
+    use std::fmt::Write;
+    let _ = writeln!(
+        text,
+        "# HELP memsift_segments_claimed_total Segments this process claimed for planning.\n\
+         # TYPE memsift_segments_claimed_total counter\n\
+         memsift_segments_claimed_total {}",
+        claims.n_segments
+    );
+    let _ = writeln!(
+        text,
+        "# HELP memsift_segment_claim_seconds Time of each segment claim statement this process ran (including those that found nothing).\n\
+         # TYPE memsift_segment_claim_seconds histogram"
+    );
+    for (bound, n) in CLAIM_BUCKETS_SECS.iter().zip(claims.at_most) {
+        let _ = writeln!(text, "memsift_segment_claim_seconds_bucket{{le=\"{bound}\"}} {n}");
+    }
+    let _ = writeln!(
+        text,
+        "memsift_segment_claim_seconds_bucket{{le=\"+Inf\"}} {n}\n\
+         memsift_segment_claim_seconds_sum {sum}\n\
+         memsift_segment_claim_seconds_count {n}",
+        n = claims.n_claims,
+        sum = claims.sum_secs
+    );
 }
 
 /// Segments by status (every status present, 0 when none) and the dead ones again as dead letters.
@@ -275,7 +314,7 @@ fn register_batch_latency(registry: &Registry, snapshot: &MetricsSnapshot) -> pr
 }
 
 /// This process's embedder: whether it holds the model now and how often it loaded it.
-fn register_embedder(registry: &Registry, embedder: EmbedderState) -> prometheus::Result<()> {
+fn register_embedder(registry: &Registry, embedder: ProcessState) -> prometheus::Result<()> {
     let loaded = IntGauge::new(
         "memsift_embedder_loaded",
         "1 while this process holds the embedding model in memory, 0 once released (or before first use).",

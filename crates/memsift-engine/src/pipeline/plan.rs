@@ -23,11 +23,13 @@ use super::{CLAIM_BATCH, StepReport};
 /// Claims closed segments and plans one request per chunk through the route of its user's tier.
 pub(super) async fn plan_closed_segments(app: &App, report: &mut StepReport) -> anyhow::Result<()> {
     let lease = app.config.claim_lease();
+    let started = std::time::Instant::now();
     let claimed = app
         .store
         .segments()
         .claim_segments(&app.worker_id, app.clock.now(), lease, CLAIM_BATCH)
         .await?;
+    app.claims.record(started.elapsed(), claimed.len());
     plan_claimed(app, &claimed, report).await
 }
 

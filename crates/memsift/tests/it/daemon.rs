@@ -1,8 +1,10 @@
 //! The daemon's schedule logic driven tick by tick with a hand-moved clock (invariant 11): each
-//! tick runs once across daemons, a slow run is not overlapped, a daemon that was down catches up
-//! once, and the jobs are the pipeline's.
+//! tick of a bookkeeping job runs once across daemons, a slow run is not overlapped, a daemon that
+//! was down catches up once, every daemon runs `run_pipeline` on its own ticks (its work is claimed
+//! item by item), and the jobs are the pipeline's.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, Duration, Utc};
@@ -12,7 +14,8 @@ use memsift_engine::app::App;
 
 use crate::helpers::{TestApp, app_on, installed_model_dir, line, t0};
 
-/// Counts runs per (job, tick) and fails a run that overlaps another run of the same job.
+/// Counts runs per (job, tick) and counts a run that overlaps another run of the same job (of the
+/// same daemon, for `run_pipeline`, which every daemon runs).
 #[derive(Default)]
 struct CountingRunner {
     // A std mutex: it is never held across an await.
@@ -22,17 +25,22 @@ struct CountingRunner {
 #[derive(Default)]
 struct CountingState {
     runs: Vec<(String, JobName, DateTime<Utc>)>,
-    in_flight: BTreeMap<JobName, u32>,
+    in_flight: BTreeMap<(JobName, String), u32>,
     n_overlaps: u32,
 }
 
 #[async_trait::async_trait(?Send)]
 impl JobRunner for CountingRunner {
-    async fn run(&self, app: &App, job: JobName) -> anyhow::Result<()> {
+    async fn run(&self, app: &App, job: JobName, _stopping: &AtomicBool) -> anyhow::Result<()> {
+        let key = if job.claimed_in_database() {
+            (job, String::new())
+        } else {
+            (job, app.worker_id.clone())
+        };
         {
             let mut state = self.state.lock().unwrap();
             state.runs.push((app.worker_id.clone(), job, app.clock.now()));
-            let n_running = state.in_flight.entry(job).or_default();
+            let n_running = state.in_flight.entry(key.clone()).or_default();
             *n_running += 1;
             if *n_running > 1 {
                 state.n_overlaps += 1;
@@ -40,7 +48,7 @@ impl JobRunner for CountingRunner {
         }
         // Give the other daemon's tick, polled on the same task, a chance to interleave mid-run.
         tokio::task::yield_now().await;
-        *self.state.lock().unwrap().in_flight.get_mut(&job).unwrap() -= 1;
+        *self.state.lock().unwrap().in_flight.get_mut(&key).unwrap() -= 1;
         Ok(())
     }
 }
@@ -60,6 +68,9 @@ async fn two_daemons_on_postgres_run_each_tick_exactly_once_through_a_simulated_
     let a = Daemon::new(test.app.clone(), runner.clone()).unwrap();
     let b = Daemon::new(test.second_daemon("daemon-b"), runner.clone()).unwrap();
     let mut claimed: Vec<(JobName, DateTime<Utc>)> = Vec::new();
+    // run_pipeline is every daemon's own: each runs it for each tick it wakes for.
+    let mut pipeline_ticks: BTreeMap<&str, Vec<DateTime<Utc>>> = BTreeMap::new();
+    let mut want_pipeline_ticks: BTreeMap<&str, Vec<DateTime<Utc>>> = BTreeMap::new();
     let n_steps = 24 * 60 * 2;
     for step_idx in 0..=n_steps {
         let now = t0() + Duration::seconds(30 * step_idx);
@@ -67,16 +78,28 @@ async fn two_daemons_on_postgres_run_each_tick_exactly_once_through_a_simulated_
         // Mostly both daemons race for every tick; now and then one of them is busy elsewhere
         // and the other must cover the tick alone.
         let (runs_a, runs_b) = match (step_idx % 7, step_idx % 13) {
-            (0, _) => (Vec::new(), b.tick(now).await.unwrap()),
-            (_, 0) => (a.tick(now).await.unwrap(), Vec::new()),
+            (0, _) => (None, Some(b.tick(now).await.unwrap())),
+            (_, 0) => (Some(a.tick(now).await.unwrap()), None),
             _ => {
                 let (runs_a, runs_b) = tokio::join!(a.tick(now), b.tick(now));
-                (runs_a.unwrap(), runs_b.unwrap())
+                (Some(runs_a.unwrap()), Some(runs_b.unwrap()))
             }
         };
-        claimed.extend(ran(&runs_a));
-        claimed.extend(ran(&runs_b));
+        for (worker, runs) in [("test-worker", runs_a), ("daemon-b", runs_b)] {
+            let Some(runs) = runs else { continue };
+            want_pipeline_ticks.entry(worker).or_default().push(now);
+            for (job, tick) in ran(&runs) {
+                match job {
+                    JobName::RunPipeline => pipeline_ticks.entry(worker).or_default().push(tick),
+                    _ => claimed.push((job, tick)),
+                }
+            }
+        }
     }
+    assert_eq!(
+        pipeline_ticks, want_pipeline_ticks,
+        "each daemon runs run_pipeline once for every tick it wakes for, whatever the other does"
+    );
     let n_claimed = claimed.len();
     claimed.sort();
     claimed.dedup();
@@ -84,13 +107,9 @@ async fn two_daemons_on_postgres_run_each_tick_exactly_once_through_a_simulated_
 
     let expected = |job: JobName, ticks: Vec<DateTime<Utc>>| ticks.into_iter().map(move |tick| (job, tick));
     let mut want: Vec<(JobName, DateTime<Utc>)> = expected(
-        JobName::RunPipeline,
-        (0..=n_steps).map(|idx| t0() + Duration::seconds(30 * idx)).collect(),
-    )
-    .chain(expected(
         JobName::CloseIdleSegments,
         (0..=24 * 12).map(|idx| t0() + Duration::minutes(5 * idx)).collect(),
-    ))
+    )
     // t0 is 10:00: the start-up catch-up runs the 06:00 sweep, then every six hours.
     .chain(expected(
         JobName::Sweep,
@@ -148,15 +167,19 @@ async fn two_daemons_on_postgres_run_each_tick_exactly_once_through_a_simulated_
 
     {
         let state = runner.state.lock().unwrap();
+        let n_pipeline_runs: usize = want_pipeline_ticks.values().map(Vec::len).sum();
         assert_eq!(
             state.runs.len(),
-            want.len(),
+            want.len() + n_pipeline_runs,
             "every claimed tick ran, and nothing else did"
         );
         assert_eq!(state.n_overlaps, 0);
         for worker in ["test-worker", "daemon-b"] {
             assert!(
-                state.runs.iter().any(|(owner, _, _)| owner == worker),
+                state
+                    .runs
+                    .iter()
+                    .any(|(owner, job, _)| owner == worker && job.claimed_in_database()),
                 "{worker} never won a tick"
             );
         }
@@ -176,7 +199,6 @@ async fn two_daemons_on_postgres_run_each_tick_exactly_once_through_a_simulated_
             ("refinement".to_owned(), Some(at("2026-03-01T05:30:00Z")), None),
             ("relationships".to_owned(), Some(at("2026-03-02T04:30:00Z")), None),
             ("retention".to_owned(), Some(at("2026-03-02T03:30:00Z")), None),
-            ("run_pipeline".to_owned(), Some(end), None),
             ("scoring".to_owned(), Some(at("2026-03-02T04:15:00Z")), None),
             ("summaries".to_owned(), Some(at("2026-03-02T09:10:00Z")), None),
             ("sweep".to_owned(), Some(at("2026-03-02T06:00:00Z")), None),
@@ -208,11 +230,12 @@ async fn a_daemon_that_was_down_catches_up_once_at_start_up() {
         caught_up,
         vec![
             (JobName::RunPipeline, at("2026-03-01T17:00:00Z")),
+            (JobName::RunPipeline, at("2026-03-01T17:00:00Z")),
             (JobName::CloseIdleSegments, at("2026-03-01T17:00:00Z")),
             (JobName::Sweep, at("2026-03-01T12:00:00Z")),
             (JobName::Summaries, at("2026-03-01T16:10:00Z")),
         ],
-        "each overdue job runs once, for its latest tick, not once per missed tick"
+        "each overdue job runs once, for its latest tick, not once per missed tick (run_pipeline once on each daemon)"
     );
     // The catch-up is not repeated by the next wake-up of either daemon before the next tick.
     let a_bit_later = restart + Duration::seconds(15);
@@ -220,8 +243,8 @@ async fn a_daemon_that_was_down_catches_up_once_at_start_up() {
     assert!(b.tick(a_bit_later).await.unwrap().is_empty());
     assert!(c.tick(a_bit_later).await.unwrap().is_empty());
     // The daily, weekly and monthly jobs' latest ticks were run at start-up, so only four jobs
-    // were overdue.
-    assert_eq!(runner.state.lock().unwrap().runs.len(), JobName::ALL.len() + 4);
+    // were overdue (one of them run_pipeline, run by both daemons).
+    assert_eq!(runner.state.lock().unwrap().runs.len(), JobName::ALL.len() + 5);
     test.finish().await;
 }
 
@@ -231,33 +254,41 @@ async fn a_slow_run_holds_its_job_against_the_next_tick_of_another_daemon() {
     let runner = Arc::new(CountingRunner::default());
     let a = Daemon::new(test.app.clone(), runner.clone()).unwrap();
     let b = Daemon::new(test.second_daemon("daemon-b"), runner.clone()).unwrap();
+    let job = JobName::CloseIdleSegments;
+    let runs_of = |runs: &[JobRun]| -> Vec<(JobName, DateTime<Utc>)> {
+        ran(runs).into_iter().filter(|(ran_job, _)| *ran_job == job).collect()
+    };
     // Start-up: a runs everything once.
     assert_eq!(a.tick(t0()).await.unwrap().len(), JobName::ALL.len());
-    // At 10:00:30 a claims run_pipeline and its run takes minutes.
-    let next = t0() + Duration::seconds(30);
+    // At 10:05 a claims close_idle_segments and its run takes minutes.
+    let next = t0() + Duration::minutes(5);
     test.clock.set(next);
-    assert_eq!(a.claim(JobName::RunPipeline, next).await.unwrap(), Some(next));
-    // The 10:01:00 tick arrives while a's run is in flight: b must not start a second run.
-    let during = t0() + Duration::seconds(60);
+    assert_eq!(a.claim(job, next).await.unwrap(), Some(next));
+    // The 10:10 tick arrives while a's run is in flight: b must not start a second run.
+    let during = t0() + Duration::minutes(10);
     test.clock.set(during);
-    assert!(ran(&b.tick(during).await.unwrap()).is_empty(), "b overlapped a's run");
+    assert!(
+        runs_of(&b.tick(during).await.unwrap()).is_empty(),
+        "b overlapped a's run"
+    );
     // a's run ends; b's next wake-up runs the tick it could not run before.
     test.clock.set(during + Duration::seconds(20));
-    a.run_claimed(JobName::RunPipeline, next).await.unwrap();
+    a.run_claimed(job, next).await.unwrap();
     assert_eq!(
         ran(&b.tick(during + Duration::seconds(20)).await.unwrap()),
-        vec![(JobName::RunPipeline, during)]
+        vec![(job, during)],
+        "only the tick b could not run (b ran its own run_pipeline tick already)"
     );
     // A daemon that dies mid-run blocks its job only until the lease (15 minutes) runs out.
-    let stuck = during + Duration::seconds(30);
+    let stuck = during + Duration::minutes(5);
     test.clock.set(stuck);
-    assert_eq!(a.claim(JobName::RunPipeline, stuck).await.unwrap(), Some(stuck));
+    assert_eq!(a.claim(job, stuck).await.unwrap(), Some(stuck));
     let before_expiry = stuck + Duration::minutes(15) - Duration::seconds(10);
     test.clock.set(before_expiry);
-    assert!(!ran(&b.tick(before_expiry).await.unwrap()).contains(&(JobName::RunPipeline, before_expiry)));
+    assert!(runs_of(&b.tick(before_expiry).await.unwrap()).is_empty());
     let after_expiry = stuck + Duration::minutes(15);
     test.clock.set(after_expiry);
-    assert!(ran(&b.tick(after_expiry).await.unwrap()).contains(&(JobName::RunPipeline, after_expiry)));
+    assert_eq!(runs_of(&b.tick(after_expiry).await.unwrap()), vec![(job, after_expiry)]);
     assert_eq!(runner.state.lock().unwrap().n_overlaps, 0);
     test.finish().await;
 }
@@ -269,18 +300,26 @@ async fn daemons_waking_at_different_instants_of_one_second_name_the_same_tick()
     let a = Daemon::new(test.app.clone(), runner.clone()).unwrap();
     let b = Daemon::new(test.second_daemon("daemon-b"), runner.clone()).unwrap();
     // Real triggers fire a little after the tick, each daemon at its own instant.
-    let early = t0() + Duration::milliseconds(30_120);
-    let late = t0() + Duration::milliseconds(30_870);
+    let early = t0() + Duration::milliseconds(300_120);
+    let late = t0() + Duration::milliseconds(300_870);
     test.clock.set(early);
     let runs_a = a.tick(early).await.unwrap();
     test.clock.set(late);
     let runs_b = b.tick(late).await.unwrap();
-    let tick = t0() + Duration::seconds(30);
-    assert!(ran(&runs_a).contains(&(JobName::RunPipeline, tick)), "{runs_a:?}");
+    let tick = t0() + Duration::minutes(5);
+    assert!(ran(&runs_a).contains(&(JobName::CloseIdleSegments, tick)), "{runs_a:?}");
     assert!(
-        !ran(&runs_b).iter().any(|(job, _)| *job == JobName::RunPipeline),
-        "the 10:00:30 tick ran twice: {runs_b:?}"
+        !ran(&runs_b).iter().any(|(job, _)| *job == JobName::CloseIdleSegments),
+        "the 10:05:00 tick ran twice: {runs_b:?}"
     );
+    // Each daemon ran its own run_pipeline for that tick, once.
+    for runs in [&runs_a, &runs_b] {
+        let pipeline: Vec<_> = ran(runs)
+            .into_iter()
+            .filter(|(job, _)| *job == JobName::RunPipeline)
+            .collect();
+        assert_eq!(pipeline, vec![(JobName::RunPipeline, tick)]);
+    }
     test.finish().await;
 }
 
@@ -293,7 +332,7 @@ struct FailingRunner {
 
 #[async_trait::async_trait(?Send)]
 impl JobRunner for FailingRunner {
-    async fn run(&self, _app: &App, job: JobName) -> anyhow::Result<()> {
+    async fn run(&self, _app: &App, job: JobName, _stopping: &AtomicBool) -> anyhow::Result<()> {
         *self.n_runs.lock().unwrap() += 1;
         if job == self.job {
             if self.panic {
@@ -310,50 +349,46 @@ async fn a_failing_or_panicking_job_releases_its_lease_and_the_daemon_goes_on() 
     for panic in [false, true] {
         let test = TestApp::sqlite().await;
         let runner = Arc::new(FailingRunner {
-            job: JobName::RunPipeline,
+            job: JobName::CloseIdleSegments,
             panic,
             n_runs: Mutex::new(0),
         });
         let daemon = Daemon::new(test.app.clone(), runner.clone()).unwrap();
         let runs = daemon.tick(t0()).await.unwrap();
         assert_eq!(runs.len(), JobName::ALL.len(), "the other jobs still ran");
-        let error = runs[0].error.as_deref().unwrap();
+        let error = runs[1].error.as_deref().unwrap();
         let want = if panic {
-            "panicked: a bug in run_pipeline"
+            "panicked: a bug in close_idle_segments"
         } else {
             "the provider is down"
         };
         assert_eq!(error, want);
-        assert!(runs[1..].iter().all(|run| run.error.is_none()));
+        assert_eq!(runs.iter().filter(|run| run.error.is_some()).count(), 1);
         let rows = test.app.store.schedule_rows().await.unwrap();
         assert!(rows.iter().all(|row| row.lease_owner.is_none()), "{rows:?}");
         // The failed tick is spent; the next one runs again.
-        let next = t0() + Duration::seconds(30);
+        let next = t0() + Duration::minutes(5);
         test.clock.set(next);
         assert_eq!(
             ran(&daemon.tick(next).await.unwrap()),
-            vec![(JobName::RunPipeline, next)]
+            vec![(JobName::RunPipeline, next), (JobName::CloseIdleSegments, next)]
         );
-        // Every job once at start-up, then run_pipeline once more.
-        assert_eq!(*runner.n_runs.lock().unwrap() as usize, JobName::ALL.len() + 1);
+        // Every job once at start-up, then run_pipeline and close_idle_segments once more.
+        assert_eq!(*runner.n_runs.lock().unwrap() as usize, JobName::ALL.len() + 2);
         test.finish().await;
     }
 }
 
 /// Sets the daemon's stop flag while running its first job, as SIGTERM would arrive mid-run.
 struct StopMidRun {
-    stop: std::sync::OnceLock<Arc<std::sync::atomic::AtomicBool>>,
     ran: Mutex<Vec<JobName>>,
 }
 
 #[async_trait::async_trait(?Send)]
 impl JobRunner for StopMidRun {
-    async fn run(&self, _app: &App, job: JobName) -> anyhow::Result<()> {
+    async fn run(&self, _app: &App, job: JobName, stopping: &AtomicBool) -> anyhow::Result<()> {
         self.ran.lock().unwrap().push(job);
-        self.stop
-            .get()
-            .unwrap()
-            .store(true, std::sync::atomic::Ordering::SeqCst);
+        stopping.store(true, Ordering::SeqCst);
         Ok(())
     }
 }
@@ -362,21 +397,16 @@ impl JobRunner for StopMidRun {
 async fn a_stop_during_a_tick_lets_the_running_job_finish_and_starts_no_other() {
     let test = TestApp::sqlite().await;
     let runner = Arc::new(StopMidRun {
-        stop: std::sync::OnceLock::new(),
         ran: Mutex::new(Vec::new()),
     });
     let daemon = Daemon::new(test.app.clone(), runner.clone()).unwrap();
-    runner.stop.set(daemon.stop_flag()).unwrap();
     let runs = daemon.tick(t0()).await.unwrap();
     assert_eq!(ran(&runs), vec![(JobName::RunPipeline, t0())]);
     assert_eq!(*runner.ran.lock().unwrap(), vec![JobName::RunPipeline]);
-    // The finished job's lease is released; the jobs never started were never claimed.
+    // run_pipeline is never claimed in the database, and the jobs after it were never claimed.
     let rows = test.app.store.schedule_rows().await.unwrap();
-    let names: Vec<(&str, bool)> = rows
-        .iter()
-        .map(|row| (row.name.as_str(), row.lease_owner.is_some()))
-        .collect();
-    assert_eq!(names, vec![("run_pipeline", false)]);
+    assert!(rows.is_empty(), "{rows:?}");
+    assert!(daemon.stop_flag().load(Ordering::SeqCst));
     // A later tick claims nothing either.
     let later = t0() + Duration::minutes(5);
     test.clock.set(later);
@@ -579,7 +609,7 @@ fn drains_on_signal(signal: &str) {
 /// The `/metrics` lines of the daemon's embedder, as its API would serve them.
 async fn embedder_metrics(app: &App) -> Vec<String> {
     let snapshot = app.store.listing().metrics_snapshot().await.unwrap();
-    let state = memsift::metrics::EmbedderState::of(app);
+    let state = memsift::metrics::ProcessState::of(app);
     memsift::metrics::render(&snapshot, &[], state)
         .unwrap()
         .lines()
@@ -686,5 +716,87 @@ async fn with_idle_unload_secs_zero_the_embedder_stays_loaded() {
         daemon.tick(now).await.unwrap();
     }
     assert_eq!(embedder_metrics(daemon.app()).await, embedder_lines(1, 1));
+    test.finish().await;
+}
+
+#[tokio::test]
+async fn two_daemons_on_postgres_share_one_tick_of_the_pipeline_and_drain_a_backlog_past_one_claim_batch() {
+    let test = TestApp::postgres().await;
+    let a = Daemon::new(test.app.clone(), Arc::new(PipelineRunner)).unwrap();
+    let b = Daemon::new(test.second_daemon("daemon-b"), Arc::new(PipelineRunner)).unwrap();
+    // More closed segments than one step claims (32), one user each.
+    let n_users = 90;
+    let chat: String = (0..n_users)
+        .map(|user_idx| {
+            line(
+                &format!("user-{user_idx:03}"),
+                "c1",
+                0,
+                "user",
+                &format!("I live in Lisbon and my dog is called Rex{user_idx}."),
+                true,
+            )
+        })
+        .collect();
+    test.import("chat.jsonl", &chat).await.unwrap();
+    let (runs_a, runs_b) = tokio::join!(a.tick(t0()), b.tick(t0()));
+    for runs in [runs_a.unwrap(), runs_b.unwrap()] {
+        let pipeline: Vec<&JobRun> = runs.iter().filter(|run| run.job == JobName::RunPipeline).collect();
+        assert_eq!(pipeline.len(), 1, "each daemon runs its own pipeline tick: {runs:?}");
+        assert_eq!(pipeline[0].error, None);
+    }
+    // One tick of the two daemons extracted the whole backlog: each kept stepping while its
+    // steps moved work, and no segment was extracted twice.
+    let segments = test.app.store.listing().list_segments(None, None, None).await.unwrap();
+    assert_eq!(segments.len(), n_users);
+    assert!(
+        segments.iter().all(|segment| segment.status == "extracted"),
+        "{segments:?}"
+    );
+    let applied = test
+        .app
+        .store
+        .listing()
+        .list_requests(None, Some("applied"), None)
+        .await
+        .unwrap();
+    let mut chunks: Vec<_> = applied
+        .iter()
+        .filter(|request| request.purpose == "extraction")
+        .map(|request| (request.segment_id.clone(), request.chunk_index))
+        .collect();
+    assert_eq!(chunks.len(), n_users, "one applied extraction per segment");
+    chunks.sort();
+    chunks.dedup();
+    assert_eq!(chunks.len(), n_users, "a chunk was applied twice");
+    // Each daemon counts the segments it claimed (`/metrics`); together, every segment once.
+    let claims = [a.app().claims.snapshot(), b.app().claims.snapshot()];
+    assert_eq!(
+        claims[0].n_segments + claims[1].n_segments,
+        n_users as u64,
+        "{claims:?}"
+    );
+    assert!(
+        claims
+            .iter()
+            .all(|claim| claim.n_claims > 0 && claim.at_most[11] == claim.n_claims)
+    );
+    for user_idx in 0..n_users {
+        let memories = test
+            .app
+            .store
+            .listing()
+            .list_memories(&format!("user-{user_idx:03}"), None)
+            .await
+            .unwrap();
+        let mut texts: Vec<&str> = memories.iter().map(|memory| memory.text.as_str()).collect();
+        let n_memories = texts.len();
+        texts.sort();
+        texts.dedup();
+        assert!(
+            n_memories > 0 && texts.len() == n_memories,
+            "user-{user_idx:03}: {texts:?}"
+        );
+    }
     test.finish().await;
 }

@@ -198,7 +198,7 @@ async fn an_openai_url_without_v1_pauses_the_lane_spends_nothing_and_stops_run_u
         "{lines:?}"
     );
     let snapshot = test.app.store.listing().metrics_snapshot().await.unwrap();
-    let metrics = memsift::metrics::render(&snapshot, &health, memsift::metrics::EmbedderState::default()).unwrap();
+    let metrics = memsift::metrics::render(&snapshot, &health, memsift::metrics::ProcessState::default()).unwrap();
     let series = format!(
         "memsift_lane_breaker_state{{endpoint=\"{}/\",lane=\"batch\",model=\"gpt-4o-mini\",provider=\"openai\",setting_fault=\"true\",state=\"open\"}} 1",
         // The endpoint label is the URL as parsed and redacted: an empty path reads as `/`.

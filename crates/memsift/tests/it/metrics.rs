@@ -7,7 +7,7 @@
 use std::collections::BTreeSet;
 
 use chrono::{TimeZone, Utc};
-use memsift::metrics::{EmbedderState, render};
+use memsift::metrics::{ProcessState, render};
 use memsift_core::drops::DropReason;
 use memsift_core::status::{Lane, Purpose, RequestStatus, SegmentStatus, Temporal};
 use memsift_engine::embedding::EmbedPurpose;
@@ -166,7 +166,7 @@ proptest! {
         snapshot in snapshot(),
         lanes in prop::collection::vec(lane_row(), 0..6),
     ) {
-        let text = render(&snapshot, &lanes, EmbedderState::default()).unwrap();
+        let text = render(&snapshot, &lanes, ProcessState::default()).unwrap();
         let (pairs, n_series) = labels(&text);
         for (label, value) in &pairs {
             if label == "le" {
