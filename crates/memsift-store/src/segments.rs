@@ -11,7 +11,7 @@ use sqlx::types::Json;
 
 use crate::handles::Segments;
 use crate::tx::sql;
-use crate::{BackendKind, Result, StoreError, corrupt};
+use crate::{Result, StoreError, corrupt};
 
 /// A segment a worker now holds.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -45,7 +45,8 @@ struct TurnRow {
 }
 
 impl Segments<'_> {
-    /// Claims up to `limit` closed (or failed and due) segments for `worker`, one atomic statement.
+    /// Claims up to `limit` closed (or failed and due) segments for `worker`, oldest first, one
+    /// atomic statement.
     ///
     /// A claim whose lease ran out (its worker died) is taken over; each claim counts an attempt,
     /// so a segment that kills its worker every time still ends `dead` instead of looping.
@@ -58,29 +59,35 @@ impl Segments<'_> {
     ) -> Result<Vec<ClaimedSegment>> {
         // SQLite has one writer, so a single UPDATE … RETURNING is already atomic; PostgreSQL
         // needs SKIP LOCKED so two daemons take disjoint rows instead of waiting on each other.
-        let sql = match self.kind() {
-            BackendKind::Sqlite => {
-                "UPDATE segments SET status = 'extracting', claimed_by = $1, claimed_until = $2, attempts = attempts + 1
-                 WHERE id IN (SELECT id FROM segments
-                              WHERE (status IN ('closed', 'failed') AND (next_attempt_at IS NULL OR next_attempt_at <= $3))
-                                 OR (status = 'extracting' AND claimed_until <= $3)
-                              ORDER BY closed_at, id LIMIT $4)
-                 RETURNING id, user_id, attempts"
-            }
-            BackendKind::Postgres => {
-                "UPDATE segments SET status = 'extracting', claimed_by = $1, claimed_until = $2, attempts = attempts + 1
-                 WHERE id IN (SELECT id FROM segments
-                              WHERE (status IN ('closed', 'failed') AND (next_attempt_at IS NULL OR next_attempt_at <= $3))
-                                 OR (status = 'extracting' AND claimed_until <= $3)
-                              ORDER BY closed_at, id LIMIT $4 FOR UPDATE SKIP LOCKED)
-                 RETURNING id, user_id, attempts"
-            }
-        };
-        let rows: Vec<(String, String, i64)> = self
-            .write(async |tx| tx.fetch_all(sql!(sql, worker, now + lease, now, limit)).await)
+        // Each kind of due segment (closed, failed and due again, claimed by a worker whose lease
+        // ran out) is read apart in the `segments_due` index's order, so a claim reads one page
+        // of each rather than sorting the whole backlog (one OR across them made the planner scan
+        // and sort every due row). A branch may lock rows the page leaves out; they are free again
+        // when this statement's transaction ends.
+        let lock = self.skip_locked();
+        let sql = format!(
+            "UPDATE segments SET status = 'extracting', claimed_by = $1, claimed_until = $2, attempts = attempts + 1
+             WHERE id IN (SELECT id FROM (
+                 SELECT id, closed_at FROM (SELECT id, closed_at FROM segments WHERE status = 'closed'
+                                            ORDER BY closed_at, id LIMIT $4 {lock}) AS due_closed
+                 UNION ALL
+                 SELECT id, closed_at FROM (SELECT id, closed_at FROM segments
+                                            WHERE status = 'failed' AND (next_attempt_at IS NULL OR next_attempt_at <= $3)
+                                            ORDER BY closed_at, id LIMIT $4 {lock}) AS due_failed
+                 UNION ALL
+                 SELECT id, closed_at FROM (SELECT id, closed_at FROM segments
+                                            WHERE status = 'extracting' AND claimed_until <= $3
+                                            ORDER BY closed_at, id LIMIT $4 {lock}) AS lapsed
+             ) AS due ORDER BY closed_at, id LIMIT $4)
+             RETURNING id, user_id, attempts, closed_at"
+        );
+        let mut rows: Vec<(String, String, i64, Option<DateTime<Utc>>)> = self
+            .write(async |tx| tx.fetch_all(sql!(&sql, worker, now + lease, now, limit)).await)
             .await?;
+        // RETURNING follows no ORDER BY: the oldest first again, as they were chosen.
+        rows.sort_by(|a, b| (a.3, &a.0).cmp(&(b.3, &b.0)));
         rows.into_iter()
-            .map(|(id, user_id, attempt)| {
+            .map(|(id, user_id, attempt, _)| {
                 Ok(ClaimedSegment {
                     id: SegmentId::parse(&id).map_err(|error| corrupt("segments", error))?,
                     user_id: UserId::parse(&user_id).map_err(|error| corrupt("segments", error))?,

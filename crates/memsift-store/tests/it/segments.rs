@@ -240,6 +240,65 @@ pub async fn concurrent_claims_take_disjoint_segments(store: &Store) {
     );
 }
 
+pub async fn a_claim_takes_the_oldest_due_segments_of_every_kind_a_page_at_a_time(store: &Store) {
+    // Five conversations closed a minute apart; then c0 fails (due again at once) and c1's
+    // claim lapses, so the three kinds of due segment are all present, interleaved in age.
+    let mut ids = Vec::new();
+    for conversation_idx in 0..5 {
+        let mut turn = message(
+            "ana",
+            &format!("c{conversation_idx}"),
+            conversation_idx,
+            Role::User,
+            "hello",
+        );
+        turn.boundary_after = true;
+        store
+            .messages()
+            .ingest(
+                &[turn],
+                idle(),
+                t0() + Duration::minutes(conversation_idx),
+                &no_progress,
+            )
+            .await
+            .unwrap();
+        let rows = store.listing().list_segments(Some("ana"), None, None).await.unwrap();
+        ids.push(rows.last().unwrap().id.clone());
+    }
+    let claim = |worker: &'static str, at_minute: i64, lease_minutes: i64, limit: i64| async move {
+        store
+            .segments()
+            .claim_segments(
+                worker,
+                t0() + Duration::minutes(at_minute),
+                Duration::minutes(lease_minutes),
+                limit,
+            )
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|segment| segment.id.to_string())
+            .collect::<Vec<String>>()
+    };
+    assert_eq!(claim("x", 10, 1, 2).await, ids[..2]);
+    store
+        .segments()
+        .fail_segment(
+            SegmentId::parse(&ids[0]).unwrap(),
+            "provider said no",
+            5,
+            Duration::zero(),
+            t0() + Duration::minutes(10),
+        )
+        .await
+        .unwrap();
+    // At 10:20: c0 (failed, due), c1 (its claim lapsed at 10:11) and c2 (closed), oldest first.
+    assert_eq!(claim("y", 20, 15, 3).await, ids[..3]);
+    assert_eq!(claim("y", 20, 15, 10).await, ids[3..]);
+    assert!(claim("y", 20, 15, 10).await.is_empty());
+}
+
 pub async fn a_segment_goes_dead_after_max_attempts(store: &Store) {
     let (segment_id, _, _) = closed_claimed_segment(store, "ana", "c1").await;
     store
