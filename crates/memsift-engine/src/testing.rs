@@ -291,6 +291,22 @@ impl Noise {
     }
 }
 
+/// A made-up word of three consonant-vowel syllables ("bapiru"): names and places the benches'
+/// generated conversations say, unlike any real word and one another.
+pub fn word(noise: &mut Noise) -> String {
+    let onsets = ["b", "d", "f", "g", "l", "m", "n", "p", "r", "s", "t", "v"];
+    let vowels = ["a", "e", "i", "o", "u"];
+    (0..3)
+        .map(|_| {
+            format!(
+                "{}{}",
+                onsets[noise.below(onsets.len())],
+                vowels[noise.below(vowels.len())]
+            )
+        })
+        .collect()
+}
+
 /// This process's resident memory in MB (`VmRSS`), 0 where `/proc` does not say.
 pub fn resident_mb() -> f64 {
     std::fs::read_to_string("/proc/self/status")

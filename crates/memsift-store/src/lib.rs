@@ -36,6 +36,7 @@ mod inspect;
 mod journal;
 mod listing;
 mod memory_insert;
+mod plan_writes;
 mod read;
 mod requests;
 mod revisions;

@@ -254,48 +254,6 @@ impl WriteTx {
 }
 
 impl Requests<'_> {
-    /// Records the requests planned for a segment's extraction and how many chunks it has, and
-    /// releases the segment's claim: from here the requests carry the work, so a slow batch can
-    /// never look like a dead worker. Each chunk's attempt number continues from its last one.
-    pub async fn plan_segment_requests(
-        self,
-        segment_id: SegmentId,
-        requests: &[NewRequest],
-        now: DateTime<Utc>,
-    ) -> Result<()> {
-        self.plan_segment_requests_with_note(segment_id, requests, None, now)
-            .await
-    }
-
-    /// [`Requests::plan_segment_requests`], recording `note` on the segment (`plan_note`): what
-    /// planning did to make its turns fit, for an admin to see; `None` clears an older note.
-    pub async fn plan_segment_requests_with_note(
-        self,
-        segment_id: SegmentId,
-        requests: &[NewRequest],
-        note: Option<&str>,
-        now: DateTime<Utc>,
-    ) -> Result<()> {
-        self.write(async |tx| {
-            for request in requests {
-                if !tx.insert_planned_request(request, now).await? {
-                    // The user was erased since the segment was read: its segment is gone too.
-                    return Ok(());
-                }
-            }
-            tx.execute(sql!(
-                "UPDATE segments SET planned_chunks = $2, plan_note = $3, claimed_by = NULL, claimed_until = NULL
-                 WHERE id = $1",
-                segment_id,
-                requests.len(),
-                note
-            ))
-            .await?;
-            Ok(())
-        })
-        .await
-    }
-
     /// Loads what the apply path needs for one request.
     pub async fn stored_output(self, request_id: RequestId) -> Result<StoredOutput> {
         type Row = (

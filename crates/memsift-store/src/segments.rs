@@ -68,7 +68,8 @@ impl Segments<'_> {
         let sql = format!(
             "UPDATE segments SET status = 'extracting', claimed_by = $1, claimed_until = $2, attempts = attempts + 1
              WHERE id IN (SELECT id FROM (
-                 SELECT id, closed_at FROM (SELECT id, closed_at FROM segments WHERE status = 'closed'
+                 SELECT id, closed_at FROM (SELECT id, closed_at FROM segments
+                                            WHERE status = 'closed' AND (next_attempt_at IS NULL OR next_attempt_at <= $3)
                                             ORDER BY closed_at, id LIMIT $4 {lock}) AS due_closed
                  UNION ALL
                  SELECT id, closed_at FROM (SELECT id, closed_at FROM segments

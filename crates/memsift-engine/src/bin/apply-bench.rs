@@ -14,7 +14,7 @@ use std::time::Instant;
 use chrono::{Duration, Utc};
 use memsift_core::config::Config;
 use memsift_core::{Clock, ManualClock};
-use memsift_engine::testing::{Noise, app_on};
+use memsift_engine::testing::{Noise, app_on, word};
 use memsift_engine::timings::{self, Phase};
 use memsift_store::testing::TestDb;
 
@@ -31,20 +31,6 @@ const PHASES: [(Phase, &str); 7] = [
     (Phase::Index, "vector stage"),
     (Phase::Writes, "writes"),
 ];
-
-fn word(noise: &mut Noise) -> String {
-    let onsets = ["b", "d", "f", "g", "l", "m", "n", "p", "r", "s", "t", "v"];
-    let vowels = ["a", "e", "i", "o", "u"];
-    (0..3)
-        .map(|_| {
-            format!(
-                "{}{}",
-                onsets[noise.below(onsets.len())],
-                vowels[noise.below(vowels.len())]
-            )
-        })
-        .collect()
-}
 
 /// A turn the offline extractor makes a memory of, unlike any other.
 fn fact(noise: &mut Noise, n: usize) -> String {

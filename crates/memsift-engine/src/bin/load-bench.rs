@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use chrono::Utc;
-use memsift_engine::testing::Noise;
+use memsift_engine::testing::{Noise, word};
 use memsift_store::{Store, StoreOptions};
 use serde_json::{Value, json};
 
@@ -76,20 +76,6 @@ impl Options {
 fn zipf(noise: &mut Noise, n: usize) -> usize {
     let u = (noise.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
     ((n as f64).powf(u) as usize).saturating_sub(1).min(n - 1)
-}
-
-fn word(noise: &mut Noise) -> String {
-    let onsets = ["b", "d", "f", "g", "l", "m", "n", "p", "r", "s", "t", "v"];
-    let vowels = ["a", "e", "i", "o", "u"];
-    (0..3)
-        .map(|_| {
-            format!(
-                "{}{}",
-                onsets[noise.below(onsets.len())],
-                vowels[noise.below(vowels.len())]
-            )
-        })
-        .collect()
 }
 
 /// Words of a small vocabulary, a few common and most rare (as search-bench's memories).
@@ -414,6 +400,20 @@ async fn ingest(options: &Options) -> anyhow::Result<Value> {
     }))
 }
 
+/// A GET answered 200 with JSON, or why not (a failed try is retried by the caller until its timeout).
+async fn get_json(http: &reqwest::Client, token: &str, url: reqwest::Url) -> Result<Value, String> {
+    let response = http
+        .get(url)
+        .bearer_auth(token)
+        .send()
+        .await
+        .map_err(|error| format!("transport: {error}"))?;
+    if !response.status().is_success() {
+        return Err(response.status().as_u16().to_string());
+    }
+    response.json().await.map_err(|error| format!("body: {error}"))
+}
+
 async fn freshness(options: &Options) -> anyhow::Result<Value> {
     let write_url = options.text("write-url", None)?;
     let read_url = options.text("read-url", None)?;
@@ -423,6 +423,7 @@ async fn freshness(options: &Options) -> anyhow::Result<Value> {
     let mut noise = Noise(0x8ebc_6af0_9c88_c6e3 ^ Utc::now().timestamp_micros() as u64);
     let mut lags_ms = Vec::new();
     let mut n_timed_out = 0;
+    let mut errors: BTreeMap<String, u64> = BTreeMap::new();
     for sample in 0..samples {
         let user = format!("fresh-{}-{sample}", word(&mut noise));
         let place = format!("{}{}", word(&mut noise), word(&mut noise));
@@ -441,49 +442,42 @@ async fn freshness(options: &Options) -> anyhow::Result<Value> {
             bail!("{write_url}: ingest answered {}", posted.status());
         }
         let started = Instant::now();
-        // Applied: the writing daemon's listing (a plain read of the database) shows it.
-        let applied = loop {
-            let listed: Value = http
-                .get(format!("{write_url}/v1/users/{user}/memories"))
-                .bearer_auth(&token)
-                .send()
-                .await?
-                .json()
-                .await?;
-            if listed.to_string().contains(&place) {
-                break Some(Instant::now());
+        let listing = reqwest::Url::parse(&format!("{write_url}/v1/users/{user}/memories"))?;
+        let search = reqwest::Url::parse_with_params(
+            &format!("{read_url}/v1/users/{user}/memories/search"),
+            &[("q", place.as_str())],
+        )?;
+        // Applied: the writing daemon's listing (a plain read of the database) shows it. Then
+        // found: the other daemon's search answers with it.
+        let mut applied: Option<Instant> = None;
+        loop {
+            let (url, pause) = match applied {
+                None => (listing.clone(), Duration::from_millis(20)),
+                Some(_) => (search.clone(), Duration::from_millis(5)),
+            };
+            match get_json(&http, &token, url).await {
+                Ok(answer) if answer.to_string().contains(&place) => match applied {
+                    None => applied = Some(Instant::now()),
+                    Some(at) => {
+                        lags_ms.push(at.elapsed().as_secs_f64() * 1000.0);
+                        break;
+                    }
+                },
+                Ok(_) => {}
+                Err(error) => *errors.entry(error).or_default() += 1,
             }
             if started.elapsed() > timeout {
-                break None;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        };
-        let Some(applied) = applied else {
-            n_timed_out += 1;
-            continue;
-        };
-        // Found: the other daemon's search answers with it.
-        loop {
-            let url = url::Url::parse_with_params(
-                &format!("{read_url}/v1/users/{user}/memories/search"),
-                &[("q", place.as_str())],
-            )?;
-            let found: Value = http.get(url).bearer_auth(&token).send().await?.json().await?;
-            if found.to_string().contains(&place) {
-                lags_ms.push(applied.elapsed().as_secs_f64() * 1000.0);
-                break;
-            }
-            if applied.elapsed() > timeout {
                 n_timed_out += 1;
                 break;
             }
-            tokio::time::sleep(Duration::from_millis(5)).await;
+            tokio::time::sleep(pause).await;
         }
     }
     Ok(json!({
         "samples": samples,
         "found_after_applied": latency_figures(lags_ms),
         "timed_out": n_timed_out,
+        "errors": errors,
     }))
 }
 

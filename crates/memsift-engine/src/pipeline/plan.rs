@@ -207,10 +207,17 @@ pub async fn plan_segment(app: &App, segment: &ClaimedSegment) -> anyhow::Result
             }
         })
         .collect();
-    app.store
+    let planned = app
+        .store
         .requests()
-        .plan_segment_requests_with_note(segment.id, &requests, note.as_deref(), now)
+        .plan_claimed_segment(segment.id, &app.worker_id, &requests, note.as_deref(), now)
         .await?;
+    if !planned {
+        // This worker stalled past its claim's lease and another took the segment over: its
+        // plan stands, this one is dropped (with the budget it reserved, which rides on it).
+        tracing::warn!(segment_id = %segment.id, "The segment's claim lapsed while it was planned; another worker has it, so this plan is dropped.");
+        return Ok(0);
+    }
     Ok(requests.len() as u64)
 }
 

@@ -309,11 +309,12 @@ async fn extract_by_id_closes_an_open_segment_and_refuses_a_finished_one() {
         .remove(0);
     assert_eq!(segment.status, "open");
     let id = segment.id.parse().unwrap();
+    // Claimed by the app that plans it: a plan is written only by the claim's holder.
     let claimed = test
         .app
         .store
         .segments()
-        .claim_segment(id, "cli", test.clock_now())
+        .claim_segment(id, &test.app.worker_id, test.clock_now())
         .await
         .unwrap();
     memsift_engine::pipeline::plan_segment(&test.app, &claimed)

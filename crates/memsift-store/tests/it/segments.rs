@@ -299,6 +299,36 @@ pub async fn a_claim_takes_the_oldest_due_segments_of_every_kind_a_page_at_a_tim
     assert!(claim("y", 20, 15, 10).await.is_empty());
 }
 
+pub async fn a_plan_from_a_worker_whose_claim_lapsed_and_was_taken_over_is_refused(store: &Store) {
+    // worker-a claimed the segment at 10:00 for 15 minutes and stalled; worker-b takes it over.
+    let (segment_id, user_id, _) = crate::helpers::closed_claimed_segment(store, "ana", "c1").await;
+    let taken_over = store
+        .segments()
+        .claim_segments("worker-b", t0() + Duration::minutes(16), Duration::minutes(15), 10)
+        .await
+        .unwrap();
+    assert_eq!(taken_over.len(), 1);
+    let plan = |worker: &'static str| async move {
+        store
+            .requests()
+            .plan_claimed_segment(
+                segment_id,
+                worker,
+                &[crate::helpers::request(segment_id, user_id, 0)],
+                None,
+                t0() + Duration::minutes(17),
+            )
+            .await
+            .unwrap()
+    };
+    assert!(plan("worker-b").await, "the claim's holder plans");
+    assert!(!plan("worker-a").await, "the stalled worker's plan is refused");
+    // Once planned the claim is released, so a late plan from the holder is refused too.
+    assert!(!plan("worker-b").await);
+    let requests = store.listing().list_requests(Some("ana"), None, None).await.unwrap();
+    assert_eq!(requests.len(), 1, "one request for the one chunk: {requests:?}");
+}
+
 pub async fn a_segment_goes_dead_after_max_attempts(store: &Store) {
     let (segment_id, _, _) = closed_claimed_segment(store, "ana", "c1").await;
     store

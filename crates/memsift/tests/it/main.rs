@@ -4,6 +4,7 @@ mod admin;
 mod api;
 mod cli;
 mod daemon;
+mod daemon_pipeline;
 mod database_tls;
 mod health;
 mod helpers;
