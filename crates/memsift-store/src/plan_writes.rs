@@ -69,11 +69,9 @@ impl Requests<'_> {
             if n_released == 0 {
                 return Ok(false);
             }
+            // Every chunk is the segment's, so its user's, whose lock is held.
             for request in requests {
-                if !tx.insert_planned_request(request, now).await? {
-                    // The user was erased since the segment was read: its segment is gone too.
-                    return Ok(false);
-                }
+                tx.insert_request_of_locked_user(request, now).await?;
             }
             Ok(true)
         })

@@ -219,6 +219,17 @@ impl WriteTx {
         if !self.lock_live_user(request.user_id).await? {
             return Ok(false);
         }
+        self.insert_request_of_locked_user(request, now).await?;
+        Ok(true)
+    }
+
+    /// [`WriteTx::insert_planned_request`] in a transaction that already holds the request's
+    /// user's lock and found the user live (one lock a plan, not one a chunk).
+    pub(crate) async fn insert_request_of_locked_user(
+        &mut self,
+        request: &NewRequest,
+        now: DateTime<Utc>,
+    ) -> Result<()> {
         self.execute(sql!(
             "INSERT INTO llm_requests (id, purpose, user_id, segment_id, chunk_index, attempt, lane, config_key,
                                        provider, model, prompt_version, context, request_body, status, created_at,
@@ -249,7 +260,7 @@ impl WriteTx {
             request.max_output_tokens.map(i64::from)
         ))
         .await?;
-        Ok(true)
+        Ok(())
     }
 }
 
