@@ -79,6 +79,7 @@ store_suite!(cases: [
     concurrent_claims_take_disjoint_segments,
     a_claim_takes_the_oldest_due_segments_of_every_kind_a_page_at_a_time,
     a_plan_from_a_worker_whose_claim_lapsed_and_was_taken_over_is_refused,
+    claims_take_exactly_the_due_segments_oldest_first_over_generated_histories,
     apply_writes_a_result_exactly_once,
     a_segment_is_extracted_only_when_every_chunk_is_applied,
     a_cut_answers_continuation_is_planned_with_its_apply_and_holds_its_segment_open,

@@ -299,6 +299,106 @@ pub async fn a_claim_takes_the_oldest_due_segments_of_every_kind_a_page_at_a_tim
     assert!(claim("y", 20, 15, 10).await.is_empty());
 }
 
+/// Where a segment stands in [`claims_take_exactly_the_due_segments_oldest_first_over_generated_histories`]'s model.
+#[derive(Clone, Copy, Debug)]
+enum Modelled {
+    Closed {
+        next: Option<chrono::DateTime<chrono::Utc>>,
+    },
+    Failed {
+        next: chrono::DateTime<chrono::Utc>,
+    },
+    Extracting {
+        until: chrono::DateTime<chrono::Utc>,
+    },
+    Finished,
+}
+
+pub async fn claims_take_exactly_the_due_segments_oldest_first_over_generated_histories(store: &Store) {
+    // Segments closed three at a time (ties on closed_at fall to the id), then random claims,
+    // failures, deferrals, finishes and lapsed leases at a moving clock; every claim must take
+    // exactly the oldest `limit` due segments of the model, in order.
+    let mut rng = 0x2545_f491_4f6c_dd1d_u64;
+    let mut next = move |below: u64| {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng % below
+    };
+    let mut model: Vec<(i64, String, Modelled)> = Vec::new();
+    for conversation_idx in 0..24_i64 {
+        let minute = conversation_idx / 3;
+        let mut turn = message("ana", &format!("c{conversation_idx}"), minute, Role::User, "hello");
+        turn.boundary_after = true;
+        store
+            .messages()
+            .ingest(&[turn], idle(), t0() + Duration::minutes(minute), &no_progress)
+            .await
+            .unwrap();
+    }
+    for row in store.listing().list_segments(Some("ana"), None, None).await.unwrap() {
+        let minute = (row.first_message_at - t0()).num_minutes();
+        model.push((minute, row.id, Modelled::Closed { next: None }));
+    }
+    model.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+    let mut now = t0() + Duration::minutes(10);
+    for step in 0..60 {
+        now += Duration::minutes(next(4) as i64);
+        let held: Vec<usize> = (0..model.len())
+            .filter(|&at| matches!(model[at].2, Modelled::Extracting { .. }))
+            .collect();
+        if held.is_empty() || next(2) == 0 {
+            let limit = 1 + next(6) as i64;
+            let lease = Duration::minutes(1 + next(10) as i64);
+            let due: Vec<usize> = (0..model.len())
+                .filter(|&at| match model[at].2 {
+                    Modelled::Closed { next } => next.is_none_or(|next| next <= now),
+                    Modelled::Failed { next } => next <= now,
+                    Modelled::Extracting { until } => until <= now,
+                    Modelled::Finished => false,
+                })
+                .take(limit as usize)
+                .collect();
+            let claimed: Vec<String> = store
+                .segments()
+                .claim_segments("w", now, lease, limit)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|segment| segment.id.to_string())
+                .collect();
+            let want: Vec<String> = due.iter().map(|&at| model[at].1.clone()).collect();
+            assert_eq!(claimed, want, "step {step}: claim of {limit} at {now}");
+            for at in due {
+                model[at].2 = Modelled::Extracting { until: now + lease };
+            }
+            continue;
+        }
+        let at = held[next(held.len() as u64) as usize];
+        let id = SegmentId::parse(&model[at].1).unwrap();
+        let later = now + Duration::minutes(next(10) as i64);
+        model[at].2 = match next(3) {
+            0 => {
+                let retry_after = later - now;
+                store
+                    .segments()
+                    .fail_segment(id, "no", 1000, retry_after, now)
+                    .await
+                    .unwrap();
+                Modelled::Failed { next: later }
+            }
+            1 => {
+                store.segments().defer_segment(id, later, "over budget").await.unwrap();
+                Modelled::Closed { next: Some(later) }
+            }
+            _ => {
+                store.segments().finish_empty_segment(id, now).await.unwrap();
+                Modelled::Finished
+            }
+        };
+    }
+}
+
 pub async fn a_plan_from_a_worker_whose_claim_lapsed_and_was_taken_over_is_refused(store: &Store) {
     // worker-a claimed the segment at 10:00 for 15 minutes and stalled; worker-b takes it over.
     let (segment_id, user_id, _) = crate::helpers::closed_claimed_segment(store, "ana", "c1").await;
