@@ -87,13 +87,10 @@ pub fn is_known_parameter(name: &str) -> bool {
     KNOWN_PARAMETERS.contains(&name) || name.starts_with("options[") && name.ends_with(']')
 }
 
-/// A parameter's name as it may be shown: a known or password-like name as it is, any other `***`.
+/// A parameter's name as it may be shown: a known name as it is, any other `***`, password-like
+/// ones too (`?password=&key9` reads as an empty password and a parameter named by the rest of it).
 pub fn shown_parameter_name(name: &str) -> &str {
-    if is_known_parameter(name) || is_secret_parameter(name) {
-        name
-    } else {
-        MASK
-    }
+    if is_known_parameter(name) { name } else { MASK }
 }
 
 /// A parameter as it may be shown: a known name with its value, a password-like name with its
@@ -242,7 +239,12 @@ mod tests {
             ),
             (
                 "postgres://u@db/m?sslpassword=a%26b&Api-Key=k&access_token=t",
-                "postgres://u@db/m?sslpassword=***&Api-Key=***&access_token=***",
+                "postgres://u@db/m?sslpassword=***&***=***&***=***",
+            ),
+            // A raw `&` in a password makes its tail a parameter name, here a password-like one.
+            (
+                "postgres://a@db/m?password=&QKEYA0A0",
+                "postgres://a@db/m?password=***&***=***",
             ),
             (
                 "postgres://u@db/m?password=abc&def&connect_timeout=5",
@@ -250,7 +252,7 @@ mod tests {
             ),
             (
                 "https://api.example.com/v1?api-version=2024-10-21&key=abc#frag",
-                "https://api.example.com/v1?api-version=2024-10-21&key=***#***",
+                "https://api.example.com/v1?api-version=2024-10-21&***=***#***",
             ),
             (
                 "sqlite:///var/lib/memsift/memsift.db",
@@ -259,7 +261,7 @@ mod tests {
             ("sqlite::memory:", "sqlite::memory:"),
             (
                 "sqlite://m@x.db?mode=rwc&key=hunter2",
-                "sqlite://m@x.db?mode=rwc&key=***",
+                "sqlite://m@x.db?mode=rwc&***=***",
             ),
         ] {
             assert_eq!(redact_url(url), shown, "{url}");
